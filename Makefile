@@ -1,0 +1,21 @@
+# Makefile: builds and installs the dblog extension (output plugin + SQL API) with PGXS,
+# and runs its pg_regress and isolation tests against a running server (make installcheck).
+# The C++ side (sidecar, clients, C++ tests) is built by CMakeLists.txt; tests/run.sh runs all.
+
+MODULE_big = dblog
+OBJS = plugin/dblog.o plugin/encoder.o plugin/messages.o
+PGFILEDESC = "dblog - change-data capture output plugin and SQL API"
+
+EXTENSION = dblog
+DATA = plugin/dblog--0.1.sql
+
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --load-extension=dblog
+ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
+ISOLATION_OPTS = --load-extension=dblog
+
+PG_CPPFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,705 @@
+/*-------------------------------------------------------------------------
+ *
+ * dblog.c
+ *		  Logical decoding output plugin "dblog": every change stamped with
+ *		  its coordinates, in protobuf (proto/dblog/v1/change.proto) or in a
+ *		  readable text twin.
+ *
+ * Options (all optional; parse_output_parameters is the one place):
+ *	 format			 'binary' (default) or 'text'
+ *	 proto_version	 1 (the only version so far)
+ *	 include_tables	 comma list of schema.table, '*' for any part
+ *	 exclude_tables	 comma list of schema.table, '*' for any part
+ *	 origin			 'any' (default) or 'none': skip changes applied by a
+ *					 replication origin
+ *	 keyless		 'error' (default) or 'skip': a change to a table with no
+ *					 primary key or replica identity index
+ *	 batch_bytes	 binary only: cut a Batch once it holds this many bytes
+ *					 (default 65536; 0 = one event per message)
+ *	 include_coordinates  text only: show xids, LSNs, times, oids (default on)
+ *
+ * Transactions are decoded one at a time (no streaming of in-progress
+ * transactions), so the per-transaction state lives in DblogData.
+ *
+ * IDENTIFICATION
+ *		  plugin/dblog.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_index.h"
+#include "commands/defrem.h"
+#include "replication/logical.h"
+#include "replication/origin.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/varlena.h"
+
+#include "messages.h"
+
+PG_MODULE_MAGIC;
+
+#define DBLOG_PROTO_VERSION_MIN 1
+#define DBLOG_PROTO_VERSION_MAX 1
+#define DBLOG_SCHEMA "dblog"
+
+typedef struct TablePattern
+{
+	char	   *schema;			/* NULL: any */
+	char	   *table;			/* NULL: any */
+} TablePattern;
+
+typedef struct DblogData
+{
+	MemoryContext context;		/* reset after every callback */
+	MemoryContext cachecxt;		/* relation cache */
+	WriteFormat fmt;
+	int			proto_version;
+	List	   *include;		/* of TablePattern */
+	List	   *exclude;
+	bool		skip_origins;
+	bool		skip_keyless;
+	int			batch_bytes;
+
+	/* the transaction being decoded */
+	bool		began;			/* Begin written */
+	uint32		seq;
+	TxnCoords	txn;
+
+	StringInfoData batch;		/* events not yet handed to the walsender */
+} DblogData;
+
+/* Relation cache entry; RelInfo first so a RelEntry * is a RelInfo *. */
+typedef struct RelEntry
+{
+	RelInfo		info;			/* info.relid is the hash key */
+	bool		valid;			/* cleared by relcache invalidation */
+	bool		sent;			/* Relation written since it became valid */
+	bool		publish;		/* user data that passes the filters */
+	MemoryContext mcxt;
+} RelEntry;
+
+static HTAB *RelationCache = NULL;
+
+extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
+
+static void dblog_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt,
+						  bool is_init);
+static void dblog_shutdown(LogicalDecodingContext *ctx);
+static void dblog_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn);
+static void dblog_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						 Relation relation, ReorderBufferChange *change);
+static void dblog_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						   int nrelations, Relation relations[],
+						   ReorderBufferChange *change);
+static void dblog_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						 XLogRecPtr commit_lsn);
+static void dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						  XLogRecPtr message_lsn, bool transactional,
+						  const char *prefix, Size message_size, const char *message);
+static bool dblog_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_id);
+
+static void parse_output_parameters(List *options, DblogData *data);
+static RelEntry *get_rel_entry(DblogData *data, Relation relation);
+static void invalidate_rel_entry(Datum arg, Oid relid);
+static void create_relation_cache(DblogData *data);
+
+void
+_PG_output_plugin_init(OutputPluginCallbacks *cb)
+{
+	AssertVariableIsOfType(&_PG_output_plugin_init, LogicalOutputPluginInit);
+
+	cb->startup_cb = dblog_startup;
+	cb->shutdown_cb = dblog_shutdown;
+
+	/* transactions and their changes */
+	cb->begin_cb = dblog_begin;
+	cb->change_cb = dblog_change;
+	cb->truncate_cb = dblog_truncate;
+	cb->commit_cb = dblog_commit;
+
+	/* generic messages and origins */
+	cb->message_cb = dblog_message;
+	cb->filter_by_origin_cb = dblog_filter_origin;
+}
+
+/*
+ * Option parsing
+ */
+static void
+reject_duplicate(bool *seen, DefElem *elem)
+{
+	if (*seen)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("conflicting or redundant options"),
+				 errdetail("Option \"%s\" was given more than once.", elem->defname)));
+	*seen = true;
+}
+
+static char *
+option_string(DefElem *elem)
+{
+	if (elem->arg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dblog option \"%s\" requires a value", elem->defname)));
+	return strVal(elem->arg);
+}
+
+static void
+bad_value(DefElem *elem, const char *valid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value for dblog option \"%s\": \"%s\"",
+					elem->defname, strVal(elem->arg)),
+			 errhint("Valid values are %s.", valid)));
+}
+
+/* One of two words; returns true for `yes`. */
+static bool
+option_choice(DefElem *elem, const char *no, const char *yes)
+{
+	char	   *v = option_string(elem);
+
+	if (pg_strcasecmp(v, no) == 0)
+		return false;
+	if (pg_strcasecmp(v, yes) == 0)
+		return true;
+	bad_value(elem, psprintf("\"%s\" and \"%s\"", no, yes));
+	return false;				/* keep compiler quiet */
+}
+
+static List *
+parse_table_patterns(DefElem *elem)
+{
+	char	   *raw = pstrdup(option_string(elem));
+	List	   *names;
+	List	   *patterns = NIL;
+	ListCell   *lc;
+
+	if (!SplitIdentifierString(raw, ',', &names))
+		bad_value(elem, "a comma-separated list of schema.table names");
+	foreach(lc, names)
+	{
+		char	   *name = lfirst(lc);
+		char	   *dot = strchr(name, '.');
+		TablePattern *p = palloc0(sizeof(TablePattern));
+
+		if (dot == NULL || dot == name || dot[1] == '\0' || strchr(dot + 1, '.') != NULL)
+			bad_value(elem, "a comma-separated list of schema.table names, with * for any schema or table");
+		*dot = '\0';
+		p->schema = strcmp(name, "*") == 0 ? NULL : name;
+		p->table = strcmp(dot + 1, "*") == 0 ? NULL : dot + 1;
+		patterns = lappend(patterns, p);
+	}
+	return patterns;
+}
+
+static void
+parse_output_parameters(List *options, DblogData *data)
+{
+	ListCell   *lc;
+	bool		format_seen = false,
+				version_seen = false,
+				include_seen = false,
+				exclude_seen = false,
+				origin_seen = false,
+				keyless_seen = false,
+				batch_seen = false,
+				coordinates_seen = false;
+
+	data->fmt.text = false;
+	data->fmt.coordinates = true;
+	data->proto_version = DBLOG_PROTO_VERSION_MAX;
+	data->batch_bytes = 65536;
+
+	foreach(lc, options)
+	{
+		DefElem    *elem = lfirst(lc);
+
+		Assert(elem->arg == NULL || IsA(elem->arg, String));
+		if (strcmp(elem->defname, "format") == 0)
+		{
+			reject_duplicate(&format_seen, elem);
+			data->fmt.text = option_choice(elem, "binary", "text");
+		}
+		else if (strcmp(elem->defname, "proto_version") == 0)
+		{
+			char	   *v = option_string(elem);
+			char	   *end;
+			long		version;
+
+			reject_duplicate(&version_seen, elem);
+			errno = 0;
+			version = strtol(v, &end, 10);
+			if (errno != 0 || *end != '\0' || end == v)
+				bad_value(elem, "whole numbers");
+			if (version < DBLOG_PROTO_VERSION_MIN || version > DBLOG_PROTO_VERSION_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("client sent proto_version=%ld but dblog supports protocol versions %d to %d",
+								version, DBLOG_PROTO_VERSION_MIN, DBLOG_PROTO_VERSION_MAX)));
+			data->proto_version = (int) version;
+		}
+		else if (strcmp(elem->defname, "include_tables") == 0)
+		{
+			reject_duplicate(&include_seen, elem);
+			data->include = parse_table_patterns(elem);
+		}
+		else if (strcmp(elem->defname, "exclude_tables") == 0)
+		{
+			reject_duplicate(&exclude_seen, elem);
+			data->exclude = parse_table_patterns(elem);
+		}
+		else if (strcmp(elem->defname, "origin") == 0)
+		{
+			reject_duplicate(&origin_seen, elem);
+			data->skip_origins = !option_choice(elem, "none", "any");
+		}
+		else if (strcmp(elem->defname, "keyless") == 0)
+		{
+			reject_duplicate(&keyless_seen, elem);
+			data->skip_keyless = option_choice(elem, "error", "skip");
+		}
+		else if (strcmp(elem->defname, "batch_bytes") == 0)
+		{
+			char	   *v = option_string(elem);
+			char	   *end;
+			long		bytes;
+
+			reject_duplicate(&batch_seen, elem);
+			errno = 0;
+			bytes = strtol(v, &end, 10);
+			if (errno != 0 || *end != '\0' || end == v || bytes < 0 || bytes > MaxAllocSize / 4)
+				bad_value(elem, psprintf("whole numbers from 0 to %d", (int) (MaxAllocSize / 4)));
+			data->batch_bytes = (int) bytes;
+		}
+		else if (strcmp(elem->defname, "include_coordinates") == 0)
+		{
+			reject_duplicate(&coordinates_seen, elem);
+			if (elem->arg == NULL)
+				data->fmt.coordinates = true;
+			else if (!parse_bool(strVal(elem->arg), &data->fmt.coordinates))
+				bad_value(elem, "booleans");
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unrecognized dblog option: %s", elem->defname)));
+	}
+}
+
+/* startup callback */
+static void
+dblog_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
+{
+	DblogData  *data = MemoryContextAllocZero(ctx->context, sizeof(DblogData));
+	MemoryContext old;
+
+	data->context = AllocSetContextCreate(ctx->context, "dblog change context",
+										  ALLOCSET_DEFAULT_SIZES);
+	data->cachecxt = AllocSetContextCreate(ctx->context, "dblog relation cache",
+										   ALLOCSET_DEFAULT_SIZES);
+	ctx->output_plugin_private = data;
+
+	old = MemoryContextSwitchTo(ctx->context);
+	parse_output_parameters(ctx->output_plugin_options, data);
+	initStringInfo(&data->batch);
+	MemoryContextSwitchTo(old);
+
+	opt->output_type = data->fmt.text ? OUTPUT_PLUGIN_TEXTUAL_OUTPUT
+		: OUTPUT_PLUGIN_BINARY_OUTPUT;
+	opt->receive_rewrites = false;
+
+	create_relation_cache(data);
+}
+
+/* shutdown callback */
+static void
+dblog_shutdown(LogicalDecodingContext *ctx)
+{
+	/* the relation cache goes with ctx->context (see create_relation_cache) */
+}
+
+/*
+ * Relation cache
+ *
+ * It lives in the decoding context's memory, so it disappears with the
+ * session even when an error skips the shutdown callback; a reset callback
+ * forgets the static pointer at the same moment.  The relcache callback is
+ * registered once per backend and only clears flags.
+ */
+static void
+forget_relation_cache(void *arg)
+{
+	RelationCache = NULL;
+}
+
+static void
+create_relation_cache(DblogData *data)
+{
+	static bool callback_registered = false;
+	MemoryContextCallback *reset = MemoryContextAlloc(data->cachecxt,
+													  sizeof(MemoryContextCallback));
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(RelEntry);
+	ctl.hcxt = data->cachecxt;
+	RelationCache = hash_create("dblog relation cache", 128, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	reset->func = forget_relation_cache;
+	reset->arg = NULL;
+	MemoryContextRegisterResetCallback(data->cachecxt, reset);
+
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(invalidate_rel_entry, (Datum) 0);
+		callback_registered = true;
+	}
+}
+
+static void
+invalidate_rel_entry(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	RelEntry   *entry;
+
+	if (RelationCache == NULL)
+		return;
+	if (OidIsValid(relid))
+	{
+		entry = hash_search(RelationCache, &relid, HASH_FIND, NULL);
+		if (entry != NULL)
+			entry->valid = false;
+		return;
+	}
+	hash_seq_init(&status, RelationCache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		entry->valid = false;
+}
+
+static bool
+pattern_matches(List *patterns, const char *schema, const char *table)
+{
+	ListCell   *lc;
+
+	foreach(lc, patterns)
+	{
+		TablePattern *p = lfirst(lc);
+
+		if ((p->schema == NULL || strcmp(p->schema, schema) == 0) &&
+			(p->table == NULL || strcmp(p->table, table) == 0))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The identity key: the primary key, or the replica identity index when
+ * REPLICA IDENTITY USING INDEX says the WAL carries that one instead.
+ * Tables with neither, or with REPLICA IDENTITY NOTHING (deletes carry no
+ * key), have none.  The index is read without a lock, as
+ * RelationGetIdentityKeyBitmap does during decoding.
+ */
+static void
+fill_identity_key(Relation relation, RowPlan *plan, MemoryContext mcxt)
+{
+	char		replident = relation->rd_rel->relreplident;
+	Oid			indexoid = InvalidOid;
+	Relation	index;
+
+	if (replident == REPLICA_IDENTITY_INDEX)
+		indexoid = RelationGetReplicaIndex(relation);
+	else if (replident == REPLICA_IDENTITY_DEFAULT || replident == REPLICA_IDENTITY_FULL)
+		indexoid = RelationGetPrimaryKeyIndex(relation);
+	if (!OidIsValid(indexoid))
+		return;
+
+	index = RelationIdGetRelation(indexoid);
+	if (!RelationIsValid(index))
+		elog(ERROR, "could not open index with OID %u", indexoid);
+	plan->nkeys = index->rd_index->indnkeyatts;
+	plan->keys = MemoryContextAlloc(mcxt, sizeof(AttrNumber) * plan->nkeys);
+	for (int i = 0; i < plan->nkeys; i++)
+		plan->keys[i] = index->rd_index->indkey.values[i] - 1;
+	RelationClose(index);
+}
+
+static RelEntry *
+get_rel_entry(DblogData *data, Relation relation)
+{
+	Oid			relid = RelationGetRelid(relation);
+	bool		found;
+	RelEntry   *entry = hash_search(RelationCache, &relid, HASH_ENTER, &found);
+
+	if (found && entry->valid)
+		return entry;
+	if (!found)
+		entry->mcxt = NULL;
+	if (entry->mcxt != NULL)
+		MemoryContextReset(entry->mcxt);
+	else
+		entry->mcxt = AllocSetContextCreate(data->cachecxt, "dblog relation",
+											ALLOCSET_SMALL_SIZES);
+
+	entry->info.schema = MemoryContextStrdup(entry->mcxt,
+											 get_namespace_name(RelationGetNamespace(relation)));
+	entry->info.name = MemoryContextStrdup(entry->mcxt, RelationGetRelationName(relation));
+	entry->info.replident = relation->rd_rel->relreplident;
+	entry->info.plan = build_row_plan(RelationGetDescr(relation), entry->mcxt);
+	fill_identity_key(relation, entry->info.plan, entry->mcxt);
+
+	entry->publish = strcmp(entry->info.schema, DBLOG_SCHEMA) != 0 &&
+		(data->include == NIL ||
+		 pattern_matches(data->include, entry->info.schema, entry->info.name)) &&
+		!pattern_matches(data->exclude, entry->info.schema, entry->info.name);
+	if (entry->publish && entry->info.plan->nkeys == 0)
+	{
+		if (data->skip_keyless)
+			entry->publish = false;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"%s.%s\" has no primary key or replica identity index",
+							entry->info.schema, entry->info.name),
+					 errdetail("dblog identifies rows by key; without one, updates and deletes cannot be applied correctly."),
+					 errhint("Add a primary key, use REPLICA IDENTITY USING INDEX on a unique index of NOT NULL columns, or leave the table out with the exclude_tables or keyless option.")));
+	}
+	entry->valid = true;
+	entry->sent = false;
+	return entry;
+}
+
+/*
+ * Batching: events accumulate in data->batch and go out as one plugin
+ * message when it is full, and always at commit.
+ */
+static void
+flush_batch(LogicalDecodingContext *ctx, DblogData *data, bool last_write)
+{
+	if (data->batch.len == 0)
+		return;
+	OutputPluginPrepareWrite(ctx, last_write);
+	appendBinaryStringInfo(ctx->out, data->batch.data, data->batch.len);
+	OutputPluginWrite(ctx, last_write);
+
+	/* one huge row must not keep its buffer for the rest of the session */
+	if (data->batch.maxlen > 4 * Max(data->batch_bytes, 65536))
+	{
+		pfree(data->batch.data);
+		data->batch.data = MemoryContextAlloc(ctx->context, 1024);
+		data->batch.maxlen = 1024;
+	}
+	resetStringInfo(&data->batch);
+}
+
+static void
+event_written(LogicalDecodingContext *ctx, DblogData *data)
+{
+	if (data->fmt.text || data->batch.len >= data->batch_bytes)
+		flush_batch(ctx, data, false);
+}
+
+static uint64
+full_xid(TransactionId xid)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	uint64		epoch = EpochFromFullTransactionId(next);
+
+	/* decoded transactions are in the past: a larger xid is the last epoch's */
+	if (xid > XidFromFullTransactionId(next))
+		epoch--;
+	return (epoch << 32) | xid;
+}
+
+/* Writes the Begin, deferred until the transaction has something to send. */
+static void
+ensure_begin(LogicalDecodingContext *ctx, DblogData *data, ReorderBufferTXN *txn)
+{
+	if (data->began)
+		return;
+	data->began = true;
+	data->txn.xid = full_xid(txn->xid);
+	data->txn.commit_lsn = txn->final_lsn;
+	data->txn.end_lsn = txn->end_lsn;
+	data->txn.commit_time = txn->xact_time.commit_time;
+	data->txn.origin_id = txn->origin_id;
+	write_begin(&data->batch, &data->fmt, &data->txn);
+	event_written(ctx, data);
+}
+
+static void
+ensure_relation(LogicalDecodingContext *ctx, DblogData *data, Relation relation,
+				RelEntry *entry)
+{
+	if (entry->sent)
+		return;
+	write_relation(&data->batch, &data->fmt, relation, &entry->info);
+	entry->sent = true;
+	event_written(ctx, data);
+}
+
+/* BEGIN callback */
+static void
+dblog_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
+{
+	DblogData  *data = ctx->output_plugin_private;
+
+	data->began = false;
+	data->seq = 0;
+}
+
+/* COMMIT callback */
+static void
+dblog_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
+{
+	DblogData  *data = ctx->output_plugin_private;
+	MemoryContext old;
+
+	if (!data->began)
+	{
+		/* nothing in scope: let the walsender report progress anyway */
+		OutputPluginUpdateProgress(ctx, true);
+		return;
+	}
+	old = MemoryContextSwitchTo(data->context);
+	write_commit(&data->batch, &data->fmt, &data->txn, ++data->seq);
+	flush_batch(ctx, data, true);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(data->context);
+	data->began = false;
+}
+
+/* CHANGE callback */
+static void
+dblog_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+			 Relation relation, ReorderBufferChange *change)
+{
+	DblogData  *data = ctx->output_plugin_private;
+	MemoryContext old = MemoryContextSwitchTo(data->context);
+	RelEntry   *entry = get_rel_entry(data, relation);
+	HeapTuple	newtuple = NULL;
+	HeapTuple	oldtuple = NULL;
+	ChangeKind	kind;
+
+	if (!entry->publish)
+		goto done;
+
+	switch (change->action)
+	{
+		case REORDER_BUFFER_CHANGE_INSERT:
+			kind = CHANGE_INSERT;
+			break;
+		case REORDER_BUFFER_CHANGE_UPDATE:
+			kind = CHANGE_UPDATE;
+			break;
+		case REORDER_BUFFER_CHANGE_DELETE:
+			kind = CHANGE_DELETE;
+			break;
+		default:
+			Assert(false);
+			goto done;
+	}
+	if (change->data.tp.newtuple != NULL)
+		newtuple = &change->data.tp.newtuple->tuple;
+	if (change->data.tp.oldtuple != NULL)
+		oldtuple = &change->data.tp.oldtuple->tuple;
+	if (kind == CHANGE_DELETE && oldtuple == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("delete from table \"%s.%s\" carries no old key",
+						entry->info.schema, entry->info.name)));
+
+	ensure_begin(ctx, data, txn);
+	ensure_relation(ctx, data, relation, entry);
+	write_change(&data->batch, &data->fmt, &data->txn, ++data->seq, change->lsn,
+				 kind, relation, &entry->info, newtuple, oldtuple);
+	event_written(ctx, data);
+
+done:
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(data->context);
+}
+
+/* TRUNCATE callback */
+static void
+dblog_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+			   int nrelations, Relation relations[], ReorderBufferChange *change)
+{
+	DblogData  *data = ctx->output_plugin_private;
+	MemoryContext old = MemoryContextSwitchTo(data->context);
+	RelInfo   **infos = palloc(sizeof(RelInfo *) * nrelations);
+	Relation   *published = palloc(sizeof(Relation) * nrelations);
+	int			n = 0;
+
+	for (int i = 0; i < nrelations; i++)
+	{
+		RelEntry   *entry = get_rel_entry(data, relations[i]);
+
+		if (!entry->publish)
+			continue;
+		published[n] = relations[i];
+		infos[n++] = &entry->info;
+	}
+	if (n > 0)
+	{
+		ensure_begin(ctx, data, txn);
+		for (int i = 0; i < n; i++)
+			ensure_relation(ctx, data, published[i], (RelEntry *) infos[i]);
+		write_truncate(&data->batch, &data->fmt, &data->txn, ++data->seq, change->lsn,
+					   n, infos, change->data.truncate.cascade,
+					   change->data.truncate.restart_seqs);
+		event_written(ctx, data);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(data->context);
+}
+
+/* MESSAGE callback */
+static void
+dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+			  XLogRecPtr message_lsn, bool transactional,
+			  const char *prefix, Size message_size, const char *message)
+{
+	DblogData  *data = ctx->output_plugin_private;
+	MemoryContext old = MemoryContextSwitchTo(data->context);
+
+	if (transactional)
+	{
+		ensure_begin(ctx, data, txn);
+		write_message(&data->batch, &data->fmt, &data->txn, ++data->seq, message_lsn,
+					  true, prefix, message, message_size);
+		event_written(ctx, data);
+	}
+	else
+	{
+		/* decoded as it is read, outside any transaction's replay */
+		flush_batch(ctx, data, false);
+		write_message(&data->batch, &data->fmt, NULL, 0, message_lsn,
+					  false, prefix, message, message_size);
+		flush_batch(ctx, data, true);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(data->context);
+}
+
+/* ORIGIN filter callback */
+static bool
+dblog_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_id)
+{
+	DblogData  *data = ctx->output_plugin_private;
+
+	return data->skip_origins && origin_id != InvalidRepOriginId;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# scripts/install-deps.sh: install everything dblog needs to build and test on Debian 12.
+# Idempotent; run as root (or with sudo available). Used by .ci/run and the README quick start.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ninja-build
+  postgresql-15 postgresql-server-dev-15 postgresql-contrib libpq-dev
+  protobuf-compiler libprotobuf-dev python3-protobuf
+  libboost-dev libboost-program-options-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3
+)
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  # The postgresql package creates and starts a default cluster; tests never use it.
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all packages present"
+fi

@@ -1,0 +1,25 @@
+-- messages: pg_logical_emit_message, transactional (in order, with a seq) and not.
+\set VERBOSITY terse
+SET synchronous_commit = on;
+CREATE TABLE m (id int PRIMARY KEY);
+
+SELECT 'init' FROM pg_create_logical_replication_slot('regression_slot', 'dblog');
+
+BEGIN;
+INSERT INTO m VALUES (1);
+SELECT 'msg1' FROM pg_logical_emit_message(true, 'dblog', 'watermark-like');
+INSERT INTO m VALUES (2);
+COMMIT;
+SELECT 'msg2' FROM pg_logical_emit_message(false, 'other', 'non-transactional');
+-- a transactional message in a rolled-back transaction is never seen
+BEGIN;
+SELECT 'msg3' FROM pg_logical_emit_message(true, 'dblog', 'rolled back');
+ROLLBACK;
+-- a transaction with only a message is sent on its own
+SELECT 'msg4' FROM pg_logical_emit_message(true, 'dblog', 'alone');
+
+SELECT data FROM pg_logical_slot_get_changes('regression_slot', NULL, NULL,
+    'format', 'text', 'include_coordinates', '0');
+
+SELECT 'stop' FROM pg_drop_replication_slot('regression_slot');
+DROP TABLE m;

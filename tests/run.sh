@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# tests/run.sh: the one test command (README, .ci/run). Builds and installs the extension,
+# builds the C++ side, starts a throwaway cluster, runs pg_regress + isolation specs
+# (make installcheck) and the C++ tests (ctest), and stops the cluster, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tests/cluster.sh
+
+jobs=${DBLOG_JOBS:-$(nproc)}
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+
+echo "== build and install the extension"
+make -s -j"$jobs"
+"${sudo_cmd[@]}" make -s install
+
+echo "== build the C++ side"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+
+trap cluster_stop EXIT
+cluster_start
+
+status=0
+echo "== pg_regress and isolation tests"
+if ! make -s installcheck; then
+  status=1
+  [ -f regression.diffs ] && head -n 200 regression.diffs
+  [ -f output_iso/regression.diffs ] && head -n 200 output_iso/regression.diffs
+fi
+
+echo "== C++ tests"
+ctest --test-dir build --output-on-failure -j 1 || status=1
+
+exit $status
