@@ -304,8 +304,11 @@ parse_output_parameters(List *options, DblogData *data)
 static void
 dblog_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 {
-	DblogData  *data = MemoryContextAllocZero(ctx->context, sizeof(DblogData));
+	DblogData  *data;
 	MemoryContext old;
+
+	check_database_encoding();
+	data = MemoryContextAllocZero(ctx->context, sizeof(DblogData));
 
 	data->context = AllocSetContextCreate(ctx->context, "dblog change context",
 										  ALLOCSET_DEFAULT_SIZES);

@@ -159,27 +159,49 @@ build_row_plan(TupleDesc desc, MemoryContext mcxt)
 		plan->nlive++;
 		col->typlen = att->attlen;
 		col->kind = column_kind_for(att->atttypid);
-		if (col->kind == CK_LITERAL)
+		if (col->kind == CK_LITERAL || col->kind == CK_DATE ||
+			col->kind == CK_TIMESTAMP || col->kind == CK_TIMESTAMPTZ)
 		{
 			Oid			outfn;
 			bool		isvarlena;
 
 			getTypeOutputInfo(att->atttypid, &outfn, &isvarlena);
 			fmgr_info_cxt(outfn, &col->out, mcxt);
-			plan->any_literal = true;
+			plan->needs_canonical_settings = true;
 		}
 	}
 	MemoryContextSwitchTo(old);
 	return plan;
 }
 
+/*
+ * SQL_ASCII says nothing about the bytes it holds, so they cannot be promised
+ * to be UTF-8, which protobuf string fields must be.
+ */
+void
+check_database_encoding(void)
+{
+	if (GetDatabaseEncoding() == PG_SQL_ASCII)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dblog cannot encode rows of a database with encoding SQL_ASCII"),
+				 errdetail("dblog sends text as UTF-8, and SQL_ASCII text has no known encoding."),
+				 errhint("Use a database with a real encoding such as UTF8.")));
+}
+
+const char *
+to_utf8(const char *s)
+{
+	if (s == NULL || GetDatabaseEncoding() == PG_UTF8)
+		return s;
+	return pg_server_to_any(s, strlen(s), PG_UTF8);
+}
+
 /* Text handed to protobuf string fields must be UTF-8. */
 static void
 set_text(EncodedValue *ev, ValueField field, const char *p, Size len)
 {
-	int			enc = GetDatabaseEncoding();
-
-	if (enc != PG_UTF8 && enc != PG_SQL_ASCII)
+	if (GetDatabaseEncoding() != PG_UTF8)
 	{
 		char	   *conv = pg_server_to_any(p, len, PG_UTF8);
 
@@ -296,6 +318,8 @@ encode_value(const ColumnPlan *col, Datum d, bool isnull, bool allow_unchanged,
 
 				if (TIMESTAMP_NOT_FINITE(ts))
 					set_literal(ev, TIMESTAMP_IS_NOBEGIN(ts) ? "-infinity" : "infinity");
+				else if (ts > PG_INT64_MAX - UNIX_TO_PG_EPOCH_USECS)
+					set_literal(ev, OutputFunctionCall((FmgrInfo *) &col->out, d));
 				else
 				{
 					ev->field = col->kind == CK_TIMESTAMP ? VF_TIMESTAMP : VF_TIMESTAMPTZ;
@@ -483,7 +507,7 @@ write_row_guarded(StringInfo out, const RowPlan *plan, TupleDesc desc, bool as_t
 {
 	OutputSettings saved;
 
-	if (!plan->any_literal || !output_settings_enter(&saved))
+	if (!plan->needs_canonical_settings || !output_settings_enter(&saved))
 	{
 		write_row_body(out, plan, desc, as_text, values, nulls, old_values, old_nulls,
 					   keys_only, allow_unchanged);
@@ -546,6 +570,8 @@ dblog_encode_row(PG_FUNCTION_ARGS)
 	bool	   *nulls;
 	StringInfoData buf;
 	bytea	   *result;
+
+	check_database_encoding();
 
 	/* as record_out does: the typcache's tupdesc, held only for this call */
 	desc = lookup_rowtype_tupdesc(tupType, tupTypmod);

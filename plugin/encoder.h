@@ -64,14 +64,14 @@ typedef struct ColumnPlan
 	bool		dropped;
 	int16		typlen;
 	ColumnKind	kind;
-	FmgrInfo	out;			/* CK_LITERAL only */
+	FmgrInfo	out;			/* CK_LITERAL, CK_DATE, CK_TIMESTAMP(TZ) */
 } ColumnPlan;
 
 typedef struct RowPlan
 {
 	int			natts;			/* tupdesc->natts, dropped columns included */
 	int			nlive;			/* non-dropped columns */
-	bool		any_literal;
+	bool		needs_canonical_settings;	/* some column may use an output function */
 	ColumnPlan *cols;
 	int			nkeys;
 	AttrNumber *keys;			/* 0-based attribute indexes, in key order */
@@ -95,6 +95,9 @@ typedef struct EncodedValue
 	}			u;
 } EncodedValue;
 
+/* Text for protobuf string fields: converted to UTF-8 when the database is not. */
+extern const char *to_utf8(const char *s);
+extern void check_database_encoding(void);
 extern RowPlan *build_row_plan(TupleDesc desc, MemoryContext mcxt);
 extern const char *column_kind_name(ColumnKind kind);
 

@@ -178,8 +178,8 @@ write_relation(StringInfo out, const WriteFormat *fmt, Relation rel, const RelIn
 
 	pos = event_begin(out, EVENT_RELATION);
 	pb_uint_field(out, 1, info->relid);
-	pb_string_field(out, 2, info->schema);
-	pb_string_field(out, 3, info->name);
+	pb_string_field(out, 2, to_utf8(info->schema));
+	pb_string_field(out, 3, to_utf8(info->name));
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -188,9 +188,9 @@ write_relation(StringInfo out, const WriteFormat *fmt, Relation rel, const RelIn
 		if (att->attisdropped)
 			continue;
 		col = pb_begin(out, 4);
-		pb_string_field(out, 1, NameStr(att->attname));
+		pb_string_field(out, 1, to_utf8(NameStr(att->attname)));
 		pb_uint_field(out, 2, att->atttypid);
-		pb_string_field(out, 3, format_type_with_typemod(att->atttypid, att->atttypmod));
+		pb_string_field(out, 3, to_utf8(format_type_with_typemod(att->atttypid, att->atttypmod)));
 		pb_sint_field(out, 4, att->atttypmod);
 		pb_bool_field(out, 5, att->attnotnull);
 		pb_uint_field(out, 6, att->attnum);
@@ -336,7 +336,7 @@ write_message(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 	}
 	pos = event_begin(out, EVENT_MESSAGE);
 	pb_bool_field(out, 1, transactional);
-	pb_string_field(out, 2, prefix);
+	pb_string_field(out, 2, to_utf8(prefix));
 	pb_bytes_field(out, 3, content, size);
 	pb_uint_field(out, 4, lsn);
 	if (transactional)
