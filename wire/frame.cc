@@ -1,0 +1,75 @@
+// wire/frame.cc: varint-delimited framing (see frame.h).
+#include "frame.h"
+
+#include <google/protobuf/message_lite.h>
+
+namespace dblog::wire {
+
+std::size_t AppendVarint(std::string& out, std::uint64_t value) {
+  std::size_t n = 0;
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+    ++n;
+  }
+  out.push_back(static_cast<char>(value));
+  return n + 1;
+}
+
+void AppendFrame(std::string& out, std::string_view payload) {
+  AppendVarint(out, payload.size());
+  out.append(payload.data(), payload.size());
+}
+
+void AppendFrame(std::string& out, const google::protobuf::MessageLite& message) {
+  const std::size_t size = message.ByteSizeLong();
+  AppendVarint(out, size);
+  const std::size_t start = out.size();
+  out.resize(start + size);
+  message.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&out[start]));
+}
+
+void FrameDecoder::Feed(const char* data, std::size_t size) {
+  if (!error_.empty()) return;
+  // Compact once the consumed prefix dominates, so the buffer stays about one frame large.
+  if (offset_ > 0 && offset_ >= buffer_.size() / 2) {
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  buffer_.append(data, size);
+}
+
+FrameDecoder::Status FrameDecoder::Next(std::string_view* payload, std::string* error) {
+  if (!error_.empty()) {
+    *error = error_;
+    return Status::kError;
+  }
+  const std::size_t available = buffer_.size() - offset_;
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
+  std::uint64_t length = 0;
+  std::size_t header = 0;
+  for (;;) {
+    if (header == available) return Status::kNeedMore;
+    const unsigned char byte = p[header];
+    if (header == 9 && byte > 1) {  // a tenth byte may only hold bit 63
+      error_ = "frame length is not a valid varint";
+      *error = error_;
+      return Status::kError;
+    }
+    length |= static_cast<std::uint64_t>(byte & 0x7f) << (7 * header);
+    ++header;
+    if ((byte & 0x80) == 0) break;
+  }
+  if (length > max_frame_) {
+    error_ = "frame of " + std::to_string(length) + " bytes exceeds the limit of " +
+             std::to_string(max_frame_);
+    *error = error_;
+    return Status::kError;
+  }
+  if (available - header < length) return Status::kNeedMore;
+  *payload = std::string_view(buffer_.data() + offset_ + header, length);
+  offset_ += header + length;
+  return Status::kFrame;
+}
+
+}  // namespace dblog::wire

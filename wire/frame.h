@@ -1,0 +1,55 @@
+// wire/frame.h: framing of protobuf messages on TCP, shared by dblogd and the clients.
+//
+// A frame is a varint length followed by that many bytes (protobuf's delimited convention).
+// FrameDecoder takes bytes as they arrive and hands out complete frames; it never reads past
+// what it was given and refuses frames over its limit before buffering them.
+// Owns: framing only. Does not know which message a frame holds, nor any socket.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace google::protobuf {
+class MessageLite;
+}
+
+namespace dblog::wire {
+
+// Client frames are small (Hello, Ack); server frames carry event batches.
+inline constexpr std::size_t kMaxClientFrame = 1 << 20;
+inline constexpr std::size_t kMaxServerFrame = 256u << 20;
+
+// Appends varint(len) + payload to `out`.
+void AppendFrame(std::string& out, std::string_view payload);
+// Appends varint(size) + the serialized message to `out`, without an intermediate copy.
+void AppendFrame(std::string& out, const google::protobuf::MessageLite& message);
+
+// Appends the varint encoding of `value`; returns the number of bytes written.
+std::size_t AppendVarint(std::string& out, std::uint64_t value);
+
+class FrameDecoder {
+ public:
+  enum class Status { kFrame, kNeedMore, kError };
+
+  explicit FrameDecoder(std::size_t max_frame) : max_frame_(max_frame) {}
+
+  void Feed(const char* data, std::size_t size);
+  void Feed(std::string_view bytes) { Feed(bytes.data(), bytes.size()); }
+
+  // kFrame: *payload is the next frame's bytes, valid until the next Feed or Next call.
+  // kNeedMore: no complete frame yet. kError: *error says why; the decoder stays in error.
+  Status Next(std::string_view* payload, std::string* error);
+
+  // Bytes received but not yet handed out.
+  std::size_t buffered() const { return buffer_.size() - offset_; }
+
+ private:
+  std::size_t max_frame_;
+  std::string buffer_;
+  std::size_t offset_ = 0;
+  std::string error_;
+};
+
+}  // namespace dblog::wire
