@@ -12,6 +12,30 @@ LANGUAGE C STRICT STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION encode_row(record) IS
   'dblog.v1.Row encoding of a row, byte-identical to the output plugin''s';
 
+-- The plugin's description of a table (the Relation event it sends), for the copy path:
+-- the serialized dblog.v1.Relation. Empty key_columns mean the table has no identity key.
+CREATE FUNCTION relation_info(regclass)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'dblog_relation_info'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+-- dblogd's bookkeeping of consumers: which slot, and whether its bootstrap finished. A
+-- bootstrap counts as done only once the consumer acknowledged its end, so an interrupted
+-- one is never mistaken for a finished one. Not user data: the plugin never emits it.
+CREATE TABLE consumers (
+    name text PRIMARY KEY,
+    slot_name text NOT NULL,
+    scope text NOT NULL,
+    bootstrap_state text NOT NULL DEFAULT 'pending'
+        CHECK (bootstrap_state IN ('pending', 'copying', 'done', 'skipped')),
+    consistent_point pg_lsn,
+    rows_copied bigint,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    bootstrap_started_at timestamptz,
+    bootstrap_done_at timestamptz
+);
+SELECT pg_catalog.pg_extension_config_dump('consumers', '');
+
 -- What a server needs before dblog can run; one row per check.
 CREATE FUNCTION check_setup(
     OUT check_name text, OUT ok boolean, OUT detail text)
@@ -24,10 +48,9 @@ AS $$
                  ELSE '; set wal_level = logical and restart the server' END
   UNION ALL
   SELECT 'output_plugin_libraries',
-         coalesce(current_setting('output_plugin_libraries', true), '') = ''
-           AND current_setting('output_plugin_libraries', true) IS NULL
+         current_setting('output_plugin_libraries', true) IS NULL
          OR 'dblog' = ANY (string_to_array(replace(
-              coalesce(current_setting('output_plugin_libraries', true), ''), ' ', ''), ',')),
+              current_setting('output_plugin_libraries', true), ' ', ''), ',')),
          CASE WHEN current_setting('output_plugin_libraries', true) IS NULL
               THEN 'this server has no output_plugin_libraries setting: any plugin may be used'
               ELSE 'output_plugin_libraries is ''' || current_setting('output_plugin_libraries', true)

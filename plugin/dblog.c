@@ -409,37 +409,6 @@ pattern_matches(List *patterns, const char *schema, const char *table)
 	return false;
 }
 
-/*
- * The identity key: the primary key, or the replica identity index when
- * REPLICA IDENTITY USING INDEX says the WAL carries that one instead.
- * Tables with neither, or with REPLICA IDENTITY NOTHING (deletes carry no
- * key), have none.  The index is read without a lock, as
- * RelationGetIdentityKeyBitmap does during decoding.
- */
-static void
-fill_identity_key(Relation relation, RowPlan *plan, MemoryContext mcxt)
-{
-	char		replident = relation->rd_rel->relreplident;
-	Oid			indexoid = InvalidOid;
-	Relation	index;
-
-	if (replident == REPLICA_IDENTITY_INDEX)
-		indexoid = RelationGetReplicaIndex(relation);
-	else if (replident == REPLICA_IDENTITY_DEFAULT || replident == REPLICA_IDENTITY_FULL)
-		indexoid = RelationGetPrimaryKeyIndex(relation);
-	if (!OidIsValid(indexoid))
-		return;
-
-	index = RelationIdGetRelation(indexoid);
-	if (!RelationIsValid(index))
-		elog(ERROR, "could not open index with OID %u", indexoid);
-	plan->nkeys = index->rd_index->indnkeyatts;
-	plan->keys = MemoryContextAlloc(mcxt, sizeof(AttrNumber) * plan->nkeys);
-	for (int i = 0; i < plan->nkeys; i++)
-		plan->keys[i] = index->rd_index->indkey.values[i] - 1;
-	RelationClose(index);
-}
-
 static RelEntry *
 get_rel_entry(DblogData *data, Relation relation)
 {
@@ -457,12 +426,7 @@ get_rel_entry(DblogData *data, Relation relation)
 		entry->mcxt = AllocSetContextCreate(data->cachecxt, "dblog relation",
 											ALLOCSET_SMALL_SIZES);
 
-	entry->info.schema = MemoryContextStrdup(entry->mcxt,
-											 get_namespace_name(RelationGetNamespace(relation)));
-	entry->info.name = MemoryContextStrdup(entry->mcxt, RelationGetRelationName(relation));
-	entry->info.replident = relation->rd_rel->relreplident;
-	entry->info.plan = build_row_plan(RelationGetDescr(relation), entry->mcxt);
-	fill_identity_key(relation, entry->info.plan, entry->mcxt);
+	build_rel_info(relation, &entry->info, entry->mcxt);
 
 	entry->publish = strcmp(entry->info.schema, DBLOG_SCHEMA) != 0 &&
 		(data->include == NIL ||

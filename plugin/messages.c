@@ -16,6 +16,11 @@
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_class.h"
+#include "fmgr.h"
+#include "utils/memutils.h"
+#include "utils/relcache.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
@@ -131,17 +136,88 @@ write_begin(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn)
 	event_end(out, pos);
 }
 
-/* RELATION: sent before a relation's first change, and after it changed */
+PG_FUNCTION_INFO_V1(dblog_relation_info);
+
+/*
+ * The identity key: the primary key, or the replica identity index when
+ * REPLICA IDENTITY USING INDEX says the WAL carries that one instead.
+ * Tables with neither, or with REPLICA IDENTITY NOTHING (deletes carry no
+ * key), have none.  The index is read without a lock, as
+ * RelationGetIdentityKeyBitmap does during decoding.
+ */
+static void
+fill_identity_key(Relation relation, RowPlan *plan, MemoryContext mcxt)
+{
+	char		replident = relation->rd_rel->relreplident;
+	Oid			indexoid = InvalidOid;
+	Relation	index;
+
+	if (replident == REPLICA_IDENTITY_INDEX)
+		indexoid = RelationGetReplicaIndex(relation);
+	else if (replident == REPLICA_IDENTITY_DEFAULT || replident == REPLICA_IDENTITY_FULL)
+		indexoid = RelationGetPrimaryKeyIndex(relation);
+	if (!OidIsValid(indexoid))
+		return;
+
+	index = RelationIdGetRelation(indexoid);
+	if (!RelationIsValid(index))
+		elog(ERROR, "could not open index with OID %u", indexoid);
+	plan->nkeys = index->rd_index->indnkeyatts;
+	plan->keys = MemoryContextAlloc(mcxt, sizeof(AttrNumber) * plan->nkeys);
+	for (int i = 0; i < plan->nkeys; i++)
+		plan->keys[i] = index->rd_index->indkey.values[i] - 1;
+	RelationClose(index);
+}
+
+/* What the writers need to know about a relation, built in mcxt. */
 void
-write_relation(StringInfo out, const WriteFormat *fmt, Relation rel, const RelInfo *info)
+build_rel_info(Relation rel, RelInfo *info, MemoryContext mcxt)
+{
+	info->relid = RelationGetRelid(rel);
+	info->schema = MemoryContextStrdup(mcxt, get_namespace_name(RelationGetNamespace(rel)));
+	info->name = MemoryContextStrdup(mcxt, RelationGetRelationName(rel));
+	info->replident = rel->rd_rel->relreplident;
+	info->plan = build_row_plan(RelationGetDescr(rel), mcxt);
+	fill_identity_key(rel, info->plan, mcxt);
+}
+
+/* The body of a dblog.v1.Relation message. */
+static void
+write_relation_body(StringInfo out, Relation rel, const RelInfo *info, const uint32 *keys)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
-	const RowPlan *plan = info->plan;
-	uint32	   *keys = palloc(sizeof(uint32) * Max(plan->nkeys, 1));
-	EventPos	pos;
-	int			live = 0;
+	char		ident[2] = {info->replident, '\0'};
 
-	/* key_columns index the live columns, not attribute numbers */
+	pb_uint_field(out, 1, info->relid);
+	pb_string_field(out, 2, to_utf8(info->schema));
+	pb_string_field(out, 3, to_utf8(info->name));
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			col;
+
+		if (att->attisdropped)
+			continue;
+		col = pb_begin(out, 4);
+		pb_string_field(out, 1, to_utf8(NameStr(att->attname)));
+		pb_uint_field(out, 2, att->atttypid);
+		pb_string_field(out, 3, to_utf8(format_type_with_typemod(att->atttypid, att->atttypmod)));
+		pb_sint_field(out, 4, att->atttypmod);
+		pb_bool_field(out, 5, att->attnotnull);
+		pb_uint_field(out, 6, att->attnum);
+		pb_end(out, col);
+	}
+	pb_packed_uint32(out, 5, keys, info->plan->nkeys);
+	pb_string_field(out, 6, ident);
+}
+
+/* key_columns index the live columns, not attribute numbers */
+static uint32 *
+live_key_positions(Relation rel, const RowPlan *plan)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	uint32	   *keys = palloc(sizeof(uint32) * Max(plan->nkeys, 1));
+
 	for (int k = 0; k < plan->nkeys; k++)
 	{
 		keys[k] = 0;
@@ -149,6 +225,42 @@ write_relation(StringInfo out, const WriteFormat *fmt, Relation rel, const RelIn
 			if (!TupleDescAttr(desc, i)->attisdropped)
 				keys[k]++;
 	}
+	return keys;
+}
+
+/*
+ * dblog.relation_info(regclass) RETURNS bytea: the serialized dblog.v1.Relation
+ * the plugin sends for this table, for the copy path.
+ */
+Datum
+dblog_relation_info(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	RelInfo		info;
+	StringInfoData buf;
+	bytea	   *result;
+
+	check_database_encoding();
+	rel = table_open(relid, AccessShareLock);
+	build_rel_info(rel, &info, CurrentMemoryContext);
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	write_relation_body(&buf, rel, &info, live_key_positions(rel, info.plan));
+	table_close(rel, AccessShareLock);
+	result = (bytea *) buf.data;
+	SET_VARSIZE(result, buf.len);
+	PG_RETURN_BYTEA_P(result);
+}
+
+/* RELATION: sent before a relation's first change, and after it changed */
+void
+write_relation(StringInfo out, const WriteFormat *fmt, Relation rel, const RelInfo *info)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	const RowPlan *plan = info->plan;
+	EventPos	pos;
+	int			live = 0;
 
 	if (fmt->text)
 	{
@@ -177,31 +289,7 @@ write_relation(StringInfo out, const WriteFormat *fmt, Relation rel, const RelIn
 	}
 
 	pos = event_begin(out, EVENT_RELATION);
-	pb_uint_field(out, 1, info->relid);
-	pb_string_field(out, 2, to_utf8(info->schema));
-	pb_string_field(out, 3, to_utf8(info->name));
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		int			col;
-
-		if (att->attisdropped)
-			continue;
-		col = pb_begin(out, 4);
-		pb_string_field(out, 1, to_utf8(NameStr(att->attname)));
-		pb_uint_field(out, 2, att->atttypid);
-		pb_string_field(out, 3, to_utf8(format_type_with_typemod(att->atttypid, att->atttypmod)));
-		pb_sint_field(out, 4, att->atttypmod);
-		pb_bool_field(out, 5, att->attnotnull);
-		pb_uint_field(out, 6, att->attnum);
-		pb_end(out, col);
-	}
-	pb_packed_uint32(out, 5, keys, plan->nkeys);
-	{
-		char		ident[2] = {info->replident, '\0'};
-
-		pb_string_field(out, 6, ident);
-	}
+	write_relation_body(out, rel, info, live_key_positions(rel, plan));
 	event_end(out, pos);
 }
 

@@ -55,6 +55,8 @@ typedef enum ChangeKind
 	CHANGE_DELETE = 3
 } ChangeKind;
 
+extern void build_rel_info(Relation rel, RelInfo *info, MemoryContext mcxt);
+
 extern void write_begin(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn);
 extern void write_relation(StringInfo out, const WriteFormat *fmt, Relation rel,
 						   const RelInfo *info);

@@ -56,7 +56,8 @@ WITH changes AS (
     SELECT string_agg(data, '\x'::bytea) AS wal
     FROM pg_logical_slot_get_binary_changes('regression_slot', NULL, NULL, 'format', 'binary'))
 SELECT t.id, length(dblog.encode_row(t)) > 0 AS encoded,
-       position(dblog.encode_row(t) IN changes.wal) > 0 AS identical_in_log
+       position(dblog.encode_row(t) IN changes.wal) > 0 AS identical_in_log,
+       position(dblog.relation_info('typed') IN changes.wal) > 0 AS relation_identical
 FROM typed t, changes ORDER BY t.id;
 
 -- a dropped column is skipped by both paths, and the relation is sent again after the change
@@ -69,6 +70,13 @@ WITH changes AS (
     FROM pg_logical_slot_get_binary_changes('regression_slot', NULL, NULL, 'format', 'binary'))
 SELECT t.id, position(dblog.encode_row(t) IN changes.wal) > 0 AS identical_in_log
 FROM typed t, changes WHERE t.id = 3;
+
+-- relation_info: keyless tables have no key columns (field 5 absent); bad input is refused
+CREATE TABLE keyless (v int);
+SELECT position('\x2a'::bytea IN dblog.relation_info('keyless')) = 0 AS no_key_columns;
+SELECT dblog.relation_info('no_such_table');
+SELECT dblog.relation_info(0);
+DROP TABLE keyless;
 
 -- encode_row works on any row value, and is strict
 SELECT encode(dblog.encode_row(ROW(1, 'a'::text)), 'hex') AS anonymous_row;
