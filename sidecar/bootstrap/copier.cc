@@ -1,0 +1,273 @@
+// sidecar/bootstrap/copier.cc: copy workers and the binary COPY parser (see copier.h).
+#include "bootstrap/copier.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <libpq-fe.h>
+
+#include "log/log.h"
+#include "pg/connection.h"
+
+namespace dblog::bootstrap {
+namespace {
+
+constexpr char kSignature[] = "PGCOPY\n\377\r\n";  // + '\0': 11 bytes
+constexpr std::size_t kBatchRows = 2000;
+constexpr std::size_t kBatchBytes = 256 * 1024;
+
+std::uint32_t ReadU32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return std::uint32_t(u[0]) << 24 | std::uint32_t(u[1]) << 16 | std::uint32_t(u[2]) << 8 | u[3];
+}
+
+std::int16_t ReadI16(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<std::int16_t>(std::uint16_t(u[0]) << 8 | u[1]);
+}
+
+}  // namespace
+
+std::vector<Task> PlanTasks(
+    const std::vector<Table>& tables,
+    const std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>>& bounds,
+    std::int64_t rows_per_task) {
+  std::vector<Task> tasks;
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    const auto& t = tables[i];
+    const auto& b = i < bounds.size() ? bounds[i] : std::nullopt;
+    const std::int64_t pieces =
+        std::min<std::int64_t>(64, rows_per_task > 0 ? t.estimated_rows / rows_per_task : 1);
+    if (!t.single_integer_key || !b || pieces < 2 || b->second <= b->first) {
+      tasks.push_back({i, std::nullopt, std::nullopt});
+      continue;
+    }
+    // Equal key ranges; the first and last stay open so no key can fall outside them.
+    const long double span = static_cast<long double>(b->second) - b->first + 1;
+    std::optional<std::int64_t> from;
+    for (std::int64_t p = 1; p <= pieces; ++p) {
+      std::optional<std::int64_t> to;
+      if (p < pieces) to = b->first + static_cast<std::int64_t>(span * p / pieces);
+      if (from && to && *to <= *from) continue;
+      tasks.push_back({i, from, to});
+      from = to;
+    }
+  }
+  return tasks;
+}
+
+void CopyRowParser::Feed(std::string_view data) {
+  if (offset_ > 0 && offset_ >= buffer_.size() / 2) {
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  buffer_.append(data.data(), data.size());
+}
+
+bool CopyRowParser::Next(std::string* row) {
+  const char* p = buffer_.data() + offset_;
+  std::size_t n = buffer_.size() - offset_;
+  if (!header_done_) {
+    if (n < 19) return false;
+    if (std::memcmp(p, kSignature, 11) != 0) throw std::runtime_error("not a binary COPY stream");
+    const std::uint32_t ext = ReadU32(p + 15);
+    if (n < 19 + ext) return false;
+    offset_ += 19 + ext;
+    header_done_ = true;
+    return Next(row);
+  }
+  if (finished_ || n < 2) return false;
+  const std::int16_t fields = ReadI16(p);
+  if (fields == -1) {
+    finished_ = true;
+    offset_ += 2;
+    return false;
+  }
+  if (fields != 1) throw std::runtime_error("binary COPY row with " + std::to_string(fields) +
+                                            " fields, expected 1");
+  if (n < 6) return false;
+  const std::uint32_t len = ReadU32(p + 2);
+  if (len == 0xffffffffu) throw std::runtime_error("NULL row from dblog.encode_row");
+  if (len > (1u << 30)) throw std::runtime_error("binary COPY field too large");
+  if (n < 6 + len) return false;
+  row->assign(p + 6, len);
+  offset_ += 6 + len;
+  return true;
+}
+
+Copier::Copier(std::string conninfo, std::string snapshot, std::vector<Table> tables,
+               std::vector<Task> tasks, int workers, std::size_t max_queue_bytes,
+               std::function<void()> notify)
+    : conninfo_(std::move(conninfo)),
+      snapshot_(std::move(snapshot)),
+      tables_(std::move(tables)),
+      max_queue_bytes_(max_queue_bytes),
+      notify_(std::move(notify)),
+      workers_(std::max(1, workers)),
+      tasks_(tasks.begin(), tasks.end()),
+      copied_(new std::atomic<std::uint64_t>[std::max<std::size_t>(1, tables_.size())]) {
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, tables_.size()); ++i) copied_[i] = 0;
+}
+
+Copier::~Copier() {
+  Cancel();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+void Copier::Start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = workers_;
+  for (int i = 0; i < workers_; ++i) threads_.emplace_back([this, i] { Work(i); });
+}
+
+bool Copier::WaitImported() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  imported_.wait(lock, [this] { return imported_count_ == workers_ || error_ || cancelled_; });
+  return imported_count_ == workers_ && !error_;
+}
+
+std::optional<Copier::Batch> Copier::Pop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.empty()) return std::nullopt;
+  Batch b = std::move(queue_.front());
+  queue_.pop_front();
+  queued_bytes_ -= b.bytes;
+  space_.notify_all();
+  return b;
+}
+
+bool Copier::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return running_ == 0 && queue_.empty();
+}
+
+std::optional<std::string> Copier::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void Copier::Cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+  space_.notify_all();
+  imported_.notify_all();
+}
+
+void Copier::Fail(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = message;
+    cancelled_ = true;
+    space_.notify_all();
+    imported_.notify_all();
+  }
+  notify_();
+}
+
+bool Copier::NextTask(Task* task) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cancelled_ || tasks_.empty()) return false;
+  *task = tasks_.front();
+  tasks_.pop_front();
+  return true;
+}
+
+void Copier::Push(Batch batch) {
+  bool was_empty;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    space_.wait(lock, [this] { return cancelled_ || queued_bytes_ < max_queue_bytes_; });
+    if (cancelled_) return;
+    was_empty = queue_.empty();
+    queued_bytes_ += batch.bytes;
+    queue_.push_back(std::move(batch));
+  }
+  if (was_empty) notify_();
+}
+
+void Copier::Work(int worker) {
+  try {
+    pg::Connection conn = pg::Connection::Open(
+        conninfo_, false, {{"application_name", "dblogd copy " + std::to_string(worker)}});
+    conn.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    conn.Exec("SET TRANSACTION SNAPSHOT '" + snapshot_ + "'");
+    // The encoder pins its output settings itself; matching them here keeps it on its fast path.
+    conn.Exec("SET LOCAL datestyle = 'ISO'; SET LOCAL intervalstyle = 'postgres';"
+              "SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = 'hex';"
+              "SET LOCAL timezone = 'UTC'");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++imported_count_;
+      imported_.notify_all();
+    }
+    Task task;
+    while (NextTask(&task)) {
+      const Table& t = tables_[task.table];
+      std::string sql = "COPY (SELECT dblog.encode_row(t) FROM ONLY " + t.qualified() + " t";
+      if (task.from || task.to) {
+        sql += " WHERE ";
+        if (task.from) sql += "t." + t.key_columns[0] + " >= " + std::to_string(*task.from);
+        if (task.from && task.to) sql += " AND ";
+        if (task.to) sql += "t." + t.key_columns[0] + " < " + std::to_string(*task.to);
+      }
+      sql += ") TO STDOUT (FORMAT binary)";
+      pg::Result started(PQexec(conn.raw(), sql.c_str()));
+      if (PQresultStatus(started.raw()) != PGRES_COPY_OUT)
+        throw pg::Error::FromResult(started.raw(), conn.raw(), sql);
+      CopyRowParser parser;
+      Batch batch{task.table, {}, 0};
+      for (;;) {
+        char* buf = nullptr;
+        const int n = PQgetCopyData(conn.raw(), &buf, 0);
+        if (n == -1) break;
+        if (n == -2) throw pg::Error::FromConnection(conn.raw(), sql);
+        parser.Feed(std::string_view(buf, static_cast<std::size_t>(n)));
+        PQfreemem(buf);
+        std::string row;
+        while (parser.Next(&row)) {
+          batch.bytes += row.size();
+          batch.rows.push_back(std::move(row));
+          if (batch.rows.size() >= kBatchRows || batch.bytes >= kBatchBytes) {
+            copied_[task.table] += batch.rows.size();
+            bytes_copied_ += batch.bytes;
+            Push(std::move(batch));
+            batch = Batch{task.table, {}, 0};
+          }
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (cancelled_) throw std::runtime_error("cancelled");
+        }
+      }
+      pg::Result finished(PQgetResult(conn.raw()));
+      if (PQresultStatus(finished.raw()) != PGRES_COMMAND_OK)
+        throw pg::Error::FromResult(finished.raw(), conn.raw(), sql);
+      while (PGresult* extra = PQgetResult(conn.raw())) PQclear(extra);
+      if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
+      if (!batch.rows.empty()) {
+        copied_[task.table] += batch.rows.size();
+        bytes_copied_ += batch.bytes;
+        Push(std::move(batch));
+      }
+    }
+    conn.Exec("COMMIT");
+  } catch (const std::exception& e) {
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancelled = cancelled_ && !error_;
+    }
+    if (!cancelled) {
+      log::Error("bootstrap_worker_failed", {{"worker", worker}, {"error", e.what()}});
+      Fail(e.what());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --running_;
+  }
+  notify_();
+}
+
+}  // namespace dblog::bootstrap

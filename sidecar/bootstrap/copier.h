@@ -1,0 +1,110 @@
+// sidecar/bootstrap/copier.h: the bootstrap's copy workers. Each worker opens its own
+// connection, imports the slot's exported snapshot (REPEATABLE READ READ ONLY + SET TRANSACTION
+// SNAPSHOT) and copies tasks (a whole table, or a primary-key range of a large one) with
+// `COPY (SELECT dblog.encode_row(t) ...) TO STDOUT (FORMAT binary)`, so every row is encoded
+// by the extension's C encoder, byte-identical to the log path.
+// Rows reach the io thread through a bounded queue: when the consumer is slow, the queue fills
+// and the workers wait, so memory stays bounded (max_queue_bytes plus one batch per worker).
+// Owns: worker threads, their connections and the queue. Does not emit (the pipeline drains
+// the queue into the one emitter).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/scope.h"
+
+namespace dblog::bootstrap {
+
+struct Task {
+  std::size_t table = 0;
+  std::optional<std::int64_t> from;  // inclusive key bound (single integer keys only)
+  std::optional<std::int64_t> to;    // exclusive
+};
+
+// Splits large tables with a single integer key into ranges so several workers share them.
+// `bounds` holds (min, max) of the key per table index, where known.
+std::vector<Task> PlanTasks(const std::vector<Table>& tables,
+                            const std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>>& bounds,
+                            std::int64_t rows_per_task);
+
+// Binary COPY of one bytea column: hands out each row's bytes as it is complete.
+class CopyRowParser {
+ public:
+  // Returns false when more input is needed. Throws std::runtime_error on malformed input.
+  void Feed(std::string_view data);
+  bool Next(std::string* row);
+  bool finished() const { return finished_; }
+
+ private:
+  std::string buffer_;
+  std::size_t offset_ = 0;
+  bool header_done_ = false;
+  bool finished_ = false;
+};
+
+class Copier {
+ public:
+  struct Batch {
+    std::size_t table = 0;
+    std::vector<std::string> rows;  // serialized dblog.v1.Row each
+    std::size_t bytes = 0;
+  };
+
+  // notify is called from worker threads whenever the queue goes from empty to non-empty and
+  // when the copy finishes or fails; it must only post work to the io thread.
+  Copier(std::string conninfo, std::string snapshot, std::vector<Table> tables,
+         std::vector<Task> tasks, int workers, std::size_t max_queue_bytes,
+         std::function<void()> notify);
+  ~Copier();  // cancels and joins
+
+  void Start();
+  // Blocks until every worker has imported the snapshot (true) or one failed (false).
+  bool WaitImported();
+
+  std::optional<Batch> Pop();  // never blocks
+  bool done() const;           // every worker finished and the queue is empty
+  std::optional<std::string> error() const;
+  void Cancel();
+
+  const std::vector<Table>& tables() const { return tables_; }
+  std::uint64_t rows_copied(std::size_t table) const { return copied_[table].load(); }
+  std::uint64_t bytes_copied() const { return bytes_copied_.load(); }
+
+ private:
+  void Work(int worker);
+  void Push(Batch batch);
+  bool NextTask(Task* task);
+  void Fail(const std::string& message);
+
+  const std::string conninfo_;
+  const std::string snapshot_;
+  const std::vector<Table> tables_;
+  const std::size_t max_queue_bytes_;
+  const std::function<void()> notify_;
+  const int workers_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable space_;     // queue has room / cancelled
+  std::condition_variable imported_;  // a worker imported or failed
+  std::deque<Task> tasks_;
+  std::deque<Batch> queue_;
+  std::size_t queued_bytes_ = 0;
+  int imported_count_ = 0;
+  int running_ = 0;
+  bool cancelled_ = false;
+  std::optional<std::string> error_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> copied_;
+  std::atomic<std::uint64_t> bytes_copied_{0};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace dblog::bootstrap

@@ -1,0 +1,87 @@
+// sidecar/bootstrap/scope.cc: scope enumeration and validation (see scope.h).
+#include "bootstrap/scope.h"
+
+namespace dblog::bootstrap {
+namespace {
+
+std::string QuoteIdent(const std::string& id) {
+  std::string out = "\"";
+  for (char c : id) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string Unescape(std::string_view bytea_hex) {
+  // text-format bytea: \x followed by hex digits
+  std::string out;
+  if (bytea_hex.size() < 2 || bytea_hex[0] != '\\' || bytea_hex[1] != 'x')
+    throw std::runtime_error("expected a hex bytea from dblog.relation_info");
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    throw std::runtime_error("bad hex digit in bytea");
+  };
+  out.reserve((bytea_hex.size() - 2) / 2);
+  for (std::size_t i = 2; i + 1 < bytea_hex.size(); i += 2)
+    out.push_back(static_cast<char>(nibble(bytea_hex[i]) << 4 | nibble(bytea_hex[i + 1])));
+  return out;
+}
+
+}  // namespace
+
+std::string Table::qualified() const { return QuoteIdent(schema) + "." + QuoteIdent(name); }
+
+bool ScopeMatches(const std::vector<config::TablePattern>& scope, const std::string& schema,
+                  const std::string& table) {
+  for (const auto& p : scope)
+    if ((p.schema == "*" || p.schema == schema) && (p.table == "*" || p.table == table))
+      return true;
+  return false;
+}
+
+std::vector<Table> EnumerateScope(pg::Connection& conn,
+                                  const std::vector<config::TablePattern>& scope) {
+  pg::Result r = conn.Exec(
+      "SELECT c.oid, n.nspname, c.relname, greatest(c.reltuples, 0)::bigint,"
+      "       dblog.relation_info(c.oid)"
+      "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE c.relkind = 'r' AND c.relpersistence = 'p'"
+      "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dblog')"
+      "   AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'"
+      " ORDER BY n.nspname, c.relname");
+  std::vector<Table> tables;
+  std::string keyless;
+  for (int i = 0; i < r.ntuples(); ++i) {
+    Table t;
+    t.schema = std::string(r.value(i, 1));
+    t.name = std::string(r.value(i, 2));
+    if (!ScopeMatches(scope, t.schema, t.name)) continue;
+    t.oid = static_cast<std::uint32_t>(std::stoul(std::string(r.value(i, 0))));
+    t.estimated_rows = std::stoll(std::string(r.value(i, 3)));
+    if (!t.relation.ParseFromString(Unescape(r.value(i, 4))))
+      throw std::runtime_error("dblog.relation_info returned an unreadable Relation for " +
+                               t.qualified());
+    if (t.relation.key_columns_size() == 0) {
+      keyless += (keyless.empty() ? "" : ", ") + t.schema + "." + t.name;
+      continue;
+    }
+    bool integer = t.relation.key_columns_size() == 1;
+    for (std::uint32_t k : t.relation.key_columns()) {
+      const auto& col = t.relation.columns(static_cast<int>(k));
+      t.key_columns.push_back(QuoteIdent(col.name()));
+      integer = integer && (col.type_oid() == 20 || col.type_oid() == 21 || col.type_oid() == 23);
+    }
+    t.single_integer_key = integer;
+    tables.push_back(std::move(t));
+  }
+  if (!keyless.empty())
+    throw ScopeError("tables in scope have no primary key or replica identity index: " +
+                     keyless +
+                     " (add a primary key, or leave them out of the consumer's scope)");
+  return tables;
+}
+
+}  // namespace dblog::bootstrap

@@ -1,0 +1,44 @@
+// sidecar/bootstrap/scope.h: which tables a consumer's scope holds, enumerated inside a given
+// snapshot (so that for a bootstrap, scope and copy agree), with the plugin's own description
+// of each (dblog.relation_info) and a refusal naming every table that has no identity key.
+// Owns: scope enumeration and validation. Does not copy rows.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "dblog/v1/change.pb.h"
+#include "pg/connection.h"
+
+namespace dblog::bootstrap {
+
+struct Table {
+  std::uint32_t oid = 0;
+  std::string schema;
+  std::string name;
+  std::int64_t estimated_rows = 0;
+  dblog::v1::Relation relation;     // as the plugin describes it
+  std::vector<std::string> key_columns;  // quoted identifiers, key order
+  bool single_integer_key = false;  // one int2/int4/int8 key column: splittable into ranges
+  std::string qualified() const;    // "schema"."name", quoted
+};
+
+// A table in scope cannot be captured (no primary key or replica identity index).
+class ScopeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+bool ScopeMatches(const std::vector<config::TablePattern>& scope, const std::string& schema,
+                  const std::string& table);
+
+// Ordinary permanent tables (leaf partitions included, partitioned parents not: their rows
+// live in, and are logged for, the leaves) matching the scope, outside the dblog schema.
+// Throws ScopeError naming every matching table without an identity key.
+std::vector<Table> EnumerateScope(pg::Connection& conn,
+                                  const std::vector<config::TablePattern>& scope);
+
+}  // namespace dblog::bootstrap

@@ -1,0 +1,225 @@
+// sidecar/config/config.cc: flags, config file and environment for dblogd (see config.h).
+#include "config/config.h"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <thread>
+
+namespace po = boost::program_options;
+
+namespace dblog::config {
+namespace {
+
+constexpr const char* kVersion = "dblogd 0.1.0";
+
+Endpoint ParseEndpoint(const std::string& setting, const std::string& value) {
+  const auto colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == value.size())
+    throw ConfigError(setting + ": expected host:port, got '" + value + "'");
+  Endpoint e;
+  e.host = value.substr(0, colon);
+  if (e.host.size() > 2 && e.host.front() == '[' && e.host.back() == ']')
+    e.host = e.host.substr(1, e.host.size() - 2);
+  const std::string port = value.substr(colon + 1);
+  char* end = nullptr;
+  const long n = std::strtol(port.c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > 65535)
+    throw ConfigError(setting + ": port must be 1 to 65535, got '" + port + "'");
+  e.port = static_cast<std::uint16_t>(n);
+  return e;
+}
+
+std::chrono::milliseconds Seconds(const std::string& setting, double value) {
+  if (!(value > 0) || value > 86400)
+    throw ConfigError(setting + ": must be more than 0 and at most 86400 seconds");
+  return std::chrono::milliseconds(static_cast<long long>(value * 1000));
+}
+
+std::string Trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+bool Endpoint::loopback() const {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" ||
+         host.rfind("127.", 0) == 0;
+}
+
+bool ValidConsumerName(const std::string& name) {
+  static const std::regex re("[a-z][a-z0-9_]{0,47}");
+  return std::regex_match(name, re);
+}
+
+std::vector<TablePattern> ParseScope(const std::string& patterns) {
+  static const std::regex part("\\*|[A-Za-z_][A-Za-z0-9_$]*");
+  std::vector<TablePattern> scope;
+  std::size_t start = 0;
+  while (start <= patterns.size()) {
+    const auto comma = patterns.find(',', start);
+    const std::string item =
+        Trim(patterns.substr(start, comma == std::string::npos ? std::string::npos
+                                                               : comma - start));
+    const auto dot = item.find('.');
+    if (item.empty() || dot == std::string::npos || item.find('.', dot + 1) != std::string::npos)
+      throw ConfigError("scope: expected schema.table patterns separated by commas (* for any "
+                        "schema or table), got '" + item + "'");
+    TablePattern p{item.substr(0, dot), item.substr(dot + 1)};
+    if (!std::regex_match(p.schema, part) || !std::regex_match(p.table, part))
+      throw ConfigError("scope: '" + item +
+                        "' is not schema.table (plain identifiers or *; quote nothing)");
+    scope.push_back(p);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return scope;
+}
+
+std::string FormatScope(const std::vector<TablePattern>& scope) {
+  std::string out;
+  for (const auto& p : scope) {
+    if (!out.empty()) out += ",";
+    out += p.schema + "." + p.table;
+  }
+  return out;
+}
+
+std::string PluginIncludeOption(const std::vector<TablePattern>& scope) {
+  return FormatScope(scope);
+}
+
+std::optional<Config> Parse(int argc, const char* const* argv) {
+  Config c;
+  std::string listen, metrics, config_file, token_file, default_scope;
+  std::vector<std::string> consumers;
+  double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
+  std::size_t max_buffer_mb = 16;
+
+  po::options_description opts("dblogd: change-data capture for PostgreSQL, served over TCP.\n\n"
+                               "Every setting can also be given in the --config file (name = "
+                               "value) or as an environment variable DBLOG_<NAME> (upper case, "
+                               "dashes as underscores). Flags win over the file, the file over "
+                               "the environment.\n\nSettings");
+  // clang-format off
+  opts.add_options()
+    ("help,h", "print this help and exit")
+    ("version", "print the version and exit")
+    ("config", po::value(&config_file), "read settings from this file (name = value lines)")
+    ("source", po::value(&c.source),
+     "libpq connection string or URI of the source database (required); the role needs "
+     "REPLICATION and SELECT on the tables in scope")
+    ("listen", po::value(&listen)->default_value("127.0.0.1:7654"),
+     "host:port for consumers; anything but loopback requires a token")
+    ("token", po::value(&c.token), "shared secret consumers must present in Hello")
+    ("token-file", po::value(&token_file), "read the token from this file (first line)")
+    ("consumer", po::value(&consumers)->composing(),
+     "NAME=SCOPE, repeatable: a consumer and the tables it receives, as comma-separated "
+     "schema.table patterns with * for any part, e.g. search=public.*,app.orders")
+    ("default-scope", po::value(&default_scope),
+     "scope for consumers not named by --consumer; without it they are refused")
+    ("metrics-listen", po::value(&metrics)->default_value("127.0.0.1:9187"),
+     "host:port of the Prometheus /metrics endpoint; 'off' disables it")
+    ("status-interval", po::value(&status_interval)->default_value(10),
+     "seconds between standby status updates to PostgreSQL")
+    ("heartbeat-interval", po::value(&heartbeat_interval)->default_value(5),
+     "seconds of silence after which a consumer gets a heartbeat")
+    ("reconnect-min", po::value(&reconnect_min)->default_value(0.5),
+     "first retry delay in seconds after losing the source connection (doubles each time)")
+    ("reconnect-max", po::value(&reconnect_max)->default_value(30),
+     "longest retry delay in seconds")
+    ("max-buffer-mb", po::value(&max_buffer_mb)->default_value(16),
+     "MiB of unsent events per consumer before dblogd stops reading its slot (backpressure)")
+    ("batch-bytes", po::value(&c.batch_bytes)->default_value(65536),
+     "bytes per plugin message (several changes per message)")
+    ("copy-workers", po::value(&c.copy_workers)->default_value(0),
+     "bootstrap copy workers; 0 = one per CPU")
+    ("bootstrap", po::value(&c.bootstrap)->default_value(true),
+     "copy existing rows when a consumer connects for the first time")
+    ("log-level", po::value(&c.log_level)->default_value("info"), "debug, info, warn or error");
+  // clang-format on
+
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return std::nullopt;
+    }
+    if (vm.count("version")) {
+      std::cout << kVersion << "\n";
+      return std::nullopt;
+    }
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw ConfigError("config: cannot read '" + path + "'");
+      po::store(po::parse_config_file(in, opts), vm);
+    }
+    po::store(po::parse_environment(opts,
+                                    [&opts](const std::string& env) -> std::string {
+                                      if (env.rfind("DBLOG_", 0) != 0) return "";
+                                      std::string name = env.substr(6);
+                                      for (auto& ch : name)
+                                        ch = ch == '_' ? '-' : static_cast<char>(std::tolower(ch));
+                                      if (name == "help" || name == "version" || name == "config")
+                                        return "";
+                                      return opts.find_nothrow(name, false) ? name : "";
+                                    }),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(e.what());
+  }
+
+  if (c.source.empty()) throw ConfigError("source: required (a libpq connection string)");
+  c.listen = ParseEndpoint("listen", listen);
+  if (metrics != "off") c.metrics = ParseEndpoint("metrics-listen", metrics);
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) throw ConfigError("token-file: cannot read '" + token_file + "'");
+    std::getline(in, c.token);
+    c.token = Trim(c.token);
+    if (c.token.empty()) throw ConfigError("token-file: '" + token_file + "' is empty");
+  }
+  if (!c.listen.loopback() && c.token.empty())
+    throw ConfigError("listen: " + c.listen.host +
+                      " is not a loopback address, so a token is required (--token or "
+                      "--token-file)");
+  for (const std::string& spec : consumers) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos)
+      throw ConfigError("consumer: expected NAME=SCOPE, got '" + spec + "'");
+    ConsumerConfig cc{Trim(spec.substr(0, eq)), ParseScope(spec.substr(eq + 1))};
+    if (!ValidConsumerName(cc.name))
+      throw ConfigError("consumer: '" + cc.name +
+                        "' is not a valid name (a-z first, then a-z, 0-9, _; at most 48)");
+    if (!c.consumers.emplace(cc.name, cc).second)
+      throw ConfigError("consumer: '" + cc.name + "' is configured twice");
+  }
+  if (!default_scope.empty()) c.default_scope = ParseScope(default_scope);
+  c.status_interval = Seconds("status-interval", status_interval);
+  c.heartbeat_interval = Seconds("heartbeat-interval", heartbeat_interval);
+  c.reconnect_min = Seconds("reconnect-min", reconnect_min);
+  c.reconnect_max = Seconds("reconnect-max", reconnect_max);
+  if (c.reconnect_max < c.reconnect_min)
+    throw ConfigError("reconnect-max: must not be below reconnect-min");
+  if (max_buffer_mb < 1 || max_buffer_mb > 4096)
+    throw ConfigError("max-buffer-mb: must be 1 to 4096");
+  c.max_buffer_bytes = max_buffer_mb << 20;
+  if (c.batch_bytes < 0 || c.batch_bytes > (64 << 20))
+    throw ConfigError("batch-bytes: must be 0 to 67108864");
+  if (c.copy_workers < 0 || c.copy_workers > 64) throw ConfigError("copy-workers: must be 0 to 64");
+  if (c.copy_workers == 0)
+    c.copy_workers = std::max(1u, std::thread::hardware_concurrency());
+  if (c.consumers.empty() && !c.default_scope)
+    throw ConfigError("consumer: configure at least one (--consumer NAME=SCOPE) or a "
+                      "--default-scope");
+  return c;
+}
+
+}  // namespace dblog::config

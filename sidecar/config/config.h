@@ -1,0 +1,68 @@
+// sidecar/config/config.h: dblogd's settings, read from flags, an optional config file and
+// DBLOG_* environment variables (in that order of precedence), validated at start.
+// Owns: the setting names, defaults, help text and validation. Nothing here opens sockets or
+// connections.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dblog::config {
+
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+  bool loopback() const;
+};
+
+// A table pattern of a consumer's scope: schema.table, '*' for any part.
+struct TablePattern {
+  std::string schema;  // "*" = any
+  std::string table;   // "*" = any
+};
+
+struct ConsumerConfig {
+  std::string name;
+  std::vector<TablePattern> scope;
+};
+
+struct Config {
+  std::string source;               // libpq connection string of the source database
+  Endpoint listen{"127.0.0.1", 7654};
+  std::string token;                // shared secret; required unless listening on loopback
+  std::optional<Endpoint> metrics;  // Prometheus /metrics; default 127.0.0.1:9187
+  std::map<std::string, ConsumerConfig> consumers;
+  // Consumers not configured by name: refused unless default_scope is set.
+  std::optional<std::vector<TablePattern>> default_scope;
+  std::chrono::milliseconds status_interval{10000};
+  std::chrono::milliseconds heartbeat_interval{5000};
+  std::chrono::milliseconds reconnect_min{500};
+  std::chrono::milliseconds reconnect_max{30000};
+  std::size_t max_buffer_bytes = 16u << 20;  // per consumer, before reading the slot pauses
+  int batch_bytes = 65536;                   // plugin Batch size
+  int copy_workers = 0;                      // 0 = one per CPU
+  bool bootstrap = true;                     // copy existing rows for a new consumer
+  std::string log_level = "info";
+};
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses argv (+ --config file + environment). Throws ConfigError with a message naming the
+// setting. Returns std::nullopt when --help or --version was printed.
+std::optional<Config> Parse(int argc, const char* const* argv);
+
+std::vector<TablePattern> ParseScope(const std::string& patterns);  // throws ConfigError
+std::string FormatScope(const std::vector<TablePattern>& scope);
+bool ValidConsumerName(const std::string& name);
+// The plugin's include_tables option for a scope.
+std::string PluginIncludeOption(const std::vector<TablePattern>& scope);
+
+}  // namespace dblog::config

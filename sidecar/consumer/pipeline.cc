@@ -1,0 +1,573 @@
+// sidecar/consumer/pipeline.cc: one consumer's slot, bootstrap, stream and acks (see pipeline.h).
+#include "consumer/pipeline.h"
+
+#include "bootstrap/scope.h"
+#include "log/log.h"
+#include "pg/slot.h"
+#include "wire/frame.h"
+
+namespace dblog::consumer {
+namespace asio = boost::asio;
+using dblog::v1::Error;
+
+namespace {
+
+constexpr std::int64_t kRowsPerTask = 250000;
+constexpr std::size_t kCopyQueueBytes = 8u << 20;
+constexpr std::size_t kMaxUnacknowledged = 1u << 20;  // commits in flight before pausing
+
+std::int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
+                   config::ConsumerConfig consumer, std::shared_ptr<metrics::ConsumerStats> stats,
+                   std::shared_ptr<server::Session> session, dblog::v1::Hello hello,
+                   std::function<void(const std::string&)> on_finished)
+    : io_(io),
+      config_(config),
+      consumer_(std::move(consumer)),
+      slot_(SlotName(consumer_.name)),
+      stats_(std::move(stats)),
+      session_(std::move(session)),
+      hello_(std::move(hello)),
+      on_finished_(std::move(on_finished)),
+      backoff_(config.reconnect_min),
+      heartbeat_timer_(io),
+      status_timer_(io),
+      reconnect_timer_(io),
+      progress_timer_(io) {}
+
+Pipeline::~Pipeline() {
+  if (copier_) copier_->Cancel();
+}
+
+pg::Connection& Pipeline::Sql() {
+  if (!sql_ || PQstatus(sql_->raw()) != CONNECTION_OK)
+    sql_ = pg::Connection::Open(config_.source, false,
+                                {{"application_name", "dblogd " + consumer_.name}});
+  return *sql_;
+}
+
+std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const {
+  return {{"proto_version", "1"},
+          {"format", "binary"},
+          {"include_tables", config::PluginIncludeOption(consumer_.scope)},
+          {"batch_bytes", std::to_string(config_.batch_bytes)}};
+}
+
+void Pipeline::Start() {
+  session_->Attach(this);
+  stats_->connected = 1;
+  try {
+    Prepare();
+  } catch (const bootstrap::ScopeError& e) {
+    Fail(Error::SCOPE_ERROR, e.what());
+  } catch (const std::exception& e) {
+    Fail(Error::SOURCE_ERROR, e.what());
+  }
+}
+
+void Pipeline::Prepare() {
+  pg::Connection& sql = Sql();
+  if (sql.Exec("SELECT 1 FROM pg_extension WHERE extname = 'dblog'").ntuples() == 0)
+    throw std::runtime_error(
+        "the dblog extension is not installed in the source database: run CREATE EXTENSION "
+        "dblog there (see docs/operations.md)");
+  const pg::SlotInfo slot = pg::GetSlot(sql, slot_);
+  if (slot.exists && slot.active)
+    throw std::runtime_error("slot " + slot_ + " is in use by another process (pid " +
+                             std::to_string(slot.active_pid.value_or(0)) + ")");
+  pg::Result row = sql.ExecParams(
+      "SELECT bootstrap_state FROM dblog.consumers WHERE name = $1", {consumer_.name});
+  const std::optional<std::string> state =
+      row.ntuples() ? std::optional<std::string>(std::string(row.value(0, 0))) : std::nullopt;
+  const bool finished = state && (*state == "done" || *state == "skipped");
+
+  if (config_.bootstrap && !(slot.exists && finished)) {
+    // A slot whose bootstrap never finished is not a resume point: redo it from a new slot.
+    if (slot.exists) {
+      log::Warn("bootstrap_restart", {{"consumer", consumer_.name}, {"slot", slot_},
+                                      {"reason", "earlier bootstrap did not finish"}});
+      pg::DropSlot(sql, slot_, true);
+    }
+    StartBootstrap(state.has_value());
+    return;
+  }
+
+  if (!slot.exists) {
+    repl_ = pg::Connection::Open(config_.source, true,
+                                 {{"application_name", "dblogd " + consumer_.name}});
+    const pg::CreatedSlot created = pg::CreateSlot(*repl_, slot_, "dblog", false);
+    sql.ExecParams(
+        "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state, consistent_point)"
+        " VALUES ($1, $2, $3, 'skipped', $4::pg_lsn) ON CONFLICT (name) DO UPDATE SET"
+        " slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope, bootstrap_state = 'skipped',"
+        " consistent_point = EXCLUDED.consistent_point",
+        {consumer_.name, slot_, config::FormatScope(consumer_.scope),
+         pg::FormatLsn(created.consistent_point)});
+    confirmed_ = created.consistent_point;
+    log::Info("slot_created", {{"consumer", consumer_.name}, {"slot", slot_},
+                               {"consistent_point", pg::FormatLsn(created.consistent_point)}});
+  } else {
+    confirmed_ = slot.confirmed_flush_lsn;
+  }
+  bootstrap::EnumerateScope(sql, consumer_.scope);  // refuses keyless tables before streaming
+
+  const emit::Position resume = emit::Position::FromProto(hello_.resume_after());
+  acks_ = std::make_unique<emit::AckTracker>(confirmed_, resume);
+  emitter_ = std::make_unique<emit::Emitter>(resume, acks_.get());
+  dblog::v1::ServerMessage welcome;
+  auto* w = welcome.mutable_welcome();
+  w->set_protocol_version(dblog::v1::PROTOCOL_VERSION_1);
+  w->set_slot(slot_);
+  w->set_slot_created(!slot.exists);
+  *w->mutable_resume_from() = resume.ToProto();
+  w->set_confirmed_flush_lsn(confirmed_);
+  for (const auto& p : consumer_.scope) w->add_scope(p.schema + "." + p.table);
+  w->set_server_name("dblogd/0.1.0");
+  session_->Send(welcome);
+  stats_->confirmed_lsn = confirmed_;
+  log::Info("consumer_streaming", {{"consumer", consumer_.name}, {"slot", slot_},
+                                   {"from", pg::FormatLsn(confirmed_)},
+                                   {"resume_after", emit::FormatLsn(resume.commit_lsn) + "#" +
+                                                        std::to_string(resume.seq)}});
+  StartStream();
+  Heartbeat();
+}
+
+void Pipeline::StartBootstrap(bool restarted) {
+  state_ = State::kBootstrapping;
+  pg::Connection& sql = Sql();
+  repl_ = pg::Connection::Open(config_.source, true,
+                               {{"application_name", "dblogd " + consumer_.name}});
+  // From here until every worker imported the snapshot, repl_ must stay idle.
+  const pg::CreatedSlot created = pg::CreateSlot(*repl_, slot_, "dblog", true);
+  consistent_point_ = created.consistent_point;
+  confirmed_ = created.consistent_point;
+
+  std::vector<bootstrap::Table> tables;
+  std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>> bounds;
+  try {
+    sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    sql.Exec("SET TRANSACTION SNAPSHOT '" + created.snapshot_name + "'");
+    tables = bootstrap::EnumerateScope(sql, consumer_.scope);
+    for (const auto& t : tables) {
+      std::optional<std::pair<std::int64_t, std::int64_t>> b;
+      if (t.single_integer_key && t.estimated_rows >= 2 * kRowsPerTask) {
+        pg::Result r = sql.Exec("SELECT min(" + t.key_columns[0] + "), max(" + t.key_columns[0] +
+                                ") FROM ONLY " + t.qualified());
+        if (!r.is_null(0, 0))
+          b = std::make_pair(std::stoll(std::string(r.value(0, 0))),
+                             std::stoll(std::string(r.value(0, 1))));
+      }
+      bounds.push_back(b);
+    }
+    sql.Exec("COMMIT");
+  } catch (...) {
+    // Nothing was emitted: leave no slot behind that would look like a resume point.
+    repl_.reset();
+    try {
+      sql_.reset();
+      pg::DropSlot(Sql(), slot_, true);
+    } catch (const std::exception& e) {
+      log::Warn("slot_drop_failed", {{"slot", slot_}, {"error", e.what()}});
+    }
+    throw;
+  }
+
+  sql.ExecParams(
+      "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state, consistent_point,"
+      " bootstrap_started_at, bootstrap_done_at, rows_copied)"
+      " VALUES ($1, $2, $3, 'copying', $4::pg_lsn, now(), NULL, NULL)"
+      " ON CONFLICT (name) DO UPDATE SET slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope,"
+      " bootstrap_state = 'copying', consistent_point = EXCLUDED.consistent_point,"
+      " bootstrap_started_at = now(), bootstrap_done_at = NULL, rows_copied = NULL",
+      {consumer_.name, slot_, config::FormatScope(consumer_.scope),
+       pg::FormatLsn(consistent_point_)});
+
+  std::vector<dblog::v1::TableProgress> estimates;
+  std::uint64_t estimated_total = 0;
+  for (const auto& t : tables) {
+    dblog::v1::TableProgress p;
+    p.set_schema(t.schema);
+    p.set_name(t.name);
+    p.set_relation_oid(t.oid);
+    p.set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
+    estimated_total += static_cast<std::uint64_t>(t.estimated_rows);
+    estimates.push_back(p);
+  }
+  std::vector<bootstrap::Task> tasks = bootstrap::PlanTasks(tables, bounds, kRowsPerTask);
+  log::Info("bootstrap_started",
+            {{"consumer", consumer_.name}, {"slot", slot_},
+             {"consistent_point", pg::FormatLsn(consistent_point_)},
+             {"tables", tables.size()}, {"tasks", tasks.size()},
+             {"workers", config_.copy_workers}, {"rows_estimated", estimated_total},
+             {"restarted", restarted ? "true" : "false"}});
+  stats_->bootstraps_total++;
+  stats_->bootstrap_running = 1;
+  stats_->bootstrap_rows = 0;
+  stats_->bootstrap_rows_estimated = estimated_total;
+
+  std::weak_ptr<Pipeline> weak = weak_from_this();
+  copier_ = std::make_unique<bootstrap::Copier>(
+      config_.source, created.snapshot_name, std::move(tables), std::move(tasks),
+      config_.copy_workers, kCopyQueueBytes, [weak, this] {
+        asio::post(io_, [weak, this] {
+          if (auto self = weak.lock()) {
+            drain_posted_ = false;
+            DrainCopy();
+          }
+        });
+      });
+  copier_->Start();
+  if (!copier_->WaitImported())
+    throw std::runtime_error("bootstrap: copy workers could not import the snapshot: " +
+                             copier_->error().value_or("cancelled"));
+  // Every worker holds the snapshot now; repl_ may be used again (for START_REPLICATION).
+
+  acks_ = std::make_unique<emit::AckTracker>(confirmed_);
+  emitter_ = std::make_unique<emit::Emitter>(emit::Position{}, acks_.get());
+  dblog::v1::ServerMessage welcome;
+  auto* w = welcome.mutable_welcome();
+  w->set_protocol_version(dblog::v1::PROTOCOL_VERSION_1);
+  w->set_slot(slot_);
+  w->set_slot_created(true);
+  w->set_confirmed_flush_lsn(confirmed_);
+  for (const auto& p : consumer_.scope) w->add_scope(p.schema + "." + p.table);
+  w->set_server_name("dblogd/0.1.0");
+  session_->Send(welcome);
+  emitter_->BeginBootstrap(consistent_point_, restarted, estimates);
+  Flush();
+  SendProgress();
+  Heartbeat();
+  DrainCopy();
+}
+
+void Pipeline::DrainCopy() {
+  if (state_ != State::kBootstrapping || !copier_) return;
+  if (auto error = copier_->error()) {
+    Fail(Error::SOURCE_ERROR, "bootstrap failed: " + *error);
+    return;
+  }
+  while (session_->queued_bytes() < config_.max_buffer_bytes) {
+    std::optional<bootstrap::Copier::Batch> batch = copier_->Pop();
+    if (!batch) break;
+    const auto& table = copier_->tables()[batch->table];
+    for (const std::string& row : batch->rows) emitter_->EmitCopiedRow(table.relation, row);
+    stats_->bootstrap_rows += batch->rows.size();
+    Flush();
+  }
+  if (copier_->done() && !copier_->error()) FinishBootstrap();
+}
+
+void Pipeline::FinishBootstrap() {
+  std::vector<dblog::v1::TableProgress> counts;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < copier_->tables().size(); ++i) {
+    const auto& t = copier_->tables()[i];
+    dblog::v1::TableProgress p;
+    p.set_schema(t.schema);
+    p.set_name(t.name);
+    p.set_relation_oid(t.oid);
+    p.set_rows_copied(copier_->rows_copied(i));
+    p.set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
+    p.set_done(true);
+    total += copier_->rows_copied(i);
+    counts.push_back(p);
+  }
+  const std::uint64_t bytes = copier_->bytes_copied();
+  copier_.reset();
+  emitter_->EndBootstrap(counts);
+  bootstrap_end_ = emitter_->last_position();
+  Flush();
+  SendProgress();
+  stats_->bootstrap_running = 0;
+  log::Info("bootstrap_copied", {{"consumer", consumer_.name}, {"rows", total},
+                                 {"bytes", bytes},
+                                 {"consistent_point", pg::FormatLsn(consistent_point_)}});
+  StartStream();
+}
+
+void Pipeline::MarkBootstrapDone() {
+  std::uint64_t rows = stats_->bootstrap_rows;
+  try {
+    Sql().ExecParams(
+        "UPDATE dblog.consumers SET bootstrap_state = 'done', bootstrap_done_at = now(),"
+        " rows_copied = $2 WHERE name = $1 AND bootstrap_state = 'copying'",
+        {consumer_.name, std::to_string(rows)});
+    bootstrap_end_.reset();
+    log::Info("bootstrap_done", {{"consumer", consumer_.name}, {"rows", rows}});
+  } catch (const std::exception& e) {
+    // Retried at the next ack; until then a crash redoes the bootstrap, which is safe.
+    log::Warn("bootstrap_mark_failed", {{"consumer", consumer_.name}, {"error", e.what()}});
+    sql_.reset();
+  }
+}
+
+void Pipeline::StartStream() {
+  if (!repl_)
+    repl_ = pg::Connection::Open(config_.source, true,
+                                 {{"application_name", "dblogd " + consumer_.name}});
+  pg::ReplicationStream::Options options;
+  options.status_interval = config_.status_interval;
+  stream_ = std::make_unique<pg::ReplicationStream>(io_, std::move(*repl_), *this, options);
+  repl_.reset();
+  stream_->SetFlushedLsn(confirmed_);
+  stream_->Start(slot_, 0, PluginOptions());
+  state_ = State::kStreaming;
+}
+
+void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view payload) {
+  if (state_ != State::kStreaming) return;
+  backoff_ = config_.reconnect_min;
+  if (!batch_.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    Fail(Error::SOURCE_ERROR, "the plugin sent a message that is not a dblog.v1.Batch");
+    return;
+  }
+  for (const auto& ev : batch_.events())
+    if (ev.has_commit())
+      unacked_commits_.emplace_back(ev.commit().commit_lsn(),
+                                    ev.commit().commit_time() == 0 ? NowMicros()
+                                                                   : ev.commit().commit_time());
+  if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
+  if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
+  try {
+    emitter_->OnBatch(std::move(batch_));
+  } catch (const std::exception& e) {
+    log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
+    Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
+    return;
+  }
+  batch_.Clear();
+  Flush();
+}
+
+void Pipeline::Flush() {
+  if (!emitter_) return;
+  std::string events = emitter_->TakeOutput();
+  if (events.empty()) return;
+  // ServerMessage{events = EventBatch}: field 3, wire type 2, around the emitter's bytes.
+  std::string payload;
+  payload.reserve(events.size() + 6);
+  payload.push_back(static_cast<char>(3 << 3 | 2));
+  wire::AppendVarint(payload, events.size());
+  payload += events;
+  std::string frame;
+  frame.reserve(payload.size() + 5);
+  wire::AppendFrame(frame, payload);
+  stats_->bytes_sent += frame.size();
+  stats_->events_sent = emitter_->events_emitted();
+  session_->SendFrame(std::move(frame));
+  sent_since_heartbeat_ = true;
+  stats_->queued_bytes = session_->queued_bytes();
+  if (stream_ && !paused_ &&
+      (session_->queued_bytes() > config_.max_buffer_bytes ||
+       (acks_ && acks_->unacknowledged() > kMaxUnacknowledged))) {
+    paused_ = true;
+    stream_->Pause();
+    stats_->paused_total++;
+  }
+}
+
+void Pipeline::OnDrained() {
+  stats_->queued_bytes = session_->queued_bytes();
+  if (state_ == State::kBootstrapping) DrainCopy();
+  if (paused_ && stream_ && acks_->unacknowledged() <= kMaxUnacknowledged) {
+    paused_ = false;
+    stream_->Resume();
+  }
+}
+
+void Pipeline::OnKeepalive(std::uint64_t wal_end) {
+  if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
+  if (state_ != State::kStreaming || !acks_) return;
+  ApplyConfirmable(acks_->OnIdle(wal_end, emitter_->in_transaction()));
+}
+
+void Pipeline::OnAck(const dblog::v1::Ack& ack) {
+  if (!acks_ || !emitter_) return;
+  const emit::Position pos = emit::Position::FromProto(ack.position());
+  if (emitter_->last_position() < pos) {
+    Fail(Error::PROTOCOL_VIOLATION, "Ack of a position that was never sent");
+    return;
+  }
+  std::uint64_t lsn;
+  try {
+    lsn = acks_->OnAck(pos);
+  } catch (const emit::AckError& e) {
+    Fail(Error::PROTOCOL_VIOLATION, e.what());
+    return;
+  }
+  stats_->acked_lsn = pos.commit_lsn;
+  while (!unacked_commits_.empty() && unacked_commits_.front().first <= pos.commit_lsn)
+    unacked_commits_.pop_front();
+  stats_->oldest_unacked_commit_us =
+      unacked_commits_.empty() ? 0 : unacked_commits_.front().second;
+  if (bootstrap_end_ && !(pos < *bootstrap_end_)) MarkBootstrapDone();
+  ApplyConfirmable(lsn);
+  if (paused_ && stream_ && session_->queued_bytes() <= config_.max_buffer_bytes &&
+      acks_->unacknowledged() <= kMaxUnacknowledged) {
+    paused_ = false;
+    stream_->Resume();
+  }
+}
+
+void Pipeline::ApplyConfirmable(std::uint64_t lsn) {
+  if (lsn <= confirmed_) return;
+  confirmed_ = lsn;
+  stats_->confirmed_lsn = lsn;
+  if (stream_) {
+    stream_->SetFlushedLsn(lsn);
+    SendStatusSoon();
+  }
+}
+
+// Acks may come per transaction: tell PostgreSQL at most every 100 ms.
+void Pipeline::SendStatusSoon() {
+  if (status_soon_) return;
+  status_soon_ = true;
+  status_timer_.expires_after(std::chrono::milliseconds(100));
+  status_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self || ec) return;
+    self->status_soon_ = false;
+    if (self->stream_ && self->state_ == State::kStreaming) self->stream_->SendStatusNow();
+  });
+}
+
+void Pipeline::Heartbeat() {
+  heartbeat_timer_.expires_after(config_.heartbeat_interval);
+  heartbeat_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self || ec || self->state_ == State::kDone) return;
+    if (!self->sent_since_heartbeat_ && self->emitter_) {
+      dblog::v1::ServerMessage m;
+      auto* hb = m.mutable_heartbeat();
+      *hb->mutable_position() = self->emitter_->last_position().ToProto();
+      hb->set_server_time(NowMicros());
+      hb->set_source_lsn(self->stats_->source_wal_lsn);
+      self->session_->Send(m);
+    }
+    self->sent_since_heartbeat_ = false;
+    self->Heartbeat();
+  });
+}
+
+void Pipeline::SendProgress() {
+  if (!copier_ && state_ != State::kBootstrapping) return;
+  dblog::v1::ServerMessage m;
+  auto* p = m.mutable_progress();
+  p->set_phase("bootstrap");
+  std::uint64_t copied = 0, estimated = 0;
+  if (copier_) {
+    for (std::size_t i = 0; i < copier_->tables().size(); ++i) {
+      const auto& t = copier_->tables()[i];
+      auto* tp = p->add_tables();
+      tp->set_schema(t.schema);
+      tp->set_name(t.name);
+      tp->set_relation_oid(t.oid);
+      tp->set_rows_copied(copier_->rows_copied(i));
+      tp->set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
+      copied += copier_->rows_copied(i);
+      estimated += static_cast<std::uint64_t>(t.estimated_rows);
+    }
+  }
+  session_->Send(m);
+  if (copier_) {
+    log::Info("bootstrap_progress",
+              {{"consumer", consumer_.name}, {"rows_copied", copied},
+               {"rows_estimated", estimated}});
+    progress_timer_.expires_after(std::chrono::seconds(1));
+    progress_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (!self || ec) return;
+      self->SendProgress();
+    });
+  }
+}
+
+void Pipeline::OnError(const std::exception& error) { SourceLost(error.what()); }
+
+void Pipeline::OnEnd() { SourceLost("the replication stream ended"); }
+
+void Pipeline::SourceLost(const std::string& why) {
+  if (state_ != State::kStreaming) return;
+  state_ = State::kReconnecting;
+  stats_->source_reconnects++;
+  log::Warn("source_disconnected", {{"consumer", consumer_.name}, {"error", why},
+                                    {"retry_in_ms", backoff_.count()}});
+  // The stream called us from inside itself: destroy it later, from the io loop.
+  asio::post(io_, [self = shared_from_this()] { self->stream_.reset(); });
+  reconnect_timer_.expires_after(backoff_);
+  reconnect_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self || ec) return;
+    self->Reconnect();
+  });
+  backoff_ = std::min(backoff_ * 2, config_.reconnect_max);
+}
+
+void Pipeline::Reconnect() {
+  if (state_ != State::kReconnecting) return;
+  try {
+    stream_.reset();
+    sql_.reset();
+    // Replay starts at the slot's confirmed position; what was already sent is dropped by a
+    // fresh emitter resuming after the last position sent. Acks carry on in the same tracker.
+    emitter_ = std::make_unique<emit::Emitter>(emitter_->last_position(), acks_.get());
+    paused_ = false;
+    StartStream();
+    log::Info("source_reconnected", {{"consumer", consumer_.name}});
+  } catch (const std::exception& e) {
+    state_ = State::kStreaming;  // so that SourceLost schedules the next attempt
+    SourceLost(e.what());
+  }
+}
+
+void Pipeline::Fail(Error::Code code, const std::string& message) {
+  log::Error("consumer_failed", {{"consumer", consumer_.name},
+                                 {"code", Error::Code_Name(code)}, {"message", message}});
+  session_->Fail(code, message);
+  Finish();
+}
+
+void Pipeline::Shutdown() {
+  if (state_ == State::kDone) return;
+  session_->Fail(Error::SHUTTING_DOWN, "dblogd is shutting down");
+  Finish();
+}
+
+void Pipeline::OnClosed() {
+  log::Info("consumer_disconnected", {{"consumer", consumer_.name},
+                                      {"confirmed", pg::FormatLsn(confirmed_)}});
+  Finish();
+}
+
+void Pipeline::Finish() {
+  if (state_ == State::kDone) return;
+  const bool streaming = state_ == State::kStreaming;
+  state_ = State::kDone;
+  // A final standby status update carries the last acknowledged position to PostgreSQL.
+  if (stream_ && streaming) stream_->Stop();
+  stats_->connected = 0;
+  stats_->bootstrap_running = 0;
+  session_->Detach();
+  if (copier_) copier_->Cancel();
+  heartbeat_timer_.cancel();
+  status_timer_.cancel();
+  reconnect_timer_.cancel();
+  progress_timer_.cancel();
+  // Tear down from the io loop, not from inside a callback of what is torn down.
+  asio::post(io_, [self = shared_from_this()] {
+    self->stream_.reset();
+    self->copier_.reset();
+    self->on_finished_(self->consumer_.name);
+  });
+}
+
+}  // namespace dblog::consumer

@@ -1,0 +1,103 @@
+// sidecar/log/log.cc: logfmt lines on stderr (see log.h).
+#include "log/log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <stdexcept>
+
+namespace dblog::log {
+namespace {
+
+std::atomic<Level> min_level{Level::kInfo};
+std::mutex write_mutex;
+
+const char* LevelName(Level level) {
+  switch (level) {
+    case Level::kDebug: return "debug";
+    case Level::kInfo: return "info";
+    case Level::kWarn: return "warn";
+    case Level::kError: return "error";
+  }
+  return "info";
+}
+
+// logfmt: quote values with spaces, quotes, '=' or control characters.
+void AppendValue(std::string& out, std::string_view value) {
+  bool quote = value.empty();
+  for (char c : value) {
+    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) {
+      quote = true;
+      break;
+    }
+  }
+  if (!quote) {
+    out.append(value);
+    return;
+  }
+  out.push_back('"');
+  for (char c : value) {
+    switch (c) {
+      case '"': out.append("\\\""); break;
+      case '\\': out.append("\\\\"); break;
+      case '\n': out.append("\\n"); break;
+      case '\t': out.append("\\t"); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out.append(buf);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+}  // namespace
+
+void SetMinLevel(Level level) { min_level = level; }
+
+Level ParseLevel(std::string_view name) {
+  if (name == "debug") return Level::kDebug;
+  if (name == "info") return Level::kInfo;
+  if (name == "warn") return Level::kWarn;
+  if (name == "error") return Level::kError;
+  throw std::invalid_argument("log level must be debug, info, warn or error, not '" +
+                              std::string(name) + "'");
+}
+
+void Write(Level level, std::string_view event, std::initializer_list<Field> fields) {
+  if (level < min_level.load()) return;
+  const auto now = std::chrono::system_clock::now();
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(micros / 1000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char ts[64];
+  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(micros % 1000000));
+  std::string line = "ts=";
+  line += ts;
+  line += " level=";
+  line += LevelName(level);
+  line += " event=";
+  AppendValue(line, event);
+  for (const Field& f : fields) {
+    line.push_back(' ');
+    line.append(f.key);
+    line.push_back('=');
+    AppendValue(line, f.value);
+  }
+  line.push_back('\n');
+  std::lock_guard<std::mutex> lock(write_mutex);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace dblog::log

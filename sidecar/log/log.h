@@ -1,0 +1,45 @@
+// sidecar/log/log.h: one structured line per notable event, in logfmt
+// (`ts=... level=info event=consumer_connected consumer=search slot=dblog_search`), on stderr.
+// Owns: formatting and writing log lines. Knows nothing about what is logged.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace dblog::log {
+
+enum class Level { kDebug, kInfo, kWarn, kError };
+
+// Lines below this level are dropped (default: info).
+void SetMinLevel(Level level);
+Level ParseLevel(std::string_view name);  // throws std::invalid_argument
+
+struct Field {
+  Field(std::string_view k, std::string_view v) : key(k), value(v) {}
+  Field(std::string_view k, const char* v) : key(k), value(v) {}
+  Field(std::string_view k, const std::string& v) : key(k), value(v) {}
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+  Field(std::string_view k, T v) : key(k), value(std::to_string(v)) {}
+  std::string_view key;
+  std::string value;
+};
+
+void Write(Level level, std::string_view event, std::initializer_list<Field> fields);
+
+inline void Info(std::string_view event, std::initializer_list<Field> fields = {}) {
+  Write(Level::kInfo, event, fields);
+}
+inline void Warn(std::string_view event, std::initializer_list<Field> fields = {}) {
+  Write(Level::kWarn, event, fields);
+}
+inline void Error(std::string_view event, std::initializer_list<Field> fields = {}) {
+  Write(Level::kError, event, fields);
+}
+inline void Debug(std::string_view event, std::initializer_list<Field> fields = {}) {
+  Write(Level::kDebug, event, fields);
+}
+
+}  // namespace dblog::log

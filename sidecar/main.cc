@@ -1,0 +1,59 @@
+// sidecar/main.cc: dblogd, the daemon. Parses settings, starts the consumer listener and the
+// metrics endpoint on one io_context, and stops gracefully on SIGTERM/SIGINT.
+#include <boost/asio.hpp>
+#include <csignal>
+#include <iostream>
+
+#include "config/config.h"
+#include "log/log.h"
+#include "metrics/metrics.h"
+#include "server/server.h"
+
+int main(int argc, char** argv) {
+  using namespace dblog;
+  std::optional<config::Config> cfg;
+  try {
+    cfg = config::Parse(argc, argv);
+    if (!cfg) return 0;
+    log::SetMinLevel(log::ParseLevel(cfg->log_level));
+  } catch (const std::exception& e) {
+    std::cerr << "dblogd: " << e.what() << "\n(dblogd --help lists every setting)\n";
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    boost::asio::io_context io;
+    metrics::Registry registry;
+    server::Server server(io, *cfg, registry);
+    std::unique_ptr<metrics::HttpEndpoint> http;
+    if (cfg->metrics) {
+      boost::asio::ip::tcp::resolver resolver(io);
+      auto at = *resolver.resolve(cfg->metrics->host, std::to_string(cfg->metrics->port)).begin();
+      http = std::make_unique<metrics::HttpEndpoint>(io, at, registry);
+      http->Start();
+      log::Info("metrics_listening", {{"address", at.endpoint().address().to_string()},
+                                      {"port", http->local_endpoint().port()}});
+    }
+    for (const auto& [name, c] : cfg->consumers)
+      registry.ForConsumer(name);  // so /metrics lists configured consumers before they connect
+    server.Start();
+
+    boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+    signals.async_wait([&](boost::system::error_code ec, int signo) {
+      if (ec) return;
+      log::Info("shutting_down", {{"signal", signo}});
+      server.Shutdown();
+      if (http) http->Stop();
+      // Let final status updates and error frames go out, then stop.
+      auto timer = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(2));
+      timer->async_wait([&io, timer](boost::system::error_code) { io.stop(); });
+    });
+    io.run();
+    log::Info("stopped");
+  } catch (const std::exception& e) {
+    log::Error("fatal", {{"error", e.what()}});
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+// sidecar/metrics/metrics.h: counters and gauges dblogd exposes, and the Prometheus text
+// endpoint that serves them (GET /metrics).
+// Owns: the metric names and their rendering. Values are written by the components that own
+// them (atomics, so copy workers may update them from their threads).
+#pragma once
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace dblog::metrics {
+
+struct ConsumerStats {
+  std::atomic<int> connected{0};
+  std::atomic<std::uint64_t> events_sent{0};
+  std::atomic<std::uint64_t> bytes_sent{0};
+  std::atomic<std::uint64_t> transactions_sent{0};
+  std::atomic<std::uint64_t> acked_lsn{0};          // what the consumer acknowledged
+  std::atomic<std::uint64_t> confirmed_lsn{0};      // what the slot was told
+  std::atomic<std::uint64_t> source_wal_lsn{0};     // how far the source's WAL is known to be
+  std::atomic<std::int64_t> oldest_unacked_commit_us{0};  // commit time, 0 when all acked
+  std::atomic<std::uint64_t> source_reconnects{0};
+  std::atomic<std::uint64_t> paused_total{0};       // times backpressure paused the slot
+  std::atomic<std::uint64_t> queued_bytes{0};
+  std::atomic<std::uint64_t> bootstrap_rows{0};
+  std::atomic<std::uint64_t> bootstrap_rows_estimated{0};
+  std::atomic<int> bootstrap_running{0};
+  std::atomic<std::uint64_t> bootstraps_total{0};
+  std::atomic<std::uint64_t> foreign_markers{0};    // watermark messages dblogd did not open
+};
+
+class Registry {
+ public:
+  std::shared_ptr<ConsumerStats> ForConsumer(const std::string& name);
+  std::string Render() const;  // Prometheus text exposition format 0.0.4
+
+  std::atomic<std::uint64_t> connections_total{0};
+  std::atomic<std::uint64_t> connections_refused{0};
+  std::atomic<std::uint64_t> bad_frames{0};
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<ConsumerStats>> consumers_;
+};
+
+// Serves GET /metrics (and / as a short index) over HTTP/1.0 on the given endpoint.
+class HttpEndpoint {
+ public:
+  HttpEndpoint(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at,
+               const Registry& registry);
+  void Start();
+  void Stop();
+  boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+
+ private:
+  void Accept();
+  boost::asio::ip::tcp::acceptor acceptor_;
+  const Registry& registry_;
+};
+
+}  // namespace dblog::metrics

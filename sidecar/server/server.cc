@@ -1,0 +1,104 @@
+// sidecar/server/server.cc: accepting consumers (see server.h).
+#include "server/server.h"
+
+#include "log/log.h"
+
+namespace dblog::server {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using dblog::v1::Error;
+
+namespace {
+
+// Compares without leaking where the first difference is.
+bool SameToken(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+tcp::endpoint Resolve(asio::io_context& io, const config::Endpoint& e) {
+  tcp::resolver resolver(io);
+  return *resolver.resolve(e.host, std::to_string(e.port)).begin();
+}
+
+}  // namespace
+
+Server::Server(asio::io_context& io, const config::Config& config, metrics::Registry& metrics)
+    : io_(io), config_(config), metrics_(metrics), acceptor_(io, Resolve(io, config.listen)) {}
+
+void Server::Start() {
+  log::Info("listening", {{"address", acceptor_.local_endpoint().address().to_string()},
+                          {"port", acceptor_.local_endpoint().port()},
+                          {"token_required", config_.token.empty() ? "false" : "true"}});
+  Accept();
+}
+
+void Server::Shutdown() {
+  shutting_down_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  auto pipelines = pipelines_;
+  for (auto& [name, p] : pipelines) p->Shutdown();
+}
+
+void Server::Accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec) return;  // closed
+    metrics_.connections_total++;
+    auto session = std::make_shared<Session>(
+        std::move(socket), std::chrono::seconds(10), config_.max_buffer_bytes / 2,
+        [this](std::shared_ptr<Session> s, const dblog::v1::Hello& hello) {
+          OnHello(std::move(s), hello);
+        },
+        [this] { metrics_.bad_frames++; });
+    session->Start();
+    Accept();
+  });
+}
+
+void Server::Refuse(Session& session, Error::Code code, const std::string& message) {
+  metrics_.connections_refused++;
+  log::Warn("consumer_refused", {{"peer", session.peer()}, {"code", Error::Code_Name(code)},
+                                 {"message", message}});
+  session.Fail(code, message);
+}
+
+void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& hello) {
+  if (shutting_down_) return Refuse(*session, Error::SHUTTING_DOWN, "dblogd is shutting down");
+  if (hello.protocol_version() != dblog::v1::PROTOCOL_VERSION_1)
+    return Refuse(*session, Error::UNSUPPORTED_VERSION,
+                  "protocol version " + std::to_string(hello.protocol_version()) +
+                      " is not supported; this server speaks version 1");
+  if (!config_.token.empty() && !SameToken(hello.token(), config_.token))
+    return Refuse(*session, Error::AUTH_FAILED, "wrong or missing token");
+  if (!config::ValidConsumerName(hello.consumer()))
+    return Refuse(*session, Error::BAD_CONSUMER_NAME,
+                  "consumer name '" + hello.consumer() +
+                      "' is not valid: a-z first, then a-z, 0-9 or _, at most 48 characters");
+  config::ConsumerConfig consumer;
+  if (auto it = config_.consumers.find(hello.consumer()); it != config_.consumers.end()) {
+    consumer = it->second;
+  } else if (config_.default_scope) {
+    consumer = {hello.consumer(), *config_.default_scope};
+  } else {
+    return Refuse(*session, Error::UNKNOWN_CONSUMER,
+                  "consumer '" + hello.consumer() +
+                      "' is not configured (dblogd --consumer NAME=SCOPE) and there is no "
+                      "--default-scope");
+  }
+  if (pipelines_.count(hello.consumer()))
+    return Refuse(*session, Error::ALREADY_CONNECTED,
+                  "consumer '" + hello.consumer() + "' already has a live connection");
+
+  log::Info("consumer_connected", {{"consumer", hello.consumer()}, {"peer", session->peer()},
+                                   {"client", hello.client_name()}});
+  auto pipeline = std::make_shared<consumer::Pipeline>(
+      io_, config_, consumer, metrics_.ForConsumer(consumer.name), session, hello,
+      [this](const std::string& name) { pipelines_.erase(name); });
+  pipelines_[consumer.name] = pipeline;
+  pipeline->Start();
+}
+
+}  // namespace dblog::server

@@ -1,0 +1,41 @@
+// sidecar/server/server.h: the consumer listener. Accepts TCP connections, checks each Hello
+// (protocol version, consumer name, token, scope configured, one live connection per name) and
+// hands accepted sessions to a consumer pipeline.
+// Owns: the acceptor and the registry of live pipelines. Does not stream (consumer/).
+#pragma once
+
+#include <boost/asio.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "consumer/pipeline.h"
+#include "metrics/metrics.h"
+#include "server/session.h"
+
+namespace dblog::server {
+
+class Server {
+ public:
+  Server(boost::asio::io_context& io, const config::Config& config, metrics::Registry& metrics);
+  void Start();
+  // Stops accepting and shuts every pipeline down gracefully.
+  void Shutdown();
+  boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+  std::size_t live_consumers() const { return pipelines_.size(); }
+
+ private:
+  void Accept();
+  void OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& hello);
+  void Refuse(Session& session, dblog::v1::Error::Code code, const std::string& message);
+
+  boost::asio::io_context& io_;
+  const config::Config& config_;
+  metrics::Registry& metrics_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::map<std::string, std::shared_ptr<consumer::Pipeline>> pipelines_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace dblog::server

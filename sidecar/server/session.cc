@@ -1,0 +1,172 @@
+// sidecar/server/session.cc: one consumer connection (see session.h).
+#include "server/session.h"
+
+#include "log/log.h"
+
+namespace dblog::server {
+namespace asio = boost::asio;
+using dblog::v1::Error;
+
+Session::Session(asio::ip::tcp::socket socket, std::chrono::milliseconds hello_timeout,
+                 std::size_t low_water_bytes, HelloHandler on_hello, BadFrameHandler on_bad_frame)
+    : socket_(std::move(socket)),
+      hello_timer_(socket_.get_executor()),
+      hello_timeout_(hello_timeout),
+      low_water_bytes_(low_water_bytes),
+      on_hello_(std::move(on_hello)),
+      on_bad_frame_(std::move(on_bad_frame)) {
+  boost::system::error_code ec;
+  const auto ep = socket_.remote_endpoint(ec);
+  peer_ = ec ? "unknown" : ep.address().to_string() + ":" + std::to_string(ep.port());
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+}
+
+void Session::Start() {
+  hello_timer_.expires_after(hello_timeout_);
+  hello_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec && !self->hello_seen_ && !self->closed_)
+      self->ProtocolError(Error::PROTOCOL_VIOLATION, "no Hello within the handshake timeout");
+  });
+  Read();
+}
+
+void Session::Read() {
+  socket_.async_read_some(asio::buffer(read_buffer_),
+                          [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+                            if (ec) {
+                              self->Close();
+                              return;
+                            }
+                            self->OnBytes(n);
+                          });
+}
+
+void Session::OnBytes(std::size_t n) {
+  decoder_.Feed(read_buffer_.data(), n);
+  std::string_view payload;
+  std::string error;
+  for (;;) {
+    if (closed_ || closing_) return;
+    switch (decoder_.Next(&payload, &error)) {
+      case wire::FrameDecoder::Status::kNeedMore:
+        Read();
+        return;
+      case wire::FrameDecoder::Status::kError:
+        ProtocolError(Error::BAD_FRAME, error);
+        return;
+      case wire::FrameDecoder::Status::kFrame:
+        HandleFrame(payload);
+        break;
+    }
+  }
+}
+
+void Session::HandleFrame(std::string_view payload) {
+  dblog::v1::ClientMessage message;
+  if (!message.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    ProtocolError(Error::BAD_FRAME, "frame is not a dblog.v1.ClientMessage");
+    return;
+  }
+  switch (message.msg_case()) {
+    case dblog::v1::ClientMessage::kHello:
+      if (hello_seen_) {
+        ProtocolError(Error::PROTOCOL_VIOLATION, "Hello sent twice");
+        return;
+      }
+      hello_seen_ = true;
+      hello_timer_.cancel();
+      on_hello_(shared_from_this(), message.hello());
+      return;
+    case dblog::v1::ClientMessage::kAck:
+      if (!hello_seen_ || listener_ == nullptr) {
+        ProtocolError(Error::PROTOCOL_VIOLATION, "Ack before the handshake completed");
+        return;
+      }
+      listener_->OnAck(message.ack());
+      return;
+    case dblog::v1::ClientMessage::MSG_NOT_SET:
+      ProtocolError(Error::BAD_FRAME, "ClientMessage without a message");
+      return;
+  }
+  ProtocolError(Error::BAD_FRAME, "unknown ClientMessage");
+}
+
+void Session::ProtocolError(Error::Code code, const std::string& message) {
+  if (code == Error::BAD_FRAME || code == Error::PROTOCOL_VIOLATION) on_bad_frame_();
+  log::Warn("consumer_protocol_error",
+            {{"peer", peer_}, {"code", Error::Code_Name(code)}, {"message", message}});
+  Fail(code, message);
+}
+
+void Session::SendFrame(std::string frame) {
+  if (closed_ || closing_) return;
+  queued_bytes_ += frame.size();
+  queue_.push_back(std::move(frame));
+  if (!writing_) Write();
+}
+
+void Session::Send(const dblog::v1::ServerMessage& message) {
+  std::string frame;
+  wire::AppendFrame(frame, message);
+  SendFrame(std::move(frame));
+}
+
+void Session::Fail(Error::Code code, const std::string& message) {
+  if (closed_ || closing_) return;
+  dblog::v1::ServerMessage m;
+  m.mutable_error()->set_code(code);
+  m.mutable_error()->set_message(message);
+  Send(m);
+  closing_ = true;
+}
+
+void Session::Write() {
+  if (queue_.empty()) {
+    writing_ = false;
+    if (closing_) Close();
+    return;
+  }
+  writing_ = true;
+  // Gather what is queued into one write, up to a bound.
+  std::vector<asio::const_buffer> buffers;
+  std::size_t bytes = 0;
+  for (const auto& f : queue_) {
+    buffers.emplace_back(asio::buffer(f));
+    bytes += f.size();
+    if (buffers.size() == 64 || bytes >= (1u << 20)) break;
+  }
+  const std::size_t count = buffers.size();
+  asio::async_write(socket_, buffers,
+                    [self = shared_from_this(), count](boost::system::error_code ec, std::size_t) {
+                      if (ec) {
+                        self->Close();
+                        return;
+                      }
+                      for (std::size_t i = 0; i < count; ++i) {
+                        self->queued_bytes_ -= self->queue_.front().size();
+                        self->queue_.pop_front();
+                      }
+                      if (self->queued_bytes_ < self->low_water_bytes_ &&
+                          self->listener_ != nullptr)
+                        self->listener_->OnDrained();
+                      self->Write();
+                    });
+}
+
+void Session::Close() {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ignored;
+  hello_timer_.cancel();
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  queue_.clear();
+  queued_bytes_ = 0;
+  if (listener_ != nullptr) {
+    SessionListener* l = listener_;
+    listener_ = nullptr;
+    l->OnClosed();
+  }
+}
+
+}  // namespace dblog::server

@@ -1,0 +1,76 @@
+// sidecar/server/session.h: one consumer TCP connection: frame reading, the handshake
+// deadline, the outgoing queue and closing with an Error frame.
+// Owns: the socket and its bytes. Does not decide who may connect (Server) nor what is sent
+// (the consumer pipeline, through the one emitter).
+#pragma once
+
+#include <boost/asio.hpp>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dblog/v1/consumer.pb.h"
+#include "wire/frame.h"
+
+namespace dblog::server {
+
+// What a session reports once it is attached to a consumer.
+class SessionListener {
+ public:
+  virtual ~SessionListener() = default;
+  virtual void OnAck(const dblog::v1::Ack& ack) = 0;
+  virtual void OnDrained() = 0;  // the outgoing queue fell below the low-water mark
+  virtual void OnClosed() = 0;   // the connection is gone (either side); called once
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  using HelloHandler = std::function<void(std::shared_ptr<Session>, const dblog::v1::Hello&)>;
+  using BadFrameHandler = std::function<void()>;
+
+  Session(boost::asio::ip::tcp::socket socket, std::chrono::milliseconds hello_timeout,
+          std::size_t low_water_bytes, HelloHandler on_hello, BadFrameHandler on_bad_frame);
+
+  void Start();
+  void Attach(SessionListener* listener) { listener_ = listener; }
+  void Detach() { listener_ = nullptr; }
+
+  // Queues a complete frame (varint length + ServerMessage).
+  void SendFrame(std::string frame);
+  void Send(const dblog::v1::ServerMessage& message);
+  // Sends an Error frame, then closes once it is written.
+  void Fail(dblog::v1::Error::Code code, const std::string& message);
+  void Close();
+
+  std::size_t queued_bytes() const { return queued_bytes_; }
+  bool closed() const { return closed_; }
+  std::string peer() const { return peer_; }
+
+ private:
+  void Read();
+  void OnBytes(std::size_t n);
+  void HandleFrame(std::string_view payload);
+  void Write();
+  void ProtocolError(dblog::v1::Error::Code code, const std::string& message);
+
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer hello_timer_;
+  std::chrono::milliseconds hello_timeout_;
+  std::size_t low_water_bytes_;
+  HelloHandler on_hello_;
+  BadFrameHandler on_bad_frame_;
+  SessionListener* listener_ = nullptr;
+  wire::FrameDecoder decoder_{wire::kMaxClientFrame};
+  std::array<char, 16384> read_buffer_;
+  std::deque<std::string> queue_;
+  std::size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool hello_seen_ = false;
+  bool closing_ = false;  // Fail(): close after the queue is written
+  bool closed_ = false;
+  std::string peer_;
+};
+
+}  // namespace dblog::server
