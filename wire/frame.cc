@@ -3,6 +3,8 @@
 
 #include <google/protobuf/message_lite.h>
 
+#include <algorithm>
+
 namespace dblog::wire {
 
 std::size_t AppendVarint(std::string& out, std::uint64_t value) {
@@ -35,6 +37,10 @@ void FrameDecoder::Feed(const char* data, std::size_t size) {
   if (offset_ > 0 && offset_ >= buffer_.size() / 2) {
     buffer_.erase(0, offset_);
     offset_ = 0;
+    // erase() keeps the capacity: one huge frame must not pin its memory for the rest of the
+    // connection.
+    if (buffer_.capacity() > 4 * std::max<std::size_t>(buffer_.size() + size, 1 << 16))
+      buffer_.shrink_to_fit();
   }
   buffer_.append(data, size);
 }

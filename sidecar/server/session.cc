@@ -42,11 +42,19 @@ void Session::Read() {
 }
 
 void Session::OnBytes(std::size_t n) {
+  if (closing_) {  // draining after an Error frame: discard until the client closes
+    Read();
+    return;
+  }
   decoder_.Feed(read_buffer_.data(), n);
   std::string_view payload;
   std::string error;
   for (;;) {
-    if (closed_ || closing_) return;
+    if (closed_) return;
+    if (closing_) {
+      Read();
+      return;
+    }
     switch (decoder_.Next(&payload, &error)) {
       case wire::FrameDecoder::Status::kNeedMore:
         Read();
@@ -123,7 +131,7 @@ void Session::Fail(Error::Code code, const std::string& message) {
 void Session::Write() {
   if (queue_.empty()) {
     writing_ = false;
-    if (closing_) Close();
+    if (closing_) Linger();
     return;
   }
   writing_ = true;
@@ -151,6 +159,18 @@ void Session::Write() {
                         self->listener_->OnDrained();
                       self->Write();
                     });
+}
+
+// After an Error frame: close our sending side and read until the client closes (bounded), so
+// that unread client bytes do not make the kernel reset the connection before the client has
+// read the Error.
+void Session::Linger() {
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  hello_timer_.expires_after(std::chrono::seconds(2));
+  hello_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->Close();
+  });
 }
 
 void Session::Close() {

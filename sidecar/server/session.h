@@ -53,6 +53,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnBytes(std::size_t n);
   void HandleFrame(std::string_view payload);
   void Write();
+  void Linger();
   void ProtocolError(dblog::v1::Error::Code code, const std::string& message);
 
   boost::asio::ip::tcp::socket socket_;

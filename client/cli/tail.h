@@ -1,0 +1,54 @@
+// client/cli/tail.h: `dblog tail`: follow a consumer's stream and print it as NDJSON on stdout,
+// acknowledging only what has been written and flushed.
+// Owns: the tail command's flags (parsing and validation, separated from running so it can be
+// tested) and its read-render-write-ack loop. Signal handling lives in main.cc.
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "client/ndjson.h"
+
+namespace dblog::cli {
+
+// A bad command line: main prints it and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TailOptions {
+  client::ConnectOptions connect;
+  client::RenderOptions render;
+  unsigned ack_every = 1;  // acknowledge at every Nth Commit / BootstrapEnd
+};
+
+// Looks up an environment variable; nullopt when unset.
+using Environment = std::function<std::optional<std::string>(const std::string& name)>;
+Environment ProcessEnvironment();
+
+// The help text of `dblog tail --help`.
+std::string TailHelp();
+
+// Parses the arguments after "tail". Returns nullopt when --help was asked for (the help text
+// is written to `help_out`). Throws UsageError for anything wrong, flags or their values
+// (including environment defaults and an unreadable --token-file).
+std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
+                                         const Environment& env, std::ostream& help_out);
+
+// True for names dblogd accepts: [a-z][a-z0-9_]{0,47}.
+bool IsValidConsumerName(const std::string& name);
+
+// Runs the tail loop until the server closes the stream (0), an error (1, one line on `err`),
+// or `interrupter` fires (0, after a final acknowledgement of what was written).
+int RunTail(const TailOptions& options, std::shared_ptr<client::Interrupter> interrupter,
+            std::FILE* out, std::FILE* err);
+
+}  // namespace dblog::cli

@@ -1,0 +1,428 @@
+// client/client.cc: the consumer protocol over one TCP connection (see client.h).
+//
+// Every blocking call starts one asynchronous operation on a private io_context and runs that
+// context until the operation completes, a deadline passes, or an Interrupter stops it. On a
+// timeout or an interrupt the operation is cancelled and its handler drained before the call
+// returns, so no handler ever outlives the stack frame it writes to.
+#include "client/client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <vector>
+
+#include "client/position.h"
+#include "wire/frame.h"
+
+namespace dblog::client {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using dblog::v1::ClientMessage;
+using dblog::v1::Position;
+using dblog::v1::ServerMessage;
+using dblog::v1::StreamEvent;
+
+namespace {
+
+std::string CodeName(dblog::v1::Error::Code code) {
+  const std::string& name = dblog::v1::Error::Code_Name(code);
+  return name.empty() ? "CODE_" + std::to_string(static_cast<int>(code)) : name;
+}
+
+}  // namespace
+
+ServerError::ServerError(dblog::v1::Error::Code code, std::string message)
+    : ClientError("dblogd refused: " + CodeName(code) + ": " + message),
+      code_(code),
+      server_message_(std::move(message)) {}
+
+void Interrupter::Interrupt() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (interrupted_) return;
+  interrupted_ = true;
+  if (waker_) waker_();
+}
+
+bool Interrupter::interrupted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return interrupted_;
+}
+
+void Interrupter::SetWaker(std::function<void()> waker) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  waker_ = std::move(waker);
+}
+
+class Client::Impl {
+ public:
+  Impl(const ConnectOptions& options, std::shared_ptr<Interrupter> interrupter)
+      : options_(options), interrupter_(std::move(interrupter)), read_buffer_(256 * 1024) {
+    // io_context::stop is thread-safe; the waker is unregistered before io_ is destroyed.
+    if (interrupter_) interrupter_->SetWaker([this] { io_.stop(); });
+  }
+
+  ~Impl() {
+    if (interrupter_) interrupter_->SetWaker({});
+  }
+
+  void Handshake();
+  bool Next(Item& item);
+  bool HasBufferedItems();
+  void Ack(const Position& position);
+  const dblog::v1::Welcome& welcome() const { return welcome_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using Deadline = std::optional<Clock::time_point>;
+
+  enum class State { kOpen, kClosed, kFailed };
+
+  std::string Peer() const {
+    return "dblogd at " + options_.host + ":" + std::to_string(options_.port);
+  }
+  Deadline IoDeadline() const {
+    if (options_.io_timeout.count() <= 0) return std::nullopt;
+    return Clock::now() + options_.io_timeout;
+  }
+  bool IsInterrupted() const { return interrupter_ && interrupter_->interrupted(); }
+
+  void Run(const bool& done, Deadline deadline, bool interruptible, const std::string& what,
+           const std::function<void()>& cancel);
+  void Abort(const bool& done, const std::function<void()>& cancel);
+  void CancelSocket() {
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);
+  }
+
+  void Write(const std::string& bytes, Deadline deadline, bool interruptible,
+             const std::string& what);
+  std::size_t ReadSome(Deadline deadline, const std::string& what);
+  bool ReadMessage(ServerMessage& message, Deadline deadline, const std::string& what);
+  void CheckPosition(const StreamEvent& event);
+
+  ConnectOptions options_;
+  std::shared_ptr<Interrupter> interrupter_;
+  asio::io_context io_;
+  tcp::socket socket_{io_};
+  wire::FrameDecoder decoder_{wire::kMaxServerFrame};
+  std::vector<char> read_buffer_;
+  dblog::v1::Welcome welcome_;
+  dblog::v1::EventBatch batch_;  // the EventBatch being handed out, from batch_next_ on
+  int batch_next_ = 0;
+  // A frame (or a decoding error) HasBufferedItems took out of the decoder, for ReadMessage.
+  enum class Peeked { kNone, kFrame, kError };
+  Peeked peeked_ = Peeked::kNone;
+  std::string peeked_frame_;
+  std::string peeked_error_;
+  Position last_position_;  // of the last event handed out (starts at Welcome.resume_from)
+  std::optional<Position> last_ack_;
+  State state_ = State::kOpen;
+};
+
+void Client::Impl::Run(const bool& done, Deadline deadline, bool interruptible,
+                       const std::string& what, const std::function<void()>& cancel) {
+  for (;;) {
+    io_.restart();
+    // Interrupt() sets the flag before it stops io_: seeing it unset here means any stop comes
+    // after the restart above and will end the run below.
+    if (interruptible && IsInterrupted()) {
+      Abort(done, cancel);
+      throw Interrupted();
+    }
+    if (deadline) {
+      io_.run_until(*deadline);
+    } else {
+      io_.run();
+    }
+    if (done) return;
+    if (interruptible && IsInterrupted()) {
+      Abort(done, cancel);
+      throw Interrupted();
+    }
+    if (deadline && Clock::now() >= *deadline) {
+      Abort(done, cancel);
+      throw TransportError(what + ": timed out");
+    }
+    // Stopped by an interrupt this operation does not yield to (a final Ack): carry on.
+  }
+}
+
+void Client::Impl::Abort(const bool& done, const std::function<void()>& cancel) {
+  cancel();
+  while (!done) {  // the cancelled handler still refers to the caller's frame: let it run
+    io_.restart();
+    io_.run();
+  }
+}
+
+void Client::Impl::Write(const std::string& bytes, Deadline deadline, bool interruptible,
+                         const std::string& what) {
+  bool done = false;
+  boost::system::error_code result;
+  asio::async_write(socket_, asio::buffer(bytes),
+                    [&](const boost::system::error_code& ec, std::size_t) {
+                      result = ec;
+                      done = true;
+                    });
+  Run(done, deadline, interruptible, what, [this] { CancelSocket(); });
+  if (result) throw TransportError(what + ": " + result.message());
+}
+
+std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
+  bool done = false;
+  boost::system::error_code result;
+  std::size_t received = 0;
+  socket_.async_read_some(asio::buffer(read_buffer_),
+                          [&](const boost::system::error_code& ec, std::size_t n) {
+                            result = ec;
+                            received = n;
+                            done = true;
+                          });
+  Run(done, deadline, /*interruptible=*/true, what, [this] { CancelSocket(); });
+  if (result == asio::error::eof) return 0;
+  if (result) throw TransportError(what + ": " + result.message());
+  decoder_.Feed(read_buffer_.data(), received);
+  return received;
+}
+
+// The next frame, parsed. False when the server closed the connection between frames.
+bool Client::Impl::ReadMessage(ServerMessage& message, Deadline deadline, const std::string& what) {
+  for (;;) {
+    std::string_view payload;
+    std::string error;
+    wire::FrameDecoder::Status status;
+    switch (peeked_) {
+      case Peeked::kFrame:
+        status = wire::FrameDecoder::Status::kFrame;
+        payload = peeked_frame_;
+        break;
+      case Peeked::kError:
+        status = wire::FrameDecoder::Status::kError;
+        error = peeked_error_;
+        break;
+      case Peeked::kNone:
+        status = decoder_.Next(&payload, &error);
+        break;
+    }
+    peeked_ = Peeked::kNone;
+    switch (status) {
+      case wire::FrameDecoder::Status::kFrame:
+        if (!message.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          throw ProtocolError(Peer() + " sent a malformed ServerMessage frame (" +
+                              std::to_string(payload.size()) + " bytes)");
+        }
+        return true;
+      case wire::FrameDecoder::Status::kError:
+        throw ProtocolError(Peer() + " sent a bad frame: " + error);
+      case wire::FrameDecoder::Status::kNeedMore:
+        break;
+    }
+    // A fresh deadline per read: io_timeout bounds silence, not the length of a batch.
+    if (ReadSome(deadline ? deadline : IoDeadline(), what) == 0) {
+      if (decoder_.buffered() != 0) {
+        throw ProtocolError(Peer() + " closed the connection in the middle of a frame (" +
+                            std::to_string(decoder_.buffered()) + " bytes of it received)");
+      }
+      return false;
+    }
+  }
+}
+
+void Client::Impl::Handshake() {
+  const Clock::time_point deadline = Clock::now() + options_.connect_timeout;
+  const std::string what = "connecting to " + Peer();
+
+  tcp::resolver resolver(io_);
+  tcp::resolver::results_type endpoints;
+  {
+    bool done = false;
+    boost::system::error_code result;
+    resolver.async_resolve(
+        options_.host, std::to_string(options_.port),
+        [&](const boost::system::error_code& ec, tcp::resolver::results_type found) {
+          result = ec;
+          endpoints = std::move(found);
+          done = true;
+        });
+    Run(done, deadline, true, "resolving " + options_.host, [&resolver] { resolver.cancel(); });
+    if (result) {
+      throw TransportError("cannot resolve " + options_.host + ": " + result.message());
+    }
+  }
+  {
+    bool done = false;
+    boost::system::error_code result;
+    asio::async_connect(socket_, endpoints,
+                        [&](const boost::system::error_code& ec, const tcp::endpoint&) {
+                          result = ec;
+                          done = true;
+                        });
+    Run(done, deadline, true, what, [this] {
+      boost::system::error_code ignored;
+      socket_.close(ignored);  // async_connect may be between endpoints: close stops it
+    });
+    if (result) throw TransportError("cannot connect to " + Peer() + ": " + result.message());
+  }
+  boost::system::error_code ignored;
+  socket_.set_option(tcp::no_delay(true), ignored);  // acks are tiny and should not wait
+  socket_.set_option(asio::socket_base::keep_alive(true), ignored);
+
+  ClientMessage hello_message;
+  dblog::v1::Hello& hello = *hello_message.mutable_hello();
+  hello.set_protocol_version(kProtocolVersion);
+  hello.set_consumer(options_.consumer);
+  hello.set_token(options_.token);
+  if (options_.resume_after) *hello.mutable_resume_after() = *options_.resume_after;
+  hello.set_client_name(options_.client_name);
+  std::string frame;
+  wire::AppendFrame(frame, hello_message);
+  Write(frame, deadline, true, "sending Hello to " + Peer());
+
+  ServerMessage answer;
+  if (!ReadMessage(answer, deadline, "waiting for Welcome from " + Peer())) {
+    throw ProtocolError(Peer() + " closed the connection without answering Hello");
+  }
+  switch (answer.msg_case()) {
+    case ServerMessage::kWelcome:
+      break;
+    case ServerMessage::kError:
+      throw ServerError(answer.error().code(), answer.error().message());
+    default:
+      throw ProtocolError(Peer() + " answered Hello with something other than Welcome or Error");
+  }
+  welcome_ = answer.welcome();
+  if (welcome_.protocol_version() != kProtocolVersion) {
+    throw ProtocolError(Peer() + " speaks protocol version " +
+                        std::to_string(welcome_.protocol_version()) + "; this client speaks " +
+                        std::to_string(kProtocolVersion));
+  }
+  // Nothing at or before either bound may come: the server's resume point, and ours.
+  last_position_ = welcome_.resume_from();
+  if (options_.resume_after && ComparePositions(*options_.resume_after, last_position_) > 0) {
+    last_position_ = *options_.resume_after;
+  }
+}
+
+void Client::Impl::CheckPosition(const StreamEvent& event) {
+  const auto position = PositionOf(event);
+  if (!position) return;
+  if (ComparePositions(*position, last_position_) <= 0) {
+    throw ProtocolError(Peer() + " sent an event at " + FormatPosition(*position) +
+                        ", not after the previous position " + FormatPosition(last_position_));
+  }
+  last_position_ = *position;
+}
+
+bool Client::Impl::Next(Item& item) {
+  if (state_ == State::kClosed) return false;
+  if (state_ == State::kFailed) {
+    throw ProtocolError("the connection to " + Peer() + " failed earlier; reconnect");
+  }
+  try {
+    for (;;) {
+      if (batch_next_ < batch_.events_size()) {
+        StreamEvent& event = *batch_.mutable_events(batch_next_++);
+        if (event.event_case() == StreamEvent::EVENT_NOT_SET) {
+          // Possibly an event kind newer than this client: skipping it could lose data.
+          throw ProtocolError(Peer() + " sent an event of a kind this client does not know");
+        }
+        CheckPosition(event);
+        item.emplace<StreamEvent>(std::move(event));
+        if (batch_next_ == batch_.events_size()) {
+          batch_.Clear();
+          batch_next_ = 0;
+        }
+        return true;
+      }
+      ServerMessage message;
+      if (!ReadMessage(message, std::nullopt, "reading from " + Peer())) {
+        state_ = State::kClosed;
+        return false;
+      }
+      switch (message.msg_case()) {
+        case ServerMessage::kEvents:
+          batch_.Swap(message.mutable_events());
+          batch_next_ = 0;
+          continue;
+        case ServerMessage::kHeartbeat:
+          item.emplace<dblog::v1::Heartbeat>(std::move(*message.mutable_heartbeat()));
+          return true;
+        case ServerMessage::kProgress:
+          item.emplace<dblog::v1::Progress>(std::move(*message.mutable_progress()));
+          return true;
+        case ServerMessage::kError:
+          throw ServerError(message.error().code(), message.error().message());
+        case ServerMessage::kWelcome:
+          throw ProtocolError(Peer() + " sent a second Welcome");
+        case ServerMessage::MSG_NOT_SET:
+          throw ProtocolError(Peer() + " sent a ServerMessage of a kind this client does not know");
+      }
+    }
+  } catch (...) {
+    state_ = State::kFailed;
+    throw;
+  }
+}
+
+bool Client::Impl::HasBufferedItems() {
+  if (state_ != State::kOpen) return false;
+  if (batch_next_ < batch_.events_size()) return true;
+  if (peeked_ != Peeked::kNone) return true;
+  // FrameDecoder has no peek: take the frame out and keep a copy for ReadMessage. A decoding
+  // error counts as buffered too (Next reports it without waiting).
+  std::string_view payload;
+  switch (decoder_.Next(&payload, &peeked_error_)) {
+    case wire::FrameDecoder::Status::kFrame:
+      peeked_frame_.assign(payload.data(), payload.size());
+      peeked_ = Peeked::kFrame;
+      return true;
+    case wire::FrameDecoder::Status::kError:
+      peeked_ = Peeked::kError;
+      return true;
+    case wire::FrameDecoder::Status::kNeedMore:
+      break;
+  }
+  return false;
+}
+
+void Client::Impl::Ack(const Position& position) {
+  if (last_ack_ && ComparePositions(position, *last_ack_) < 0) {
+    throw std::invalid_argument("ack at " + FormatPosition(position) +
+                                " would go back behind the last ack at " +
+                                FormatPosition(*last_ack_));
+  }
+  ClientMessage message;
+  *message.mutable_ack()->mutable_position() = position;
+  std::string frame;
+  wire::AppendFrame(frame, message);
+  // Not interruptible (the final Ack after an interrupt must still go out), so always bounded.
+  const Deadline deadline = options_.io_timeout.count() > 0
+                                ? Clock::now() + options_.io_timeout
+                                : Clock::now() + options_.connect_timeout;
+  Write(frame, deadline, /*interruptible=*/false, "sending Ack to " + Peer());
+  last_ack_ = position;
+}
+
+Client Client::Connect(const ConnectOptions& options, std::shared_ptr<Interrupter> interrupter) {
+  auto impl = std::make_unique<Impl>(options, std::move(interrupter));
+  impl->Handshake();
+  return Client(std::move(impl));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+Client::~Client() = default;
+
+const dblog::v1::Welcome& Client::welcome() const { return impl_->welcome(); }
+bool Client::Next(Item& item) { return impl_->Next(item); }
+bool Client::HasBufferedItems() const { return impl_->HasBufferedItems(); }
+void Client::Ack(const Position& position) { impl_->Ack(position); }
+
+std::optional<Position> Client::PositionOf(const StreamEvent& event) {
+  return client::PositionOf(event);
+}
+
+}  // namespace dblog::client

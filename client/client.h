@@ -1,0 +1,140 @@
+// client/client.h: the consumer side of dblogd's TCP protocol (proto/dblog/v1/consumer.proto):
+// connect and say Hello, read the stream item by item, acknowledge positions.
+// Synchronous API over Boost.Asio: every call blocks the calling thread until done, bounded by
+// the timeouts in ConnectOptions, and can be cut short from another thread with an Interrupter.
+// Owns: one TCP connection, its framing (wire::FrameDecoder) and protocol-level checks (message
+// order, positions strictly increasing). Does not render, store or apply anything.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+#include "dblog/v1/consumer.pb.h"
+
+namespace dblog::client {
+
+struct ConnectOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 7654;
+  std::string consumer;
+  std::string token;
+  std::optional<dblog::v1::Position> resume_after;
+  std::string client_name = "dblog-client/0.1";
+  // Bounds the whole handshake: resolve, TCP connect, Hello, and the server's first answer.
+  std::chrono::milliseconds connect_timeout{10000};
+  // Bounds each blocking read or write after the handshake: Next throws TransportError when no
+  // bytes arrived for this long. Zero waits forever. A server that sends heartbeats makes a
+  // few heartbeat intervals a safe value.
+  std::chrono::milliseconds io_timeout{0};
+};
+
+// Every failure the client reports is a ClientError.
+class ClientError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The server sent an Error frame (refusing the Hello, or ending the stream).
+// what() is "dblogd refused: <CODE_NAME>: <message>".
+class ServerError : public ClientError {
+ public:
+  ServerError(dblog::v1::Error::Code code, std::string message);
+  dblog::v1::Error::Code code() const { return code_; }
+  const std::string& server_message() const { return server_message_; }
+
+ private:
+  dblog::v1::Error::Code code_;
+  std::string server_message_;
+};
+
+// The server broke the protocol: a malformed, oversized or truncated frame, a message out of
+// place, an unsupported protocol version, positions that do not increase.
+class ProtocolError : public ClientError {
+ public:
+  using ClientError::ClientError;
+};
+
+// The network failed: resolve, connect, read or write errors, timeouts.
+class TransportError : public ClientError {
+ public:
+  using ClientError::ClientError;
+};
+
+// A blocking call was cut short by Interrupter::Interrupt. The connection stays usable for
+// writes (a final Ack), not for reads: the frame being read may have been cut in half.
+class Interrupted : public ClientError {
+ public:
+  Interrupted() : ClientError("interrupted") {}
+};
+
+// Lets another thread (a signal watcher, say) stop a Client's blocking Connect or Next. Shared
+// between that thread and at most one Client at a time.
+class Interrupter {
+ public:
+  // Thread-safe and idempotent. The blocked call (or the next one) throws Interrupted.
+  void Interrupt();
+  bool interrupted() const;
+
+ private:
+  friend class Client;
+  void SetWaker(std::function<void()> waker);  // empty function: unregister
+
+  mutable std::mutex mutex_;
+  bool interrupted_ = false;
+  std::function<void()> waker_;
+};
+
+// One item of the stream, as Next hands it out: a single event (EventBatch frames are unpacked
+// event by event), a Heartbeat, or a Progress report.
+using Item = std::variant<dblog::v1::StreamEvent, dblog::v1::Heartbeat, dblog::v1::Progress>;
+
+class Client {
+ public:
+  static constexpr std::uint32_t kProtocolVersion = dblog::v1::PROTOCOL_VERSION_1;
+
+  // TCP connect, send Hello, read the server's first frame: Welcome -> a connected Client;
+  // Error -> ServerError; anything else -> ProtocolError. Network failures and
+  // connect_timeout -> TransportError.
+  static Client Connect(const ConnectOptions& options,
+                        std::shared_ptr<Interrupter> interrupter = nullptr);
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  const dblog::v1::Welcome& welcome() const;
+
+  // Blocks for the next item. Returns false when the server closed the connection cleanly
+  // (between frames, without an Error). Throws ServerError for an Error frame, ProtocolError
+  // for a malformed frame or stream, TransportError, Interrupted. After a throw or a false
+  // return the client reads no more (further calls repeat the outcome as ProtocolError/false).
+  bool Next(Item& item);
+
+  // True when Next can return an item without reading the socket (the rest of an EventBatch,
+  // or a complete frame already received). A writer can flush its output when this is false.
+  bool HasBufferedItems() const;
+
+  // Sends Ack{position}: everything at or before it is durably processed. Acks must not go
+  // backwards: an older position than the last one acked throws std::invalid_argument and
+  // sends nothing.
+  void Ack(const dblog::v1::Position& position);
+
+  // The event's (commit_lsn, seq); nullopt for events without one (see position.h).
+  static std::optional<dblog::v1::Position> PositionOf(const dblog::v1::StreamEvent& event);
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dblog::client

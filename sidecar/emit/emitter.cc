@@ -1,0 +1,474 @@
+// sidecar/emit/emitter.cc: the one ordered emitter (see emitter.h).
+#include "emit/emitter.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "emit/ack_tracker.h"
+
+namespace dblog::emit {
+namespace {
+
+using dblog::v1::Change;
+using dblog::v1::Event;
+using dblog::v1::StreamEvent;
+
+constexpr int kLengthDelimited = 2;
+constexpr int kEventBatchEvents = 1;  // EventBatch.events (== Batch.events)
+constexpr int kChangeNewRow = 8;      // Change.new_row
+
+std::size_t VarintSize(std::uint64_t v) {
+  std::size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void AppendVarint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+std::uint64_t LenTag(int field) {
+  return (static_cast<std::uint64_t>(field) << 3) | kLengthDelimited;
+}
+
+[[noreturn]] void Fail(const std::string& what) {
+  throw std::logic_error("dblog emitter: " + what);
+}
+
+}  // namespace
+
+Emitter::Emitter(Position resume_after, AckTracker* acks)
+    : resume_after_(resume_after), acks_(acks) {}
+
+std::string Emitter::TakeOutput() {
+  std::string out;
+  out.swap(output_);
+  return out;
+}
+
+// ---- Log path ------------------------------------------------------------------------------
+
+void Emitter::OnBatch(dblog::v1::Batch batch) {
+  for (Event& event : *batch.mutable_events()) OnEvent(std::move(event));
+}
+
+void Emitter::OnEvent(Event event) {
+  // A chunk is emitted in one go at its high watermark; the log waits until it is closed.
+  RequireNoChunk("a plugin event");
+  switch (event.event_case()) {
+    case Event::kBegin:
+      return OnBegin(event.begin());
+    case Event::kRelation:
+      // Held until an event that is sent needs it (a skipped transaction must not lose it).
+      return RememberRelation(event.relation());
+    case Event::kChange:
+      return OnChange(std::move(*event.mutable_change()));
+    case Event::kTruncate:
+      return OnTruncate(std::move(*event.mutable_truncate()));
+    case Event::kMessage:
+      return OnMessage(std::move(*event.mutable_message()));
+    case Event::kCommit:
+      return OnCommit(std::move(*event.mutable_commit()));
+    case Event::EVENT_NOT_SET:
+      break;
+  }
+  Fail("plugin event with no known member");
+}
+
+void Emitter::OnBegin(const dblog::v1::Begin& begin) {
+  if (begin.commit_lsn() == 0) Fail("Begin without a commit LSN");
+  if (unit_.kind != UnitKind::kNone)
+    Fail("Begin of " + FormatLsn(begin.commit_lsn()) + " while a transaction or the bootstrap of " +
+         FormatLsn(unit_.commit_lsn) + " is open");
+  // Copied rows sit just below the consistent point: a transaction committed before it is in
+  // the snapshot already; one whose commit record starts exactly at it is not, and is decoded.
+  if (bootstrapped_ && begin.commit_lsn() < consistent_point_)
+    Fail("transaction committed at " + FormatLsn(begin.commit_lsn()) +
+         ", not after the bootstrap's consistent point " + FormatLsn(consistent_point_));
+  unit_ = Unit{};
+  unit_.kind = UnitKind::kTransaction;
+  unit_.commit_lsn = begin.commit_lsn();
+  unit_.end_lsn = begin.end_lsn();
+  unit_.header_field = StreamEvent::kBegin;
+  unit_.header = begin.SerializeAsString();
+}
+
+void Emitter::OnChange(Change change) {
+  RequireTransaction("a Change", change.commit_lsn());
+  const dblog::v1::Relation& rel = KnownRelation(change.relation_oid(), "a Change");
+  switch (change.kind()) {
+    case Change::INSERT:
+      RequireKeyColumns(rel, change.new_row(), "INSERT");
+      break;
+    case Change::DELETE:
+      RequireKeyWidth(rel, change.old_key(), "DELETE");
+      break;
+    case Change::UPDATE:
+      // Decided for dropped (resumed) events too: the split shifts the seqs after it.
+      // A new row with unchanged TOAST values stays one UPDATE: only the old row has those
+      // values, and an INSERT cannot say "keep the value of the row you just deleted".
+      if (KeyChanged(rel, change) && !HasUnchanged(change.new_row())) {
+        Change del;
+        del.set_kind(Change::DELETE);
+        del.set_relation_oid(change.relation_oid());
+        del.set_lsn(change.lsn());
+        del.set_xid(change.xid());
+        del.set_commit_time(change.commit_time());
+        *del.mutable_old_key() = std::move(*change.mutable_old_key());
+        if (change.has_old_row()) *del.mutable_old_row() = std::move(*change.mutable_old_row());
+        SendChange(std::move(del));
+        change.clear_old_key();
+        change.clear_old_row();
+        change.set_kind(Change::INSERT);
+      }
+      break;
+    default:
+      Fail("plugin Change of kind " + std::to_string(change.kind()) + " for relation " +
+           std::to_string(change.relation_oid()));
+  }
+  SendChange(std::move(change));
+}
+
+void Emitter::SendChange(Change change) {
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  SendRelation(change.relation_oid());
+  change.set_commit_lsn(pos.commit_lsn);
+  change.set_seq(pos.seq);
+  Append(StreamEvent::kChange, change);
+}
+
+void Emitter::OnTruncate(dblog::v1::Truncate truncate) {
+  RequireTransaction("a Truncate", truncate.commit_lsn());
+  for (std::uint32_t oid : truncate.relation_oids()) KnownRelation(oid, "a Truncate");
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  for (std::uint32_t oid : truncate.relation_oids()) SendRelation(oid);
+  truncate.set_commit_lsn(pos.commit_lsn);
+  truncate.set_seq(pos.seq);
+  Append(StreamEvent::kTruncate, truncate);
+}
+
+void Emitter::OnMessage(dblog::v1::Message message) {
+  if (message.transactional()) {
+    RequireTransaction("a transactional Message", message.commit_lsn());
+    const Position pos = NextPosition();
+    if (!Admit(pos)) return;
+    message.set_commit_lsn(pos.commit_lsn);
+    message.set_seq(pos.seq);
+    Append(StreamEvent::kMessage, message);
+    return;
+  }
+  // Non-transactional: decoded as it is read, between transactions; everything committed
+  // before its LSN is already out and everything after commits later. Its position is
+  // (lsn, 0), written into commit_lsn so that every positioned event reads the same way.
+  if (unit_.kind != UnitKind::kNone)
+    Fail("non-transactional Message at " + FormatLsn(message.lsn()) + " inside the unit of " +
+         FormatLsn(unit_.commit_lsn));
+  const Position pos{message.lsn(), 0};
+  if (pos <= resume_after_) return;
+  Advance(pos, "non-transactional Message");
+  message.set_commit_lsn(pos.commit_lsn);
+  message.set_seq(0);
+  Append(StreamEvent::kMessage, message);
+  // Confirming up to (not past) its own LSN: after a restart it is decoded again and the
+  // consumer's resume position drops it.
+  if (acks_ != nullptr) acks_->OnCommitEmitted(pos, message.lsn());
+}
+
+void Emitter::OnCommit(dblog::v1::Commit commit) {
+  RequireTransaction("a Commit", commit.commit_lsn());
+  RequireNoChunk("a Commit");
+  const Position pos = NextPosition();
+  const std::uint64_t end_lsn = commit.end_lsn() != 0 ? commit.end_lsn() : unit_.end_lsn;
+  const bool send = Admit(pos);
+  if (send) {
+    commit.set_seq(pos.seq);
+    Append(StreamEvent::kCommit, commit);
+  }
+  unit_ = Unit{};
+  if (send && acks_ != nullptr) acks_->OnCommitEmitted(pos, end_lsn);
+}
+
+// ---- Bootstrap -----------------------------------------------------------------------------
+
+void Emitter::BeginBootstrap(std::uint64_t consistent_point, bool restarted,
+                             std::vector<dblog::v1::TableProgress> estimates) {
+  if (unit_.kind != UnitKind::kNone || bootstrapped_)
+    Fail("BeginBootstrap while a transaction or bootstrap is open, or after a bootstrap");
+  if (consistent_point == 0) Fail("BeginBootstrap without a consistent point");
+  dblog::v1::BootstrapBegin header;
+  header.set_consistent_point(consistent_point);
+  header.set_restarted(restarted);
+  for (auto& t : estimates) *header.add_tables() = std::move(t);
+  unit_ = Unit{};
+  unit_.kind = UnitKind::kBootstrap;
+  // One below the consistent point, so that a commit record starting exactly at it still
+  // sorts after every copied row.
+  unit_.commit_lsn = consistent_point - 1;
+  unit_.end_lsn = consistent_point;
+  unit_.header_field = StreamEvent::kBootstrapBegin;
+  unit_.header = header.SerializeAsString();
+}
+
+void Emitter::EmitCopiedRow(const dblog::v1::Relation& rel, std::string_view row_bytes) {
+  if (unit_.kind != UnitKind::kBootstrap) Fail("EmitCopiedRow outside a bootstrap");
+  RememberRelation(rel);
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  SendRelation(rel.oid());
+  SendReadRow(rel.oid(), pos, row_bytes);
+}
+
+void Emitter::EndBootstrap(std::vector<dblog::v1::TableProgress> counts) {
+  if (unit_.kind != UnitKind::kBootstrap) Fail("EndBootstrap outside a bootstrap");
+  const Position pos = NextPosition();
+  const bool send = Admit(pos);
+  if (send) {
+    dblog::v1::BootstrapEnd end;
+    end.set_consistent_point(unit_.end_lsn);
+    end.set_commit_lsn(pos.commit_lsn);
+    end.set_seq(pos.seq);
+    for (auto& t : counts) *end.add_tables() = std::move(t);
+    Append(StreamEvent::kBootstrapEnd, end);
+  }
+  bootstrapped_ = true;
+  consistent_point_ = unit_.end_lsn;
+  const std::uint64_t confirm_to = unit_.end_lsn;
+  unit_ = Unit{};
+  // Acknowledging the end confirms the slot to the consistent point, where it started: what
+  // matters is that nothing later is confirmed before the copy is acknowledged.
+  if (send && acks_ != nullptr) acks_->OnCommitEmitted(pos, confirm_to);
+}
+
+// ---- Repair chunks -------------------------------------------------------------------------
+
+void Emitter::BeginChunk(const dblog::v1::Relation& rel, dblog::v1::ChunkBegin chunk) {
+  RequireTransaction("BeginChunk", unit_.commit_lsn);
+  RequireNoChunk("BeginChunk");
+  if (chunk.relation_oid() != 0 && chunk.relation_oid() != rel.oid())
+    Fail("BeginChunk for relation " + std::to_string(chunk.relation_oid()) +
+         " with the Relation of " + std::to_string(rel.oid()));
+  RememberRelation(rel);
+  chunk_ = Chunk{true, chunk.request_id(), rel.oid(), 0, 0};
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  SendRelation(rel.oid());
+  chunk.set_relation_oid(rel.oid());
+  chunk.set_commit_lsn(pos.commit_lsn);
+  chunk.set_seq(pos.seq);
+  Append(StreamEvent::kChunkBegin, chunk);
+}
+
+void Emitter::EmitChunkRow(std::string_view row_bytes) {
+  if (!chunk_.open) Fail("EmitChunkRow outside a chunk");
+  ++chunk_.rows;
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  SendRelation(chunk_.relation_oid);
+  SendReadRow(chunk_.relation_oid, pos, row_bytes);
+}
+
+void Emitter::EmitChunkDelete(const dblog::v1::Row& key) {
+  if (!chunk_.open) Fail("EmitChunkDelete outside a chunk");
+  RequireKeyWidth(KnownRelation(chunk_.relation_oid, "EmitChunkDelete"), key, "EmitChunkDelete");
+  ++chunk_.deletes;
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  SendRelation(chunk_.relation_oid);
+  Change del;
+  del.set_kind(Change::DELETE);
+  del.set_relation_oid(chunk_.relation_oid);
+  del.set_commit_lsn(pos.commit_lsn);
+  del.set_seq(pos.seq);
+  *del.mutable_old_key() = key;
+  Append(StreamEvent::kChange, del);
+}
+
+void Emitter::EndChunk() {
+  if (!chunk_.open) Fail("EndChunk outside a chunk");
+  const Chunk chunk = chunk_;
+  chunk_ = Chunk{};
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  dblog::v1::ChunkEnd end;
+  end.set_request_id(chunk.request_id);
+  end.set_relation_oid(chunk.relation_oid);
+  end.set_commit_lsn(pos.commit_lsn);
+  end.set_seq(pos.seq);
+  end.set_rows(chunk.rows);
+  end.set_deletes(chunk.deletes);
+  Append(StreamEvent::kChunkEnd, end);
+}
+
+// ---- Checks --------------------------------------------------------------------------------
+
+void Emitter::RequireTransaction(const char* what, std::uint64_t commit_lsn) const {
+  if (unit_.kind != UnitKind::kTransaction)
+    Fail(std::string(what) + " outside a transaction (at " + FormatLsn(commit_lsn) + ")");
+  if (commit_lsn != unit_.commit_lsn)
+    Fail(std::string(what) + " of the transaction at " + FormatLsn(commit_lsn) +
+         " inside the transaction at " + FormatLsn(unit_.commit_lsn));
+}
+
+void Emitter::RequireNoChunk(const char* what) const {
+  if (chunk_.open)
+    Fail(std::string(what) + " while the chunk of request " + std::to_string(chunk_.request_id) +
+         " is open");
+}
+
+void Emitter::RememberRelation(const dblog::v1::Relation& rel) {
+  // Rows are identified by key: a Relation without a usable one cannot be streamed correctly.
+  if (rel.key_columns_size() == 0)
+    Fail("Relation " + std::to_string(rel.oid()) + " (" + rel.schema() + "." + rel.name() +
+         ") has no key columns");
+  for (std::uint32_t column : rel.key_columns()) {
+    if (column >= static_cast<std::uint32_t>(rel.columns_size()))
+      Fail("Relation " + std::to_string(rel.oid()) + " names key column " + std::to_string(column) +
+           " of " + std::to_string(rel.columns_size()));
+  }
+  RelationState& state = relations_[rel.oid()];
+  std::string bytes = rel.SerializeAsString();
+  if (bytes == state.latest_bytes) return;
+  state.latest = rel;
+  state.latest_bytes = std::move(bytes);
+}
+
+const dblog::v1::Relation& Emitter::KnownRelation(std::uint32_t oid, const char* what) const {
+  auto it = relations_.find(oid);
+  if (it == relations_.end())
+    Fail(std::string(what) + " for relation " + std::to_string(oid) + " before its Relation");
+  return it->second.latest;
+}
+
+void Emitter::RequireKeyWidth(const dblog::v1::Relation& rel, const dblog::v1::Row& key,
+                              const char* what) const {
+  if (key.values_size() != rel.key_columns_size())
+    Fail(std::string(what) + " of relation " + std::to_string(rel.oid()) + " with a key of " +
+         std::to_string(key.values_size()) + " values for a key of " +
+         std::to_string(rel.key_columns_size()) + " columns");
+}
+
+void Emitter::RequireKeyColumns(const dblog::v1::Relation& rel, const dblog::v1::Row& row,
+                                const char* what) const {
+  for (std::uint32_t column : rel.key_columns()) {
+    if (column >= static_cast<std::uint32_t>(row.values_size()))
+      Fail(std::string(what) + " of relation " + std::to_string(rel.oid()) +
+           " whose row has no key column " + std::to_string(column));
+  }
+}
+
+bool Emitter::HasUnchanged(const dblog::v1::Row& row) {
+  for (const dblog::v1::Value& v : row.values()) {
+    if (v.kind_case() == dblog::v1::Value::kUnchanged) return true;
+  }
+  return false;
+}
+
+// Compares the update's old key with the key read from its new row. Values are compared by
+// their encoding: both come from the same encoder, and where the encodings differ for values
+// PostgreSQL deems equal (say -0.0 and 0.0) a DELETE + INSERT is still a correct rendering.
+bool Emitter::KeyChanged(const dblog::v1::Relation& rel, const Change& change) const {
+  RequireKeyWidth(rel, change.old_key(), "UPDATE");
+  RequireKeyColumns(rel, change.new_row(), "UPDATE");
+  const auto& old_key = change.old_key().values();
+  const auto& new_row = change.new_row().values();
+  for (int i = 0; i < rel.key_columns_size(); ++i) {
+    // (An unchanged TOAST value in a key column, impossible in practice, reads as a change here
+    // and leaves the update whole through the unchanged-value rule in OnChange: still UPDATE.)
+    const dblog::v1::Value& now = new_row[static_cast<int>(rel.key_columns(i))];
+    if (now.kind_case() != old_key[i].kind_case() ||
+        now.SerializeAsString() != old_key[i].SerializeAsString())
+      return true;
+  }
+  return false;
+}
+
+// ---- Emission ------------------------------------------------------------------------------
+
+bool Emitter::Admit(Position pos) {
+  if (pos <= resume_after_) return false;
+  if (!unit_.header_sent) {
+    // The header's own position, (commit_lsn, 0), may be at or before resume_after: a partly
+    // acknowledged unit still starts with it.
+    Advance({unit_.commit_lsn, 0},
+            unit_.header_field == StreamEvent::kBegin ? "Begin" : "BootstrapBegin");
+    AppendBytes(unit_.header_field, unit_.header);
+    unit_.header_sent = true;
+    std::string().swap(unit_.header);
+  }
+  Advance(pos, "event");
+  return true;
+}
+
+void Emitter::Advance(Position pos, const char* what) {
+  if (sent_any_ && pos <= last_)
+    Fail(std::string(what) + " at " + pos.ToString() + " is not after the last position sent, " +
+         last_.ToString());
+  last_ = pos;
+  sent_any_ = true;
+}
+
+void Emitter::SendRelation(std::uint32_t oid) {
+  RelationState& state = relations_.at(oid);
+  if (state.sent_bytes == state.latest_bytes) return;
+  AppendBytes(StreamEvent::kRelation, state.latest_bytes);
+  state.sent_bytes = state.latest_bytes;
+}
+
+// A READ Change laid out as a log Change is (fields in number order), with the row's bytes
+// written through untouched rather than parsed and serialized again.
+void Emitter::SendReadRow(std::uint32_t relation_oid, Position pos, std::string_view row_bytes) {
+  Change head;  // fields 1-4; new_row (8) follows, nothing after it
+  head.set_kind(Change::READ);
+  head.set_relation_oid(relation_oid);
+  head.set_commit_lsn(pos.commit_lsn);
+  head.set_seq(pos.seq);
+  const std::size_t head_size = head.ByteSizeLong();
+  const std::size_t size = head_size + VarintSize(LenTag(kChangeNewRow)) +
+                           VarintSize(row_bytes.size()) + row_bytes.size();
+  const std::size_t before = output_.size();
+  AppendEnvelope(StreamEvent::kChange, size);
+  const std::size_t at = output_.size();
+  output_.resize(at + head_size);
+  head.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&output_[at]));
+  AppendVarint(output_, LenTag(kChangeNewRow));
+  AppendVarint(output_, row_bytes.size());
+  output_.append(row_bytes.data(), row_bytes.size());
+  bytes_emitted_ += output_.size() - before;
+}
+
+void Emitter::Append(int field, const google::protobuf::MessageLite& member) {
+  const std::size_t before = output_.size();
+  const std::size_t size = member.ByteSizeLong();
+  AppendEnvelope(field, size);
+  const std::size_t at = output_.size();
+  output_.resize(at + size);
+  member.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&output_[at]));
+  bytes_emitted_ += output_.size() - before;
+}
+
+void Emitter::AppendBytes(int field, std::string_view member) {
+  const std::size_t before = output_.size();
+  AppendEnvelope(field, member.size());
+  output_.append(member.data(), member.size());
+  bytes_emitted_ += output_.size() - before;
+}
+
+void Emitter::AppendEnvelope(int field, std::size_t member_size) {
+  const std::size_t event_size = VarintSize(LenTag(field)) + VarintSize(member_size) + member_size;
+  AppendVarint(output_, LenTag(kEventBatchEvents));
+  AppendVarint(output_, event_size);
+  AppendVarint(output_, LenTag(field));
+  AppendVarint(output_, member_size);
+  ++events_emitted_;
+}
+
+}  // namespace dblog::emit

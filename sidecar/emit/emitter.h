@@ -1,0 +1,183 @@
+// sidecar/emit/emitter.h: the one ordered emitter. Every consumer event dblogd sends is produced
+// here, so the stream's invariants live in one place:
+//
+//  - Positions. Every positioned event gets (commit_lsn, seq) from the emitter, strictly
+//    increasing over the whole stream. A log transaction's Begin is (commit_lsn, 0); its Change,
+//    Truncate, Message and Commit events are renumbered 1, 2, 3... (the plugin's seq is not
+//    trusted: a primary-key update becomes two events, and repair chunks add rows). Renumbering
+//    is a pure function of the plugin's events, so a transaction decoded again after a reconnect
+//    gets the same positions (chunk rows excepted: see BeginChunk).
+//  - Primary-key updates. An UPDATE whose old key differs from the key in its new row is sent as
+//    DELETE(old_key) + INSERT(new_row), so an applier keyed by primary key never has to move a
+//    row. Exception: when the new row has unchanged TOAST values (REPLICA IDENTITY DEFAULT or
+//    INDEX; PostgreSQL logs no value for them), it stays one UPDATE with old_key != key(new_row):
+//    the values to keep belong to the old row, which an INSERT could not refer to. An applier
+//    handles it as "take the row at old_key, keep its unchanged columns, store it at the new key".
+//  - Relations. A Relation is sent before the first event that needs it, and again only when its
+//    definition changed; never dropped by resume.
+//  - Resume. Events at or before `resume_after` are dropped (the consumer has them). Headers
+//    (Begin, BootstrapBegin) are sent lazily, just before the first event of their unit that is
+//    sent, so a fully acknowledged transaction produces nothing and a partly acknowledged one
+//    still starts with its Begin.
+//  - Non-transactional messages are decoded between transactions, so they sit at (lsn, 0),
+//    written into their commit_lsn and seq like every other positioned event.
+//  - Ordering guard. A position at or before the last one sent (and not dropped by resume) is a
+//    bug or a corrupt input: std::logic_error, never a silently disordered stream. After any
+//    std::logic_error the emitter's state is unspecified: the owner ends the session.
+//
+// Output: StreamEvents in EventBatch wire form (each one is EventBatch field 1), appended to an
+// internal buffer the owner drains with TakeOutput() and frames as ServerMessage.events. Memory
+// is O(relations), plus the output the owner has not drained: nothing is held per transaction,
+// so a transaction of any size streams through.
+//
+// Owns: positions, event rendering, dedup. Does not touch sockets, libpq or the slot; does not
+// decide which rows a chunk holds (window/ does).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "dblog/v1/change.pb.h"
+#include "dblog/v1/consumer.pb.h"
+#include "emit/position.h"
+
+namespace dblog::emit {
+
+class AckTracker;
+
+class Emitter {
+ public:
+  // resume_after: the consumer's Hello.resume_after (zero when unset: nothing is dropped).
+  // acks, when given, is told of every emitted acknowledgeable point (Commit, BootstrapEnd,
+  // non-transactional Message); it must outlive the emitter.
+  explicit Emitter(Position resume_after = {}, AckTracker* acks = nullptr);
+
+  // ---- Log path: the plugin's events, in log order. -------------------------------------
+  // Throws std::logic_error on input that breaks the plugin's contract (a Change outside a
+  // transaction, before its Relation, with a commit_lsn not its transaction's, ...).
+  void OnEvent(dblog::v1::Event event);
+  void OnBatch(dblog::v1::Batch batch);
+
+  // ---- Bootstrap (point splice). ---------------------------------------------------------
+  // BootstrapBegin at (consistent_point, 0), copied rows at (consistent_point, 1..n),
+  // BootstrapEnd after them. No log transaction may come while it is open, and every log
+  // transaction after it must commit after consistent_point.
+  void BeginBootstrap(std::uint64_t consistent_point, bool restarted,
+                      std::vector<dblog::v1::TableProgress> estimates);
+  // row_bytes: a serialized dblog.v1.Row from the shared encoder (dblog.encode_row). It is
+  // embedded verbatim as Change.new_row: the consumer gets the encoder's exact bytes.
+  void EmitCopiedRow(const dblog::v1::Relation& rel, std::string_view row_bytes);
+  void EndBootstrap(std::vector<dblog::v1::TableProgress> counts);
+
+  // ---- Repair chunks, injected into the high watermark's own transaction. ----------------
+  // Only between that transaction's Begin and its Commit, after the events fed so far; the
+  // chunk's events take that transaction's next seqs. No log event may arrive while a chunk is
+  // open. `chunk`'s position fields are assigned here, relation_oid is rel.oid().
+  // The seqs after a chunk depend on the chunk, so they are only stable across reconnects if
+  // the chunk is: a window that was not finished is redone under a new bracket. A consumer
+  // resuming inside a chunk gets the rest of it without a new ChunkBegin.
+  void BeginChunk(const dblog::v1::Relation& rel, dblog::v1::ChunkBegin chunk);
+  // A surviving row (READ), row_bytes embedded verbatim as in EmitCopiedRow.
+  void EmitChunkRow(std::string_view row_bytes);
+  // A key the chunk asked for and found absent (DELETE with old_key = key, in key order).
+  void EmitChunkDelete(const dblog::v1::Row& key);
+  // ChunkEnd with the counts of rows and deletes given since BeginChunk.
+  void EndChunk();
+
+  // ---- Output. ------------------------------------------------------------------------
+  // The serialized StreamEvents since the last call, as EventBatch bytes (possibly empty).
+  std::string TakeOutput();
+  const std::string& output() const { return output_; }
+
+  std::uint64_t events_emitted() const { return events_emitted_; }
+  std::uint64_t bytes_emitted() const { return bytes_emitted_; }
+  // Where the consumer's stream stands: the last position sent, or resume_after while nothing
+  // after it was sent. Acking it is always allowed (Heartbeat.position); acking beyond it is a
+  // protocol violation; a replacement Emitter resumes after it.
+  Position last_position() const { return resume_after_ < last_ ? last_ : resume_after_; }
+  Position resume_after() const { return resume_after_; }
+  // A log transaction or the bootstrap is open: the slot must not be confirmed past it.
+  bool in_transaction() const { return unit_.kind != UnitKind::kNone; }
+  bool in_chunk() const { return chunk_.open; }
+
+ private:
+  enum class UnitKind { kNone, kTransaction, kBootstrap };
+
+  // What is open: a log transaction or the bootstrap. Its header (Begin or BootstrapBegin) is
+  // held serialized until the first of its events that is not dropped by resume.
+  struct Unit {
+    UnitKind kind = UnitKind::kNone;
+    std::uint64_t commit_lsn = 0;
+    std::uint32_t next_seq = 1;
+    std::uint64_t end_lsn = 0;
+    int header_field = 0;
+    std::string header;
+    bool header_sent = false;
+  };
+
+  struct Chunk {
+    bool open = false;
+    std::uint64_t request_id = 0;
+    std::uint32_t relation_oid = 0;
+    std::uint64_t rows = 0;
+    std::uint64_t deletes = 0;
+  };
+
+  struct RelationState {
+    dblog::v1::Relation latest;  // the latest definition seen: key_columns come from here
+    std::string latest_bytes;
+    std::string sent_bytes;  // what the consumer was last sent; empty: nothing yet
+  };
+
+  void OnBegin(const dblog::v1::Begin& begin);
+  void OnChange(dblog::v1::Change change);
+  void SendChange(dblog::v1::Change change);  // positions and sends one log Change
+  void OnTruncate(dblog::v1::Truncate truncate);
+  void OnMessage(dblog::v1::Message message);
+  void OnCommit(dblog::v1::Commit commit);
+
+  void RequireTransaction(const char* what, std::uint64_t commit_lsn) const;
+  void RequireNoChunk(const char* what) const;
+  void RememberRelation(const dblog::v1::Relation& rel);
+  const dblog::v1::Relation& KnownRelation(std::uint32_t oid, const char* what) const;
+  bool KeyChanged(const dblog::v1::Relation& rel, const dblog::v1::Change& change) const;
+  static bool HasUnchanged(const dblog::v1::Row& row);
+  void RequireKeyWidth(const dblog::v1::Relation& rel, const dblog::v1::Row& key,
+                       const char* what) const;
+  void RequireKeyColumns(const dblog::v1::Relation& rel, const dblog::v1::Row& row,
+                         const char* what) const;
+
+  // The next position in the open unit.
+  Position NextPosition() { return {unit_.commit_lsn, unit_.next_seq++}; }
+  // false: `pos` is at or before resume_after, drop the event. true: it goes out; the unit's
+  // header is sent first if it was not yet.
+  bool Admit(Position pos);
+  // The ordering guard: every position sent is larger than the last one.
+  void Advance(Position pos, const char* what);
+  void SendRelation(std::uint32_t oid);
+  void SendReadRow(std::uint32_t relation_oid, Position pos, std::string_view row_bytes);
+
+  // Appends one StreamEvent whose member `field` is `member` (or its serialized bytes).
+  void Append(int field, const google::protobuf::MessageLite& member);
+  void AppendBytes(int field, std::string_view member);
+  // The EventBatch and StreamEvent framing in front of a member of `member_size` bytes.
+  void AppendEnvelope(int field, std::size_t member_size);
+
+  const Position resume_after_;
+  AckTracker* const acks_;
+  Position last_;
+  bool sent_any_ = false;
+  Unit unit_;
+  Chunk chunk_;
+  bool bootstrapped_ = false;
+  std::uint64_t consistent_point_ = 0;
+  std::unordered_map<std::uint32_t, RelationState> relations_;
+  std::string output_;
+  std::uint64_t events_emitted_ = 0;
+  std::uint64_t bytes_emitted_ = 0;
+};
+
+}  // namespace dblog::emit

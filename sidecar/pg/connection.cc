@@ -1,0 +1,271 @@
+// sidecar/pg/connection.cc: RAII libpq wrappers and pg::Error (see connection.h).
+#include "pg/connection.h"
+
+#include <string>
+
+namespace dblog::pg {
+namespace {
+
+std::string TrimNewlines(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string Field(const PGresult* result, int code) {
+  const char* v = result ? PQresultErrorField(result, code) : nullptr;
+  return v ? std::string(v) : std::string();
+}
+
+std::string ComposeMessage(const std::string& primary, const std::string& detail,
+                           const std::string& hint) {
+  std::string out = primary;
+  if (!detail.empty()) out += " (detail: " + detail + ")";
+  if (!hint.empty()) out += " (hint: " + hint + ")";
+  return out;
+}
+
+std::string ComposeWhat(const std::string& message, const std::string& sqlstate,
+                        const std::string& sql) {
+  std::string out = message;
+  if (!sqlstate.empty()) out += " [SQLSTATE " + sqlstate + "]";
+  if (!sql.empty()) out += " while running: " + sql;
+  return out;
+}
+
+// libpq reports a lost connection with its own words and no SQLSTATE; give it the standard one
+// so callers can tell "the server said no" from "the server went away".
+std::string StateForClientError(const PGconn* conn) {
+  return conn != nullptr && PQstatus(conn) == CONNECTION_BAD ? "08006" : "";
+}
+
+}  // namespace
+
+// ---- Error ---------------------------------------------------------------------------------
+
+Error::Error(std::string message, std::string sqlstate, std::string sql, std::string server_message,
+             std::string detail, std::string hint)
+    : std::runtime_error(ComposeWhat(message, sqlstate, sql)),
+      message_(std::move(message)),
+      sqlstate_(std::move(sqlstate)),
+      sql_(std::move(sql)),
+      server_message_(std::move(server_message)),
+      detail_(std::move(detail)),
+      hint_(std::move(hint)) {}
+
+Error Error::FromResult(const PGresult* result, const PGconn* conn, std::string sql) {
+  std::string sqlstate = Field(result, PG_DIAG_SQLSTATE);
+  std::string primary = Field(result, PG_DIAG_MESSAGE_PRIMARY);
+  std::string detail = Field(result, PG_DIAG_MESSAGE_DETAIL);
+  std::string hint = Field(result, PG_DIAG_MESSAGE_HINT);
+  if (primary.empty()) {
+    // libpq's own errors carry only the full message text.
+    primary = TrimNewlines(result ? PQresultErrorMessage(result) : "");
+    if (primary.empty() && conn != nullptr) primary = TrimNewlines(PQerrorMessage(conn));
+    if (primary.empty()) primary = "unknown libpq failure (out of memory?)";
+  }
+  if (sqlstate.empty()) sqlstate = StateForClientError(conn);
+  std::string message = ComposeMessage(primary, detail, hint);
+  return Error(std::move(message), std::move(sqlstate), std::move(sql), std::move(primary),
+               std::move(detail), std::move(hint));
+}
+
+Error Error::FromConnection(const PGconn* conn, std::string sql) {
+  std::string primary = conn ? TrimNewlines(PQerrorMessage(conn)) : "no connection";
+  if (primary.empty()) primary = "unknown libpq failure";
+  std::string sqlstate = conn == nullptr ? "08003" : StateForClientError(conn);
+  return Error(primary, std::move(sqlstate), std::move(sql), primary);
+}
+
+// ---- Result --------------------------------------------------------------------------------
+
+ExecStatusType Result::status() const {
+  return result_ ? PQresultStatus(result_.get()) : PGRES_FATAL_ERROR;
+}
+
+int Result::ntuples() const { return result_ ? PQntuples(result_.get()) : 0; }
+
+int Result::nfields() const { return result_ ? PQnfields(result_.get()) : 0; }
+
+void Result::check_cell(int row, int col) const {
+  if (row < 0 || row >= ntuples() || col < 0 || col >= nfields())
+    throw std::out_of_range("result cell (" + std::to_string(row) + ", " + std::to_string(col) +
+                            ") is outside " + std::to_string(ntuples()) + " rows x " +
+                            std::to_string(nfields()) + " columns");
+}
+
+bool Result::is_null(int row, int col) const {
+  check_cell(row, col);
+  return PQgetisnull(result_.get(), row, col) != 0;
+}
+
+std::string_view Result::value(int row, int col) const {
+  auto v = optional_value(row, col);
+  if (!v) {
+    const char* name = PQfname(result_.get(), col);
+    throw std::runtime_error("column " + std::string(name ? name : "?") + " of row " +
+                             std::to_string(row) + " is NULL");
+  }
+  return *v;
+}
+
+std::optional<std::string_view> Result::optional_value(int row, int col) const {
+  check_cell(row, col);
+  if (PQgetisnull(result_.get(), row, col)) return std::nullopt;
+  return std::string_view(PQgetvalue(result_.get(), row, col),
+                          static_cast<std::size_t>(PQgetlength(result_.get(), row, col)));
+}
+
+int Result::column(std::string_view name) const {
+  // Not PQfnumber: it case-folds and parses quotes, we want the name exactly as returned.
+  for (int c = 0; c < nfields(); ++c)
+    if (name == PQfname(result_.get(), c)) return c;
+  throw std::out_of_range("result has no column named " + std::string(name));
+}
+
+// ---- CopyBuffer ----------------------------------------------------------------------------
+
+CopyBuffer& CopyBuffer::operator=(CopyBuffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void CopyBuffer::reset() {
+  if (data_ != nullptr) PQfreemem(data_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+// ---- Connection ----------------------------------------------------------------------------
+
+Connection Connection::Open(const std::string& conninfo, bool replication,
+                            const std::vector<std::pair<std::string, std::string>>& overrides) {
+  // With expand_dbname, the first "dbname" entry is parsed as a conninfo string or URI and
+  // every later keyword overrides what it set.
+  std::vector<const char*> keys{"dbname"};
+  std::vector<const char*> values{conninfo.c_str()};
+  if (replication) {
+    keys.push_back("replication");
+    values.push_back("database");
+  }
+  for (const auto& [key, value] : overrides) {
+    keys.push_back(key.c_str());
+    values.push_back(value.c_str());
+  }
+  keys.push_back("fallback_application_name");
+  values.push_back("dblogd");
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+
+  Connection out;
+  out.replication_ = replication;
+  out.conn_ = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
+  if (out.conn_ == nullptr)
+    throw Error("out of memory connecting to PostgreSQL", "08001", "", "out of memory");
+  if (PQstatus(out.conn_) != CONNECTION_OK) {
+    std::string msg = TrimNewlines(PQerrorMessage(out.conn_));
+    throw Error("cannot connect to PostgreSQL: " + msg, "08001", "", msg);
+  }
+  out.notice_handler_ = std::make_unique<std::function<void(const std::string&)>>();
+  PQsetNoticeReceiver(out.conn_, &Connection::OnNotice, out.notice_handler_.get());
+  return out;
+}
+
+Connection::Connection(Connection&& other) noexcept
+    : conn_(std::exchange(other.conn_, nullptr)),
+      replication_(other.replication_),
+      notice_handler_(std::move(other.notice_handler_)) {}
+
+Connection& Connection::operator=(Connection&& other) noexcept {
+  if (this != &other) {
+    Close();
+    conn_ = std::exchange(other.conn_, nullptr);
+    replication_ = other.replication_;
+    notice_handler_ = std::move(other.notice_handler_);
+  }
+  return *this;
+}
+
+Connection::~Connection() { Close(); }
+
+void Connection::Close() {
+  if (conn_ != nullptr) PQfinish(conn_);
+  conn_ = nullptr;
+}
+
+Result Connection::Exec(const std::string& sql) {
+  if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
+  Result result(PQexec(conn_, sql.c_str()));
+  return Checked(std::move(result), sql);
+}
+
+Result Connection::ExecParams(const std::string& sql,
+                              const std::vector<std::optional<std::string>>& params) {
+  if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  Result result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                             values.data(), nullptr, nullptr, /*resultFormat=*/0));
+  return Checked(std::move(result), sql);
+}
+
+Result Connection::Checked(Result result, const std::string& sql) {
+  const ExecStatusType st = result.status();
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return result;
+  if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR || !result)
+    throw Error::FromResult(result.raw(), conn_, sql);
+  // COPY and the like: the statement worked but needs a caller that speaks that protocol.
+  const std::string msg =
+      std::string("the statement returned ") + PQresStatus(st) + ", which Exec does not handle";
+  throw Error(msg, "", sql, msg);
+}
+
+std::string Connection::QuoteLiteral(std::string_view text) const {
+  char* q = conn_ ? PQescapeLiteral(conn_, text.data(), text.size()) : nullptr;
+  if (q == nullptr) throw Error::FromConnection(conn_, "PQescapeLiteral");
+  std::string out(q);
+  PQfreemem(q);
+  return out;
+}
+
+std::string Connection::QuoteIdentifier(std::string_view text) const {
+  char* q = conn_ ? PQescapeIdentifier(conn_, text.data(), text.size()) : nullptr;
+  if (q == nullptr) throw Error::FromConnection(conn_, "PQescapeIdentifier");
+  std::string out(q);
+  PQfreemem(q);
+  return out;
+}
+
+int Connection::server_version() const { return conn_ ? PQserverVersion(conn_) : 0; }
+
+void Connection::CheckServerVersion(int min_version) const {
+  const int version = server_version();
+  if (version >= min_version) return;
+  auto human = [](int v) { return std::to_string(v / 10000) + "." + std::to_string(v % 10000); };
+  std::string msg = "dblogd needs PostgreSQL " + human(min_version) + " or later; the server is " +
+                    (version > 0 ? human(version) : "unknown");
+  throw Error(msg, "0A000", "", msg);
+}
+
+void Connection::SetNoticeHandler(std::function<void(const std::string&)> handler) {
+  if (!notice_handler_) return;
+  *notice_handler_ = std::move(handler);
+}
+
+int Connection::socket() const { return conn_ ? PQsocket(conn_) : -1; }
+
+std::string Connection::error_message() const {
+  return conn_ ? TrimNewlines(PQerrorMessage(conn_)) : std::string("no connection");
+}
+
+void Connection::OnNotice(void* arg, const PGresult* result) {
+  auto* handler = static_cast<std::function<void(const std::string&)>*>(arg);
+  if (handler == nullptr || !*handler) return;
+  (*handler)(TrimNewlines(PQresultErrorMessage(result)));
+}
+
+}  // namespace dblog::pg

@@ -1,0 +1,176 @@
+// sidecar/pg/connection.h: one RAII owner per libpq resource (PGconn, PGresult, COPY buffers)
+// and the Error every failed libpq call turns into.
+//
+// Owns: connecting (plain SQL or replication=database), running one statement at a time and
+// checking its status, turning server errors into pg::Error with SQLSTATE, SQL and the server's
+// words. Does not own: what the SQL means (slot.h), the replication protocol
+// (replication_stream.h), threads or event loops (every call here blocks).
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dblog::pg {
+
+// The oldest server dblogd supports (PostgreSQL's PG_VERSION_NUM encoding: 15.0 = 150000).
+inline constexpr int kMinServerVersion = 150000;
+
+// A failed statement, replication command or connection attempt.
+// what() reads "<message> [SQLSTATE xxxxx] while running: <sql>"; the bracket is left out when
+// the failure happened on the client side and has no SQLSTATE (libpq's own errors).
+class Error : public std::runtime_error {
+ public:
+  // `message` is what the reader should see first: the server's primary message, or an
+  // explanation of it. `server_message` keeps the server's own primary message verbatim.
+  Error(std::string message, std::string sqlstate, std::string sql, std::string server_message,
+        std::string detail = {}, std::string hint = {});
+
+  // From a failed result; when `result` is null (out of memory, connection lost) the
+  // connection's error message is used. A failure without SQLSTATE on a broken connection gets
+  // 08006 (connection_failure).
+  static Error FromResult(const PGresult* result, const PGconn* conn, std::string sql);
+  // From the connection's current error message (PQerrorMessage), for calls without a result.
+  static Error FromConnection(const PGconn* conn, std::string sql);
+
+  const std::string& message() const { return message_; }
+  const std::string& sqlstate() const { return sqlstate_; }  // "" when the client failed
+  const std::string& sql() const { return sql_; }
+  const std::string& server_message() const { return server_message_; }
+  const std::string& detail() const { return detail_; }
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string message_;
+  std::string sqlstate_;
+  std::string sql_;
+  std::string server_message_;
+  std::string detail_;
+  std::string hint_;
+};
+
+// One PGresult (PQclear on destruction). Values are text-format views into the result: valid
+// as long as this Result lives.
+class Result {
+ public:
+  Result() = default;
+  explicit Result(PGresult* result) : result_(result) {}
+
+  explicit operator bool() const { return result_ != nullptr; }
+  ExecStatusType status() const;
+  int ntuples() const;
+  int nfields() const;
+
+  // Bounds-checked (std::out_of_range). value() throws std::runtime_error on SQL NULL: use
+  // optional_value() or is_null() for nullable columns.
+  bool is_null(int row, int col) const;
+  std::string_view value(int row, int col) const;
+  std::optional<std::string_view> optional_value(int row, int col) const;
+
+  // Column lookup by name (exact match); throws std::out_of_range for an unknown name.
+  int column(std::string_view name) const;
+  std::string_view value(int row, std::string_view column_name) const {
+    return value(row, column(column_name));
+  }
+  std::optional<std::string_view> optional_value(int row, std::string_view column_name) const {
+    return optional_value(row, column(column_name));
+  }
+
+  PGresult* raw() const { return result_.get(); }
+  PGresult* release() { return result_.release(); }
+
+ private:
+  void check_cell(int row, int col) const;
+
+  struct Clear {
+    void operator()(PGresult* r) const { PQclear(r); }
+  };
+  std::unique_ptr<PGresult, Clear> result_;
+};
+
+// A buffer libpq allocated for us (PQgetCopyData): PQfreemem on destruction.
+class CopyBuffer {
+ public:
+  CopyBuffer() = default;
+  CopyBuffer(char* data, int size) : data_(data), size_(size > 0 ? size : 0) {}
+  CopyBuffer(CopyBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  CopyBuffer& operator=(CopyBuffer&& other) noexcept;
+  CopyBuffer(const CopyBuffer&) = delete;
+  CopyBuffer& operator=(const CopyBuffer&) = delete;
+  ~CopyBuffer() { reset(); }
+
+  std::string_view view() const { return {data_, size_}; }
+  void reset();
+
+ private:
+  char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+class Connection {
+ public:
+  // Connects with PQconnectdbParams and expand_dbname, so `conninfo` may be a key=value string
+  // or a postgresql:// URI. replication=true adds replication=database (a walsender that also
+  // accepts SQL). `overrides` are extra libpq keywords applied after conninfo (they win), for
+  // example {"options", "-c wal_sender_timeout=5s"} or {"application_name", "..."}.
+  // application_name falls back to "dblogd". Throws Error (SQLSTATE 08001 when the server could
+  // not be reached or refused the connection without one).
+  static Connection Open(const std::string& conninfo, bool replication,
+                         const std::vector<std::pair<std::string, std::string>>& overrides = {});
+
+  Connection() = default;
+  Connection(Connection&&) noexcept;
+  Connection& operator=(Connection&&) noexcept;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  // One statement or replication command (simple query protocol); throws Error unless the
+  // result is PGRES_COMMAND_OK or PGRES_TUPLES_OK (a COPY or START_REPLICATION needs raw()).
+  // Several statements in one string return the last result.
+  Result Exec(const std::string& sql);
+  // One statement with $1.. text parameters (nullopt is SQL NULL), text results.
+  Result ExecParams(const std::string& sql, const std::vector<std::optional<std::string>>& params);
+
+  // 'x' -> "'x'" and "x" -> "\"x\"", quoted by libpq for this connection's encoding.
+  std::string QuoteLiteral(std::string_view text) const;
+  std::string QuoteIdentifier(std::string_view text) const;
+
+  // PQserverVersion: 150020 for 15.20.
+  int server_version() const;
+  // Throws Error (SQLSTATE 0A000) when the server is older than `min_version`.
+  void CheckServerVersion(int min_version = kMinServerVersion) const;
+
+  // Where NOTICE and WARNING messages go (without trailing newline); they are dropped by
+  // default instead of being printed to stderr by libpq.
+  void SetNoticeHandler(std::function<void(const std::string&)> handler);
+
+  bool is_open() const { return conn_ != nullptr; }
+  bool is_replication() const { return replication_; }
+  int socket() const;  // PQsocket, -1 when closed
+  PGconn* raw() const { return conn_; }
+  // PQerrorMessage without its trailing newline.
+  std::string error_message() const;
+  // PQfinish now; the object stays valid and reports !is_open().
+  void Close();
+
+ private:
+  static void OnNotice(void* arg, const PGresult* result);
+  Result Checked(Result result, const std::string& sql);
+
+  PGconn* conn_ = nullptr;
+  bool replication_ = false;
+  // On the heap so libpq's notice receiver argument survives moves of the Connection.
+  std::unique_ptr<std::function<void(const std::string&)>> notice_handler_;
+};
+
+}  // namespace dblog::pg

@@ -1,0 +1,188 @@
+// tests/cpp/client/tail_options_test.cc: `dblog tail` flag parsing (defaults, environment,
+// precedence, every kind of bad input) and the progress line's text.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "client/cli/progress_bar.h"
+#include "client/cli/tail.h"
+
+namespace dblog::cli {
+namespace {
+
+Environment FakeEnvironment(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TailOptions Parse(const std::vector<std::string>& args,
+                  std::map<std::string, std::string> env = {}) {
+  std::ostringstream help;
+  const auto options = ParseTailArgs(args, FakeEnvironment(std::move(env)), help);
+  EXPECT_TRUE(options.has_value());
+  EXPECT_EQ(help.str(), "");
+  return options.value_or(TailOptions{});
+}
+
+std::string UsageErrorOf(const std::vector<std::string>& args,
+                         std::map<std::string, std::string> env = {}) {
+  std::ostringstream help;
+  try {
+    ParseTailArgs(args, FakeEnvironment(std::move(env)), help);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no UsageError";
+  return "";
+}
+
+TEST(TailArgs, Defaults) {
+  const TailOptions options = Parse({"--consumer", "orders"});
+  EXPECT_EQ(options.connect.consumer, "orders");
+  EXPECT_EQ(options.connect.host, "127.0.0.1");
+  EXPECT_EQ(options.connect.port, 7654);
+  EXPECT_EQ(options.connect.token, "");
+  EXPECT_FALSE(options.connect.resume_after);
+  EXPECT_FALSE(options.render.relations);
+  EXPECT_EQ(options.ack_every, 1u);
+}
+
+TEST(TailArgs, EveryFlag) {
+  const TailOptions options = Parse({"--consumer=a_1", "--host", "db.example", "--port", "9000",
+                                     "--token", "t", "--relations", "--ack-every", "50"});
+  EXPECT_EQ(options.connect.consumer, "a_1");
+  EXPECT_EQ(options.connect.host, "db.example");
+  EXPECT_EQ(options.connect.port, 9000);
+  EXPECT_EQ(options.connect.token, "t");
+  EXPECT_TRUE(options.render.relations);
+  EXPECT_EQ(options.ack_every, 50u);
+}
+
+TEST(TailArgs, EnvironmentGivesDefaultsFlagsWin) {
+  const std::map<std::string, std::string> env = {
+      {"DBLOG_HOST", "envhost"}, {"DBLOG_PORT", "7000"}, {"DBLOG_TOKEN", "envtoken"}};
+  TailOptions options = Parse({"--consumer", "c"}, env);
+  EXPECT_EQ(options.connect.host, "envhost");
+  EXPECT_EQ(options.connect.port, 7000);
+  EXPECT_EQ(options.connect.token, "envtoken");
+  options = Parse({"--consumer", "c", "--host", "h", "--port", "1", "--token", "f"}, env);
+  EXPECT_EQ(options.connect.host, "h");
+  EXPECT_EQ(options.connect.port, 1);
+  EXPECT_EQ(options.connect.token, "f");
+}
+
+TEST(TailArgs, TokenFile) {
+  const std::string path = ::testing::TempDir() + "dblog_tail_token";
+  std::ofstream(path) << "from-file\n";
+  const TailOptions options =
+      Parse({"--consumer", "c", "--token-file", path}, {{"DBLOG_TOKEN", "env"}});
+  EXPECT_EQ(options.connect.token, "from-file");
+  std::ofstream(path) << " \n";
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--token-file", path}).find("is empty"),
+            std::string::npos);
+  std::remove(path.c_str());
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--token-file", path}).find("cannot read"),
+            std::string::npos);
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c", "--token", "a", "--token-file", path}),
+            "--token and --token-file exclude each other");
+}
+
+TEST(TailArgs, Help) {
+  std::ostringstream help;
+  EXPECT_FALSE(ParseTailArgs({"--help"}, FakeEnvironment({}), help));
+  for (const char* flag :
+       {"--consumer", "--host", "--port", "--token", "--token-file", "--relations", "--ack-every",
+        "--help", "DBLOG_HOST", "DBLOG_PORT", "DBLOG_TOKEN"}) {
+    EXPECT_NE(help.str().find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(TailArgs, BadInput) {
+  EXPECT_EQ(UsageErrorOf({}), "--consumer is required");
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--bogus"}).find("--bogus"), std::string::npos);
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--rel"}).find("--rel"), std::string::npos)
+      << "abbreviations are not guessed";
+  EXPECT_NE(UsageErrorOf({"--consumer"}).find("consumer"), std::string::npos);
+  EXPECT_NE(UsageErrorOf({"--consumer", "a", "--consumer", "b"}).find("consumer"),
+            std::string::npos);
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c", "stray"}), "unexpected argument 'stray'");
+  for (const char* bad :
+       {"Orders", "1abc", "a-b", "", "a234567890123456789012345678901234567890123456789"}) {
+    EXPECT_NE(UsageErrorOf({"--consumer", bad}).find("invalid --consumer"), std::string::npos)
+        << bad;
+  }
+  for (const char* bad : {"0", "65536", "-1", "80x", "", " 80"}) {
+    EXPECT_NE(UsageErrorOf({"--consumer", "c", "--port", bad}).find("invalid --port"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(UsageErrorOf({"--consumer", "c"}, {{"DBLOG_PORT", "http"}}).find("DBLOG_PORT"),
+            std::string::npos);
+  for (const char* bad : {"0", "-1", "x"}) {
+    EXPECT_NE(UsageErrorOf({"--consumer", "c", "--ack-every", bad}).find("invalid --ack-every"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c", "--host", ""}), "--host is empty");
+}
+
+TEST(TailArgs, ConsumerNames) {
+  EXPECT_TRUE(IsValidConsumerName("a"));
+  EXPECT_TRUE(IsValidConsumerName("orders_2"));
+  EXPECT_TRUE(IsValidConsumerName("a" + std::string(47, 'b')));
+  EXPECT_FALSE(IsValidConsumerName("a" + std::string(48, 'b')));
+  EXPECT_FALSE(IsValidConsumerName("_a"));
+  EXPECT_FALSE(IsValidConsumerName("a.b"));
+}
+
+dblog::v1::Progress MakeProgress(
+    std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t, bool>> tables) {
+  dblog::v1::Progress progress;
+  progress.set_phase("bootstrap");
+  for (const auto& [name, copied, estimated, done] : tables) {
+    auto& table = *progress.add_tables();
+    table.set_schema("public");
+    table.set_name(name);
+    table.set_rows_copied(copied);
+    table.set_rows_estimated(estimated);
+    table.set_done(done);
+  }
+  return progress;
+}
+
+TEST(ProgressLine, TotalsThenTablesNotDone) {
+  EXPECT_EQ(RenderProgressLine(MakeProgress({{"items", 3000, 5000, false},
+                                             {"orders", 1000, 4000, false},
+                                             {"small", 10, 10, true}}),
+                               200),
+            "bootstrap [########............]  44% 4010/9010 rows, 1/3 tables | public.items "
+            "3000/5000 | public.orders 1000/4000");
+}
+
+TEST(ProgressLine, EstimatesExceededAndUnknown) {
+  // 120 copied of an estimate of 100: the estimate was low; not 100% before the table is done.
+  EXPECT_EQ(RenderProgressLine(MakeProgress({{"t", 120, 100, false}}), 200),
+            "bootstrap [###################.]  99% 120/120 rows, 0/1 tables | public.t 120/100");
+  EXPECT_EQ(RenderProgressLine(MakeProgress({{"t", 7, 0, false}, {"u", 1, 5, false}}), 200),
+            "bootstrap 8 rows, 0/2 tables | public.t 7 | public.u 1/5");
+  EXPECT_EQ(RenderProgressLine(MakeProgress({{"t", 5, 9, true}}), 200),
+            "bootstrap [####################] 100% 5/5 rows, 1/1 tables");
+  EXPECT_EQ(RenderProgressLine(dblog::v1::Progress(), 200),
+            "copy [####################] 100% 0 rows, 0/0 tables");
+}
+
+TEST(ProgressLine, CutToWidth) {
+  const std::string line = RenderProgressLine(
+      MakeProgress({{"items", 3000, 5000, false}, {"orders", 1000, 4000, false}}), 40);
+  EXPECT_EQ(line, "bootstrap [########............]  44%...");
+  EXPECT_EQ(RenderProgressLine(MakeProgress({{"t", 1, 2, false}}), 2), "..");
+}
+
+}  // namespace
+}  // namespace dblog::cli

@@ -1,0 +1,344 @@
+// tests/cpp/sidecar/dblogd_fixture.cc: dblogd process control, replay oracle (see the header).
+#include "dblogd_fixture.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace dblog::test {
+namespace {
+
+std::string Unhex(const std::string& text) {
+  if (text.rfind("\\x", 0) != 0) throw std::runtime_error("expected hex bytea: " + text);
+  std::string out;
+  for (std::size_t i = 2; i + 1 < text.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(text.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+bool Before(const dblog::v1::Position& a, const dblog::v1::Position& b) {
+  return a.commit_lsn() != b.commit_lsn() ? a.commit_lsn() < b.commit_lsn() : a.seq() < b.seq();
+}
+
+std::string KeyOf(const dblog::v1::Relation& rel, const dblog::v1::Row& row) {
+  dblog::v1::Row key;
+  for (std::uint32_t k : rel.key_columns()) {
+    if (static_cast<int>(k) >= row.values_size()) throw std::runtime_error("key column missing");
+    *key.add_values() = row.values(static_cast<int>(k));
+  }
+  return key.SerializeAsString();
+}
+
+}  // namespace
+
+std::uint64_t ParseLsnText(const std::string& text) {
+  const auto slash = text.find('/');
+  return std::stoull(text.substr(0, slash), nullptr, 16) << 32 |
+         std::stoull(text.substr(slash + 1), nullptr, 16);
+}
+
+std::uint16_t FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+DblogdProcess::DblogdProcess(std::vector<std::string> args)
+    : args_(std::move(args)), port_(FreePort()), metrics_port_(FreePort()) {
+  char tmpl[] = "/tmp/dblogd-test-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  close(fd);
+  log_path_ = tmpl;
+}
+
+DblogdProcess::~DblogdProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (!::testing::Test::HasFailure()) unlink(log_path_.c_str());
+}
+
+void DblogdProcess::Start() {
+  std::vector<std::string> argv = {DBLOGD_PATH,
+                                   "--listen=127.0.0.1:" + std::to_string(port_),
+                                   "--metrics-listen=127.0.0.1:" + std::to_string(metrics_port_)};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    const int fd = open(log_path_.c_str(), O_WRONLY | O_APPEND);
+    dup2(fd, 2);
+    dup2(fd, 1);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  // Ready when it accepts connections.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket s(io);
+    boost::system::error_code ec;
+    s.connect({boost::asio::ip::make_address("127.0.0.1"), port_}, ec);
+    if (!ec) return;
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("dblogd exited at start:\n" + log());
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("dblogd did not start listening:\n" + log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void DblogdProcess::Signal(int signo) {
+  if (pid_ > 0) kill(pid_, signo);
+}
+
+int DblogdProcess::Wait() {
+  int status = 0;
+  if (pid_ > 0) waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+void DblogdProcess::Stop() {
+  Signal(SIGTERM);
+  Wait();
+}
+
+std::string DblogdProcess::log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string DblogdProcess::Metrics() const {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket s(io);
+  s.connect({boost::asio::ip::make_address("127.0.0.1"), metrics_port_});
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  boost::asio::write(s, boost::asio::buffer(req));
+  std::string body;
+  boost::system::error_code ec;
+  boost::asio::read(s, boost::asio::dynamic_buffer(body), ec);
+  return body;
+}
+
+long DblogdProcess::PeakRssKb() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+void Replay::Apply(const dblog::v1::StreamEvent& ev) {
+  ++events_;
+  if (auto pos = client::Client::PositionOf(ev)) {
+    if (last_ && !Before(*last_, *pos))
+      throw std::runtime_error("positions must strictly increase");
+    last_ = *pos;
+  }
+  switch (ev.event_case()) {
+    case dblog::v1::StreamEvent::kRelation:
+      relations_[ev.relation().oid()] = ev.relation();
+      return;
+    case dblog::v1::StreamEvent::kBootstrapBegin:
+      if (ev.bootstrap_begin().restarted()) {
+        restarted_ = true;
+        tables_.clear();
+      }
+      return;
+    case dblog::v1::StreamEvent::kTruncate:
+      for (std::uint32_t oid : ev.truncate().relation_oids()) tables_[oid].clear();
+      return;
+    case dblog::v1::StreamEvent::kChange: {
+      const auto& c = ev.change();
+      auto rel = relations_.find(c.relation_oid());
+      if (rel == relations_.end()) throw std::runtime_error("Change before its Relation");
+      auto& table = tables_[c.relation_oid()];
+      if (c.kind() == dblog::v1::Change::DELETE) {
+        table.erase(c.old_key().SerializeAsString());
+        return;
+      }
+      dblog::v1::Row row = c.new_row();
+      std::string old_key =
+          c.has_old_key() ? c.old_key().SerializeAsString() : KeyOf(rel->second, row);
+      // Unchanged TOAST: keep the value the consumer already has.
+      auto prev = table.find(old_key);
+      for (int i = 0; i < row.values_size(); ++i) {
+        if (!row.values(i).unchanged()) continue;
+        if (prev == table.end()) throw std::runtime_error("unchanged value for an unknown row");
+        *row.mutable_values(i) = prev->second.values(i);
+      }
+      if (c.has_old_key()) table.erase(old_key);
+      table[KeyOf(rel->second, row)] = row;
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+std::map<std::string, std::string> Replay::Table(std::uint32_t oid) const {
+  std::map<std::string, std::string> out;
+  auto it = tables_.find(oid);
+  if (it == tables_.end()) return out;
+  for (const auto& [key, row] : it->second) out[key] = row.SerializeAsString();
+  return out;
+}
+
+std::uint32_t TableOid(PgConn& db, const std::string& table) {
+  return static_cast<std::uint32_t>(std::stoul(db.scalar("SELECT '" + table + "'::regclass::oid")));
+}
+
+std::map<std::string, std::string> SourceTable(PgConn& db, const std::string& table) {
+  dblog::v1::Relation rel;
+  rel.ParseFromString(Unhex(db.scalar("SELECT dblog.relation_info('" + table + "')")));
+  std::map<std::string, std::string> out;
+  for (const auto& r : db.exec("SELECT dblog.encode_row(t) FROM " + table + " t")) {
+    dblog::v1::Row row;
+    row.ParseFromString(Unhex(*r[0]));
+    out[KeyOf(rel, row)] = row.SerializeAsString();
+  }
+  return out;
+}
+
+void DblogdTest::SetUp() {
+  auto ci = test_conninfo();
+  if (!ci) GTEST_SKIP() << "DBLOG_TEST_CONNINFO is not set (tests/run.sh sets it)";
+  conninfo_ = *ci;
+  db_.emplace(conninfo_);
+  db_->exec("CREATE EXTENSION IF NOT EXISTS dblog");
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string("e2e_") + info->name();
+  for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (name.size() > 40) name.resize(40);
+  schema_ = name;
+  consumer_ = name;
+  db_->exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE slot_name = '" + Slot() + "'");
+  db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");
+  db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
+  db_->exec("CREATE SCHEMA " + schema_);
+  db_->exec("CREATE TABLE " + schema_ + ".sentinel (id int PRIMARY KEY)");
+}
+
+void DblogdTest::TearDown() {
+  if (HasFailure() && dblogd_) std::cerr << "---- dblogd log ----\n" << dblogd_->log();
+  dblogd_.reset();
+  if (!db_) return;
+  // the slot may still be held for a moment by a walsender that is shutting down
+  for (int i = 0; i < 100; ++i) {
+    try {
+      db_->exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                " WHERE slot_name = '" + Slot() + "'");
+      break;
+    } catch (const PgError&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");
+  db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
+}
+
+DblogdProcess& DblogdTest::StartDblogd(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--source=" + conninfo_,
+                                   "--consumer=" + consumer_ + "=" + schema_ + ".*",
+                                   "--status-interval=0.5", "--heartbeat-interval=0.5",
+                                   "--reconnect-min=0.2", "--reconnect-max=1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  dblogd_ = std::make_unique<DblogdProcess>(args);
+  dblogd_->Start();
+  return *dblogd_;
+}
+
+client::Client DblogdTest::Connect(std::optional<dblog::v1::Position> resume_after,
+                                   const std::string& name) {
+  client::ConnectOptions o;
+  o.port = dblogd_->port();
+  o.consumer = name.empty() ? consumer_ : name;
+  o.resume_after = resume_after;
+  o.client_name = "dblogd-test";
+  o.io_timeout = std::chrono::milliseconds(30000);
+  return client::Client::Connect(o);
+}
+
+std::uint64_t DblogdTest::Sentinel() {
+  db_->exec("BEGIN");
+  db_->exec("INSERT INTO " + schema_ + ".sentinel VALUES (" + std::to_string(++sentinel_) + ")");
+  const std::uint64_t lsn = ParseLsnText(db_->scalar("SELECT pg_current_wal_insert_lsn()"));
+  db_->exec("COMMIT");
+  return lsn;
+}
+
+void DblogdTest::ReadUntil(client::Client& c, Replay& replay, std::uint64_t lsn,
+                           std::chrono::seconds timeout, bool ack) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  client::Item item;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!c.Next(item)) throw std::runtime_error("server closed the stream");
+    if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
+      replay.Apply(*ev);
+      if (ev->has_commit() || ev->has_bootstrap_end()) {
+        if (ack) c.Ack(*client::Client::PositionOf(*ev));
+        if (ev->has_commit() && ev->commit().commit_lsn() >= lsn) return;
+        if (ev->has_bootstrap_end() && lsn == 0) return;
+      }
+    } else if (auto* hb = std::get_if<dblog::v1::Heartbeat>(&item)) {
+      if (ack && (hb->position().commit_lsn() || hb->position().seq())) c.Ack(hb->position());
+    }
+  }
+  FAIL() << "stream did not reach " << lsn << " in time";
+}
+
+void DblogdTest::ExpectConverged(const Replay& replay, const std::vector<std::string>& tables) {
+  for (const auto& t : tables) {
+    const std::string q = schema_ + "." + t;
+    const auto source = SourceTable(*db_, q);
+    const auto replayed = replay.Table(TableOid(*db_, q));
+    EXPECT_EQ(source.size(), replayed.size()) << q;
+    for (const auto& [key, row] : source) {
+      auto it = replayed.find(key);
+      if (it == replayed.end()) {
+        ADD_FAILURE() << q << ": a source row is missing from the replay";
+        return;
+      }
+      if (it->second != row) {
+        ADD_FAILURE() << q << ": a row differs between source and replay";
+        return;
+      }
+    }
+  }
+}
+
+std::uint64_t DblogdTest::ConfirmedFlush() {
+  const std::string v = db_->scalar("SELECT coalesce(confirmed_flush_lsn, '0/0') FROM "
+                                    "pg_replication_slots WHERE slot_name = '" + Slot() + "'");
+  return ParseLsnText(v);
+}
+
+}  // namespace dblog::test

@@ -1,0 +1,404 @@
+// tests/cpp/sidecar/dblogd_test.cc: dblogd end to end: a real cluster, the real daemon, the real
+// client over TCP. Streaming, acknowledgements, the quiet-slot case, refusals, malformed
+// frames, SIGKILL and PostgreSQL restarts, and bootstraps (point splice) under load.
+#include <signal.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <random>
+#include <thread>
+
+#include "dblogd_fixture.h"
+#include "wire/frame.h"
+
+namespace dblog::test {
+namespace {
+
+using dblog::v1::Error;
+using namespace std::chrono_literals;
+
+// Reads until the server closes with an Error; returns its code.
+Error::Code ExpectRefused(std::function<client::Client()> connect) {
+  try {
+    client::Client c = connect();
+    client::Item item;
+    while (c.Next(item)) {
+    }
+  } catch (const client::ServerError& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "the server did not refuse";
+  return Error::CODE_UNSPECIFIED;
+}
+
+TEST_F(DblogdTest, LiveChangesArriveInOrderWithCoordinates) {
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY, name text)");
+  StartDblogd({"--bootstrap=false"});
+  client::Client c = Connect();
+  EXPECT_EQ(c.welcome().slot(), Slot());
+  EXPECT_TRUE(c.welcome().slot_created());
+
+  db().exec("INSERT INTO " + schema() + ".items VALUES (1, 'a'), (2, 'b')");
+  db().exec("UPDATE " + schema() + ".items SET name = 'B' WHERE id = 2");
+  db().exec("UPDATE " + schema() + ".items SET id = 3 WHERE id = 1");
+  db().exec("DELETE FROM " + schema() + ".items WHERE id = 2");
+  Replay replay;
+  std::vector<dblog::v1::StreamEvent> events;
+  const std::uint64_t until = Sentinel();
+  client::Item item;
+  while (c.Next(item)) {
+    auto* ev = std::get_if<dblog::v1::StreamEvent>(&item);
+    if (!ev) continue;
+    replay.Apply(*ev);  // checks that positions strictly increase
+    events.push_back(*ev);
+    if (ev->has_commit() && ev->commit().commit_lsn() >= until) break;
+  }
+  std::vector<std::string> ops;
+  for (const auto& ev : events) {
+    if (!ev.has_change()) continue;
+    const auto& ch = ev.change();
+    EXPECT_GT(ch.commit_lsn(), 0u);
+    EXPECT_GT(ch.seq(), 0u);
+    EXPECT_GT(ch.lsn(), 0u);
+    EXPECT_GT(ch.xid(), 0u);
+    EXPECT_GT(ch.commit_time(), 0);
+    ops.push_back(dblog::v1::Change::Kind_Name(ch.kind()));
+  }
+  // the key change is rendered as the old key's delete followed by the new row
+  EXPECT_EQ(ops, (std::vector<std::string>{"INSERT", "INSERT", "UPDATE", "DELETE", "INSERT",
+                                           "DELETE", "INSERT"}));
+  ExpectConverged(replay, {"items"});
+}
+
+TEST_F(DblogdTest, AcknowledgementsMoveConfirmedFlush) {
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY)");
+  StartDblogd({"--bootstrap=false"});
+  client::Client c = Connect();
+  db().exec("INSERT INTO " + schema() + ".items SELECT generate_series(1, 100)");
+  Replay replay;
+  std::uint64_t first_commit = 0;
+  const std::uint64_t until = Sentinel();
+  client::Item item;
+  while (c.Next(item)) {
+    auto* ev = std::get_if<dblog::v1::StreamEvent>(&item);
+    if (!ev) continue;
+    replay.Apply(*ev);
+    if (ev->has_commit() && first_commit == 0) first_commit = ev->commit().commit_lsn();
+    if (ev->has_commit() && ev->commit().commit_lsn() >= until) break;
+  }
+  // nothing acknowledged: the slot may not pass the first unacknowledged transaction
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_LE(ConfirmedFlush(), first_commit);
+  c.Ack(*replay.last_position());
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (ConfirmedFlush() <= replay.last_position()->commit_lsn() &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  // acknowledged: confirmed to the end of the last transaction
+  EXPECT_GT(ConfirmedFlush(), replay.last_position()->commit_lsn());
+}
+
+TEST_F(DblogdTest, QuietConsumerSlotAdvancesWithOutOfScopeWrites) {
+  db().exec("CREATE TABLE " + schema() + ".quiet (id int PRIMARY KEY)");
+  db().exec("DROP TABLE IF EXISTS public.e2e_busy");
+  db().exec("CREATE TABLE public.e2e_busy (id int PRIMARY KEY, v text)");
+  StartDblogd({"--bootstrap=false"});
+  client::Client c = Connect();
+  const std::uint64_t start = ConfirmedFlush();
+  std::uint64_t wal = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::atomic<bool> stop{false};
+  // the consumer only answers heartbeats; its own tables stay quiet
+  std::thread reader([&] {
+    client::Item item;
+    try {
+      while (!stop && c.Next(item))
+        if (auto* hb = std::get_if<dblog::v1::Heartbeat>(&item))
+          if (hb->position().commit_lsn()) c.Ack(hb->position());
+    } catch (...) {
+    }
+  });
+  int i = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    db().exec("INSERT INTO public.e2e_busy SELECT g, repeat('x', 100) FROM generate_series(" +
+              std::to_string(i * 1000) + "," + std::to_string(i * 1000 + 999) + ") g");
+    ++i;
+    wal = ParseLsnText(db().scalar("SELECT pg_current_wal_lsn()"));
+    if (ConfirmedFlush() > start + 100000) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  stop = true;
+  const std::uint64_t confirmed = ConfirmedFlush();
+  dblogd_->Stop();
+  reader.join();
+  db().exec("DROP TABLE public.e2e_busy");
+  EXPECT_GT(confirmed, start + 100000) << "the slot did not follow the WAL (" << wal << ")";
+  EXPECT_NE(dblogd_->log().find("consumer_streaming"), std::string::npos);
+}
+
+TEST_F(DblogdTest, SecondConnectionForTheSameNameIsRefused) {
+  StartDblogd({"--bootstrap=false"});
+  client::Client first = Connect();
+  EXPECT_EQ(ExpectRefused([&] { return Connect(); }), Error::ALREADY_CONNECTED);
+  // the first one is unaffected
+  db().exec("INSERT INTO " + schema() + ".sentinel VALUES (1000)");
+  Replay replay;
+  ReadUntil(first, replay, Sentinel());
+}
+
+TEST_F(DblogdTest, HandshakeRefusals) {
+  StartDblogd({"--bootstrap=false", "--token=s3cret"});
+  auto connect = [&](const std::string& consumer, const std::string& token) {
+    client::ConnectOptions o;
+    o.port = dblogd_->port();
+    o.consumer = consumer;
+    o.token = token;
+    return client::Client::Connect(o);
+  };
+  EXPECT_EQ(ExpectRefused([&] { return connect(consumer(), "wrong"); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return connect("Bad-Name", "s3cret"); }),
+            Error::BAD_CONSUMER_NAME);
+  EXPECT_EQ(ExpectRefused([&] { return connect("nobody", "s3cret"); }), Error::UNKNOWN_CONSUMER);
+  client::Client ok = connect(consumer(), "s3cret");
+  EXPECT_EQ(ok.welcome().slot(), Slot());
+  EXPECT_NE(dblogd_->Metrics().find("dblog_connections_refused_total 3"), std::string::npos);
+}
+
+// Raw frames: a malformed frame gets an Error frame and a disconnect; the daemon carries on.
+TEST_F(DblogdTest, MalformedFramesGetAnErrorAndTheDaemonCarriesOn) {
+  StartDblogd({"--bootstrap=false"});
+  auto raw_exchange = [&](const std::string& bytes) {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket s(io);
+    s.connect({boost::asio::ip::make_address("127.0.0.1"), dblogd_->port()});
+    boost::asio::write(s, boost::asio::buffer(bytes));
+    std::string in;
+    boost::system::error_code ec;
+    boost::asio::read(s, boost::asio::dynamic_buffer(in), ec);  // until the server closes
+    wire::FrameDecoder d(wire::kMaxServerFrame);
+    d.Feed(in);
+    std::string_view payload;
+    std::string error;
+    dblog::v1::ServerMessage m;
+    if (d.Next(&payload, &error) != wire::FrameDecoder::Status::kFrame ||
+        !m.ParseFromArray(payload.data(), static_cast<int>(payload.size())) || !m.has_error())
+      return Error::CODE_UNSPECIFIED;
+    return m.error().code();
+  };
+  // not a protobuf message
+  std::string garbage;
+  wire::AppendFrame(garbage, std::string("\xff\xff\xff\xff", 4));
+  EXPECT_EQ(raw_exchange(garbage), Error::BAD_FRAME);
+  // a length over the client frame limit
+  std::string oversized;
+  wire::AppendVarint(oversized, wire::kMaxClientFrame + 1);
+  EXPECT_EQ(raw_exchange(oversized), Error::BAD_FRAME);
+  // an Ack before the Hello
+  dblog::v1::ClientMessage ack;
+  ack.mutable_ack()->mutable_position()->set_commit_lsn(1);
+  std::string early;
+  wire::AppendFrame(early, ack);
+  EXPECT_EQ(raw_exchange(early), Error::PROTOCOL_VIOLATION);
+  // an unsupported protocol version
+  dblog::v1::ClientMessage hello;
+  hello.mutable_hello()->set_protocol_version(99);
+  hello.mutable_hello()->set_consumer(consumer());
+  std::string v99;
+  wire::AppendFrame(v99, hello);
+  EXPECT_EQ(raw_exchange(v99), Error::UNSUPPORTED_VERSION);
+
+  // and a well-behaved consumer still streams
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, Sentinel());
+  EXPECT_NE(dblogd_->Metrics().find("dblog_bad_frames_total 3"), std::string::npos);
+}
+
+TEST_F(DblogdTest, TableWithoutKeyInScopeIsRefusedByName) {
+  db().exec("CREATE TABLE " + schema() + ".nokey (v int)");
+  StartDblogd();
+  try {
+    client::Client c = Connect();
+    client::Item item;
+    while (c.Next(item)) {
+      ASSERT_FALSE(std::holds_alternative<dblog::v1::StreamEvent>(item)) << "nothing is emitted";
+    }
+    FAIL() << "expected a refusal";
+  } catch (const client::ServerError& e) {
+    EXPECT_EQ(e.code(), Error::SCOPE_ERROR);
+    EXPECT_NE(e.server_message().find(schema() + ".nokey"), std::string::npos)
+        << e.server_message();
+  }
+  // no slot is left behind that a later connection could mistake for a bootstrap
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
+                        Slot() + "'"),
+            "0");
+}
+
+TEST_F(DblogdTest, SigkillThenRestartLosesNothing) {
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY, v int)");
+  StartDblogd({"--bootstrap=false"});
+  Replay replay;
+  std::optional<dblog::v1::Position> acked;
+  {
+    client::Client c = Connect();
+    for (int i = 0; i < 20; ++i)
+      db().exec("INSERT INTO " + schema() + ".items VALUES (" + std::to_string(i) + ", 0)");
+    ReadUntil(c, replay, Sentinel());
+    acked = replay.last_position();
+    // more changes the consumer receives but does not acknowledge
+    db().exec("UPDATE " + schema() + ".items SET v = 1");
+    dblogd_->Signal(SIGKILL);
+    dblogd_->Wait();
+  }
+  db().exec("DELETE FROM " + schema() + ".items WHERE id < 5");
+  db().exec("INSERT INTO " + schema() + ".items VALUES (100, 2)");
+  dblogd_->Start();
+  client::Client c = Connect(acked);
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"items"});
+}
+
+TEST_F(DblogdTest, PostgresRestartIsSurvived) {
+  const char* pgdata = std::getenv("DBLOG_TEST_PGDATA");
+  const char* bindir = std::getenv("DBLOG_TEST_PG_BINDIR");
+  if (!pgdata || !bindir) GTEST_SKIP() << "needs DBLOG_TEST_PGDATA and DBLOG_TEST_PG_BINDIR";
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY, v int)");
+  StartDblogd({"--bootstrap=false"});
+  client::Client c = Connect();
+  Replay replay;
+  db().exec("INSERT INTO " + schema() + ".items VALUES (1, 1)");
+  ReadUntil(c, replay, Sentinel());
+
+  const std::string as_pg = geteuid() == 0 ? "runuser -u postgres -- " : "";
+  ASSERT_EQ(std::system((as_pg + bindir + "/pg_ctl -D " + pgdata +
+                         " -m fast -w restart >/dev/null 2>&1").c_str()),
+            0);
+  ReconnectDb();  // the test's own connection did not survive the restart
+  PgConn& again = db();
+  again.exec("INSERT INTO " + schema() + ".items VALUES (2, 2)");
+  again.exec("UPDATE " + schema() + ".items SET v = 3 WHERE id = 1");
+  again.exec("BEGIN");
+  again.exec("INSERT INTO " + schema() + ".sentinel VALUES (500)");
+  const std::uint64_t lsn = ParseLsnText(again.scalar("SELECT pg_current_wal_insert_lsn()"));
+  again.exec("COMMIT");
+  ReadUntil(c, replay, lsn, 90s);
+  const auto source = SourceTable(again, schema() + ".items");
+  EXPECT_EQ(replay.Table(TableOid(again, schema() + ".items")), source);
+  EXPECT_NE(dblogd_->log().find("source_reconnected"), std::string::npos);
+}
+
+// ---- bootstrap (point splice) ------------------------------------------------------------
+
+TEST_F(DblogdTest, BootstrapOfEmptyAndManyTables) {
+  for (int i = 0; i < 30; ++i)
+    db().exec("CREATE TABLE " + schema() + ".t" + std::to_string(i) +
+              " (id int PRIMARY KEY, v text)");
+  for (int i = 0; i < 30; i += 2)
+    db().exec("INSERT INTO " + schema() + ".t" + std::to_string(i) +
+              " SELECT g, 'v' || g FROM generate_series(1, " + std::to_string(i * 10) + ") g");
+  StartDblogd();
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);  // through BootstrapEnd
+  std::vector<std::string> tables;
+  for (int i = 0; i < 30; ++i) tables.push_back("t" + std::to_string(i));
+  ExpectConverged(replay, tables);
+}
+
+TEST_F(DblogdTest, BootstrapOfNoTables) {
+  db().exec("DROP TABLE " + schema() + ".sentinel");
+  StartDblogd();
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  EXPECT_EQ(replay.Table(0).size(), 0u);
+}
+
+// Inserts, updates, deletes and key changes on several tables while the bootstrap copies them:
+// the replayed stream equals the source, key by key.
+TEST_F(DblogdTest, BootstrapUnderConcurrentLoadConverges) {
+  db().exec("CREATE TABLE " + schema() + ".a (id bigint PRIMARY KEY, v int, body text)");
+  db().exec("CREATE TABLE " + schema() + ".b (k1 text, k2 int, v numeric, PRIMARY KEY (k1, k2))");
+  db().exec("ALTER TABLE " + schema() + ".a ALTER COLUMN body SET STORAGE EXTERNAL");
+  db().exec("INSERT INTO " + schema() + ".a SELECT g, g, CASE WHEN g % 100 = 0 THEN "
+            "repeat('t', 5000) END FROM generate_series(1, 600000) g");
+  db().exec("INSERT INTO " + schema() + ".b SELECT 'k' || (g % 50), g, g / 7.0 FROM "
+            "generate_series(1, 20000) g");
+  db().exec("ANALYZE " + schema() + ".a, " + schema() + ".b");
+  StartDblogd({"--copy-workers=2"});
+
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    PgConn w(conninfo());
+    std::mt19937 rng(42);
+    while (!stop) {
+      const int id = static_cast<int>(rng() % 700000) + 1;
+      switch (rng() % 5) {
+        case 0: w.exec("UPDATE " + schema() + ".a SET v = v + 1 WHERE id = " + std::to_string(id)); break;
+        case 1: w.exec("DELETE FROM " + schema() + ".a WHERE id = " + std::to_string(id)); break;
+        case 2: w.exec("INSERT INTO " + schema() + ".a VALUES (" + std::to_string(id + 700000) +
+                       ", 1, NULL) ON CONFLICT DO NOTHING"); break;
+        case 3: w.exec("UPDATE " + schema() + ".a SET id = id + 1000000 WHERE id = " +
+                       std::to_string(id)); break;
+        case 4: w.exec("UPDATE " + schema() + ".b SET v = v + 1, k2 = k2 + 100000 WHERE k2 = " +
+                       std::to_string(id % 20000)); break;
+      }
+    }
+  });
+  client::Client c = Connect();
+  Replay replay;
+  try {
+    ReadUntil(c, replay, 0, 300s);  // the copy, while the writer runs
+  } catch (...) {
+    stop = true;
+    writer.join();
+    throw;
+  }
+  stop = true;
+  writer.join();
+  ReadUntil(c, replay, Sentinel(), 120s);
+  ExpectConverged(replay, {"a", "b"});
+}
+
+// dblogd killed in the middle of a bootstrap: the next connection gets a fresh one, flagged as
+// restarted, and converges.
+TEST_F(DblogdTest, KillDuringBootstrapRedoesIt) {
+  db().exec("CREATE TABLE " + schema() + ".big (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".big SELECT g, repeat('v', 50) FROM "
+            "generate_series(1, 300000) g");
+  StartDblogd({"--max-buffer-mb=1"});
+  {
+    client::Client c = Connect();
+    client::Item item;
+    int reads = 0;
+    while (reads < 1000 && c.Next(item))
+      if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item))
+        if (ev->has_change()) ++reads;
+    dblogd_->Signal(SIGKILL);
+    dblogd_->Wait();
+  }
+  EXPECT_EQ(db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" +
+                        consumer() + "'"),
+            "copying");
+  db().exec("UPDATE " + schema() + ".big SET v = 'changed' WHERE id % 1000 = 0");
+  dblogd_->Start();
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0, 300s);
+  EXPECT_TRUE(replay.restarted_seen());
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"big"});
+  // done only once acknowledged; then a reconnect resumes instead of copying again
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
+                     "'") != "done" &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" +
+                        consumer() + "'"),
+            "done");
+}
+
+}  // namespace
+}  // namespace dblog::test
