@@ -17,6 +17,8 @@
  *	 batch_bytes	 binary only: cut a Batch once it holds this many bytes
  *					 (default 65536; 0 = one event per message)
  *	 include_coordinates  text only: show xids, LSNs, times, oids (default on)
+ *	 control		 on: also send changes to dblog.request_queue (repair requests,
+ *					 for dblogd); the extension's other tables are never sent
  *
  * Transactions are decoded one at a time (no streaming of in-progress
  * transactions), so the per-transaction state lives in DblogData.
@@ -51,6 +53,7 @@ PG_MODULE_MAGIC;
 #define DBLOG_PROTO_VERSION_MIN 1
 #define DBLOG_PROTO_VERSION_MAX 1
 #define DBLOG_SCHEMA "dblog"
+#define DBLOG_CONTROL_TABLE "request_queue"
 
 typedef struct TablePattern
 {
@@ -68,6 +71,7 @@ typedef struct DblogData
 	List	   *exclude;
 	bool		skip_origins;
 	bool		skip_keyless;
+	bool		control;		/* send dblog.request_queue */
 	int			batch_bytes;
 
 	/* the transaction being decoded */
@@ -217,7 +221,8 @@ parse_output_parameters(List *options, DblogData *data)
 				origin_seen = false,
 				keyless_seen = false,
 				batch_seen = false,
-				coordinates_seen = false;
+				coordinates_seen = false,
+				control_seen = false;
 
 	data->fmt.text = false;
 	data->fmt.coordinates = true;
@@ -291,6 +296,14 @@ parse_output_parameters(List *options, DblogData *data)
 			if (elem->arg == NULL)
 				data->fmt.coordinates = true;
 			else if (!parse_bool(strVal(elem->arg), &data->fmt.coordinates))
+				bad_value(elem, "booleans");
+		}
+		else if (strcmp(elem->defname, "control") == 0)
+		{
+			reject_duplicate(&control_seen, elem);
+			if (elem->arg == NULL)
+				data->control = true;
+			else if (!parse_bool(strVal(elem->arg), &data->control))
 				bad_value(elem, "booleans");
 		}
 		else
@@ -428,9 +441,16 @@ get_rel_entry(DblogData *data, Relation relation)
 
 	build_rel_info(relation, &entry->info, entry->mcxt);
 
-	entry->publish = strcmp(entry->info.schema, DBLOG_SCHEMA) != 0 &&
-		(data->include == NIL ||
-		 pattern_matches(data->include, entry->info.schema, entry->info.name)) &&
+	if (strcmp(entry->info.schema, DBLOG_SCHEMA) == 0)
+	{
+		/* bookkeeping, except repair requests for dblogd (never filtered) */
+		entry->publish = data->control && strcmp(entry->info.name, DBLOG_CONTROL_TABLE) == 0;
+		entry->valid = true;
+		entry->sent = false;
+		return entry;
+	}
+	entry->publish = (data->include == NIL ||
+					  pattern_matches(data->include, entry->info.schema, entry->info.name)) &&
 		!pattern_matches(data->exclude, entry->info.schema, entry->info.name);
 	if (entry->publish && entry->info.plan->nkeys == 0)
 	{
