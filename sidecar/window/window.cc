@@ -1,0 +1,128 @@
+// sidecar/window/window.cc: window reconciliation (see window.h).
+#include "window/window.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace dblog::window {
+namespace {
+
+std::uint64_t ParseXid(std::string_view s) {
+  if (s.empty()) throw std::invalid_argument("empty xid in snapshot");
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') throw std::invalid_argument("bad xid in snapshot");
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return v;
+}
+
+constexpr std::size_t kTxnOverhead = 64;
+constexpr std::size_t kKeyOverhead = 48;
+
+}  // namespace
+
+Snapshot Snapshot::Parse(std::string_view text) {
+  const auto c1 = text.find(':');
+  const auto c2 = c1 == std::string_view::npos ? c1 : text.find(':', c1 + 1);
+  if (c2 == std::string_view::npos) throw std::invalid_argument("snapshot is not xmin:xmax:xip");
+  Snapshot s;
+  s.xmin = ParseXid(text.substr(0, c1));
+  s.xmax = ParseXid(text.substr(c1 + 1, c2 - c1 - 1));
+  std::string_view rest = text.substr(c2 + 1);
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    s.xip.push_back(ParseXid(rest.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  std::sort(s.xip.begin(), s.xip.end());
+  if (s.xmin > s.xmax) throw std::invalid_argument("snapshot xmin above xmax");
+  return s;
+}
+
+bool Snapshot::Sees(std::uint64_t xid) const {
+  if (xid < xmin) return true;
+  if (xid >= xmax) return false;
+  return !std::binary_search(xip.begin(), xip.end(), xid);
+}
+
+void TransactionLog::Begin(std::uint64_t xid, std::uint64_t commit_lsn) {
+  open_ = Txn{xid, commit_lsn, {}, kTxnOverhead};
+  in_txn_ = true;
+}
+
+void TransactionLog::Touch(std::uint32_t relation, std::string key) {
+  if (!in_txn_) return;
+  open_.bytes += key.size() + kKeyOverhead;
+  open_.keys.emplace_back(relation, std::move(key));
+  // A transaction larger than the whole budget is forgotten as it streams.
+  if (open_.bytes > max_bytes_) {
+    forgot_any_ = true;
+    max_forgotten_xid_ = std::max(max_forgotten_xid_, open_.xid);
+    open_.keys.clear();
+    open_.keys.shrink_to_fit();
+    open_.bytes = kTxnOverhead;
+    in_txn_ = false;
+  }
+}
+
+void TransactionLog::Commit() {
+  if (!in_txn_) return;
+  in_txn_ = false;
+  if (open_.keys.empty()) return;  // touched nothing that could matter
+  bytes_ += open_.bytes;
+  txns_.push_back(std::move(open_));
+  open_ = Txn{};
+  Trim();
+}
+
+void TransactionLog::Trim() {
+  while (bytes_ > max_bytes_ && !txns_.empty()) {
+    forgot_any_ = true;
+    max_forgotten_xid_ = std::max(max_forgotten_xid_, txns_.front().xid);
+    bytes_ -= txns_.front().bytes;
+    txns_.pop_front();
+  }
+}
+
+bool TransactionLog::InvisibleKeys(const Snapshot& snapshot, std::uint32_t relation,
+                                   std::uint64_t up_to_lsn, std::set<std::string>* keys) const {
+  // A forgotten transaction the snapshot does not see would be unaccounted for. Forgotten
+  // transactions all have xid <= max_forgotten_xid_; if the snapshot sees every xid up to it
+  // (they are below its xmin), none of them matters.
+  if (forgot_any_ && max_forgotten_xid_ >= snapshot.xmin) return false;
+  for (const Txn& t : txns_) {
+    if (t.commit_lsn > up_to_lsn) break;
+    if (snapshot.Sees(t.xid)) continue;
+    for (const auto& [rel, key] : t.keys)
+      if (rel == relation) keys->insert(key);
+  }
+  return true;
+}
+
+void Window::Touch(std::uint32_t relation, const std::string& key) {
+  if (opened_ && relation == relation_) touched_.insert(key);
+}
+
+Window::Outcome Window::Close(const Chunk& chunk, const TransactionLog& log,
+                              std::uint64_t high_lsn, bool widen) const {
+  Outcome out;
+  std::set<std::string> dropped = touched_;
+  if (widen && !log.InvisibleKeys(chunk.snapshot, relation_, high_lsn, &dropped)) {
+    out.redo = true;
+    out.reason = "a transaction the chunk's snapshot did not see is no longer in memory";
+    return out;
+  }
+  std::set<std::string> present;
+  for (const auto& [key, row] : chunk.rows) {
+    present.insert(key);
+    if (!dropped.count(key)) out.rows.push_back(row);
+  }
+  for (const std::string& key : chunk.asked_keys)
+    if (!present.count(key) && !dropped.count(key)) out.deletes.push_back(key);
+  out.kept.assign(dropped.begin(), dropped.end());
+  return out;
+}
+
+}  // namespace dblog::window

@@ -1,0 +1,114 @@
+// sidecar/window/window.h: DBLog watermark windows (repairs), as pure logic.
+//
+// A window is one chunk: dblogd writes a low watermark, reads the chunk in its own transaction
+// (recording that transaction's pg_current_snapshot()), and writes a high watermark. While the
+// stream moves from low to high, log events pass through as usual and every chunk row whose key
+// they touch is dropped: the log wins (paper, 6.2 window-discard). At the high watermark the
+// surviving rows are emitted.
+//
+// PostgreSQL's visibility order is not its WAL order: a transaction can have its commit record
+// before the low watermark and still be invisible to the chunk's snapshot (it had not left the
+// proc array yet). Its events came out of the log before the window opened, and a plain window
+// would emit the stale chunk row after them. So the window is widened: keys written by
+// transactions the snapshot does not see, committed at or before the high watermark, are
+// dropped too, wherever they were in the log. TransactionLog remembers recently streamed
+// transactions' keys for that; when it cannot answer (a transaction the snapshot does not see
+// has been forgotten), the window fails closed: the chunk is read again under a new window.
+//
+// Owns: reconciliation. Does not read, write or emit anything (consumer/ drives it; emit/ sends).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dblog::window {
+
+// pg_current_snapshot(): "xmin:xmax:xip,xip,..." with 64-bit xids.
+struct Snapshot {
+  std::uint64_t xmin = 0;
+  std::uint64_t xmax = 0;
+  std::vector<std::uint64_t> xip;  // sorted
+
+  static Snapshot Parse(std::string_view text);  // throws std::invalid_argument
+  // Whether a committed transaction's effects are visible to this snapshot.
+  bool Sees(std::uint64_t xid) const;
+};
+
+// Keys written by recently streamed transactions, in commit order, within a memory budget.
+class TransactionLog {
+ public:
+  explicit TransactionLog(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  void Begin(std::uint64_t xid, std::uint64_t commit_lsn);
+  void Touch(std::uint32_t relation, std::string key);  // between Begin and Commit
+  void Commit();
+
+  // Adds to `keys` the keys of `relation` written by transactions that `snapshot` does not see
+  // and that committed at or before `up_to_lsn`. Returns false when that set cannot be known:
+  // a transaction the snapshot might not see was forgotten to stay within the budget.
+  bool InvisibleKeys(const Snapshot& snapshot, std::uint32_t relation, std::uint64_t up_to_lsn,
+                     std::set<std::string>* keys) const;
+
+  std::size_t bytes() const { return bytes_; }
+  std::size_t transactions() const { return txns_.size(); }
+
+ private:
+  struct Txn {
+    std::uint64_t xid = 0;
+    std::uint64_t commit_lsn = 0;
+    std::vector<std::pair<std::uint32_t, std::string>> keys;
+    std::size_t bytes = 0;
+  };
+  void Trim();
+
+  std::size_t max_bytes_;
+  std::size_t bytes_ = 0;
+  std::deque<Txn> txns_;
+  Txn open_;
+  bool in_txn_ = false;
+  std::uint64_t max_forgotten_xid_ = 0;
+  bool forgot_any_ = false;
+};
+
+// One chunk's reconciliation.
+class Window {
+ public:
+  struct Chunk {
+    Snapshot snapshot;
+    std::vector<std::pair<std::string, std::string>> rows;  // (key bytes, row bytes) as read
+    std::vector<std::string> asked_keys;                    // key-list chunks only
+  };
+  struct Outcome {
+    bool redo = false;                // fail closed: read this chunk again under a new window
+    std::string reason;
+    std::vector<std::string> rows;     // surviving row bytes, in chunk order
+    std::vector<std::string> deletes;  // key-list chunks: asked keys the source does not have
+    std::vector<std::string> kept;     // keys the log carried during the window (or widened)
+  };
+
+  Window(std::string id, std::uint32_t relation) : id_(std::move(id)), relation_(relation) {}
+
+  const std::string& id() const { return id_; }
+  std::uint32_t relation() const { return relation_; }
+  bool opened() const { return opened_; }
+
+  void Open() { opened_ = true; }  // the low watermark came out of the log
+  // A log event between the low and the high watermark.
+  void Touch(std::uint32_t relation, const std::string& key);
+  // At the high watermark. widen=false is the plain DBLog window (for tests only).
+  Outcome Close(const Chunk& chunk, const TransactionLog& log, std::uint64_t high_lsn,
+                bool widen = true) const;
+
+ private:
+  std::string id_;
+  std::uint32_t relation_;
+  bool opened_ = false;
+  std::set<std::string> touched_;
+};
+
+}  // namespace dblog::window
