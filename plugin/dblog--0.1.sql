@@ -121,7 +121,8 @@ CREATE TABLE request_progress (
     chunks_done integer NOT NULL DEFAULT 0,
     rows_emitted bigint NOT NULL DEFAULT 0,
     deletes_emitted bigint NOT NULL DEFAULT 0,
-    resume_key text[],            -- key values of the last acknowledged chunk's last row
+    resume_key jsonb,             -- key values (as text) of the last acknowledged chunk's end
+    keys_done integer NOT NULL DEFAULT 0,  -- key-list requests: keys covered
     started_at timestamptz NOT NULL DEFAULT now(),
     finished_at timestamptz,
     error text,

@@ -13,7 +13,9 @@ std::string QuoteIdent(const std::string& id) {
   return out + "\"";
 }
 
-std::string Unescape(std::string_view bytea_hex) {
+}  // namespace
+
+std::string UnhexBytea(std::string_view bytea_hex) {
   // text-format bytea: \x followed by hex digits
   std::string out;
   if (bytea_hex.size() < 2 || bytea_hex[0] != '\\' || bytea_hex[1] != 'x')
@@ -29,8 +31,6 @@ std::string Unescape(std::string_view bytea_hex) {
     out.push_back(static_cast<char>(nibble(bytea_hex[i]) << 4 | nibble(bytea_hex[i + 1])));
   return out;
 }
-
-}  // namespace
 
 std::string Table::qualified() const { return QuoteIdent(schema) + "." + QuoteIdent(name); }
 
@@ -61,7 +61,7 @@ std::vector<Table> EnumerateScope(pg::Connection& conn,
     if (!ScopeMatches(scope, t.schema, t.name)) continue;
     t.oid = static_cast<std::uint32_t>(std::stoul(std::string(r.value(i, 0))));
     t.estimated_rows = std::stoll(std::string(r.value(i, 3)));
-    if (!t.relation.ParseFromString(Unescape(r.value(i, 4))))
+    if (!t.relation.ParseFromString(UnhexBytea(r.value(i, 4))))
       throw std::runtime_error("dblog.relation_info returned an unreadable Relation for " +
                                t.qualified());
     if (t.relation.key_columns_size() == 0) {

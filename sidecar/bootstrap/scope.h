@@ -32,6 +32,9 @@ class ScopeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A bytea in PostgreSQL's text form (\x followed by hex digits), as raw bytes.
+std::string UnhexBytea(std::string_view text);
+
 bool ScopeMatches(const std::vector<config::TablePattern>& scope, const std::string& schema,
                   const std::string& table);
 

@@ -99,6 +99,7 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   std::vector<std::string> consumers;
   double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
   std::size_t max_buffer_mb = 16;
+  std::size_t window_key_mb = 16;
 
   po::options_description opts("dblogd: change-data capture for PostgreSQL, served over TCP.\n\n"
                                "Every setting can also be given in the --config file (name = "
@@ -140,6 +141,14 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "bootstrap copy workers; 0 = one per CPU")
     ("bootstrap", po::value(&c.bootstrap)->default_value(true),
      "copy existing rows when a consumer connects for the first time")
+    ("chunk-size", po::value(&c.chunk_size)->default_value(2000),
+     "rows (or keys) per repair window")
+    ("window-key-memory-mb", po::value(&window_key_mb)->default_value(16),
+     "MiB of recently streamed keys kept to widen repair windows; when a window needs a "
+     "forgotten transaction, its chunk is read again")
+    ("unsafe-plain-windows", po::bool_switch(&c.plain_windows),
+     "TESTS ONLY: plain DBLog windows without the visibility widening PostgreSQL needs; "
+     "can emit stale rows")
     ("log-level", po::value(&c.log_level)->default_value("info"), "debug, info, warn or error");
   // clang-format on
 
@@ -214,6 +223,11 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (c.batch_bytes < 0 || c.batch_bytes > (64 << 20))
     throw ConfigError("batch-bytes: must be 0 to 67108864");
   if (c.copy_workers < 0 || c.copy_workers > 64) throw ConfigError("copy-workers: must be 0 to 64");
+  if (c.chunk_size < 1 || c.chunk_size > 1000000)
+    throw ConfigError("chunk-size: must be 1 to 1000000");
+  if (window_key_mb < 1 || window_key_mb > 4096)
+    throw ConfigError("window-key-memory-mb: must be 1 to 4096");
+  c.window_key_memory_bytes = window_key_mb << 20;
   if (c.copy_workers == 0)
     c.copy_workers = std::max(1u, std::thread::hardware_concurrency());
   if (c.consumers.empty() && !c.default_scope)

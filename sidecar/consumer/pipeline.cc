@@ -40,7 +40,9 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       heartbeat_timer_(io),
       status_timer_(io),
       reconnect_timer_(io),
-      progress_timer_(io) {}
+      progress_timer_(io),
+      window_timer_(io),
+      txlog_(config.window_key_memory_bytes) {}
 
 Pipeline::~Pipeline() {
   if (copier_) copier_->Cancel();
@@ -57,7 +59,8 @@ std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const
   return {{"proto_version", "1"},
           {"format", "binary"},
           {"include_tables", config::PluginIncludeOption(consumer_.scope)},
-          {"batch_bytes", std::to_string(config_.batch_bytes)}};
+          {"batch_bytes", std::to_string(config_.batch_bytes)},
+          {"control", "on"}};
 }
 
 void Pipeline::Start() {
@@ -136,6 +139,7 @@ void Pipeline::Prepare() {
                                    {"from", pg::FormatLsn(confirmed_)},
                                    {"resume_after", emit::FormatLsn(resume.commit_lsn) + "#" +
                                                         std::to_string(resume.seq)}});
+  LoadRequests();
   StartStream();
   Heartbeat();
 }
@@ -337,7 +341,7 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
   if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
   try {
-    emitter_->OnBatch(std::move(batch_));
+    for (auto& event : *batch_.mutable_events()) ProcessEvent(event);
   } catch (const std::exception& e) {
     log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
     Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
@@ -345,6 +349,7 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
   }
   batch_.Clear();
   Flush();
+  ScheduleWindow();
 }
 
 void Pipeline::Flush() {
@@ -409,6 +414,10 @@ void Pipeline::OnAck(const dblog::v1::Ack& ack) {
   stats_->oldest_unacked_commit_us =
       unacked_commits_.empty() ? 0 : unacked_commits_.front().second;
   if (bootstrap_end_ && !(pos < *bootstrap_end_)) MarkBootstrapDone();
+  while (!pending_progress_.empty() && !(pos < pending_progress_.front().position)) {
+    RecordProgress(pending_progress_.front());
+    pending_progress_.pop_front();
+  }
   ApplyConfirmable(lsn);
   if (paused_ && stream_ && session_->queued_bytes() <= config_.max_buffer_bytes &&
       acks_->unacknowledged() <= kMaxUnacknowledged) {
@@ -521,6 +530,12 @@ void Pipeline::Reconnect() {
     // fresh emitter resuming after the last position sent. Acks carry on in the same tracker.
     emitter_ = std::make_unique<emit::Emitter>(emitter_->last_position(), acks_.get());
     paused_ = false;
+    // A window that was open is abandoned (its markers may be replayed or lost): the chunk is
+    // read again under a new one.
+    window_.reset();
+    hi_in_transaction_ = false;
+    closing_progress_.reset();
+    control_oid_.reset();
     StartStream();
     log::Info("source_reconnected", {{"consumer", consumer_.name}});
   } catch (const std::exception& e) {
@@ -562,6 +577,7 @@ void Pipeline::Finish() {
   status_timer_.cancel();
   reconnect_timer_.cancel();
   progress_timer_.cancel();
+  window_timer_.cancel();
   // Tear down from the io loop, not from inside a callback of what is torn down.
   asio::post(io_, [self = shared_from_this()] {
     self->stream_.reset();

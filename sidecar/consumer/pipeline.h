@@ -9,6 +9,8 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <deque>
+#include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +23,7 @@
 #include "pg/connection.h"
 #include "pg/replication_stream.h"
 #include "server/session.h"
+#include "window/window.h"
 
 namespace dblog::consumer {
 
@@ -105,6 +108,69 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer status_timer_;
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer progress_timer_;
+  boost::asio::steady_timer window_timer_;
+
+  // ---- repairs (repairs.cc) ----------------------------------------------------------------
+  struct Request {
+    std::uint64_t id = 0;
+    std::uint32_t table_oid = 0;
+    std::string table;                   // qualified, as regclass prints it
+    std::string kind;                    // table, range, keys
+    std::string from_key, to_key, keys;  // JSON text ("" = NULL)
+    std::vector<std::string> key_columns;  // quoted identifiers, key order
+    std::vector<std::string> key_types;
+    // progress (in memory: what was emitted; durable: what was acknowledged)
+    std::string resume_key;               // JSON array of key values (text) to continue after
+    std::size_t keys_done = 0;            // key-list requests: keys covered so far
+    std::uint32_t chunks = 0;
+    std::uint64_t rows = 0, deletes = 0;
+    bool cancelled = false;
+  };
+  struct OpenWindow {
+    window::Window window;
+    window::Window::Chunk chunk;
+    std::uint64_t request_id;
+    std::string last_key;               // JSON array of the chunk's last key values, as text
+    std::string last_key_bytes;         // the same key, encoded
+    std::size_t keys_covered = 0;       // key-list chunks
+    bool last = false;                  // the request's last chunk
+    bool truncated = false;             // a TRUNCATE of the table inside the window
+    dblog::v1::Relation relation;
+    std::string lower_bytes, upper_bytes;  // encoded range bounds
+    std::size_t total_keys = 0;
+  };
+  struct PendingProgress {
+    emit::Position position;  // done once the consumer acknowledged this
+    Request snapshot;         // the request's progress as of this chunk
+    bool last;
+  };
+  void LoadRequests();
+  void LoadRequestsWhere(const std::string& condition,
+                         std::vector<std::optional<std::string>> params);
+  void OnControlChange(const dblog::v1::Change& change);
+  void ProcessEvent(dblog::v1::Event& event);
+  void RecordKeys(const dblog::v1::Change& change);
+  void ScheduleWindow();
+  void StartWindow();
+  void CloseWindow();
+  void RecordProgress(const PendingProgress& p);
+  void FinishRequest(std::uint64_t id, const std::string& state, const std::string& error);
+  std::string KeyBytes(std::uint32_t relation_oid, const dblog::v1::Row& row) const;
+
+  std::optional<std::uint32_t> control_oid_;
+  dblog::v1::Relation control_relation_;
+  std::map<std::uint32_t, dblog::v1::Relation> relations_;
+  window::TransactionLog txlog_;
+  std::deque<Request> requests_;
+  std::set<std::uint64_t> known_requests_;
+  std::set<std::string> abandoned_windows_;  // opened, then failed before the chunk was read
+  std::optional<OpenWindow> window_;
+  bool window_scheduled_ = false;
+  bool hi_in_transaction_ = false;   // the high watermark's transaction is being forwarded
+  std::uint64_t current_commit_lsn_ = 0;
+  std::optional<PendingProgress> closing_progress_;
+  std::deque<PendingProgress> pending_progress_;
+
 };
 
 }  // namespace dblog::consumer

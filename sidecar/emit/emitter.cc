@@ -292,7 +292,7 @@ void Emitter::EmitChunkDelete(const dblog::v1::Row& key) {
   Append(StreamEvent::kChange, del);
 }
 
-void Emitter::EndChunk() {
+void Emitter::EndChunk(const std::vector<dblog::v1::Row>& kept_keys, bool last) {
   if (!chunk_.open) Fail("EndChunk outside a chunk");
   const Chunk chunk = chunk_;
   chunk_ = Chunk{};
@@ -305,6 +305,8 @@ void Emitter::EndChunk() {
   end.set_seq(pos.seq);
   end.set_rows(chunk.rows);
   end.set_deletes(chunk.deletes);
+  for (const auto& key : kept_keys) *end.add_kept_keys() = key;
+  end.set_last(last);
   Append(StreamEvent::kChunkEnd, end);
 }
 

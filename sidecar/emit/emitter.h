@@ -85,7 +85,9 @@ class Emitter {
   // A key the chunk asked for and found absent (DELETE with old_key = key, in key order).
   void EmitChunkDelete(const dblog::v1::Row& key);
   // ChunkEnd with the counts of rows and deletes given since BeginChunk.
-  void EndChunk();
+  // kept_keys: for range chunks, the keys the log carried while the window was open (the
+  // applier keeps them); last: the request's last chunk.
+  void EndChunk(const std::vector<dblog::v1::Row>& kept_keys = {}, bool last = false);
 
   // ---- Output. ------------------------------------------------------------------------
   // The serialized StreamEvents since the last call, as EventBatch bytes (possibly empty).

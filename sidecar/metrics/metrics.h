@@ -31,6 +31,7 @@ struct ConsumerStats {
   std::atomic<int> bootstrap_running{0};
   std::atomic<std::uint64_t> bootstraps_total{0};
   std::atomic<std::uint64_t> foreign_markers{0};    // watermark messages dblogd did not open
+  std::atomic<std::uint64_t> window_redos{0};       // windows read again (fail closed)
 };
 
 class Registry {

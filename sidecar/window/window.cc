@@ -95,8 +95,11 @@ bool TransactionLog::InvisibleKeys(const Snapshot& snapshot, std::uint32_t relat
   for (const Txn& t : txns_) {
     if (t.commit_lsn > up_to_lsn) break;
     if (snapshot.Sees(t.xid)) continue;
-    for (const auto& [rel, key] : t.keys)
-      if (rel == relation) keys->insert(key);
+    for (const auto& [rel, key] : t.keys) {
+      if (rel != relation) continue;
+      if (key.empty()) return false;  // a TRUNCATE: every key, which no set can list
+      keys->insert(key);
+    }
   }
   return true;
 }

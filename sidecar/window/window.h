@@ -45,7 +45,8 @@ class TransactionLog {
   explicit TransactionLog(std::size_t max_bytes) : max_bytes_(max_bytes) {}
 
   void Begin(std::uint64_t xid, std::uint64_t commit_lsn);
-  void Touch(std::uint32_t relation, std::string key);  // between Begin and Commit
+  // Between Begin and Commit; an empty key means the whole relation (TRUNCATE).
+  void Touch(std::uint32_t relation, std::string key);
   void Commit();
 
   // Adds to `keys` the keys of `relation` written by transactions that `snapshot` does not see

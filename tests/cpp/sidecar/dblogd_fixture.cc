@@ -40,7 +40,52 @@ std::string KeyOf(const dblog::v1::Relation& rel, const dblog::v1::Row& row) {
   return key.SerializeAsString();
 }
 
+// Orders keys of int and text values the way PostgreSQL orders them in this test's tables.
+int CompareKeys(const dblog::v1::Row& a, const dblog::v1::Row& b) {
+  for (int i = 0; i < a.values_size() && i < b.values_size(); ++i) {
+    const auto& x = a.values(i);
+    const auto& y = b.values(i);
+    if (x.kind_case() == dblog::v1::Value::kIntValue) {
+      if (x.int_value() != y.int_value()) return x.int_value() < y.int_value() ? -1 : 1;
+    } else if (x.text_value() != y.text_value()) {
+      return x.text_value() < y.text_value() ? -1 : 1;
+    }
+  }
+  return 0;
+}
+
+bool InRange(const dblog::v1::Row& key, const dblog::v1::ChunkBegin& c) {
+  if (c.has_from_key()) {
+    const int cmp = CompareKeys(key, c.from_key());
+    if (cmp < 0 || (cmp == 0 && !c.from_inclusive())) return false;
+  }
+  if (c.has_to_key()) {
+    const int cmp = CompareKeys(key, c.to_key());
+    if (cmp > 0 || (cmp == 0 && !c.to_inclusive())) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+void Replay::Erase(std::uint32_t oid, const std::string& key) { tables_[oid].erase(key); }
+
+void Replay::Corrupt(std::uint32_t oid, const std::string& key) {
+  auto it = tables_[oid].find(key);
+  if (it == tables_[oid].end()) return;
+  auto* v = it->second.mutable_values(it->second.values_size() - 1);
+  v->set_text_value("corrupted");
+}
+
+void Replay::Copy(std::uint32_t oid, const std::string& from_key, std::int64_t new_id) {
+  auto it = tables_[oid].find(from_key);
+  if (it == tables_[oid].end()) return;
+  dblog::v1::Row row = it->second;
+  row.mutable_values(0)->set_int_value(new_id);
+  dblog::v1::Row key;
+  *key.add_values() = row.values(0);
+  tables_[oid][key.SerializeAsString()] = row;
+}
 
 std::uint64_t ParseLsnText(const std::string& text) {
   const auto slash = text.find('/');
@@ -172,6 +217,29 @@ void Replay::Apply(const dblog::v1::StreamEvent& ev) {
         tables_.clear();
       }
       return;
+    case dblog::v1::StreamEvent::kChunkBegin:
+      chunk_ = ev.chunk_begin();
+      chunk_keys_.clear();
+      return;
+    case dblog::v1::StreamEvent::kChunkEnd: {
+      if (!chunk_) throw std::runtime_error("ChunkEnd without ChunkBegin");
+      ++chunks_;
+      if (chunk_->is_range()) {
+        // rows of the range that are neither chunk rows nor kept are gone at the source
+        for (const auto& k : ev.chunk_end().kept_keys()) chunk_keys_.insert(k.SerializeAsString());
+        auto& table = tables_[chunk_->relation_oid()];
+        for (auto it = table.begin(); it != table.end();) {
+          dblog::v1::Row key;
+          key.ParseFromString(it->first);
+          if (InRange(key, *chunk_) && !chunk_keys_.count(it->first))
+            it = table.erase(it);
+          else
+            ++it;
+        }
+      }
+      chunk_.reset();
+      return;
+    }
     case dblog::v1::StreamEvent::kTruncate:
       for (std::uint32_t oid : ev.truncate().relation_oids()) tables_[oid].clear();
       return;
@@ -195,7 +263,9 @@ void Replay::Apply(const dblog::v1::StreamEvent& ev) {
         *row.mutable_values(i) = prev->second.values(i);
       }
       if (c.has_old_key()) table.erase(old_key);
-      table[KeyOf(rel->second, row)] = row;
+      const std::string key = KeyOf(rel->second, row);
+      table[key] = row;
+      if (chunk_ && c.kind() == dblog::v1::Change::READ) chunk_keys_.insert(key);
       return;
     }
     default:

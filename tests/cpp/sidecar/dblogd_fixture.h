@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,11 @@ class Replay {
   // key (serialized Row of key values) -> row (serialized Row), for one table
   std::map<std::string, std::string> Table(std::uint32_t relation_oid) const;
   const std::optional<dblog::v1::Position>& last_position() const { return last_; }
+  // Damage for repair tests: the sink loses, changes or gains rows.
+  void Erase(std::uint32_t relation_oid, const std::string& key);
+  void Corrupt(std::uint32_t relation_oid, const std::string& key);  // a wrong value
+  void Copy(std::uint32_t relation_oid, const std::string& from_key, std::int64_t new_id);
+  std::uint64_t chunks_seen() const { return chunks_; }
   std::uint64_t events() const { return events_; }
   bool restarted_seen() const { return restarted_; }
 
@@ -62,6 +68,10 @@ class Replay {
   std::optional<dblog::v1::Position> last_;
   std::uint64_t events_ = 0;
   bool restarted_ = false;
+  // the open repair chunk
+  std::optional<dblog::v1::ChunkBegin> chunk_;
+  std::set<std::string> chunk_keys_;
+  std::uint64_t chunks_ = 0;
 };
 
 // The source table as the encoder sees it: key bytes -> row bytes.

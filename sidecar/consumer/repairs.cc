@@ -1,0 +1,495 @@
+// sidecar/consumer/repairs.cc: the consumer pipeline's repairs: requests decoded from the log
+// (dblog.request_queue, control=on), one watermark window at a time, reconciliation at the high
+// watermark through window/, survivors emitted inside the high watermark's transaction through
+// the one emitter, progress recorded once the consumer acknowledged it.
+#include <random>
+
+#include "bootstrap/scope.h"
+#include "consumer/pipeline.h"
+#include "log/log.h"
+#include "pg/slot.h"
+
+namespace dblog::consumer {
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr const char* kWatermarkPrefix = "dblog.watermark";
+
+std::string RandomId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+// "col" -> col (the JSON key a quoted identifier stands for)
+std::string Unquote(const std::string& ident) {
+  if (ident.size() < 2 || ident.front() != '"') return ident;
+  std::string out;
+  for (std::size_t i = 1; i + 1 < ident.size(); ++i) {
+    out += ident[i];
+    if (ident[i] == '"') ++i;
+  }
+  return out;
+}
+
+std::string SqlLiteral(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+}  // namespace
+
+std::string Pipeline::KeyBytes(std::uint32_t relation_oid, const dblog::v1::Row& row) const {
+  auto it = relations_.find(relation_oid);
+  if (it == relations_.end()) return {};
+  dblog::v1::Row key;
+  for (std::uint32_t k : it->second.key_columns()) {
+    if (static_cast<int>(k) >= row.values_size()) return {};
+    *key.add_values() = row.values(static_cast<int>(k));
+  }
+  return key.SerializeAsString();
+}
+
+void Pipeline::RecordKeys(const dblog::v1::Change& c) {
+  const bool window_open = window_ && window_->window.opened();
+  auto touch = [&](const std::string& key) {
+    if (key.empty()) return;
+    txlog_.Touch(c.relation_oid(), key);
+    if (window_open) window_->window.Touch(c.relation_oid(), key);
+  };
+  if (c.has_old_key()) touch(c.old_key().SerializeAsString());
+  if (c.has_new_row()) {
+    bool unchanged_key = false;
+    auto it = relations_.find(c.relation_oid());
+    if (it != relations_.end())
+      for (std::uint32_t k : it->second.key_columns())
+        unchanged_key |= static_cast<int>(k) < c.new_row().values_size() &&
+                         c.new_row().values(static_cast<int>(k)).unchanged();
+    if (!unchanged_key) touch(KeyBytes(c.relation_oid(), c.new_row()));
+  }
+}
+
+void Pipeline::ProcessEvent(dblog::v1::Event& event) {
+  using E = dblog::v1::Event;
+  switch (event.event_case()) {
+    case E::kBegin:
+      txlog_.Begin(event.begin().xid(), event.begin().commit_lsn());
+      current_commit_lsn_ = event.begin().commit_lsn();
+      break;
+    case E::kRelation: {
+      const auto& r = event.relation();
+      if (r.schema() == "dblog" && r.name() == "request_queue") {
+        control_oid_ = r.oid();
+        control_relation_ = r;
+        return;  // bookkeeping, not user data
+      }
+      relations_[r.oid()] = r;
+      break;
+    }
+    case E::kChange:
+      if (control_oid_ && event.change().relation_oid() == *control_oid_) {
+        OnControlChange(event.change());
+        return;
+      }
+      RecordKeys(event.change());
+      break;
+    case E::kTruncate:
+      for (std::uint32_t oid : event.truncate().relation_oids()) {
+        txlog_.Touch(oid, std::string());
+        if (window_ && window_->window.opened() && window_->window.relation() == oid)
+          window_->truncated = true;
+      }
+      break;
+    case E::kMessage: {
+      const auto& m = event.message();
+      if (m.prefix() != kWatermarkPrefix) break;
+      const std::string& content = m.content();
+      const bool ours = window_ && m.transactional() && content.size() > 3 &&
+                        content.compare(3, std::string::npos, window_->window.id()) == 0;
+      if (!ours && content.size() > 3 && abandoned_windows_.count(content.substr(3))) return;
+      if (!ours) {
+        // Anyone may write such a message; only windows dblogd opened count.
+        stats_->foreign_markers++;
+        log::Warn("foreign_watermark_ignored",
+                  {{"consumer", consumer_.name}, {"lsn", pg::FormatLsn(m.lsn())}});
+        return;
+      }
+      if (content.rfind("lo:", 0) == 0) {
+        window_->window.Open();
+      } else if (content.rfind("hi:", 0) == 0 && window_->window.opened()) {
+        CloseWindow();
+      }
+      return;  // markers are dblogd's own: never forwarded
+    }
+    case E::kCommit:
+      txlog_.Commit();
+      emitter_->OnEvent(std::move(event));
+      if (closing_progress_) {
+        closing_progress_->position = emitter_->last_position();
+        pending_progress_.push_back(std::move(*closing_progress_));
+        closing_progress_.reset();
+      }
+      return;
+    default:
+      break;
+  }
+  emitter_->OnEvent(std::move(event));
+}
+
+// Requests are read back from the queue by id (the decoded row only tells us which).
+void Pipeline::LoadRequests() { LoadRequestsWhere("", {}); }
+
+void Pipeline::LoadRequestsWhere(const std::string& condition,
+                                 std::vector<std::optional<std::string>> params) {
+  // $1 consumer, $2 scope
+  std::vector<std::optional<std::string>> all = {consumer_.name,
+                                                 config::FormatScope(consumer_.scope)};
+  for (auto& p : params) all.push_back(std::move(p));
+  pg::Result r = Sql().ExecParams(
+      "SELECT q.id, q.table_oid, coalesce(q.from_key::text, ''), coalesce(q.to_key::text, ''),"
+      "       coalesce(q.keys::text, ''), q.kind, array_to_string(q.key_columns, chr(1)),"
+      "       array_to_string(q.key_types, chr(1)), coalesce(p.chunks_done, 0),"
+      "       coalesce(p.rows_emitted, 0), coalesce(p.deletes_emitted, 0),"
+      "       coalesce(p.resume_key::text, ''), coalesce(p.keys_done, 0),"
+      "       format('%I.%I', n.nspname, c.relname)"
+      "  FROM dblog.request_queue q"
+      "  JOIN pg_class c ON c.oid = q.table_oid JOIN pg_namespace n ON n.oid = c.relnamespace"
+      "  LEFT JOIN dblog.request_progress p ON p.request_id = q.id AND p.consumer = $1"
+      " WHERE NOT q.cancelled AND (q.consumer IS NULL OR q.consumer = $1)"
+      "   AND coalesce(p.state, 'running') = 'running' AND dblog._scope_holds($2, q.table_oid)"
+      "   AND q.requested_at >= (SELECT created_at FROM dblog.consumers WHERE name = $1) " +
+          condition + " ORDER BY q.id",
+      all);
+  for (int i = 0; i < r.ntuples(); ++i) {
+    Request q;
+    q.id = std::stoull(std::string(r.value(i, 0)));
+    if (known_requests_.count(q.id)) continue;
+    q.table_oid = static_cast<std::uint32_t>(std::stoul(std::string(r.value(i, 1))));
+    q.from_key = std::string(r.value(i, 2));
+    q.to_key = std::string(r.value(i, 3));
+    q.keys = std::string(r.value(i, 4));
+    q.kind = std::string(r.value(i, 5));
+    auto split = [](std::string_view s) {
+      std::vector<std::string> out;
+      std::size_t start = 0;
+      for (;;) {
+        const auto sep = s.find('\1', start);
+        out.emplace_back(s.substr(start, sep == std::string_view::npos ? sep : sep - start));
+        if (sep == std::string_view::npos) break;
+        start = sep + 1;
+      }
+      return out;
+    };
+    q.key_columns = split(r.value(i, 6));
+    q.key_types = split(r.value(i, 7));
+    q.chunks = static_cast<std::uint32_t>(std::stoul(std::string(r.value(i, 8))));
+    q.rows = std::stoull(std::string(r.value(i, 9)));
+    q.deletes = std::stoull(std::string(r.value(i, 10)));
+    q.resume_key = std::string(r.value(i, 11));
+    q.keys_done = std::stoul(std::string(r.value(i, 12)));
+    q.table = std::string(r.value(i, 13));
+    known_requests_.insert(q.id);
+    log::Info("repair_queued", {{"consumer", consumer_.name}, {"request", q.id},
+                                {"table", q.table}, {"kind", q.kind},
+                                {"resumed", q.chunks > 0 ? "true" : "false"}});
+    requests_.push_back(std::move(q));
+  }
+}
+
+void Pipeline::OnControlChange(const dblog::v1::Change& change) {
+  // columns by name: the plugin describes request_queue like any table
+  auto column = [&](const std::string& name) -> const dblog::v1::Value* {
+    for (int i = 0; i < control_relation_.columns_size(); ++i)
+      if (control_relation_.columns(i).name() == name && i < change.new_row().values_size())
+        return &change.new_row().values(i);
+    return nullptr;
+  };
+  const dblog::v1::Value* id = column("id");
+  if (!id || !change.has_new_row()) return;
+  const std::uint64_t request = static_cast<std::uint64_t>(id->int_value());
+  if (change.kind() == dblog::v1::Change::INSERT) {
+    try {
+      LoadRequestsWhere("AND q.id = $3", {std::to_string(request)});
+    } catch (const std::exception& e) {
+      log::Error("repair_load_failed", {{"consumer", consumer_.name}, {"request", request},
+                                        {"error", e.what()}});
+      sql_.reset();
+    }
+    return;
+  }
+  const dblog::v1::Value* cancelled = column("cancelled");
+  if (cancelled && cancelled->bool_value())
+    for (auto& q : requests_)
+      if (q.id == request) q.cancelled = true;
+}
+
+void Pipeline::ScheduleWindow() {
+  if (window_scheduled_ || window_ || requests_.empty() || state_ != State::kStreaming) return;
+  window_scheduled_ = true;
+  asio::post(io_, [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->window_scheduled_ = false;
+    self->StartWindow();
+  });
+}
+
+void Pipeline::StartWindow() {
+  if (window_ || requests_.empty() || state_ != State::kStreaming) return;
+  Request& r = requests_.front();
+  if (r.cancelled) {
+    FinishRequest(r.id, "cancelled", "");
+    requests_.pop_front();
+    ScheduleWindow();
+    return;
+  }
+  const std::size_t n = r.key_columns.size();
+  std::vector<std::string> tcols, typed_resume, typed_from, typed_to, typed_asked;
+  for (std::size_t i = 0; i < n; ++i) {
+    tcols.push_back("t." + r.key_columns[i]);
+    const std::string& type = r.key_types[i];
+    typed_resume.push_back("(($1::jsonb)->>" + std::to_string(i) + ")::" + type);
+    typed_from.push_back("(($2::jsonb)->>" + SqlLiteral(Unquote(r.key_columns[i])) + ")::" + type);
+    typed_to.push_back("(($3::jsonb)->>" + SqlLiteral(Unquote(r.key_columns[i])) + ")::" + type);
+    typed_asked.push_back("(x.e->>" + SqlLiteral(Unquote(r.key_columns[i])) + ")::" + type +
+                          " AS k" + std::to_string(i));
+  }
+  const std::string key = "(" + Join(tcols, ", ") + ")";
+  std::vector<std::string> text_cols;
+  for (const auto& c : tcols) text_cols.push_back(c + "::text");
+
+  OpenWindow w{window::Window(RandomId(), r.table_oid), {}, r.id, {}, {}, 0, false, false, {},
+               {}, {}};
+  try {
+    pg::Connection& sql = Sql();
+    // the plugin's description of the table (for the emitter) and the chunk's bounds, encoded
+    pg::Result rel = sql.ExecParams(
+        "SELECT dblog.relation_info($4::oid),"
+        " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(typed_resume, ", ") + ")) END,"
+        " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(typed_from, ", ") + ")) END,"
+        " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END",
+        {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
+    w.relation.ParseFromString(bootstrap::UnhexBytea(rel.value(0, 0)));
+    if (!rel.is_null(0, 1)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 1));
+    else if (!rel.is_null(0, 2)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 2));
+    if (!rel.is_null(0, 3)) w.upper_bytes = bootstrap::UnhexBytea(rel.value(0, 3));
+
+    std::string query;
+    std::vector<std::optional<std::string>> params;
+    if (r.kind == "keys") {
+      query = "WITH asked AS (SELECT x.ord, " + Join(typed_asked, ", ") +
+              " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(e, ord)"
+              " WHERE x.ord > $2 AND x.ord <= $3)"
+              " SELECT dblog.encode_row(ROW(" +
+              [&] {
+                std::vector<std::string> ks;
+                for (std::size_t i = 0; i < n; ++i) ks.push_back("a.k" + std::to_string(i));
+                return Join(ks, ", ");
+              }() +
+              ")), CASE WHEN t." + r.key_columns[0] +
+              " IS NULL THEN NULL ELSE dblog.encode_row(t) END,"
+              " (SELECT jsonb_array_length($1::jsonb))"
+              " FROM asked a LEFT JOIN ONLY " + r.table + " t ON " + key + " = (" +
+              [&] {
+                std::vector<std::string> ks;
+                for (std::size_t i = 0; i < n; ++i) ks.push_back("a.k" + std::to_string(i));
+                return Join(ks, ", ");
+              }() +
+              ") ORDER BY a.ord";
+      params = {r.keys, std::to_string(r.keys_done),
+                std::to_string(r.keys_done + static_cast<std::size_t>(config_.chunk_size))};
+    } else {
+      std::vector<std::string> conds;
+      if (!r.resume_key.empty())
+        conds.push_back(key + " > (" + Join(typed_resume, ", ") + ")");
+      else if (!r.from_key.empty())
+        conds.push_back(key + " >= (" + Join(typed_from, ", ") + ")");
+      if (!r.to_key.empty()) conds.push_back(key + " < (" + Join(typed_to, ", ") + ")");
+      query = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t),"
+              " jsonb_build_array(" + Join(text_cols, ", ") + ")::text"
+              " FROM ONLY " + r.table + " t" +
+              // every parameter is referenced, used or not (PostgreSQL insists)
+              " WHERE length($1::text || $2::text || $3::text) >= 0" +
+              (conds.empty() ? "" : " AND " + Join(conds, " AND ")) + " ORDER BY " +
+              Join(tcols, ", ") + " LIMIT " + std::to_string(config_.chunk_size);
+      params = {r.resume_key, r.from_key, r.to_key};
+    }
+
+    // 1. low watermark  2. the chunk, with its snapshot  3. high watermark
+    sql.ExecParams("SELECT pg_logical_emit_message(true, '" + std::string(kWatermarkPrefix) +
+                       "', $1)",
+                   {"lo:" + w.window.id()});
+    sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    w.chunk.snapshot =
+        window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
+    pg::Result rows = sql.ExecParams(query, params);
+    sql.Exec("COMMIT");
+    sql.ExecParams("SELECT pg_logical_emit_message(true, '" + std::string(kWatermarkPrefix) +
+                       "', $1)",
+                   {"hi:" + w.window.id()});
+
+    for (int i = 0; i < rows.ntuples(); ++i) {
+      std::string key_bytes = bootstrap::UnhexBytea(rows.value(i, 0));
+      if (r.kind == "keys") {
+        w.chunk.asked_keys.push_back(key_bytes);
+        if (!rows.is_null(i, 1))
+          w.chunk.rows.emplace_back(key_bytes, bootstrap::UnhexBytea(rows.value(i, 1)));
+        w.total_keys = std::stoul(std::string(rows.value(i, 2)));
+      } else {
+        w.chunk.rows.emplace_back(key_bytes, bootstrap::UnhexBytea(rows.value(i, 1)));
+        w.last_key = std::string(rows.value(i, 2));
+        w.last_key_bytes = key_bytes;
+      }
+    }
+    if (r.kind == "keys") {
+      w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
+      w.last = rows.ntuples() < config_.chunk_size || w.keys_covered >= w.total_keys;
+    } else {
+      w.last = rows.ntuples() < config_.chunk_size;
+    }
+  } catch (const std::exception& e) {
+    abandoned_windows_.insert(w.window.id());  // its low watermark may be in the log
+    const bool lost = !sql_ || PQstatus(sql_->raw()) != CONNECTION_OK;
+    sql_.reset();
+    if (lost) {
+      // the source went away: the stream reconnects; try the window again later
+      log::Warn("repair_window_deferred", {{"consumer", consumer_.name}, {"request", r.id},
+                                           {"error", e.what()}});
+      window_timer_.expires_after(config_.reconnect_max);
+      window_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+        if (auto self = weak.lock(); self && !ec) self->ScheduleWindow();
+      });
+      return;
+    }
+    log::Error("repair_failed", {{"consumer", consumer_.name}, {"request", r.id},
+                                 {"error", e.what()}});
+    FinishRequest(r.id, "failed", e.what());
+    requests_.pop_front();
+    ScheduleWindow();
+    return;
+  }
+  if (r.chunks == 0 && r.rows == 0)
+    log::Info("repair_started", {{"consumer", consumer_.name}, {"request", r.id},
+                                 {"table", r.table}, {"kind", r.kind}});
+  window_ = std::move(w);
+}
+
+void Pipeline::CloseWindow() {
+  OpenWindow& w = *window_;
+  Request& r = requests_.front();
+  window::Window::Outcome out;
+  if (w.truncated) {
+    out.redo = true;
+    out.reason = "the table was truncated while the window was open";
+  } else {
+    out = w.window.Close(w.chunk, txlog_, current_commit_lsn_, !config_.plain_windows);
+  }
+  if (out.redo || r.id != w.request_id) {
+    // Fail closed: nothing of this chunk is emitted; it is read again under a new window.
+    stats_->window_redos++;
+    log::Warn("repair_window_redo", {{"consumer", consumer_.name}, {"request", w.request_id},
+                                     {"reason", out.reason}});
+    window_.reset();
+    return;
+  }
+  dblog::v1::ChunkBegin begin;
+  begin.set_request_id(r.id);
+  begin.set_relation_oid(r.table_oid);
+  begin.set_is_range(r.kind != "keys");
+  begin.set_chunk(r.chunks + 1);
+  if (r.kind != "keys") {
+    if (!w.lower_bytes.empty()) {
+      begin.mutable_from_key()->ParseFromString(w.lower_bytes);
+      begin.set_from_inclusive(r.resume_key.empty());
+    }
+    if (!w.last) {
+      begin.mutable_to_key()->ParseFromString(w.last_key_bytes);
+      begin.set_to_inclusive(true);
+    } else if (!w.upper_bytes.empty()) {
+      begin.mutable_to_key()->ParseFromString(w.upper_bytes);
+    }
+  }
+  emitter_->BeginChunk(w.relation, begin);
+  for (const std::string& row : out.rows) emitter_->EmitChunkRow(row);
+  for (const std::string& key : out.deletes) {
+    dblog::v1::Row k;
+    k.ParseFromString(key);
+    emitter_->EmitChunkDelete(k);
+  }
+  std::vector<dblog::v1::Row> kept;
+  if (r.kind != "keys")
+    for (const std::string& key : out.kept) kept.emplace_back().ParseFromString(key);
+  emitter_->EndChunk(kept, w.last);
+
+  r.chunks++;
+  r.rows += out.rows.size();
+  r.deletes += out.deletes.size();
+  if (r.kind == "keys") {
+    r.keys_done = w.keys_covered;
+  } else if (!w.last_key.empty()) {
+    r.resume_key = w.last_key;
+  }
+  closing_progress_ = PendingProgress{{}, r, w.last};
+  if (w.last) {
+    log::Info("repair_emitted", {{"consumer", consumer_.name}, {"request", r.id},
+                                 {"chunks", r.chunks}, {"rows", r.rows}, {"deletes", r.deletes}});
+    requests_.pop_front();
+  }
+  window_.reset();
+}
+
+void Pipeline::RecordProgress(const PendingProgress& p) {
+  try {
+    Sql().ExecParams(
+        "INSERT INTO dblog.request_progress AS p (request_id, consumer, state, chunks_done,"
+        " rows_emitted, deletes_emitted, resume_key, keys_done, finished_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, nullif($7, '')::jsonb, $8,"
+        "         CASE WHEN $3 = 'done' THEN now() END)"
+        " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
+        " chunks_done = EXCLUDED.chunks_done, rows_emitted = EXCLUDED.rows_emitted,"
+        " deletes_emitted = EXCLUDED.deletes_emitted, resume_key = EXCLUDED.resume_key,"
+        " keys_done = EXCLUDED.keys_done, finished_at = EXCLUDED.finished_at",
+        {std::to_string(p.snapshot.id), consumer_.name, p.last ? "done" : "running",
+         std::to_string(p.snapshot.chunks), std::to_string(p.snapshot.rows),
+         std::to_string(p.snapshot.deletes), p.snapshot.resume_key,
+         std::to_string(p.snapshot.keys_done)});
+    if (p.last)
+      log::Info("repair_done", {{"consumer", consumer_.name}, {"request", p.snapshot.id},
+                                {"rows", p.snapshot.rows}, {"deletes", p.snapshot.deletes}});
+  } catch (const std::exception& e) {
+    // Not recorded: after a crash the chunk is redone, which is safe.
+    log::Warn("repair_progress_not_recorded",
+              {{"consumer", consumer_.name}, {"request", p.snapshot.id}, {"error", e.what()}});
+    sql_.reset();
+  }
+}
+
+void Pipeline::FinishRequest(std::uint64_t id, const std::string& state, const std::string& error) {
+  try {
+    Sql().ExecParams(
+        "INSERT INTO dblog.request_progress (request_id, consumer, state, error, finished_at)"
+        " VALUES ($1, $2, $3, nullif($4, ''), now())"
+        " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
+        " error = EXCLUDED.error, finished_at = now()",
+        {std::to_string(id), consumer_.name, state, error});
+  } catch (const std::exception& e) {
+    log::Warn("repair_state_not_recorded", {{"consumer", consumer_.name}, {"request", id},
+                                            {"error", e.what()}});
+    sql_.reset();
+  }
+}
+
+}  // namespace dblog::consumer
