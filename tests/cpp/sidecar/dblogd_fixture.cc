@@ -336,10 +336,17 @@ void DblogdTest::TearDown() {
 }
 
 DblogdProcess& DblogdTest::StartDblogd(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--source=" + conninfo_,
-                                   "--consumer=" + consumer_ + "=" + schema_ + ".*",
-                                   "--status-interval=0.5", "--heartbeat-interval=0.5",
-                                   "--reconnect-min=0.2", "--reconnect-max=1"};
+  const std::vector<std::string> defaults = {"--source=" + conninfo_,
+                                             "--consumer=" + consumer_ + "=" + schema_ + ".*",
+                                             "--status-interval=0.5", "--heartbeat-interval=0.5",
+                                             "--reconnect-min=0.2", "--reconnect-max=1"};
+  std::vector<std::string> args;
+  for (const auto& d : defaults) {  // a test's own setting replaces the default
+    const std::string name = d.substr(0, d.find('=') + 1);
+    bool overridden = false;
+    for (const auto& e : extra) overridden |= e.rfind(name, 0) == 0;
+    if (!overridden) args.push_back(d);
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   dblogd_ = std::make_unique<DblogdProcess>(args);
   dblogd_->Start();

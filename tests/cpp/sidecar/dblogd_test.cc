@@ -2,6 +2,7 @@
 // client over TCP. Streaming, acknowledgements, the quiet-slot case, refusals, malformed
 // frames, SIGKILL and PostgreSQL restarts, and bootstraps (point splice) under load.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -286,6 +287,28 @@ TEST_F(DblogdTest, PostgresRestartIsSurvived) {
   const auto source = SourceTable(again, schema() + ".items");
   EXPECT_EQ(replay.Table(TableOid(again, schema() + ".items")), source);
   EXPECT_NE(dblogd_->log().find("source_reconnected"), std::string::npos);
+}
+
+TEST_F(DblogdTest, SigtermStopsGracefullyWithAFinalStatusUpdate) {
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY)");
+  StartDblogd({"--bootstrap=false", "--status-interval=60"});
+  client::Client c = Connect();
+  db().exec("INSERT INTO " + schema() + ".items SELECT generate_series(1, 10)");
+  Replay replay;
+  ReadUntil(c, replay, Sentinel());  // acks every commit
+  // no timed status update comes within the test: only the final one can move the slot
+  dblogd_->Signal(SIGTERM);
+  const int status = dblogd_->Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_GT(ConfirmedFlush(), replay.last_position()->commit_lsn());
+  try {
+    client::Item item;
+    while (c.Next(item)) {
+    }
+  } catch (const client::ServerError& e) {
+    EXPECT_EQ(e.code(), Error::SHUTTING_DOWN);
+  } catch (const client::ClientError&) {
+  }
 }
 
 // ---- bootstrap (point splice) ------------------------------------------------------------
