@@ -166,6 +166,22 @@ LANGUAGE sql STABLE AS $$
        AND split_part(trim(p.pattern), '.', 2) IN ('*', c.relname))
 $$;
 
+-- The identity key of a table (primary key, or the replica identity index when the table uses
+-- REPLICA IDENTITY USING INDEX): quoted column names and their types, in key order. NULLs when
+-- it has none.
+CREATE FUNCTION _identity_key(tbl regclass, OUT key_columns text[], OUT key_types text[])
+LANGUAGE sql STABLE AS $$
+  SELECT array_agg(quote_ident(a.attname) ORDER BY k.ord),
+         array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY k.ord)
+    FROM pg_catalog.pg_class c, pg_catalog.pg_index x,
+         unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord), pg_catalog.pg_attribute a
+   WHERE c.oid = tbl AND x.indrelid = tbl AND a.attrelid = tbl AND a.attnum = k.attnum
+     AND k.ord <= x.indnkeyatts
+     AND CASE WHEN c.relreplident = 'i' THEN x.indisreplident
+              WHEN c.relreplident IN ('d', 'f') THEN x.indisprimary
+              ELSE false END
+$$;
+
 -- Validates a request and queues it; the SQL-facing functions below call it.
 CREATE FUNCTION _enqueue(tbl regclass, kind text, consumer text,
                          from_key jsonb, to_key jsonb, keys jsonb)
@@ -176,7 +192,6 @@ DECLARE
   caller name := session_user;
   key_cols text[];
   key_types text[];
-  ident "char";
   obj jsonb;
   col text;
   i int;
@@ -196,16 +211,7 @@ BEGIN
     RAISE EXCEPTION 'dblog: % is not a table', tbl USING ERRCODE = 'wrong_object_type';
   END IF;
 
-  SELECT relreplident INTO ident FROM pg_class WHERE oid = tbl;
-  SELECT array_agg(quote_ident(a.attname) ORDER BY k.ord),
-         array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY k.ord)
-    INTO key_cols, key_types
-    FROM pg_index x, unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord), pg_attribute a
-   WHERE x.indrelid = tbl AND a.attrelid = tbl AND a.attnum = k.attnum
-     AND k.ord <= x.indnkeyatts
-     AND CASE WHEN ident = 'i' THEN x.indisreplident
-              WHEN ident IN ('d', 'f') THEN x.indisprimary
-              ELSE false END;
+  SELECT k.key_columns, k.key_types INTO key_cols, key_types FROM dblog._identity_key(tbl) AS k;
   IF key_cols IS NULL THEN
     RAISE EXCEPTION 'dblog: table % has no primary key or replica identity index', tbl
       USING ERRCODE = 'object_not_in_prerequisite_state';

@@ -119,7 +119,9 @@ void Pipeline::Prepare() {
   } else {
     confirmed_ = slot.confirmed_flush_lsn;
   }
-  bootstrap::EnumerateScope(sql, consumer_.scope);  // refuses keyless tables before streaming
+  // refuses keyless tables before streaming
+  const std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(sql, consumer_.scope);
+  if (slot.exists) CopyTablesAddedToScope(tables);
 
   const emit::Position resume = emit::Position::FromProto(hello_.resume_after());
   acks_ = std::make_unique<emit::AckTracker>(confirmed_, resume);
@@ -142,6 +144,31 @@ void Pipeline::Prepare() {
   LoadRequests();
   StartStream();
   Heartbeat();
+}
+
+// A table that joined the consumer's scope since its bootstrap is copied through repair
+// windows (the slot stays): a whole-table request per new table, queued like any other.
+void Pipeline::CopyTablesAddedToScope(const std::vector<bootstrap::Table>& tables) {
+  pg::Connection& sql = Sql();
+  pg::Result old = sql.ExecParams("SELECT scope FROM dblog.consumers WHERE name = $1",
+                                  {consumer_.name});
+  const std::string scope = config::FormatScope(consumer_.scope);
+  if (old.ntuples() == 0 || old.value(0, 0) == scope) return;
+  const std::vector<config::TablePattern> before = config::ParseScope(std::string(old.value(0, 0)));
+  sql.Exec("BEGIN");
+  for (const auto& t : tables) {
+    if (bootstrap::ScopeMatches(before, t.schema, t.name)) continue;
+    sql.ExecParams(
+        "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
+        " key_types) SELECT $1::oid, $1::oid::regclass::text, 'table', $2, k.key_columns,"
+        " k.key_types FROM dblog._identity_key($1::oid::regclass) AS k",
+        {std::to_string(t.oid), consumer_.name});
+    log::Info("scope_table_added", {{"consumer", consumer_.name},
+                                    {"table", t.schema + "." + t.name}});
+  }
+  sql.ExecParams("UPDATE dblog.consumers SET scope = $2 WHERE name = $1",
+                 {consumer_.name, scope});
+  sql.Exec("COMMIT");
 }
 
 void Pipeline::StartBootstrap(bool restarted) {

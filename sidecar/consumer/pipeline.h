@@ -16,6 +16,7 @@
 #include <string>
 
 #include "bootstrap/copier.h"
+#include "bootstrap/scope.h"
 #include "config/config.h"
 #include "emit/ack_tracker.h"
 #include "emit/emitter.h"
@@ -57,6 +58,7 @@ class Pipeline : public server::SessionListener,
 
   void Prepare();
   void StartBootstrap(bool restarted);
+  void CopyTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
   void DrainCopy();
   void FinishBootstrap();
   void StartStream();

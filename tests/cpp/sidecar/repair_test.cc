@@ -220,5 +220,37 @@ TEST_F(RepairTest, CrashInTheMiddleOfARepairConverges) {
   EXPECT_NE(dblogd_->log().find("resumed=true"), std::string::npos);
 }
 
+// A table added to a running consumer's scope is copied through windows, on the same slot.
+TEST_F(RepairTest, TableAddedToScopeIsCopiedThroughWindows) {
+  db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
+  db().exec("CREATE TABLE " + schema() + ".b (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".a SELECT g, 'a' FROM generate_series(1, 100) g");
+  db().exec("INSERT INTO " + schema() + ".b SELECT g, 'b' FROM generate_series(1, 1000) g");
+  const std::string only_a = "--consumer=" + consumer() + "=" + schema() + ".a," + schema() +
+                             ".sentinel";
+  StartDblogd({only_a});
+  Replay replay;
+  std::optional<dblog::v1::Position> acked;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, Sentinel());
+    acked = replay.last_position();
+  }
+  dblogd_->Stop();
+  StartDblogd({"--chunk-size=300"});  // the fixture's scope: the whole schema
+  client::Client c = Connect(acked);
+  EXPECT_FALSE(c.welcome().slot_created());
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (db().scalar("SELECT count(*) FROM dblog.requests WHERE consumer = '" + consumer() +
+                     "' AND state = 'done'") != "1") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    ReadUntil(c, replay, Sentinel());
+  }
+  ReadUntil(c, replay, Sentinel());
+  EXPECT_FALSE(replay.restarted_seen());
+  ExpectConverged(replay, {"a", "b"});
+  EXPECT_NE(dblogd_->log().find("scope_table_added"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dblog::test
