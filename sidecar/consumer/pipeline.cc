@@ -81,6 +81,7 @@ void Pipeline::Prepare() {
     throw std::runtime_error(
         "the dblog extension is not installed in the source database: run CREATE EXTENSION "
         "dblog there (see docs/operations.md)");
+  Preflight(sql);
   const pg::SlotInfo slot = pg::GetSlot(sql, slot_);
   if (slot.exists && slot.active)
     throw std::runtime_error("slot " + slot_ + " is in use by another process (pid " +
@@ -144,6 +145,38 @@ void Pipeline::Prepare() {
   LoadRequests();
   StartStream();
   Heartbeat();
+}
+
+// What dblogd's role needs, checked before anything is created or emitted, with the fix.
+void Pipeline::Preflight(pg::Connection& sql) {
+  pg::Result r = sql.Exec(
+      "SELECT current_user, (SELECT rolreplication OR rolsuper FROM pg_roles"
+      "                       WHERE rolname = current_user),"
+      " has_table_privilege('dblog.consumers', 'SELECT, INSERT, UPDATE')"
+      "  AND has_table_privilege('dblog.request_queue', 'SELECT, INSERT')"
+      "  AND has_table_privilege('dblog.request_progress', 'SELECT, INSERT, UPDATE')");
+  const std::string role(r.value(0, 0));
+  if (r.value(0, 1) != "t")
+    throw std::runtime_error("role " + role +
+                             " lacks the REPLICATION attribute dblogd needs for slots: ALTER "
+                             "ROLE " + role + " REPLICATION");
+  if (r.value(0, 2) != "t")
+    throw std::runtime_error(
+        "role " + role + " cannot write dblog's bookkeeping: GRANT SELECT, INSERT, UPDATE ON "
+        "dblog.consumers, dblog.request_progress TO " + role + "; GRANT SELECT, INSERT ON "
+        "dblog.request_queue TO " + role);
+  pg::Result denied = sql.ExecParams(
+      "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
+      "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE c.relkind = 'r' AND c.relpersistence = 'p'"
+      "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dblog')"
+      "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)"
+      "   AND NOT has_table_privilege(c.oid, 'SELECT')",
+      {config::FormatScope(consumer_.scope)});
+  if (!denied.is_null(0, 0))
+    throw std::runtime_error("role " + role + " may not SELECT from tables in scope: " +
+                             std::string(denied.value(0, 0)) + " (GRANT SELECT ON ... TO " +
+                             role + ")");
 }
 
 // A table that joined the consumer's scope since its bootstrap is copied through repair

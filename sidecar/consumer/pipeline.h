@@ -57,6 +57,7 @@ class Pipeline : public server::SessionListener,
   void OnEnd() override;
 
   void Prepare();
+  void Preflight(pg::Connection& sql);
   void StartBootstrap(bool restarted);
   void CopyTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
   void DrainCopy();

@@ -236,6 +236,44 @@ TEST_F(DblogdTest, TableWithoutKeyInScopeIsRefusedByName) {
             "0");
 }
 
+// A role without REPLICATION, or without SELECT on a table in scope: a clear error naming the
+// fix, before any slot exists or anything is emitted.
+TEST_F(DblogdTest, MissingPrivilegesAreExplainedBeforeAnythingHappens) {
+  db().exec("CREATE TABLE " + schema() + ".secret (id int PRIMARY KEY)");
+  db().exec("DROP ROLE IF EXISTS e2e_norepl");
+  db().exec("CREATE ROLE e2e_norepl LOGIN");
+  db().exec("GRANT USAGE ON SCHEMA " + schema() + " TO e2e_norepl");
+  auto refused = [&]() -> std::string {
+    try {
+      client::Client c = Connect();
+      client::Item item;
+      while (c.Next(item))
+        EXPECT_FALSE(std::holds_alternative<dblog::v1::StreamEvent>(item));
+    } catch (const client::ServerError& e) {
+      EXPECT_EQ(e.code(), Error::SOURCE_ERROR);
+      return e.server_message();
+    }
+    return "";
+  };
+  StartDblogd({"--source=" + conninfo() + " user=e2e_norepl"});
+  EXPECT_NE(refused().find("ALTER ROLE e2e_norepl REPLICATION"), std::string::npos);
+  dblogd_->Stop();
+  db().exec("ALTER ROLE e2e_norepl REPLICATION");
+  db().exec("GRANT SELECT, INSERT, UPDATE ON dblog.consumers, dblog.request_progress TO e2e_norepl");
+  db().exec("GRANT SELECT, INSERT ON dblog.request_queue TO e2e_norepl");
+  StartDblogd({"--source=" + conninfo() + " user=e2e_norepl"});
+  const std::string message = refused();
+  EXPECT_NE(message.find(schema() + ".secret"), std::string::npos) << message;
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + Slot() +
+                        "'"),
+            "0");
+  dblogd_->Stop();
+  db().exec("REVOKE ALL ON dblog.consumers, dblog.request_progress, dblog.request_queue FROM "
+            "e2e_norepl");
+  db().exec("DROP OWNED BY e2e_norepl");
+  db().exec("DROP ROLE e2e_norepl");
+}
+
 TEST_F(DblogdTest, SigkillThenRestartLosesNothing) {
   db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY, v int)");
   StartDblogd({"--bootstrap=false"});
