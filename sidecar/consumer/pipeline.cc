@@ -593,7 +593,6 @@ void Pipeline::Reconnect() {
     // A window that was open is abandoned (its markers may be replayed or lost): the chunk is
     // read again under a new one.
     window_.reset();
-    hi_in_transaction_ = false;
     closing_progress_.reset();
     control_oid_.reset();
     StartStream();

@@ -169,7 +169,6 @@ class Pipeline : public server::SessionListener,
   std::set<std::string> abandoned_windows_;  // opened, then failed before the chunk was read
   std::optional<OpenWindow> window_;
   bool window_scheduled_ = false;
-  bool hi_in_transaction_ = false;   // the high watermark's transaction is being forwarded
   std::uint64_t current_commit_lsn_ = 0;
   std::optional<PendingProgress> closing_progress_;
   std::deque<PendingProgress> pending_progress_;
