@@ -151,6 +151,7 @@ class Pipeline : public server::SessionListener,
   void LoadRequestsWhere(const std::string& condition,
                          std::vector<std::optional<std::string>> params);
   void OnControlChange(const dblog::v1::Change& change);
+  bool DescribeRequestTable(Request& q);
   void ProcessEvent(dblog::v1::Event& event);
   void RecordKeys(const dblog::v1::Change& change);
   void ScheduleWindow();

@@ -209,31 +209,89 @@ void Pipeline::LoadRequestsWhere(const std::string& condition,
   }
 }
 
+// A request decoded from the log. Its row is taken from the decoded change, not read back:
+// the inserting transaction's commit can be decoded before it is visible to our snapshots (the
+// same visibility-order caveat the windows handle).
 void Pipeline::OnControlChange(const dblog::v1::Change& change) {
-  // columns by name: the plugin describes request_queue like any table
   auto column = [&](const std::string& name) -> const dblog::v1::Value* {
     for (int i = 0; i < control_relation_.columns_size(); ++i)
       if (control_relation_.columns(i).name() == name && i < change.new_row().values_size())
         return &change.new_row().values(i);
     return nullptr;
   };
+  auto text = [&](const std::string& name) -> std::string {
+    const dblog::v1::Value* v = column(name);
+    if (!v) return {};
+    return v->has_literal() ? v->literal() : v->text_value();
+  };
   const dblog::v1::Value* id = column("id");
   if (!id || !change.has_new_row()) return;
   const std::uint64_t request = static_cast<std::uint64_t>(id->int_value());
-  if (change.kind() == dblog::v1::Change::INSERT) {
-    try {
-      LoadRequestsWhere("AND q.id = $3", {std::to_string(request)});
-    } catch (const std::exception& e) {
-      log::Error("repair_load_failed", {{"consumer", consumer_.name}, {"request", request},
-                                        {"error", e.what()}});
-      sql_.reset();
-    }
+  if (change.kind() != dblog::v1::Change::INSERT) {
+    const dblog::v1::Value* cancelled = column("cancelled");
+    if (cancelled && cancelled->bool_value())
+      for (auto& q : requests_)
+        if (q.id == request) q.cancelled = true;
     return;
   }
+  if (known_requests_.count(request)) return;
+  const std::string for_consumer = text("consumer");
   const dblog::v1::Value* cancelled = column("cancelled");
-  if (cancelled && cancelled->bool_value())
-    for (auto& q : requests_)
-      if (q.id == request) q.cancelled = true;
+  if ((!for_consumer.empty() && for_consumer != consumer_.name) ||
+      (cancelled && cancelled->bool_value()))
+    return;
+  Request q;
+  q.id = request;
+  const dblog::v1::Value* oid = column("table_oid");
+  q.table_oid = oid ? static_cast<std::uint32_t>(oid->int_value()) : 0;
+  q.kind = text("kind");
+  q.from_key = text("from_key");
+  q.to_key = text("to_key");
+  q.keys = text("keys");
+  try {
+    if (!DescribeRequestTable(q)) {
+      log::Info("repair_not_for_this_consumer",
+                {{"consumer", consumer_.name}, {"request", request}});
+      return;
+    }
+  } catch (const std::exception& e) {
+    log::Error("repair_load_failed", {{"consumer", consumer_.name}, {"request", request},
+                                      {"error", e.what()}});
+    sql_.reset();
+    return;
+  }
+  known_requests_.insert(q.id);
+  log::Info("repair_queued", {{"consumer", consumer_.name}, {"request", q.id},
+                              {"table", q.table}, {"kind", q.kind}, {"resumed", "false"}});
+  requests_.push_back(std::move(q));
+}
+
+// The table's name and identity key, from the catalogs; false when the table is not in this
+// consumer's scope (or no longer exists).
+bool Pipeline::DescribeRequestTable(Request& q) {
+  pg::Result r = Sql().ExecParams(
+      "SELECT format('%I.%I', n.nspname, c.relname), dblog._scope_holds($1, c.oid),"
+      "       array_to_string(k.key_columns, chr(1)), array_to_string(k.key_types, chr(1))"
+      "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,"
+      "       dblog._identity_key(c.oid) AS k"
+      " WHERE c.oid = $2::oid AND k.key_columns IS NOT NULL",
+      {config::FormatScope(consumer_.scope), std::to_string(q.table_oid)});
+  if (r.ntuples() == 0 || r.value(0, 1) != "t") return false;
+  auto split = [](std::string_view s) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    for (;;) {
+      const auto sep = s.find('\1', start);
+      out.emplace_back(s.substr(start, sep == std::string_view::npos ? sep : sep - start));
+      if (sep == std::string_view::npos) break;
+      start = sep + 1;
+    }
+    return out;
+  };
+  q.table = std::string(r.value(0, 0));
+  q.key_columns = split(r.value(0, 2));
+  q.key_types = split(r.value(0, 3));
+  return true;
 }
 
 void Pipeline::ScheduleWindow() {

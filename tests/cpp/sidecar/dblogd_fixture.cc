@@ -312,6 +312,9 @@ void DblogdTest::SetUp() {
   db_->exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
             " WHERE slot_name = '" + Slot() + "'");
   db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");
+  db_->exec("DELETE FROM dblog.request_progress WHERE consumer = '" + consumer_ + "'");
+  db_->exec("DELETE FROM dblog.request_queue WHERE consumer = '" + consumer_ +
+            "' OR table_name LIKE '" + schema_ + ".%'");
   db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
   db_->exec("CREATE SCHEMA " + schema_);
   db_->exec("CREATE TABLE " + schema_ + ".sentinel (id int PRIMARY KEY)");

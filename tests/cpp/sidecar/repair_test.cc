@@ -66,12 +66,16 @@ TEST_F(RepairTest, DamagedSinkConvergesUnderConcurrentWrites) {
     while (!stop) {
       const int id = static_cast<int>(rng() % 3500) + 1;
       const std::string t = schema() + ".acct";
-      switch (rng() % 4) {
-        case 0: w.exec("UPDATE " + t + " SET n = n + 1 WHERE id = " + std::to_string(id)); break;
-        case 1: w.exec("DELETE FROM " + t + " WHERE id = " + std::to_string(id)); break;
-        case 2: w.exec("INSERT INTO " + t + " VALUES (" + std::to_string(id) +
-                       ", 1, 'new') ON CONFLICT (id) DO UPDATE SET v = 'upserted'"); break;
-        case 3: w.exec("UPDATE " + t + " SET id = id + 5000 WHERE id = " + std::to_string(id)); break;
+      try {
+        switch (rng() % 4) {
+          case 0: w.exec("UPDATE " + t + " SET n = n + 1 WHERE id = " + std::to_string(id)); break;
+          case 1: w.exec("DELETE FROM " + t + " WHERE id = " + std::to_string(id)); break;
+          case 2: w.exec("INSERT INTO " + t + " VALUES (" + std::to_string(id) +
+                         ", 1, 'new') ON CONFLICT (id) DO UPDATE SET v = 'upserted'"); break;
+          case 3: w.exec("UPDATE " + t + " SET id = id + 5000 WHERE id = " + std::to_string(id)); break;
+        }
+      } catch (const PgError&) {
+        // a key move onto an existing key: the source refused it, nothing to capture
       }
     }
   });
@@ -141,7 +145,14 @@ class VisibilityRaceTest : public RepairTest {
     db().exec("ALTER SYSTEM SET synchronous_standby_names = 'dblog_nobody'");
     db().exec("SELECT pg_reload_conf()");
     std::thread stuck([&] {
-      PgConn x(conninfo());
+      // pg_reload_conf() only signals: wait for a backend that has the setting
+      std::optional<PgConn> conn;
+      for (int i = 0; i < 500; ++i) {
+        conn.emplace(conninfo());
+        if (conn->scalar("SHOW synchronous_standby_names") == "dblog_nobody") break;
+        std::this_thread::sleep_for(10ms);
+      }
+      PgConn& x = *conn;
       x.exec("SET synchronous_commit = on");
       x.exec("SET application_name = 'dblog_stuck'");
       x.exec("UPDATE " + schema() + ".t SET v = 'new' WHERE id = 1");  // waits in SyncRep
