@@ -115,7 +115,10 @@ CREATE TABLE request_queue (
 );
 
 CREATE TABLE request_progress (
-    request_id bigint NOT NULL REFERENCES request_queue ON DELETE CASCADE,
+    -- no foreign key: dblogd records progress for a request it decoded from the log, whose
+    -- row can still be invisible to other snapshots for a moment (WAL order is not visibility
+    -- order), and a foreign key check would fail then
+    request_id bigint NOT NULL,
     consumer text NOT NULL,
     state text NOT NULL CHECK (state IN ('running', 'done', 'failed', 'cancelled')),
     chunks_done integer NOT NULL DEFAULT 0,
@@ -207,7 +210,12 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             HINT = 'Only the table''s owner, a superuser or members of dblog_operator may.';
   END IF;
-  IF (SELECT relkind FROM pg_class WHERE oid = tbl) NOT IN ('r', 'p') THEN
+  IF (SELECT relkind FROM pg_class WHERE oid = tbl) = 'p' THEN
+    RAISE EXCEPTION 'dblog: % is a partitioned table', tbl
+      USING ERRCODE = 'wrong_object_type',
+            HINT = 'Its rows live in, and are logged for, its partitions: repair those.';
+  END IF;
+  IF (SELECT relkind FROM pg_class WHERE oid = tbl) <> 'r' THEN
     RAISE EXCEPTION 'dblog: % is not a table', tbl USING ERRCODE = 'wrong_object_type';
   END IF;
 

@@ -35,6 +35,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_index.h"
 #include "commands/defrem.h"
+#include "parser/scansup.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "utils/builtins.h"
@@ -184,28 +185,68 @@ option_choice(DefElem *elem, const char *no, const char *yes)
 	return false;				/* keep compiler quiet */
 }
 
+/*
+ * One part of a schema.table pattern: "Quoted" (exact, "" for a quote), unquoted (folded to
+ * lower case, as SQL does), or * (any).  Returns false on bad syntax; *part is NULL for *.
+ */
+static bool
+parse_pattern_part(char **cursor, char **part)
+{
+	char	   *p = *cursor;
+	StringInfoData buf;
+
+	while (scanner_isspace(*p))
+		p++;
+	initStringInfo(&buf);
+	if (*p == '"')
+	{
+		for (p++;; p++)
+		{
+			if (*p == '\0')
+				return false;
+			if (*p == '"')
+			{
+				if (p[1] != '"')
+					break;
+				p++;
+			}
+			appendStringInfoChar(&buf, *p);
+		}
+		p++;
+		*part = buf.data;
+	}
+	else
+	{
+		while (*p != '\0' && *p != '.' && *p != ',' && !scanner_isspace(*p))
+			appendStringInfoChar(&buf, *p++);
+		if (buf.len == 0)
+			return false;
+		*part = strcmp(buf.data, "*") == 0 ? NULL
+			: downcase_identifier(buf.data, buf.len, false, false);
+	}
+	while (scanner_isspace(*p))
+		p++;
+	*cursor = p;
+	return true;
+}
+
 static List *
 parse_table_patterns(DefElem *elem)
 {
-	char	   *raw = pstrdup(option_string(elem));
-	List	   *names;
+	char	   *p = option_string(elem);
 	List	   *patterns = NIL;
-	ListCell   *lc;
 
-	if (!SplitIdentifierString(raw, ',', &names))
-		bad_value(elem, "a comma-separated list of schema.table names");
-	foreach(lc, names)
+	for (;;)
 	{
-		char	   *name = lfirst(lc);
-		char	   *dot = strchr(name, '.');
-		TablePattern *p = palloc0(sizeof(TablePattern));
+		TablePattern *pattern = palloc0(sizeof(TablePattern));
 
-		if (dot == NULL || dot == name || dot[1] == '\0' || strchr(dot + 1, '.') != NULL)
+		if (!parse_pattern_part(&p, &pattern->schema) || *p++ != '.' ||
+			!parse_pattern_part(&p, &pattern->table) || (*p != ',' && *p != '\0'))
 			bad_value(elem, "a comma-separated list of schema.table names, with * for any schema or table");
-		*dot = '\0';
-		p->schema = strcmp(name, "*") == 0 ? NULL : name;
-		p->table = strcmp(dot + 1, "*") == 0 ? NULL : dot + 1;
-		patterns = lappend(patterns, p);
+		patterns = lappend(patterns, pattern);
+		if (*p == '\0')
+			break;
+		p++;
 	}
 	return patterns;
 }

@@ -89,8 +89,18 @@ std::string FormatScope(const std::vector<TablePattern>& scope) {
   return out;
 }
 
+// Names are exact (case-sensitive), as the scope matches them: quoted for the plugin, which
+// folds unquoted names to lower case as SQL does.
 std::string PluginIncludeOption(const std::vector<TablePattern>& scope) {
-  return FormatScope(scope);
+  auto quote = [](const std::string& part) {
+    return part == "*" ? part : "\"" + part + "\"";
+  };
+  std::string out;
+  for (const auto& p : scope) {
+    if (!out.empty()) out += ",";
+    out += quote(p.schema) + "." + quote(p.table);
+  }
+  return out;
 }
 
 std::optional<Config> Parse(int argc, const char* const* argv) {

@@ -154,7 +154,8 @@ void Pipeline::Preflight(pg::Connection& sql) {
       "                       WHERE rolname = current_user),"
       " has_table_privilege('dblog.consumers', 'SELECT, INSERT, UPDATE')"
       "  AND has_table_privilege('dblog.request_queue', 'SELECT, INSERT')"
-      "  AND has_table_privilege('dblog.request_progress', 'SELECT, INSERT, UPDATE')");
+      "  AND has_table_privilege('dblog.request_progress', 'SELECT, INSERT, UPDATE')"
+      "  AND has_sequence_privilege('dblog.request_queue_id_seq', 'USAGE')");
   const std::string role(r.value(0, 0));
   if (r.value(0, 1) != "t")
     throw std::runtime_error("role " + role +
@@ -164,7 +165,8 @@ void Pipeline::Preflight(pg::Connection& sql) {
     throw std::runtime_error(
         "role " + role + " cannot write dblog's bookkeeping: GRANT SELECT, INSERT, UPDATE ON "
         "dblog.consumers, dblog.request_progress TO " + role + "; GRANT SELECT, INSERT ON "
-        "dblog.request_queue TO " + role);
+        "dblog.request_queue TO " + role + "; GRANT USAGE ON SEQUENCE dblog.request_queue_id_seq "
+        "TO " + role);
   pg::Result denied = sql.ExecParams(
       "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
       "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -374,6 +376,13 @@ void Pipeline::MarkBootstrapDone() {
 }
 
 void Pipeline::StartStream() {
+  if (!stream_started_once_) {
+    // Transactions committed before the stream's start are not in the key log: a window whose
+    // snapshot might not see one of them cannot be widened, and fails closed (window/).
+    const std::string xmax(Sql().Exec("SELECT pg_snapshot_xmax(pg_current_snapshot())").value(0, 0));
+    txlog_.ForgetBelow(std::stoull(xmax));
+    stream_started_once_ = true;
+  }
   if (!repl_)
     repl_ = pg::Connection::Open(config_.source, true,
                                  {{"application_name", "dblogd " + consumer_.name}});
@@ -393,11 +402,13 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
     Fail(Error::SOURCE_ERROR, "the plugin sent a message that is not a dblog.v1.Batch");
     return;
   }
-  for (const auto& ev : batch_.events())
-    if (ev.has_commit())
-      unacked_commits_.emplace_back(ev.commit().commit_lsn(),
-                                    ev.commit().commit_time() == 0 ? NowMicros()
-                                                                   : ev.commit().commit_time());
+  for (const auto& ev : batch_.events()) {
+    if (!ev.has_commit()) continue;
+    stats_->transactions_sent++;
+    unacked_commits_.emplace_back(ev.commit().commit_lsn(), ev.commit().commit_time() == 0
+                                                                ? NowMicros()
+                                                                : ev.commit().commit_time());
+  }
   if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
   try {
@@ -528,7 +539,7 @@ void Pipeline::Heartbeat() {
 }
 
 void Pipeline::SendProgress() {
-  if (!copier_ && state_ != State::kBootstrapping) return;
+  if (!copier_) return;
   dblog::v1::ServerMessage m;
   auto* p = m.mutable_progress();
   p->set_phase("bootstrap");
@@ -592,6 +603,7 @@ void Pipeline::Reconnect() {
     paused_ = false;
     // A window that was open is abandoned (its markers may be replayed or lost): the chunk is
     // read again under a new one.
+    if (window_) abandoned_windows_.insert(window_->window.id());
     window_.reset();
     closing_progress_.reset();
     control_oid_.reset();

@@ -103,6 +103,7 @@ class Pipeline : public server::SessionListener,
 
   std::uint64_t confirmed_ = 0;
   bool paused_ = false;
+  bool stream_started_once_ = false;
   bool status_soon_ = false;
   bool sent_since_heartbeat_ = false;
   std::chrono::milliseconds backoff_;
@@ -152,6 +153,7 @@ class Pipeline : public server::SessionListener,
                          std::vector<std::optional<std::string>> params);
   void OnControlChange(const dblog::v1::Change& change);
   bool DescribeRequestTable(Request& q);
+  std::string WatermarkPrefix() const;
   void ProcessEvent(dblog::v1::Event& event);
   void RecordKeys(const dblog::v1::Change& change);
   void ScheduleWindow();
@@ -167,7 +169,9 @@ class Pipeline : public server::SessionListener,
   window::TransactionLog txlog_;
   std::deque<Request> requests_;
   std::set<std::uint64_t> known_requests_;
-  std::set<std::string> abandoned_windows_;  // opened, then failed before the chunk was read
+  std::set<std::string> abandoned_windows_;  // opened, then lost before they could close
+  std::chrono::steady_clock::time_point next_window_at_{};
+  std::chrono::milliseconds redo_backoff_{100};
   std::optional<OpenWindow> window_;
   bool window_scheduled_ = false;
   std::uint64_t current_commit_lsn_ = 0;

@@ -115,11 +115,18 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event) {
       break;
     case E::kMessage: {
       const auto& m = event.message();
-      if (m.prefix() != kWatermarkPrefix) break;
+      if (m.prefix().rfind(kWatermarkPrefix, 0) != 0) break;
+      // every consumer marks its windows with its own prefix; others' are none of our business
+      if (m.prefix() != WatermarkPrefix() &&
+          m.prefix().rfind(std::string(kWatermarkPrefix) + "/", 0) == 0)
+        return;
       const std::string& content = m.content();
-      const bool ours = window_ && m.transactional() && content.size() > 3 &&
+      const bool ours = window_ && m.prefix() == WatermarkPrefix() && m.transactional() &&
+                        content.size() > 3 &&
                         content.compare(3, std::string::npos, window_->window.id()) == 0;
-      if (!ours && content.size() > 3 && abandoned_windows_.count(content.substr(3))) return;
+      if (!ours && m.prefix() == WatermarkPrefix() && content.size() > 3 &&
+          abandoned_windows_.count(content.substr(3)))
+        return;
       if (!ours) {
         // Anyone may write such a message; only windows dblogd opened count.
         stats_->foreign_markers++;
@@ -305,8 +312,20 @@ void Pipeline::ScheduleWindow() {
   });
 }
 
+std::string Pipeline::WatermarkPrefix() const {
+  return std::string(kWatermarkPrefix) + "/" + consumer_.name;
+}
+
 void Pipeline::StartWindow() {
   if (window_ || requests_.empty() || state_ != State::kStreaming) return;
+  if (std::chrono::steady_clock::now() < next_window_at_) {
+    // backing off after a redo
+    window_timer_.expires_at(next_window_at_);
+    window_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->ScheduleWindow();
+    });
+    return;
+  }
   Request& r = requests_.front();
   if (r.cancelled) {
     FinishRequest(r.id, "cancelled", "");
@@ -387,17 +406,15 @@ void Pipeline::StartWindow() {
     }
 
     // 1. low watermark  2. the chunk, with its snapshot  3. high watermark
-    sql.ExecParams("SELECT pg_logical_emit_message(true, '" + std::string(kWatermarkPrefix) +
-                       "', $1)",
-                   {"lo:" + w.window.id()});
+    sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
+                   {WatermarkPrefix(), "lo:" + w.window.id()});
     sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     w.chunk.snapshot =
         window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
     pg::Result rows = sql.ExecParams(query, params);
     sql.Exec("COMMIT");
-    sql.ExecParams("SELECT pg_logical_emit_message(true, '" + std::string(kWatermarkPrefix) +
-                       "', $1)",
-                   {"hi:" + w.window.id()});
+    sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
+                   {WatermarkPrefix(), "hi:" + w.window.id()});
 
     for (int i = 0; i < rows.ntuples(); ++i) {
       std::string key_bytes = bootstrap::UnhexBytea(rows.value(i, 0));
@@ -459,7 +476,10 @@ void Pipeline::CloseWindow() {
     // Fail closed: nothing of this chunk is emitted; it is read again under a new window.
     stats_->window_redos++;
     log::Warn("repair_window_redo", {{"consumer", consumer_.name}, {"request", w.request_id},
-                                     {"reason", out.reason}});
+                                     {"reason", out.reason},
+                                     {"retry_in_ms", redo_backoff_.count()}});
+    next_window_at_ = std::chrono::steady_clock::now() + redo_backoff_;
+    redo_backoff_ = std::min(redo_backoff_ * 2, std::chrono::milliseconds(10000));
     window_.reset();
     return;
   }
@@ -480,8 +500,17 @@ void Pipeline::CloseWindow() {
       begin.mutable_to_key()->ParseFromString(w.upper_bytes);
     }
   }
+  redo_backoff_ = std::chrono::milliseconds(100);
   emitter_->BeginChunk(w.relation, begin);
-  for (const std::string& row : out.rows) emitter_->EmitChunkRow(row);
+  std::size_t since_flush = 0;
+  for (const std::string& row : out.rows) {
+    emitter_->EmitChunkRow(row);
+    since_flush += row.size();
+    if (since_flush >= (1u << 20)) {  // frames stay small whatever the rows and chunk size
+      Flush();
+      since_flush = 0;
+    }
+  }
   for (const std::string& key : out.deletes) {
     dblog::v1::Row k;
     k.ParseFromString(key);

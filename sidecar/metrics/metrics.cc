@@ -26,6 +26,7 @@ void Family(std::ostringstream& out, const char* name, const char* type, const c
 std::string Registry::Render() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::ostringstream out;
+  out.precision(17);  // LSNs and byte counters, not 6 significant digits
   const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();

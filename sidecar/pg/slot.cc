@@ -191,8 +191,24 @@ Error ExplainPluginRefusal(Connection& conn, const Error& error, std::string plu
   // The suggested value keeps what is listed; unreadable, start from the default.
   std::string wanted = current ? *current : std::string(kDefaultPluginLibraries);
   if (!is_listed) wanted = wanted.empty() ? plugin : wanted + ", " + plugin;
+  // ALTER SYSTEM needs one literal per library: a single 'a, b' string is one (wrong) name
   std::string literal;
-  for (char c : wanted) literal += c == '\'' ? std::string("''") : std::string(1, c);
+  std::size_t start = 0;
+  while (start <= wanted.size()) {
+    const auto comma = wanted.find(',', start);
+    std::string item = wanted.substr(start, comma == std::string::npos ? std::string::npos
+                                                                       : comma - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) {
+      if (!literal.empty()) literal += ", ";
+      literal += "'";
+      for (char c : item) literal += c == '\'' ? std::string("''") : std::string(1, c);
+      literal += "'";
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
 
   std::string message = "the server refuses output plugin \"" + plugin +
                         "\": PostgreSQL 15.19 and later only load output plugins listed in "
@@ -202,8 +218,8 @@ Error ExplainPluginRefusal(Connection& conn, const Error& error, std::string plu
                            std::string(kDefaultPluginLibraries) + "'";
   message += "), superusers included. Add " + plugin + " to it as a superuser";
   if (!current) message += ", keeping what is listed already";
-  message += ": ALTER SYSTEM SET output_plugin_libraries = '" + literal +
-             "'; SELECT pg_reload_conf(); (a reload is enough; a value set with ALTER ROLE or "
+  message += ": ALTER SYSTEM SET output_plugin_libraries = " + literal +
+             "; SELECT pg_reload_conf(); (a reload is enough; a value set with ALTER ROLE or "
              "ALTER DATABASE takes precedence over ALTER SYSTEM). Server said: " +
              error.server_message();
   return Error(std::move(message), error.sqlstate(), error.sql(), error.server_message(),

@@ -77,6 +77,12 @@ void TransactionLog::Commit() {
   Trim();
 }
 
+void TransactionLog::ForgetBelow(std::uint64_t xid) {
+  if (xid == 0) return;
+  forgot_any_ = true;
+  max_forgotten_xid_ = std::max(max_forgotten_xid_, xid - 1);
+}
+
 void TransactionLog::Trim() {
   while (bytes_ > max_bytes_ && !txns_.empty()) {
     forgot_any_ = true;

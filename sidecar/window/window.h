@@ -48,6 +48,9 @@ class TransactionLog {
   // Between Begin and Commit; an empty key means the whole relation (TRUNCATE).
   void Touch(std::uint32_t relation, std::string key);
   void Commit();
+  // Transactions with xid below `xid` were streamed before this log existed (dblogd started):
+  // treat them as forgotten.
+  void ForgetBelow(std::uint64_t xid);
 
   // Adds to `keys` the keys of `relation` written by transactions that `snapshot` does not see
   // and that committed at or before `up_to_lsn`. Returns false when that set cannot be known:

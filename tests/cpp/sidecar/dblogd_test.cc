@@ -261,6 +261,7 @@ TEST_F(DblogdTest, MissingPrivilegesAreExplainedBeforeAnythingHappens) {
   db().exec("ALTER ROLE e2e_norepl REPLICATION");
   db().exec("GRANT SELECT, INSERT, UPDATE ON dblog.consumers, dblog.request_progress TO e2e_norepl");
   db().exec("GRANT SELECT, INSERT ON dblog.request_queue TO e2e_norepl");
+  db().exec("GRANT USAGE ON SEQUENCE dblog.request_queue_id_seq TO e2e_norepl");
   StartDblogd({"--source=" + conninfo() + " user=e2e_norepl"});
   const std::string message = refused();
   EXPECT_NE(message.find(schema() + ".secret"), std::string::npos) << message;
@@ -270,6 +271,7 @@ TEST_F(DblogdTest, MissingPrivilegesAreExplainedBeforeAnythingHappens) {
   dblogd_->Stop();
   db().exec("REVOKE ALL ON dblog.consumers, dblog.request_progress, dblog.request_queue FROM "
             "e2e_norepl");
+  db().exec("REVOKE ALL ON SEQUENCE dblog.request_queue_id_seq FROM e2e_norepl");
   db().exec("DROP OWNED BY e2e_norepl");
   db().exec("DROP ROLE e2e_norepl");
 }
