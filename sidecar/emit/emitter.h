@@ -62,9 +62,10 @@ class Emitter {
   void OnBatch(dblog::v1::Batch batch);
 
   // ---- Bootstrap (point splice). ---------------------------------------------------------
-  // BootstrapBegin at (consistent_point, 0), copied rows at (consistent_point, 1..n),
-  // BootstrapEnd after them. No log transaction may come while it is open, and every log
-  // transaction after it must commit after consistent_point.
+  // BootstrapBegin at (consistent_point - 1, 0), copied rows at (consistent_point - 1, 1..n),
+  // BootstrapEnd after them: one below the consistent point, so that a transaction whose commit
+  // record starts exactly at it (not in the snapshot, so decoded) still sorts after the copy. A
+  // log transaction committed before consistent_point is a logic error.
   void BeginBootstrap(std::uint64_t consistent_point, bool restarted,
                       std::vector<dblog::v1::TableProgress> estimates);
   // row_bytes: a serialized dblog.v1.Row from the shared encoder (dblog.encode_row). It is
