@@ -32,4 +32,10 @@ fi
 echo "== C++ tests"
 ctest --test-dir build --output-on-failure -j 1 || status=1
 
+# The worked protocol example (examples/python/dblog_tail.py) against a real dblogd on this
+# cluster (docs/protocol.md). /usr/bin/python3 on purpose: Debian's python3-protobuf is
+# installed for it, not for a pyenv or venv python3 that may come first on PATH.
+echo "== Python protocol example (tests/python)"
+/usr/bin/python3 tests/python/test_protocol.py || status=1
+
 exit $status

@@ -1,0 +1,398 @@
+#!/usr/bin/python3
+"""dblog_tail.py: a dblogd consumer in plain Python, as a worked example of the protocol.
+
+It connects to dblogd, sends Hello, reads varint-delimited ServerMessage frames, prints one
+JSON line per stream event on stdout, and acknowledges every Commit and BootstrapEnd (and
+every Heartbeat) once the lines before it are flushed. docs/protocol.md explains each step.
+
+Needs Debian's python3-protobuf and protoc (protobuf-compiler); scripts/install-deps.sh
+installs both. Nothing generated is checked in: the Python modules for proto/dblog/v1/*.proto
+are generated with `protoc --python_out` into a temporary directory at start.
+
+    /usr/bin/python3 examples/python/dblog_tail.py --consumer demo [--host H] [--port P]
+        [--token T] [--resume-after LSN:SEQ]
+
+Exit status: 0 when dblogd closes the stream or on SIGINT/SIGTERM, 1 on an Error frame or
+any other failure, 2 for a bad command line. On exit the last acknowledged position is
+printed on stderr (`acked LSN:SEQ`): pass it as --resume-after to continue from there.
+"""
+
+import argparse
+import atexit
+import datetime
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import types
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_PROTO_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "proto"))
+
+
+def load_protocol(proto_dir):
+    """Generates the Python modules for the .proto files and imports them."""
+    try:
+        import google.protobuf  # noqa: F401
+    except ImportError:
+        sys.exit("dblog_tail: needs python3-protobuf (apt-get install python3-protobuf) and "
+                 "Debian's /usr/bin/python3; this is " + sys.executable)
+    out = tempfile.mkdtemp(prefix="dblog-proto-py-")
+    atexit.register(shutil.rmtree, out, True)
+    files = [os.path.join(proto_dir, "dblog", "v1", name)
+             for name in ("change.proto", "consumer.proto")]
+    try:
+        subprocess.run(["protoc", "-I", proto_dir, "--python_out=" + out] + files,
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", b"") or b""
+        sys.exit("dblog_tail: protoc failed (apt-get install protobuf-compiler): %s %s"
+                 % (e, detail.decode(errors="replace")))
+    sys.path.insert(0, out)
+    from dblog.v1 import change_pb2, consumer_pb2  # noqa: E402  (generated above)
+    # both modules' messages and enums under one name: pb.Hello, pb.Change, ...
+    return types.SimpleNamespace(**{name: obj for module in (change_pb2, consumer_pb2)
+                                    for name, obj in vars(module).items()
+                                    if not name.startswith("_")})
+
+
+# ---- framing: a varint length, then that many bytes of one message -------------------------
+
+def encode_varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+class FrameReader:
+    MAX_FRAME = 256 << 20  # what dblogd's own client accepts
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = bytearray()
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            return False
+        self.buf += chunk
+        return True
+
+    def next(self):
+        """The next frame's bytes, or None when the server closed between frames."""
+        while True:
+            length, shift, used = 0, 0, 0
+            complete = False
+            for b in self.buf:
+                used += 1
+                length |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    complete = True
+                    break
+                if used == 10:
+                    raise IOError("frame length is not a valid varint")
+            if complete:
+                if length > self.MAX_FRAME:
+                    raise IOError("frame of %d bytes is over the limit" % length)
+                if len(self.buf) - used >= length:
+                    frame = bytes(self.buf[used:used + length])
+                    del self.buf[:used + length]
+                    return frame
+            if not self._fill():
+                if self.buf:
+                    raise IOError("connection closed in the middle of a frame")
+                return None
+
+
+# ---- rendering -------------------------------------------------------------------------------
+
+def lsn(n):
+    return "%X/%X" % (n >> 32, n & 0xFFFFFFFF)
+
+
+def parse_position(text, pb):
+    """'0/16B3748:3' -> Position."""
+    lsn_text, _, seq = text.rpartition(":")
+    hi, _, lo = lsn_text.partition("/")
+    return pb.Position(commit_lsn=(int(hi, 16) << 32) | int(lo, 16), seq=int(seq))
+
+
+def position_of(ev):
+    """(commit_lsn, seq) of a StreamEvent, or None (Relation, BootstrapBegin)."""
+    kind = ev.WhichOneof("event")
+    if kind == "begin":
+        return (ev.begin.commit_lsn, 0)
+    if kind in ("relation", "bootstrap_begin", None):
+        return None
+    member = getattr(ev, kind)
+    return (member.commit_lsn, member.seq)
+
+
+EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def value(v):
+    kind = v.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        return None
+    if kind == "unchanged":
+        return {"unchanged_toast": True}  # the WAL did not carry it: keep the value you have
+    x = getattr(v, kind)
+    if kind in ("float4_value", "float8_value") and (math.isnan(x) or math.isinf(x)):
+        return str(x)
+    if kind == "bytes_value":
+        return "\\x" + x.hex()
+    if kind == "uuid_value":
+        return str(uuid.UUID(bytes=x))
+    try:
+        if kind == "date_value":
+            return (EPOCH + datetime.timedelta(days=x)).date().isoformat()
+        if kind == "timestamp_value":
+            return (EPOCH + datetime.timedelta(microseconds=x)).isoformat()
+        if kind == "timestamptz_value":
+            return (EPOCH + datetime.timedelta(microseconds=x)).isoformat() + "Z"
+    except OverflowError:
+        return x  # outside Python's calendar: the raw number
+    return x
+
+
+class Relations:
+    def __init__(self):
+        self.by_oid = {}
+
+    def name(self, oid):
+        r = self.by_oid.get(oid)
+        return "%s.%s" % (r.schema, r.name) if r else oid
+
+    def row(self, oid, row):
+        r = self.by_oid.get(oid)
+        vals = [value(v) for v in row.values]
+        if not r:
+            return vals
+        return {r.columns[i].name if i < len(r.columns) else "$%d" % (i + 1): x
+                for i, x in enumerate(vals)}
+
+    def key(self, oid, key_row):
+        """A key Row (key columns in key order)."""
+        r = self.by_oid.get(oid)
+        vals = [value(v) for v in key_row.values]
+        if not r:
+            return vals
+        return {r.columns[k].name: vals[i] for i, k in enumerate(r.key_columns) if i < len(vals)}
+
+    def key_of_row(self, oid, row):
+        r = self.by_oid.get(oid)
+        if not r:
+            return None
+        return {r.columns[k].name: value(row.values[k])
+                for k in r.key_columns if k < len(row.values)}
+
+
+def render(ev, rels, pb):
+    kind = ev.WhichOneof("event")
+    pos = position_of(ev)
+    line = {"pos": "%s:%d" % (lsn(pos[0]), pos[1]) if pos else None, "op": kind}
+    if kind == "begin":
+        line.update(xid=ev.begin.xid, end_lsn=lsn(ev.begin.end_lsn))
+    elif kind == "relation":
+        r = ev.relation
+        rels.by_oid[r.oid] = r
+        line.update(table="%s.%s" % (r.schema, r.name), oid=r.oid,
+                    columns=[c.name for c in r.columns],
+                    key=[r.columns[k].name for k in r.key_columns])
+    elif kind == "change":
+        c = ev.change
+        line["op"] = pb.Change.Kind.Name(c.kind).lower()
+        line["table"] = rels.name(c.relation_oid)
+        if c.HasField("new_row"):
+            line["key"] = rels.key_of_row(c.relation_oid, c.new_row)
+            line["row"] = rels.row(c.relation_oid, c.new_row)
+        if c.HasField("old_key"):
+            line["old_key"] = rels.key(c.relation_oid, c.old_key)
+            if c.kind == pb.Change.DELETE:
+                line["key"] = line.pop("old_key")
+        if c.HasField("old_row"):
+            line["old_row"] = rels.row(c.relation_oid, c.old_row)
+    elif kind == "truncate":
+        line["tables"] = [rels.name(o) for o in ev.truncate.relation_oids]
+    elif kind == "message":
+        m = ev.message
+        line.update(transactional=m.transactional, prefix=m.prefix,
+                    content=m.content.decode("utf-8", "replace"))
+    elif kind == "commit":
+        line.update(end_lsn=lsn(ev.commit.end_lsn))
+    elif kind == "bootstrap_begin":
+        line.update(consistent_point=lsn(ev.bootstrap_begin.consistent_point),
+                    restarted=ev.bootstrap_begin.restarted)
+    elif kind == "bootstrap_end":
+        line.update(rows={"%s.%s" % (t.schema, t.name): t.rows_copied
+                          for t in ev.bootstrap_end.tables})
+    elif kind == "chunk_begin":
+        b = ev.chunk_begin
+        line.update(request_id=b.request_id, table=rels.name(b.relation_oid),
+                    is_range=b.is_range, chunk=b.chunk)
+        if b.HasField("from_key"):
+            line["from_key"] = rels.key(b.relation_oid, b.from_key)
+            line["from_inclusive"] = b.from_inclusive
+        if b.HasField("to_key"):
+            line["to_key"] = rels.key(b.relation_oid, b.to_key)
+            line["to_inclusive"] = b.to_inclusive
+    elif kind == "chunk_end":
+        e = ev.chunk_end
+        line.update(request_id=e.request_id, rows=e.rows, deletes=e.deletes, last=e.last,
+                    kept_keys=[rels.key(e.relation_oid, k) for k in e.kept_keys])
+    else:
+        # An event kind this client does not know could be a change: refuse rather than skip it.
+        raise IOError("unknown stream event (a newer server?): %r" % ev)
+    return line
+
+
+# ---- the session -----------------------------------------------------------------------------
+
+class Stop(Exception):
+    pass
+
+
+def run(args):
+    pb = load_protocol(args.proto_dir)
+    stop = {"asked": False}
+
+    def on_signal(signo, frame):
+        if stop["asked"]:
+            os._exit(128 + signo)  # asked twice: stop now
+        stop["asked"] = True
+        raise Stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    sock = socket.create_connection((args.host, args.port), timeout=10)
+    sock.settimeout(None)
+    frames = FrameReader(sock)
+    acked = None
+
+    def send(msg):
+        data = msg.SerializeToString()
+        sock.sendall(encode_varint(len(data)) + data)
+
+    def ack(position):
+        nonlocal acked
+        key = (position.commit_lsn, position.seq)
+        if acked is not None and key <= acked:
+            return  # acks must not go backwards; an equal one is pointless
+        sys.stdout.flush()  # acknowledge only what is written
+        send(pb.ClientMessage(ack=pb.Ack(position=position)))
+        acked = key
+
+    def read_server_message():
+        frame = frames.next()
+        if frame is None:
+            return None
+        msg = pb.ServerMessage()
+        msg.ParseFromString(frame)
+        if msg.WhichOneof("msg") == "error":
+            raise ServerRefused(pb.Error.Code.Name(msg.error.code), msg.error.message)
+        return msg
+
+    status = 0
+    try:
+        hello = pb.Hello(protocol_version=pb.PROTOCOL_VERSION_1, consumer=args.consumer,
+                         token=args.token or "", client_name="dblog_tail.py/0.1")
+        if args.resume_after:
+            hello.resume_after.CopyFrom(parse_position(args.resume_after, pb))
+            acked = (hello.resume_after.commit_lsn, hello.resume_after.seq)
+        send(pb.ClientMessage(hello=hello))
+
+        first = read_server_message()
+        if first is None or first.WhichOneof("msg") != "welcome":
+            raise IOError("expected Welcome, got %s" % (first and first.WhichOneof("msg")))
+        w = first.welcome
+        print("welcome slot=%s slot_created=%s resume_from=%s:%d confirmed_flush_lsn=%s"
+              " scope=%s server=%s" % (w.slot, w.slot_created, lsn(w.resume_from.commit_lsn),
+                                       w.resume_from.seq, lsn(w.confirmed_flush_lsn),
+                                       ",".join(w.scope), w.server_name),
+              file=sys.stderr, flush=True)
+
+        rels = Relations()
+        last = (w.resume_from.commit_lsn, w.resume_from.seq)
+        if acked and acked > last:
+            last = acked
+        while True:
+            msg = read_server_message()
+            if msg is None:
+                break  # dblogd closed the stream cleanly
+            kind = msg.WhichOneof("msg")
+            if kind == "events":
+                for ev in msg.events.events:
+                    pos = position_of(ev)
+                    if pos is not None:
+                        if pos <= last:
+                            raise IOError("position %s:%d is not after %s:%d"
+                                          % (lsn(pos[0]), pos[1], lsn(last[0]), last[1]))
+                        last = pos
+                    print(json.dumps(render(ev, rels, pb), separators=(",", ":")))
+                    which = ev.WhichOneof("event")
+                    if which in ("commit", "bootstrap_end"):
+                        ack(pb.Position(commit_lsn=pos[0], seq=pos[1]))
+            elif kind == "heartbeat":
+                p = msg.heartbeat.position
+                if p.commit_lsn or p.seq:
+                    ack(p)  # everything sent before it was printed
+            elif kind == "progress":
+                t = msg.progress.tables
+                print("progress %s: %d of ~%d rows" % (
+                    msg.progress.phase, sum(x.rows_copied for x in t),
+                    sum(x.rows_estimated for x in t)), file=sys.stderr, flush=True)
+            else:
+                raise IOError("unexpected server message %r" % kind)
+    except Stop:
+        pass
+    except ServerRefused as e:
+        print("dblog_tail: dblogd error %s: %s" % (e.code, e.message), file=sys.stderr)
+        status = 1
+    except (OSError, IOError) as e:
+        print("dblog_tail: %s" % e, file=sys.stderr)
+        status = 1
+    finally:
+        try:
+            sys.stdout.flush()
+        except OSError:
+            pass
+        sock.close()
+    if acked is not None:
+        print("acked %s:%d" % (lsn(acked[0]), acked[1]), file=sys.stderr)
+    return status
+
+
+class ServerRefused(Exception):
+    def __init__(self, code, message):
+        super().__init__(code + ": " + message)
+        self.code, self.message = code, message
+
+
+def main():
+    p = argparse.ArgumentParser(description="Print a dblogd consumer's stream as JSON lines.")
+    p.add_argument("--consumer", required=True, help="consumer name; its slot is dblog_NAME")
+    p.add_argument("--host", default=os.environ.get("DBLOG_HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("DBLOG_PORT", "7654")))
+    p.add_argument("--token", default=os.environ.get("DBLOG_TOKEN"),
+                   help="shared secret, when dblogd requires one (default $DBLOG_TOKEN)")
+    p.add_argument("--resume-after", metavar="LSN:SEQ",
+                   help="the last position you applied, e.g. 0/16B3748:4")
+    p.add_argument("--proto-dir", default=DEFAULT_PROTO_DIR,
+                   help="directory holding dblog/v1/*.proto (default: the repository's)")
+    sys.exit(run(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

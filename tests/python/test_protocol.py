@@ -1,0 +1,297 @@
+#!/usr/bin/python3
+"""tests/python/test_protocol.py: the Python example client (examples/python/dblog_tail.py)
+against a real dblogd on the test cluster.
+
+Starts build/sidecar/dblogd with a consumer whose scope is a fresh schema, runs the example
+client, makes changes with psql and checks that the client printed them in order (positions
+strictly increasing, a key change as DELETE + INSERT), that its acknowledgements moved the
+slot's confirmed_flush_lsn, that a repair requested from SQL arrives as one chunk and is
+recorded as done (progress is recorded only once the client acknowledged it), that a second
+connection resuming after the acknowledged position gets nothing old again and picks up a
+repair requested while it was away, and that a refused handshake is reported. Also reads
+/metrics.
+
+Run by tests/run.sh after the C++ tests, with Debian's /usr/bin/python3 (python3-protobuf).
+Needs the environment tests/cluster.sh exports (DBLOG_TEST_CONNINFO, PGHOST, PGPORT, ...);
+DBLOGD overrides the daemon's path.
+"""
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+EXAMPLE = os.path.join(ROOT, "examples", "python", "dblog_tail.py")
+DBLOGD = os.environ.get("DBLOGD", os.path.join(ROOT, "build", "sidecar", "dblogd"))
+CONSUMER = "py_protocol"
+SCHEMA = "py_protocol"
+TIMEOUT = 60
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def psql(sql):
+    """Runs SQL with psql (PGHOST etc. from tests/cluster.sh); returns unaligned output."""
+    out = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                         check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return out.stdout.strip()
+
+
+def lsn_value(text):
+    hi, _, lo = text.partition("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def pos_value(text):
+    lsn, _, seq = text.rpartition(":")
+    return (lsn_value(lsn), int(seq))
+
+
+class Lines:
+    """The example client's stdout, line by line, read by a thread."""
+
+    def __init__(self, proc):
+        self.q = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self.q.put(line)
+        self.q.put(None)
+
+    def until(self, predicate, what):
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline:
+            try:
+                line = self.q.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError("the client exited while waiting for " + what)
+            event = json.loads(line)
+            self.seen.append(event)
+            if predicate(event):
+                return event
+        raise AssertionError("timed out waiting for " + what)
+
+
+@unittest.skipUnless(os.environ.get("DBLOG_TEST_CONNINFO"),
+                     "DBLOG_TEST_CONNINFO is not set (tests/run.sh sets it)")
+class ProtocolTest(unittest.TestCase):
+    def setUp(self):
+        self.procs = []
+        self.drop()
+        psql("CREATE EXTENSION IF NOT EXISTS dblog")
+        psql("CREATE SCHEMA %s" % SCHEMA)
+        psql("CREATE TABLE %s.items (id int PRIMARY KEY, name text)" % SCHEMA)
+        psql("INSERT INTO %s.items VALUES (1, 'one')" % SCHEMA)
+        self.port, self.metrics_port = free_port(), free_port()
+        self.log = tempfile.NamedTemporaryFile(mode="w+", prefix="dblogd-py-protocol-",
+                                               suffix=".log", delete=False)
+        self.dblogd = subprocess.Popen(
+            [DBLOGD, "--source=" + os.environ["DBLOG_TEST_CONNINFO"],
+             "--listen=127.0.0.1:%d" % self.port,
+             "--metrics-listen=127.0.0.1:%d" % self.metrics_port,
+             "--consumer=%s=%s.*" % (CONSUMER, SCHEMA),
+             "--heartbeat-interval=0.5", "--status-interval=0.5"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.procs.append(self.dblogd)
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.dblogd.poll() is not None or time.time() > deadline:
+                    self.fail("dblogd did not start:\n" + self.dblogd_log())
+                time.sleep(0.05)
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            for stream in (p.stdout, p.stderr):
+                if stream:
+                    stream.close()
+        self.log.close()
+        os.unlink(self.log.name)  # printed by run_showing_log when a test failed
+        # the walsender may hold the slot for a moment after dblogd stopped
+        for _ in range(100):
+            try:
+                self.drop()
+                break
+            except subprocess.CalledProcessError:
+                time.sleep(0.1)
+
+    def drop(self):
+        psql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+             " WHERE slot_name = 'dblog_%s'" % CONSUMER)
+        if psql("SELECT count(*) FROM pg_extension WHERE extname = 'dblog'") == "1":
+            psql("DELETE FROM dblog.consumers WHERE name = '%s'" % CONSUMER)
+            psql("DELETE FROM dblog.request_queue WHERE table_name LIKE '%s.%%'" % SCHEMA)
+        psql("DROP SCHEMA IF EXISTS %s CASCADE" % SCHEMA)
+
+    def dblogd_log(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def client(self, consumer=CONSUMER, resume_after=None):
+        args = [sys.executable, EXAMPLE, "--consumer", consumer, "--port", str(self.port)]
+        if resume_after:
+            args += ["--resume-after", resume_after]
+        p = subprocess.Popen(args,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p
+
+    def wait_done(self, request):
+        deadline = time.time() + TIMEOUT
+        while psql("SELECT state FROM dblog.requests WHERE id = %d" % request) != "done":
+            self.assertLess(time.time(), deadline, "request %d was not recorded as done" % request)
+            time.sleep(0.1)
+
+    def confirmed_flush(self):
+        v = psql("SELECT confirmed_flush_lsn FROM pg_replication_slots"
+                 " WHERE slot_name = 'dblog_%s'" % CONSUMER)
+        return lsn_value(v) if v else 0
+
+    def run_showing_log(self, body):
+        try:
+            body()
+        except BaseException:
+            sys.stderr.write("---- dblogd log ----\n" + self.dblogd_log())
+            raise
+
+    def test_stream_acks_and_repair(self):
+        self.run_showing_log(self.stream_acks_and_repair)
+
+    def test_refused_handshake(self):
+        self.run_showing_log(self.refused_handshake)
+
+    def stream_acks_and_repair(self):
+        proc = self.client()
+        lines = Lines(proc)
+
+        # 1. the bootstrap: the existing row as a READ, then BootstrapEnd (acknowledged)
+        lines.until(lambda e: e["op"] == "bootstrap_end", "the end of the bootstrap")
+        reads = [e for e in lines.seen if e["op"] == "read"]
+        self.assertEqual(reads[0]["row"], {"id": 1, "name": "one"})
+        self.assertTrue(lines.seen[0]["op"] == "bootstrap_begin")
+
+        # 2. live changes, each statement its own transaction
+        t = SCHEMA + ".items"
+        for sql in ["INSERT INTO %s VALUES (2, 'two')" % t,
+                    "UPDATE %s SET name = 'TWO' WHERE id = 2" % t,
+                    "UPDATE %s SET id = 3 WHERE id = 2" % t,
+                    "DELETE FROM %s WHERE id = 1" % t,
+                    "INSERT INTO %s VALUES (100, 'end')" % t]:
+            psql(sql)
+        lines.until(lambda e: e["op"] == "insert" and e["key"] == {"id": 100}, "the last insert")
+        last_commit = lines.until(lambda e: e["op"] == "commit", "its commit")
+
+        changes = [(e["op"], e.get("key")) for e in lines.seen
+                   if e["op"] in ("insert", "update", "delete")]
+        self.assertEqual(changes, [("insert", {"id": 2}), ("update", {"id": 2}),
+                                   ("delete", {"id": 2}), ("insert", {"id": 3}),
+                                   ("delete", {"id": 1}), ("insert", {"id": 100})])
+        positions = [pos_value(e["pos"]) for e in lines.seen if e["pos"] is not None]
+        self.assertEqual(positions, sorted(set(positions)), "positions strictly increase")
+        for e in lines.seen:
+            if e["op"] == "begin":
+                self.assertEqual(pos_value(e["pos"])[1], 0, "a Begin sits at (commit_lsn, 0)")
+
+        # 3. the client acknowledged the last commit: the slot follows past it
+        commit_lsn = pos_value(last_commit["pos"])[0]
+        deadline = time.time() + TIMEOUT
+        while self.confirmed_flush() <= commit_lsn:
+            self.assertLess(time.time(), deadline, "confirmed_flush_lsn did not move")
+            time.sleep(0.1)
+        self.assertGreaterEqual(self.confirmed_flush(), lsn_value(last_commit["end_lsn"]))
+
+        # 4. a repair requested from SQL while the client is connected: one chunk inside the
+        #    high watermark's transaction, recorded as done once the client acknowledged it
+        live = int(psql("SELECT dblog.repair('%s')" % t))
+        lines.until(lambda e: e["op"] == "chunk_end" and e["request_id"] == live and e["last"],
+                    "the live repair's last chunk")
+        last_commit = lines.until(lambda e: e["op"] == "commit", "the high watermark's commit")
+        begin = [e for e in lines.seen if e["op"] == "chunk_begin"][0]
+        self.assertEqual((begin["request_id"], begin["is_range"]), (live, True))
+        self.assertEqual(sorted(e["row"]["id"] for e in lines.seen
+                                if e["op"] == "read" and pos_value(e["pos"]) > pos_value(begin["pos"])),
+                         [3, 100])
+        self.wait_done(live)
+
+        # 5. SIGTERM: a clean stop that reports the last acknowledged position
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=20), 0)
+        acked = [l for l in proc.stderr.read().splitlines() if l.startswith("acked ")]
+        self.assertTrue(acked, "the client reports what it acknowledged")
+        resume = acked[-1].split()[1]
+        self.assertGreaterEqual(pos_value(resume), pos_value(last_commit["pos"]))
+
+        # 6. a repair requested while the consumer is away, then a second connection that
+        #    resumes after what the first one acknowledged: nothing old is sent again, and the
+        #    pending request is picked up when the connection starts
+        request = int(psql("SELECT dblog.repair('%s')" % t))
+        for attempt in range(50):
+            proc = self.client(resume_after=resume)
+            lines = Lines(proc)
+            try:
+                lines.until(lambda e: e["op"] == "chunk_end" and e["request_id"] == request
+                            and e["last"], "the repair's last chunk")
+                break
+            except AssertionError:
+                # the walsender of the first connection may hold the slot for a moment
+                proc.wait(timeout=20)
+                if "in use by another process" not in proc.stderr.read() or attempt == 49:
+                    raise
+                time.sleep(0.2)
+        self.assertTrue(all(pos_value(e["pos"]) > pos_value(resume)
+                            for e in lines.seen if e["pos"] is not None))
+        begin = [e for e in lines.seen if e["op"] == "chunk_begin"][0]
+        self.assertEqual(begin["request_id"], request)
+        self.assertTrue(begin["is_range"])
+        self.assertEqual(sorted(e["row"]["id"] for e in lines.seen if e["op"] == "read"),
+                         [3, 100])
+        lines.until(lambda e: e["op"] == "commit", "the high watermark's commit")
+        self.wait_done(request)
+
+        # 7. /metrics knows the consumer
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
+                                    timeout=10) as r:
+            metrics = r.read().decode()
+        self.assertIn('dblog_consumer_connected{consumer="%s"} 1' % CONSUMER, metrics)
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=20), 0)
+
+    def refused_handshake(self):
+        proc = self.client(consumer="nobody")
+        _, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("UNKNOWN_CONSUMER", err)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
