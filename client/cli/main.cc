@@ -1,7 +1,7 @@
 // client/cli/main.cc: the `dblog` command: subcommand dispatch, exit codes, and turning
 // SIGINT/SIGTERM into a clean stop.
 // Owns: process-level concerns (argv, signals, exit status). Each subcommand's work lives in
-// its own file (tail.cc; apply is a placeholder until it is written).
+// its own file (tail.cc, apply.cc).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/cli/apply.h"
 #include "client/cli/tail.h"
 #include "client/client.h"
 
@@ -83,16 +84,24 @@ int RunTailCommand(const std::vector<std::string>& args) {
   return dblog::cli::RunTail(*options, interrupter, stdout, stderr);
 }
 
-int RunApplyCommand(const std::vector<std::string>&) {
-  std::fprintf(stderr, "dblog apply: not yet implemented\n");
-  return 2;
+int RunApplyCommand(const std::vector<std::string>& args) {
+  std::optional<dblog::cli::ApplyCommandOptions> options;
+  try {
+    options = dblog::cli::ParseApplyArgs(args, dblog::cli::ProcessEnvironment(), std::cout);
+  } catch (const dblog::cli::UsageError& e) {
+    std::fprintf(stderr, "dblog apply: %s\nTry 'dblog apply --help'.\n", e.what());
+    return 2;
+  }
+  if (!options) return 0;  // --help
+  auto interrupter = std::make_shared<dblog::client::Interrupter>();
+  SignalWatcher watcher(interrupter);
+  return dblog::cli::RunApply(*options, interrupter, stderr);
 }
 
-// Subcommands, in the order `dblog --help` lists them. New ones (apply) slot in here.
+// Subcommands, in the order `dblog --help` lists them.
 const Command kCommands[] = {
     {"tail", "print a consumer's change stream as NDJSON on stdout", RunTailCommand},
-    {"apply", "apply a consumer's change stream to a PostgreSQL database (not yet implemented)",
-     RunApplyCommand},
+    {"apply", "apply a consumer's change stream to a PostgreSQL database", RunApplyCommand},
 };
 
 void PrintUsage(std::FILE* to) {

@@ -54,6 +54,26 @@ po::options_description TailFlags() {
   return flags;
 }
 
+// Thrown when stdout cannot be written: nothing may be acknowledged after that.
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void WriteOut(std::FILE* out, const std::string& text) {
+  if (std::fwrite(text.data(), 1, text.size(), out) != text.size()) {
+    throw OutputError(std::string("writing to stdout failed: ") + std::strerror(errno));
+  }
+}
+
+void FlushOut(std::FILE* out) {
+  if (std::fflush(out) != 0 || std::ferror(out)) {
+    throw OutputError(std::string("writing to stdout failed: ") + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
 // Strict decimal: digits only, within [min, max].
 unsigned long long ParseNumber(const std::string& text, unsigned long long min,
                                unsigned long long max, const std::string& what) {
@@ -81,26 +101,6 @@ std::string ReadTokenFile(const std::string& path) {
   if (token.empty()) throw UsageError("--token-file " + path + " is empty");
   return token;
 }
-
-// Thrown when stdout cannot be written: nothing may be acknowledged after that.
-class OutputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-void WriteOut(std::FILE* out, const std::string& text) {
-  if (std::fwrite(text.data(), 1, text.size(), out) != text.size()) {
-    throw OutputError(std::string("writing to stdout failed: ") + std::strerror(errno));
-  }
-}
-
-void FlushOut(std::FILE* out) {
-  if (std::fflush(out) != 0 || std::ferror(out)) {
-    throw OutputError(std::string("writing to stdout failed: ") + std::strerror(errno));
-  }
-}
-
-}  // namespace
 
 Environment ProcessEnvironment() {
   return [](const std::string& name) -> std::optional<std::string> {

@@ -43,6 +43,13 @@ std::string TailHelp();
 std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
                                          const Environment& env, std::ostream& help_out);
 
+// Shared by the commands' flag parsing (apply.cc too):
+// a strict decimal (digits only) within [min, max], else UsageError naming `what`;
+unsigned long long ParseNumber(const std::string& text, unsigned long long min,
+                               unsigned long long max, const std::string& what);
+// the token in `path`, trailing whitespace removed; UsageError when unreadable or empty.
+std::string ReadTokenFile(const std::string& path);
+
 // True for names dblogd accepts: [a-z][a-z0-9_]{0,47}.
 bool IsValidConsumerName(const std::string& name);
 

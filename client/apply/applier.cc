@@ -1,0 +1,908 @@
+// client/apply/applier.cc: the stream -> target SQL mapping (see applier.h).
+#include "client/apply/applier.h"
+
+#include <cstdio>
+
+#include "client/position.h"
+#include "client/relation_cache.h"
+
+namespace dblog::apply {
+
+using dblog::v1::Change;
+using dblog::v1::Position;
+using dblog::v1::Relation;
+using dblog::v1::Row;
+using dblog::v1::StreamEvent;
+using dblog::v1::Value;
+
+namespace {
+
+constexpr char kProgressStatement[] = "dblog_apply_progress";
+constexpr char kRegisterStatement[] = "dblog_apply_register";
+constexpr char kBeginStatement[] = "dblog_apply_begin";
+constexpr char kCommitStatement[] = "dblog_apply_commit";
+constexpr std::uint64_t kMissingRowsLogged = 10;
+constexpr std::size_t kCopyBufferBytes = 4u << 20;
+
+bool HasUnchanged(const Row& row) {
+  for (const Value& v : row.values())
+    if (v.kind_case() == Value::kUnchanged) return true;
+  return false;
+}
+
+// Key types whose equality in PostgreSQL is equality of the text we send (so two rows of one
+// batch with different key text never collide in the target). Others (float, numeric, bpchar,
+// domains, anything sent as a literal) may be equal with different text: their upsert batches
+// keep only the last row per key inside PostgreSQL (DISTINCT ON).
+bool ByteEqualKeyType(std::uint32_t type_oid) {
+  switch (type_oid) {
+    case 16:    // bool
+    case 17:    // bytea
+    case 19:    // name
+    case 20:    // int8
+    case 21:    // int2
+    case 23:    // int4
+    case 25:    // text
+    case 26:    // oid
+    case 1043:  // varchar
+    case 1082:  // date
+    case 1114:  // timestamp
+    case 1184:  // timestamptz
+    case 2950:  // uuid
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::uint64_t ParseLsn(const std::string& text) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) throw std::runtime_error("bad LSN text '" + text + "'");
+  return std::stoull(text.substr(0, slash), nullptr, 16) << 32 |
+         std::stoull(text.substr(slash + 1), nullptr, 16);
+}
+
+std::string Placeholder(std::size_t index) { return "$" + std::to_string(index); }
+
+std::string ColumnAlias(std::size_t i) { return "c" + std::to_string(i); }
+
+}  // namespace
+
+Applier::Applier(PgConnection target, ApplierOptions options, Log log)
+    : target_(std::move(target)), options_(std::move(options)), log_(std::move(log)) {
+  if (!log_) log_ = [](const std::string&) {};
+  if (options_.batch_rows == 0) options_.batch_rows = 1;
+  if (options_.bootstrap_commit_rows == 0) options_.bootstrap_commit_rows = 1;
+}
+
+std::optional<Position> Applier::Start() {
+  // Input functions read ISO dates and postgres-style intervals whatever these say, but
+  // IntervalStyle sql_standard would read signs differently: pin the session's settings.
+  target_.Exec(
+      "SET DateStyle = ISO; SET IntervalStyle = postgres; SET TimeZone = 'UTC';"
+      " SET extra_float_digits = 3; SET client_encoding = 'UTF8'",
+      "setting up the target session");
+  // One applier per consumer and target. A killed applier's backend may still be finishing
+  // what it had been sent: wait for it a while.
+  const std::string lock_sql = "hashtext('dblog apply'), hashtext($1)";
+  PgResult lock =
+      target_.Query("SELECT pg_try_advisory_lock(" + lock_sql + ")", {options_.consumer},
+                    "taking the consumer's advisory lock on the target");
+  if (lock.get(0, 0) != "t") {
+    log_("another session holds consumer " + options_.consumer +
+         "'s advisory lock on the target (a previous applier still finishing?): waiting up to"
+         " 30 s");
+    try {
+      target_.Exec("SET lock_timeout = '30s'");
+      target_.Query("SELECT pg_advisory_lock(" + lock_sql + ")", {options_.consumer},
+                    "waiting for the consumer's advisory lock on the target");
+      target_.Exec("RESET lock_timeout");
+    } catch (const TargetError& e) {
+      throw TargetError("another dblog apply for consumer " + options_.consumer +
+                            " is connected to this target database (it holds the consumer's"
+                            " advisory lock): " +
+                            e.what(),
+                        e.sqlstate());
+    }
+  }
+  target_.Exec(
+      "BEGIN;"
+      " SELECT pg_advisory_xact_lock(hashtext('dblog apply setup'));"
+      " CREATE SCHEMA IF NOT EXISTS dblog_apply;"
+      " CREATE TABLE IF NOT EXISTS dblog_apply.progress ("
+      "   consumer text PRIMARY KEY, commit_lsn pg_lsn, seq bigint,"
+      "   updated_at timestamptz NOT NULL DEFAULT now());"
+      " CREATE TABLE IF NOT EXISTS dblog_apply.tables ("
+      "   consumer text, table_schema text, table_name text,"
+      "   added_at timestamptz NOT NULL DEFAULT now(),"
+      "   PRIMARY KEY (consumer, table_schema, table_name));"
+      " COMMIT",
+      "creating the dblog_apply schema in the target");
+  target_.Query("INSERT INTO dblog_apply.progress (consumer) VALUES ($1) ON CONFLICT DO NOTHING",
+                {options_.consumer}, "creating the consumer's progress row");
+  PgResult stored =
+      target_.Query("SELECT commit_lsn::text, seq FROM dblog_apply.progress WHERE consumer = $1",
+                    {options_.consumer}, "reading the stored position");
+  std::optional<Position> position;
+  if (stored.rows() == 1 && !stored.is_null(0, 0)) {
+    position = client::MakePosition(ParseLsn(stored.get(0, 0)),
+                                    static_cast<std::uint32_t>(std::stoull(stored.get(0, 1))));
+  }
+  PgResult tables =
+      target_.Query("SELECT table_schema, table_name FROM dblog_apply.tables WHERE consumer = $1",
+                    {options_.consumer}, "reading the consumer's tables");
+  for (int i = 0; i < tables.rows(); ++i) registered_.insert({tables.get(i, 0), tables.get(i, 1)});
+
+  target_.StartPipeline();
+  target_.SendPrepare(kProgressStatement,
+                      "UPDATE dblog_apply.progress SET commit_lsn = $2::pg_lsn, seq = $3::bigint,"
+                      " updated_at = now() WHERE consumer = $1",
+                      3, "preparing the progress update");
+  target_.SendPrepare(kRegisterStatement,
+                      "INSERT INTO dblog_apply.tables (consumer, table_schema, table_name)"
+                      " VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                      3, "preparing the table registration");
+  // Prepared too: a stream of one-row transactions runs them as often as anything else.
+  target_.SendPrepare(kBeginStatement, "BEGIN", 0, "preparing BEGIN");
+  target_.SendPrepare(kCommitStatement, "COMMIT", 0, "preparing COMMIT");
+  had_position_ = position.has_value();
+  durable_ = position;
+  last_position_ = position;
+  return position;
+}
+
+// ---- events -----------------------------------------------------------------------------
+
+void Applier::Apply(const StreamEvent& event) {
+  if (const auto position = client::PositionOf(event)) {
+    if (last_position_ && client::ComparePositions(*position, *last_position_) <= 0)
+      throw StreamError("an event at " + client::FormatPosition(*position) +
+                        " is not after the last applied position " +
+                        client::FormatPosition(*last_position_));
+    last_position_ = *position;
+  }
+  switch (event.event_case()) {
+    case StreamEvent::kRelation:
+      return OnRelation(event.relation());
+    case StreamEvent::kBegin:
+      return OnBegin(event.begin());
+    case StreamEvent::kChange:
+      return OnChange(event.change());
+    case StreamEvent::kTruncate:
+      return OnTruncate(event.truncate());
+    case StreamEvent::kMessage:
+      // Messages carry nothing to apply. A non-transactional one sits between transactions:
+      // acknowledging it is fine once everything before it is durable.
+      if (!source_txn_open_ && !bootstrap_open_) {
+        if (const auto position = client::PositionOf(event)) OnPositionOnly(*position);
+      }
+      return;
+    case StreamEvent::kCommit:
+      return OnCommit(event.commit());
+    case StreamEvent::kBootstrapBegin:
+      return OnBootstrapBegin(event.bootstrap_begin());
+    case StreamEvent::kBootstrapEnd:
+      return OnBootstrapEnd(event.bootstrap_end());
+    case StreamEvent::kChunkBegin:
+      return OnChunkBegin(event.chunk_begin());
+    case StreamEvent::kChunkEnd:
+      return OnChunkEnd(event.chunk_end());
+    case StreamEvent::EVENT_NOT_SET:
+      break;
+  }
+  throw StreamError("an event of a kind this applier does not know");
+}
+
+void Applier::OnHeartbeat(const dblog::v1::Heartbeat& heartbeat) {
+  if (in_source_transaction() || !heartbeat.has_position()) return;
+  const Position& position = heartbeat.position();
+  if (position.commit_lsn() == 0 && position.seq() == 0) return;
+  if (last_position_ && client::ComparePositions(position, *last_position_) < 0) return;
+  last_position_ = position;
+  OnPositionOnly(position);
+}
+
+void Applier::OnRelation(const Relation& relation) {
+  std::string bytes = relation.SerializeAsString();
+  auto it = tables_.find(relation.oid());
+  if (it != tables_.end() && it->second.relation_bytes == bytes) return;
+  // Statements of the old definition go out first.
+  if (batch_.oid == relation.oid()) FlushBatch();
+  if (chunk_.open && chunk_.begin.relation_oid() == relation.oid())
+    throw StreamError("the Relation of " + relation.schema() + "." + relation.name() +
+                      " changed inside one of its repair chunks");
+  Table& table = tables_[relation.oid()];
+  table.relation = relation;
+  table.relation_bytes = std::move(bytes);
+  table.target = options_.schema_map.Map(relation);
+  table.quoted = table.target.Quoted();
+  table.prepared = false;  // checked again (and its statements prepared) at its next use
+}
+
+void Applier::OnBegin(const dblog::v1::Begin& begin) {
+  if (source_txn_open_ || bootstrap_open_)
+    throw StreamError("Begin of " + client::FormatLsn(begin.commit_lsn()) +
+                      " while a transaction or the bootstrap is open");
+  source_txn_open_ = true;
+}
+
+void Applier::OnCommit(const dblog::v1::Commit& commit) {
+  if (!source_txn_open_)
+    throw StreamError("Commit of " + client::FormatLsn(commit.commit_lsn()) +
+                      " outside a transaction");
+  if (chunk_.open) throw StreamError("Commit inside a repair chunk");
+  const Position position = client::MakePosition(commit.commit_lsn(), commit.seq());
+  source_txn_open_ = false;
+  if (target_txn_open_) {
+    CommitTarget(position);
+  } else {
+    OnPositionOnly(position);
+  }
+}
+
+void Applier::OnChange(const Change& change) {
+  if (!source_txn_open_ && !bootstrap_open_)
+    throw StreamError("a Change at " + client::FormatLsn(change.commit_lsn()) + ":" +
+                      std::to_string(change.seq()) + " outside a transaction");
+  Table& table = TableFor(change.relation_oid(), "a Change");
+  BeginTarget();
+  Register(table);
+  switch (change.kind()) {
+    case Change::READ: {
+      if (HasUnchanged(change.new_row()))
+        throw StreamError("a copied row of " + table.target.Display() +
+                          " with an unchanged-TOAST marker");
+      if (chunk_.open) {
+        if (chunk_.begin.relation_oid() != change.relation_oid())
+          throw StreamError("a copied row of another table inside a repair chunk of " +
+                            table.target.Display());
+        const Row key = KeyOf(table, change.new_row());
+        for (int i = 0; i < key.values_size(); ++i)
+          chunk_.keys[static_cast<std::size_t>(i)].Add(ValueText(key.values(i)));
+      }
+      if (bootstrap_open_ && table.bootstrap_fill == Table::Fill::kUnknown) {
+        FlushBatch();  // a TRUNCATE of the restart comes first
+        PgResult empty =
+            target_.QueryNow("SELECT NOT EXISTS (SELECT FROM " + table.quoted + ")", {},
+                             "looking into target table " + table.target.Display());
+        table.bootstrap_fill = empty.get(0, 0) == "t" ? Table::Fill::kCopy : Table::Fill::kUpsert;
+        if (table.bootstrap_fill == Table::Fill::kUpsert)
+          log_("note: target table " + table.target.Display() +
+               " has rows this consumer did not write: the bootstrap upserts into it, and rows"
+               " the source lacks stay (empty the table first, or repair it)");
+      }
+      if (bootstrap_open_ && table.bootstrap_fill == Table::Fill::kCopy) {
+        AddToCopy(table, change.new_row());
+      } else {
+        Upsert(table, change.new_row());
+      }
+      if (bootstrap_open_) {
+        ++bootstrap_rows_;
+        if (++bootstrap_rows_in_txn_ >= options_.bootstrap_commit_rows)
+          CommitTarget(client::MakePosition(change.commit_lsn(), change.seq()));
+      }
+      return;
+    }
+    case Change::INSERT:
+      if (HasUnchanged(change.new_row())) {
+        UpdateKeepingUnchanged(table, change.new_row());
+      } else {
+        Upsert(table, change.new_row());
+      }
+      return;
+    case Change::UPDATE: {
+      const Row new_key = KeyOf(table, change.new_row());
+      const bool same_key = !change.has_old_key() ||
+                            change.old_key().SerializeAsString() == new_key.SerializeAsString();
+      if (HasUnchanged(change.new_row())) {
+        if (same_key) {
+          UpdateKeepingUnchanged(table, change.new_row());
+        } else {
+          MoveKeepingUnchanged(table, change.old_key(), change.new_row());
+        }
+        return;
+      }
+      if (!same_key) Delete(table, change.old_key());
+      Upsert(table, change.new_row());
+      return;
+    }
+    case Change::DELETE:
+      Delete(table, change.old_key());
+      return;
+    default:
+      break;
+  }
+  throw StreamError("a Change of unknown kind " + std::to_string(change.kind()) + " for " +
+                    table.target.Display());
+}
+
+void Applier::OnTruncate(const dblog::v1::Truncate& truncate) {
+  if (!source_txn_open_) throw StreamError("a Truncate outside a transaction");
+  std::string names;
+  std::vector<Table*> truncated;
+  for (const std::uint32_t oid : truncate.relation_oids()) {
+    Table& table = TableFor(oid, "a Truncate");
+    names += (names.empty() ? "" : ", ") + table.quoted;
+    truncated.push_back(&table);
+  }
+  if (truncated.empty()) return;
+  FlushBatch();
+  BeginTarget();
+  for (Table* table : truncated) Register(*table);
+  Send("TRUNCATE TABLE " + names, {}, "truncating " + names);
+  stats_.truncates += truncated.size();
+}
+
+void Applier::OnBootstrapBegin(const dblog::v1::BootstrapBegin& begin) {
+  if (source_txn_open_ || bootstrap_open_)
+    throw StreamError("BootstrapBegin while a transaction or another bootstrap is open");
+  bootstrap_open_ = true;
+  bootstrap_rows_ = 0;
+  bootstrap_rows_in_txn_ = 0;
+  bootstrap_started_ = std::chrono::steady_clock::now();
+  for (auto& [oid, table] : tables_) table.bootstrap_fill = Table::Fill::kUnknown;
+  std::uint64_t estimated = 0;
+  for (const auto& t : begin.tables()) estimated += t.rows_estimated();
+  log_("bootstrap started at consistent point " + client::FormatLsn(begin.consistent_point()) +
+       ": " + std::to_string(begin.tables_size()) + " tables, about " + std::to_string(estimated) +
+       " rows" + (begin.restarted() ? " (restarted)" : ""));
+  if (begin.restarted() || had_position_ || !registered_.empty())
+    ClearForBootstrap(begin.restarted());
+}
+
+void Applier::ClearForBootstrap(bool restarted) {
+  // The bootstrap is a complete image: whatever an earlier attempt (or an earlier life of this
+  // consumer) left in the target must go, in the same transaction as the first copied rows.
+  BeginTarget();
+  std::vector<std::pair<std::string, std::string>> existing;
+  for (const auto& [schema, name] : registered_) {
+    PgResult r = target_.Query("SELECT to_regclass($1) IS NOT NULL", {QualifiedName(schema, name)},
+                               "looking up target table " + schema + "." + name);
+    if (r.get(0, 0) == "t") existing.push_back({schema, name});
+  }
+  std::string names;
+  for (const auto& [schema, name] : existing)
+    names += (names.empty() ? "" : ", ") + QualifiedName(schema, name);
+  if (!names.empty())
+    Send("TRUNCATE TABLE " + names, {}, "clearing " + names + " for a new bootstrap");
+  Send(
+      "UPDATE dblog_apply.progress SET commit_lsn = NULL, seq = NULL, updated_at = now()"
+      " WHERE consumer = $1",
+      {options_.consumer}, "clearing the stored position for a new bootstrap");
+  std::string display;
+  for (const auto& [schema, name] : existing)
+    display += (display.empty() ? "" : ", ") + schema + "." + name;
+  log_(std::string(restarted ? "an earlier bootstrap did not finish"
+                             : "this consumer applied here before") +
+       ": clearing " + std::to_string(existing.size()) + " target tables" +
+       (display.empty() ? "" : " (" + display + ")") + " and the stored position");
+}
+
+void Applier::OnBootstrapEnd(const dblog::v1::BootstrapEnd& end) {
+  if (!bootstrap_open_) throw StreamError("BootstrapEnd without a bootstrap");
+  BeginTarget();
+  CommitTarget(client::MakePosition(end.commit_lsn(), end.seq()));
+  bootstrap_open_ = false;
+  std::uint64_t copied = 0;
+  for (const auto& t : end.tables()) copied += t.rows_copied();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - bootstrap_started_).count();
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.1f s, %.0f rows/s", seconds,
+                seconds > 0 ? static_cast<double>(bootstrap_rows_) / seconds : 0.0);
+  log_("bootstrap received: " + std::to_string(bootstrap_rows_) + " rows applied (" + rate +
+       "), dblogd copied " + std::to_string(copied) + " rows");
+}
+
+void Applier::OnChunkBegin(const dblog::v1::ChunkBegin& begin) {
+  if (!source_txn_open_) throw StreamError("ChunkBegin outside a transaction");
+  if (chunk_.open) throw StreamError("ChunkBegin inside another chunk");
+  Table& table = TableFor(begin.relation_oid(), "a ChunkBegin");
+  chunk_ = Chunk{};
+  chunk_.open = true;
+  chunk_.begin = begin;
+  chunk_.keys.resize(static_cast<std::size_t>(table.relation.key_columns_size()));
+}
+
+void Applier::OnChunkEnd(const dblog::v1::ChunkEnd& end) {
+  if (!chunk_.open) throw StreamError("ChunkEnd without ChunkBegin");
+  if (end.relation_oid() != chunk_.begin.relation_oid() ||
+      end.request_id() != chunk_.begin.request_id())
+    throw StreamError("ChunkEnd of another chunk (request " + std::to_string(end.request_id()) +
+                      ")");
+  if (chunk_.begin.is_range()) {
+    Table& table = TableFor(end.relation_oid(), "a ChunkEnd");
+    BeginTarget();
+    Register(table);
+    FlushBatch();
+    RangeDelete(table, end);
+  }
+  chunk_ = Chunk{};
+}
+
+void Applier::OnPositionOnly(const Position& position) {
+  target_.SendMarker([this, position] { MarkDurable(position); });
+  AckableSent();
+}
+
+// ---- tables ------------------------------------------------------------------------------
+
+Applier::Table& Applier::TableFor(std::uint32_t oid, const char* what) {
+  auto it = tables_.find(oid);
+  if (it == tables_.end())
+    throw StreamError(std::string(what) + " for relation oid " + std::to_string(oid) +
+                      " that no Relation described");
+  if (!it->second.prepared) PrepareTable(it->second);
+  return it->second;
+}
+
+void Applier::PrepareTable(Table& table) {
+  FlushBatch();
+  PrepareTargetTable(target_, table.relation, table.target, options_.create_tables, log_);
+  const Relation& rel = table.relation;
+  table.byte_equal_keys = true;
+  for (const std::uint32_t k : rel.key_columns())
+    if (!ByteEqualKeyType(rel.columns(static_cast<int>(k)).type_oid()))
+      table.byte_equal_keys = false;
+
+  if (table.generation > 0) {
+    for (const auto& name :
+         {table.upsert_name, table.upsert_name + "_1", table.delete_name, table.delete_name + "_1"})
+      Send("DEALLOCATE " + name, {}, "dropping an old statement");
+  }
+  ++table.generation;
+  const std::string suffix = std::to_string(rel.oid()) + "_" + std::to_string(table.generation);
+  table.upsert_name = "dblog_apply_u" + suffix;
+  table.delete_name = "dblog_apply_d" + suffix;
+
+  const std::size_t n = static_cast<std::size_t>(rel.columns_size());
+  std::string columns, casts, arrays, aliases, set, keys;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& c = rel.columns(static_cast<int>(i));
+    const std::string sep = i ? ", " : "";
+    columns += sep + QuoteIdent(c.name());
+    casts += sep + "u." + ColumnAlias(i) + "::" + c.type_name() + " AS " + ColumnAlias(i);
+    arrays += sep + Placeholder(i + 1) + "::text[]";
+    aliases += sep + ColumnAlias(i);
+  }
+  std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
+    const std::string name = QuoteIdent(rel.columns(static_cast<int>(i)).name());
+    set += (set.empty() ? "" : ", ") + name + " = EXCLUDED." + name;
+  }
+  std::string distinct_keys;
+  for (int k = 0; k < rel.key_columns_size(); ++k) {
+    const auto pos = rel.key_columns(k);
+    keys += (k ? ", " : "") + QuoteIdent(rel.columns(static_cast<int>(pos)).name());
+    distinct_keys += (k ? ", " : "") + std::string("s.") + ColumnAlias(pos);
+  }
+  std::string source = "SELECT " + casts + " FROM unnest(" + arrays + ") AS u(" + aliases + ")";
+  if (!table.byte_equal_keys) {
+    // The last row per key wins, by PostgreSQL's own equality.
+    std::string outer;
+    for (std::size_t i = 0; i < n; ++i)
+      outer += (i ? ", " : "") + std::string("s.") + ColumnAlias(i);
+    source = "SELECT DISTINCT ON (" + distinct_keys + ") " + outer + " FROM (SELECT " + casts +
+             ", u.ord FROM unnest(" + arrays + ") WITH ORDINALITY AS u(" + aliases +
+             ", ord)) AS s ORDER BY " + distinct_keys + ", s.ord DESC";
+  }
+  const std::string upsert = "INSERT INTO " + table.quoted + " (" + columns +
+                             ") OVERRIDING SYSTEM VALUE " + source + " ON CONFLICT (" + keys +
+                             ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
+  target_.SendPrepare(table.upsert_name, upsert, static_cast<int>(n),
+                      "preparing the upsert into " + table.target.Display());
+  table.copy_sql = "COPY " + table.quoted + " (" + columns + ") FROM STDIN";
+  // One row (the common case of small transactions): plain parameters, no arrays.
+  std::string values;
+  for (std::size_t i = 0; i < n; ++i)
+    values +=
+        (i ? ", " : "") + Placeholder(i + 1) + "::" + rel.columns(static_cast<int>(i)).type_name();
+  const std::string upsert_one = "INSERT INTO " + table.quoted + " (" + columns +
+                                 ") OVERRIDING SYSTEM VALUE VALUES (" + values + ") ON CONFLICT (" +
+                                 keys + ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
+  target_.SendPrepare(table.upsert_name + "_1", upsert_one, static_cast<int>(n),
+                      "preparing the upsert into " + table.target.Display());
+
+  std::string key_arrays, key_aliases, match;
+  for (int k = 0; k < rel.key_columns_size(); ++k) {
+    const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
+    const std::string sep = k ? ", " : "";
+    key_arrays += sep + Placeholder(static_cast<std::size_t>(k) + 1) + "::text[]";
+    key_aliases += sep + ColumnAlias(static_cast<std::size_t>(k));
+    match += (k ? " AND " : "") + std::string("t.") + QuoteIdent(c.name()) + " = u." +
+             ColumnAlias(static_cast<std::size_t>(k)) + "::" + c.type_name();
+  }
+  const std::string del = "DELETE FROM " + table.quoted + " AS t USING unnest(" + key_arrays +
+                          ") AS u(" + key_aliases + ") WHERE " + match;
+  target_.SendPrepare(table.delete_name, del, rel.key_columns_size(),
+                      "preparing the delete from " + table.target.Display());
+  std::string match_one;
+  for (int k = 0; k < rel.key_columns_size(); ++k) {
+    const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
+    match_one += (k ? " AND " : "") + QuoteIdent(c.name()) + " = " +
+                 Placeholder(static_cast<std::size_t>(k) + 1) + "::" + c.type_name();
+  }
+  target_.SendPrepare(table.delete_name + "_1",
+                      "DELETE FROM " + table.quoted + " WHERE " + match_one, rel.key_columns_size(),
+                      "preparing the delete from " + table.target.Display());
+  table.registered = registered_.count({table.target.schema, table.target.name}) > 0;
+  table.prepared = true;
+}
+
+void Applier::Register(Table& table) {
+  if (table.registered) return;
+  // In the transaction that first writes the table: a bootstrap restart clears every table
+  // this consumer ever wrote, and no other.
+  target_.SendPrepared(kRegisterStatement,
+                       {options_.consumer, table.target.schema, table.target.name},
+                       "registering " + table.target.Display() + " in dblog_apply.tables");
+  registered_.insert({table.target.schema, table.target.name});
+  table.registered = true;
+}
+
+// ---- transactions ------------------------------------------------------------------------
+
+void Applier::BeginTarget() {
+  if (target_txn_open_) return;
+  target_.SendPrepared(kBeginStatement, {}, "starting a target transaction");
+  ++stats_.statements;
+  target_txn_open_ = true;
+  bootstrap_rows_in_txn_ = 0;
+}
+
+void Applier::CommitTarget(const Position& position) {
+  FlushBatch();
+  const std::string consumer = options_.consumer;
+  target_.SendPrepared(
+      kProgressStatement,
+      {consumer, client::FormatLsn(position.commit_lsn()), std::to_string(position.seq())},
+      "storing the position " + client::FormatPosition(position), [consumer](const PgResult& r) {
+        if (r.affected() != 1)
+          throw TargetError("the progress row of consumer " + consumer +
+                                " in dblog_apply.progress is gone: refusing to apply without"
+                                " recording positions",
+                            "");
+      });
+  target_.SendPrepared(kCommitStatement, {},
+                       "committing the transaction of " + client::FormatPosition(position));
+  ++stats_.statements;
+  target_.SendSync([this, position] {
+    ++stats_.transactions;
+    MarkDurable(position);
+  });
+  target_txn_open_ = false;
+  bootstrap_rows_in_txn_ = 0;
+  AckableSent();
+}
+
+void Applier::MarkDurable(const Position& position) {
+  if (!durable_ || client::ComparePositions(position, *durable_) > 0) durable_ = position;
+}
+
+void Applier::AckableSent() { ackable_sent_ = target_.queued_total(); }
+
+void Applier::Poll() { target_.Poll(); }
+
+void Applier::WaitForCommits() { target_.DrainThrough(ackable_sent_); }
+
+void Applier::Stop() {
+  batch_ = Batch{};
+  copy_ = CopyBuffer{};
+  chunk_ = Chunk{};
+  if (target_txn_open_) {
+    Send("ROLLBACK", {}, "rolling back the open target transaction");
+    target_txn_open_ = false;
+    target_.SendSync();
+  }
+  target_.Drain();
+}
+
+// ---- rows --------------------------------------------------------------------------------
+
+Row Applier::KeyOf(const Table& table, const Row& row) const {
+  auto key = client::KeyOfRow(table.relation, row);
+  if (!key)
+    throw StreamError("a row of " + table.target.Display() + " with " +
+                      std::to_string(row.values_size()) + " values lacks its key columns");
+  return std::move(*key);
+}
+
+void Applier::Upsert(Table& table, const Row& row) {
+  if (row.values_size() != table.relation.columns_size())
+    throw StreamError("a row of " + table.target.Display() + " with " +
+                      std::to_string(row.values_size()) + " values for " +
+                      std::to_string(table.relation.columns_size()) + " columns");
+  std::vector<std::optional<std::string>> values;
+  values.reserve(static_cast<std::size_t>(row.values_size()));
+  for (const Value& v : row.values()) values.push_back(ValueText(v));
+  AddToBatch(table, BatchKind::kUpsert, std::move(values));
+}
+
+void Applier::Delete(Table& table, const Row& key) {
+  if (key.values_size() != table.relation.key_columns_size())
+    throw StreamError("a key of " + table.target.Display() + " with " +
+                      std::to_string(key.values_size()) + " values for " +
+                      std::to_string(table.relation.key_columns_size()) + " key columns");
+  std::vector<std::optional<std::string>> values;
+  for (const Value& v : key.values()) {
+    if (v.kind_case() == Value::kUnchanged)
+      throw StreamError("a key of " + table.target.Display() + " with an unchanged-TOAST marker");
+    values.push_back(ValueText(v));
+  }
+  AddToBatch(table, BatchKind::kDelete, std::move(values));
+}
+
+void Applier::AddToBatch(Table& table, BatchKind kind,
+                         std::vector<std::optional<std::string>> values) {
+  const std::uint32_t oid = table.relation.oid();
+  if (!copy_.data.empty()) FlushCopy();
+  if (batch_.kind != kind || batch_.oid != oid) {
+    SendBatch();
+    batch_.kind = kind;
+    batch_.oid = oid;
+  }
+  std::size_t bytes = 0;
+  for (const auto& v : values) bytes += v ? v->size() + 3 : 5;
+  if (kind == BatchKind::kUpsert) {
+    // A key seen earlier in this batch: its new full row replaces the old one (one INSERT ..
+    // ON CONFLICT may not touch a row twice). Keys are compared by their text here; key types
+    // whose equality is not textual are deduplicated by PostgreSQL (see PrepareTable).
+    std::string key;
+    for (const std::uint32_t k : table.relation.key_columns()) {
+      const auto& v = values[k];
+      key += v ? std::to_string(v->size()) + ":" + *v : std::string("N");
+      key.push_back(',');
+    }
+    const auto [it, inserted] = batch_.index.emplace(std::move(key), batch_.rows.size());
+    if (!inserted) {
+      batch_.rows[it->second] = std::move(values);
+      batch_.bytes += bytes;
+      return;
+    }
+  }
+  batch_.rows.push_back(std::move(values));
+  batch_.bytes += bytes;
+  if (batch_.rows.size() >= options_.batch_rows || batch_.bytes >= options_.batch_bytes)
+    SendBatch();
+}
+
+void Applier::AddToCopy(Table& table, const Row& row) {
+  if (row.values_size() != table.relation.columns_size())
+    throw StreamError("a row of " + table.target.Display() + " with " +
+                      std::to_string(row.values_size()) + " values for " +
+                      std::to_string(table.relation.columns_size()) + " columns");
+  SendBatch();
+  if (copy_.oid != table.relation.oid()) {
+    FlushCopy();
+    copy_.oid = table.relation.oid();
+  }
+  for (int i = 0; i < row.values_size(); ++i) {
+    if (i) copy_.data.push_back('\t');
+    AppendCopyField(copy_.data, ValueText(row.values(i)));
+  }
+  copy_.data.push_back('\n');
+  ++copy_.rows;
+  if (copy_.data.size() >= kCopyBufferBytes) FlushCopy();
+}
+
+void Applier::FlushCopy() {
+  if (copy_.data.empty()) return;
+  Table& table = tables_.at(copy_.oid);
+  const std::uint64_t copied = target_.CopyIn(
+      table.copy_sql, copy_.data,
+      "copying " + std::to_string(copy_.rows) + " rows into " + table.target.Display());
+  stats_.rows_written += copied;
+  ++stats_.statements;
+  copy_.data.clear();
+  copy_.rows = 0;
+}
+
+void Applier::FlushBatch() {
+  FlushCopy();
+  SendBatch();
+}
+
+void Applier::SendBatch() {
+  if (batch_.kind == BatchKind::kNone || batch_.rows.empty()) {
+    batch_ = Batch{};
+    return;
+  }
+  Table& table = tables_.at(batch_.oid);
+  const std::size_t count = batch_.rows.size();
+  Params params;
+  std::string suffix;
+  if (count == 1) {
+    params = std::move(batch_.rows.front());
+    suffix = "_1";
+  } else {
+    const std::size_t width = batch_.rows.front().size();
+    std::vector<TextArray> arrays(width);
+    for (const auto& row : batch_.rows)
+      for (std::size_t c = 0; c < width; ++c) arrays[c].Add(row[c]);
+    params.reserve(width);
+    for (auto& a : arrays) params.emplace_back(a.Take());
+  }
+  if (batch_.kind == BatchKind::kUpsert) {
+    target_.SendPrepared(
+        table.upsert_name + suffix, params,
+        "upserting " + std::to_string(count) + " rows into " + table.target.Display());
+    stats_.rows_written += count;
+  } else {
+    target_.SendPrepared(
+        table.delete_name + suffix, params,
+        "deleting " + std::to_string(count) + " keys from " + table.target.Display(),
+        [this](const PgResult& r) { stats_.rows_deleted += r.affected(); });
+  }
+  ++stats_.statements;
+  batch_ = Batch{};
+}
+
+void Applier::Send(const std::string& sql, const Params& params, const std::string& what,
+                   PgConnection::Check check) {
+  target_.SendQuery(sql, params, what, std::move(check));
+  ++stats_.statements;
+}
+
+void Applier::UpdateKeepingUnchanged(Table& table, const Row& row) {
+  FlushBatch();
+  const Relation& rel = table.relation;
+  if (row.values_size() != rel.columns_size())
+    throw StreamError("a row of " + table.target.Display() + " with " +
+                      std::to_string(row.values_size()) + " values for " +
+                      std::to_string(rel.columns_size()) + " columns");
+  std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
+  Params params;
+  std::string set;
+  for (int i = 0; i < rel.columns_size(); ++i) {
+    if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
+    const Value& v = row.values(i);
+    if (v.kind_case() == Value::kUnchanged) continue;  // the target keeps its value
+    params.push_back(ValueText(v));
+    set += (set.empty() ? "" : ", ") + QuoteIdent(rel.columns(i).name()) + " = " +
+           Placeholder(params.size()) + "::" + rel.columns(i).type_name();
+  }
+  if (set.empty()) return;  // only unchanged values besides the key: nothing to write
+  std::string where;
+  for (int k = 0; k < rel.key_columns_size(); ++k) {
+    const int pos = static_cast<int>(rel.key_columns(k));
+    const Value& v = row.values(pos);
+    if (v.kind_case() == Value::kUnchanged)
+      throw StreamError("an update of " + table.target.Display() +
+                        " whose key value is an unchanged-TOAST marker and no old key");
+    params.push_back(ValueText(v));
+    where += (k ? " AND " : "") + QuoteIdent(rel.columns(pos).name()) + " = " +
+             Placeholder(params.size()) + "::" + rel.columns(pos).type_name();
+  }
+  const std::string display = table.target.Display();
+  Send("UPDATE " + table.quoted + " SET " + set + " WHERE " + where, params,
+       "updating a row of " + display + " (keeping its unchanged TOAST values)",
+       [this, display](const PgResult& r) {
+         ++stats_.rows_written;
+         if (r.affected() == 0 && ++stats_.missing_rows <= kMissingRowsLogged)
+           log_("warning: an update of " + display +
+                " keeps unchanged TOAST values of a row the target does not have: skipped"
+                " (a repair of the table restores it)");
+       });
+}
+
+void Applier::MoveKeepingUnchanged(Table& table, const Row& old_key, const Row& row) {
+  FlushBatch();
+  const Relation& rel = table.relation;
+  if (row.values_size() != rel.columns_size() || old_key.values_size() != rel.key_columns_size())
+    throw StreamError("a key-changing update of " + table.target.Display() +
+                      " with a malformed row or old key");
+  Params params;
+  std::string where;
+  for (int k = 0; k < rel.key_columns_size(); ++k) {
+    const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
+    params.push_back(ValueText(old_key.values(k)));
+    where += (k ? " AND " : "") + std::string("t.") + QuoteIdent(c.name()) + " = " +
+             Placeholder(params.size()) + "::" + c.type_name();
+  }
+  std::string columns, select, set, keys;
+  std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
+  for (int i = 0; i < rel.columns_size(); ++i) {
+    const auto& c = rel.columns(i);
+    const std::string sep = i ? ", " : "";
+    columns += sep + QuoteIdent(c.name());
+    const Value& v = row.values(i);
+    if (v.kind_case() == Value::kUnchanged) {
+      select += sep + "old." + QuoteIdent(c.name());  // the moved row keeps it
+    } else {
+      params.push_back(ValueText(v));
+      select += sep + Placeholder(params.size()) + "::" + c.type_name();
+    }
+    if (!key_positions.count(static_cast<std::uint32_t>(i)))
+      set +=
+          (set.empty() ? "" : ", ") + QuoteIdent(c.name()) + " = EXCLUDED." + QuoteIdent(c.name());
+  }
+  for (int k = 0; k < rel.key_columns_size(); ++k)
+    keys += (k ? ", " : "") + QuoteIdent(rel.columns(static_cast<int>(rel.key_columns(k))).name());
+  const std::string sql = "WITH old AS (DELETE FROM " + table.quoted + " AS t WHERE " + where +
+                          " RETURNING t.*) INSERT INTO " + table.quoted + " (" + columns +
+                          ") OVERRIDING SYSTEM VALUE SELECT " + select + " FROM old ON CONFLICT (" +
+                          keys + ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
+  const std::string display = table.target.Display();
+  Send(sql, params,
+       "moving a row of " + display + " to its new key (keeping its unchanged TOAST values)",
+       [this, display](const PgResult& r) {
+         ++stats_.rows_written;
+         if (r.affected() == 0 && ++stats_.missing_rows <= kMissingRowsLogged)
+           log_("warning: a key change of " + display +
+                " keeps unchanged TOAST values of a row the target does not have: skipped"
+                " (a repair of the table restores it)");
+       });
+}
+
+void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
+  const Relation& rel = table.relation;
+  const auto& begin = chunk_.begin;
+  const int width = rel.key_columns_size();
+  const auto key_column = [&](int k) -> const dblog::v1::Column& {
+    return rel.columns(static_cast<int>(rel.key_columns(k)));
+  };
+  Params params;
+  std::vector<std::string> conditions;
+  // A bound may name a prefix of the key: it compares that prefix, in key order.
+  const auto bound = [&](const Row& key, const char* op) {
+    if (key.values_size() == 0) return;  // unbounded
+    if (key.values_size() > width)
+      throw StreamError("a repair chunk bound of " + table.target.Display() + " with " +
+                        std::to_string(key.values_size()) + " values for " + std::to_string(width) +
+                        " key columns");
+    std::string lhs, rhs;
+    for (int k = 0; k < key.values_size(); ++k) {
+      const auto& c = key_column(k);
+      const auto text = ValueText(key.values(k));
+      if (!text)
+        throw StreamError("a repair chunk bound of " + table.target.Display() + " with a NULL");
+      params.push_back(text);
+      lhs += (k ? ", " : "") + std::string("t.") + QuoteIdent(c.name());
+      rhs += (k ? ", " : "") + Placeholder(params.size()) + "::" + c.type_name();
+    }
+    if (key.values_size() > 1) {
+      lhs = "ROW(" + lhs + ")";
+      rhs = "ROW(" + rhs + ")";
+    }
+    conditions.push_back(lhs + " " + op + " " + rhs);
+  };
+  if (begin.has_from_key()) bound(begin.from_key(), begin.from_inclusive() ? ">=" : ">");
+  if (begin.has_to_key()) bound(begin.to_key(), begin.to_inclusive() ? "<=" : "<");
+
+  for (const Row& kept : end.kept_keys()) {
+    if (kept.values_size() != width)
+      throw StreamError("a kept key of " + table.target.Display() + " with " +
+                        std::to_string(kept.values_size()) + " values for " +
+                        std::to_string(width) + " key columns");
+    for (int k = 0; k < width; ++k)
+      chunk_.keys[static_cast<std::size_t>(k)].Add(ValueText(kept.values(k)));
+  }
+  std::string arrays, aliases, match;
+  for (int k = 0; k < width; ++k) {
+    params.emplace_back(chunk_.keys[static_cast<std::size_t>(k)].Take());
+    const std::string sep = k ? ", " : "";
+    arrays += sep + Placeholder(params.size()) + "::text[]";
+    aliases += sep + ColumnAlias(static_cast<std::size_t>(k));
+    match += (k ? " AND " : "") + std::string("t.") + QuoteIdent(key_column(k).name()) + " = u." +
+             ColumnAlias(static_cast<std::size_t>(k)) + "::" + key_column(k).type_name();
+  }
+  conditions.push_back("NOT EXISTS (SELECT 1 FROM unnest(" + arrays + ") AS u(" + aliases +
+                       ") WHERE " + match + ")");
+  std::string where;
+  for (const auto& c : conditions) where += (where.empty() ? "" : " AND ") + c;
+  const std::string display = table.target.Display();
+  const std::string chunk_name = "chunk " + std::to_string(begin.chunk()) + " of repair request " +
+                                 std::to_string(begin.request_id());
+  Send("DELETE FROM " + table.quoted + " AS t WHERE " + where, params,
+       "deleting the rows of " + display + " in the range of " + chunk_name +
+           " that the source lacks",
+       [this, display, chunk_name](const PgResult& r) {
+         stats_.range_deleted += r.affected();
+         if (r.affected() > 0)
+           log_("repair: " + chunk_name + " removed " + std::to_string(r.affected()) + " rows of " +
+                display + " that the source does not have");
+       });
+}
+
+}  // namespace dblog::apply

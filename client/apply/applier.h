@@ -1,0 +1,220 @@
+// client/apply/applier.h: applies a consumer's stream (dblog.v1.StreamEvent, in order) to a
+// target PostgreSQL database, exactly once.
+//
+// Transactions and positions:
+//  - Each source transaction becomes one target transaction, opened at its first change and
+//    committed at its Commit together with an UPDATE of dblog_apply.progress to the Commit's
+//    position. A transaction with nothing to write (only messages) writes nothing.
+//  - Bootstrap rows (READ between BootstrapBegin and BootstrapEnd) are committed in batches of
+//    bootstrap_commit_rows, each storing the position of its last row; BootstrapEnd commits the
+//    rest with its own position.
+//  - durable() is the latest position whose effects are committed in the target (or that needed
+//    nothing: messages, heartbeats between transactions). Only that may be acknowledged to
+//    dblogd; on restart Start() returns the stored position for Hello.resume_after.
+//  - A restarted BootstrapBegin, or any BootstrapBegin of a consumer that applied here before
+//    (a stored position, or tables listed in dblog_apply.tables), first TRUNCATEs the tables
+//    listed for the consumer and clears the stored position, in the bootstrap's first target
+//    transaction: a bootstrap is a complete image.
+//
+// Changes: INSERT, READ and UPDATE without unchanged-TOAST markers are full rows: upserts
+// (INSERT .. ON CONFLICT (key) DO UPDATE). DELETE deletes by key. An UPDATE whose old_key
+// differs from its new row's key deletes the old key first. Rows with unchanged-TOAST markers
+// never write those columns: an UPDATE at the same key sets only the other columns, an UPDATE
+// that moves the key moves the old row in one statement (DELETE .. RETURNING feeding the
+// INSERT) and keeps its unchanged columns. Truncate truncates the mapped target tables.
+// Repair chunks: READ rows are upserts; DELETE rows deletes; at ChunkEnd of a range chunk the
+// target rows whose key is in [from_key, to_key] (bounds as flagged, absent = unbounded) that
+// were neither READ in the chunk nor listed in kept_keys are deleted. Key ranges are compared by
+// PostgreSQL with the columns' real types (row comparison), never in C++.
+//
+// Batching: bootstrap rows of a table that was empty when the bootstrap reached it go in with
+// COPY (the connection leaves pipeline mode for it), in buffers of a few MB. Otherwise
+// consecutive upserts (or deletes) of one table are collected and sent as one
+// statement whose values travel as one text[] per column, cast to the column types by
+// unnest(...) (one prepared statement per table, whatever the batch size; a batch of one row
+// uses plain parameters). Anything else (a
+// different table or kind, a key move, a truncate, a chunk end, a commit, batch_rows or
+// batch_bytes reached) sends the batch first, so statements run in stream order. Statements
+// go through libpq's pipeline mode: nothing waits for the server except where a result is
+// needed (catalog checks), so a stream of small transactions costs no round trip each.
+// Memory: one batch or COPY buffer, the unanswered statements (bounded in pg.h) and, in a range
+// chunk, the chunk's keys. A source transaction of any size streams through.
+//
+// Owns: the target connection, the target's dblog_apply schema (progress, tables), the
+// per-table statements. Does not read the network: the caller feeds events and acknowledges
+// durable() positions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "client/apply/pg.h"
+#include "client/apply/sql_text.h"
+#include "client/apply/target_schema.h"
+#include "dblog/v1/consumer.pb.h"
+
+namespace dblog::apply {
+
+struct ApplierOptions {
+  std::string consumer;
+  bool create_tables = false;
+  SchemaMap schema_map;
+  std::size_t batch_rows = 1000;              // rows per multi-row statement
+  std::size_t batch_bytes = 8u << 20;         // bytes of value text per statement
+  std::size_t bootstrap_commit_rows = 20000;  // bootstrap rows per target transaction
+};
+
+// The stream broke a rule the applier relies on (a Change before its Relation, a Commit
+// outside a transaction, ...). The applier's state is unusable afterwards.
+class StreamError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ApplierStats {
+  std::uint64_t transactions = 0;   // target transactions committed
+  std::uint64_t rows_written = 0;   // rows upserted, updated or moved
+  std::uint64_t rows_deleted = 0;   // rows deleted by key (not by truncate or range)
+  std::uint64_t range_deleted = 0;  // rows deleted by range chunks
+  std::uint64_t truncates = 0;
+  std::uint64_t statements = 0;
+  std::uint64_t missing_rows = 0;  // unchanged-TOAST updates whose row the target lacked
+};
+
+class Applier {
+ public:
+  using Log = std::function<void(const std::string&)>;
+
+  Applier(PgConnection target, ApplierOptions options, Log log);
+  Applier(const Applier&) = delete;
+  Applier& operator=(const Applier&) = delete;
+
+  // Sets up the session and the dblog_apply schema, takes this consumer's advisory lock on the
+  // target (one applier per consumer and target), and returns the stored position, if any.
+  std::optional<dblog::v1::Position> Start();
+
+  // Applies one event, in stream order. Throws StreamError, TargetError, SchemaError.
+  void Apply(const dblog::v1::StreamEvent& event);
+  // Between transactions, the heartbeat's position needs nothing more: it becomes durable once
+  // everything before it is.
+  void OnHeartbeat(const dblog::v1::Heartbeat& heartbeat);
+
+  // Handles target results that have arrived, without blocking.
+  void Poll();
+  // Blocks until every commit sent so far is confirmed (not the statements of an open
+  // transaction after it): call before waiting on the network, then acknowledge durable().
+  void WaitForCommits();
+  // Ends cleanly: rolls back an open target transaction (its source transaction comes again
+  // after a restart) and waits for everything before it.
+  void Stop();
+
+  const std::optional<dblog::v1::Position>& durable() const { return durable_; }
+  const ApplierStats& stats() const { return stats_; }
+  bool in_source_transaction() const { return source_txn_open_ || bootstrap_open_; }
+
+ private:
+  enum class BatchKind { kNone, kUpsert, kDelete };
+
+  struct Table {
+    dblog::v1::Relation relation;
+    std::string relation_bytes;
+    TargetName target;
+    std::string quoted;
+    bool prepared = false;        // checked/created, statements prepared
+    bool registered = false;      // listed in dblog_apply.tables for this consumer
+    bool byte_equal_keys = true;  // every key type compares equal iff our text is equal
+    int generation = 0;
+    std::string upsert_name;
+    std::string delete_name;
+    std::string copy_sql;
+    // How the current bootstrap fills it: COPY when it was empty at the bootstrap's first row
+    // for it (no key can be there twice: the copy is one snapshot), upserts otherwise.
+    enum class Fill { kUnknown, kCopy, kUpsert } bootstrap_fill = Fill::kUnknown;
+  };
+
+  struct CopyBuffer {
+    std::uint32_t oid = 0;
+    std::string data;  // COPY text format
+    std::size_t rows = 0;
+  };
+
+  struct Batch {
+    std::uint32_t oid = 0;
+    BatchKind kind = BatchKind::kNone;
+    std::vector<std::vector<std::optional<std::string>>> rows;
+    std::unordered_map<std::string, std::size_t> index;  // key text -> row (upserts)
+    std::size_t bytes = 0;
+  };
+
+  struct Chunk {
+    bool open = false;
+    dblog::v1::ChunkBegin begin;
+    std::vector<TextArray> keys;  // per key column: keys of the chunk's READ rows
+  };
+
+  void OnRelation(const dblog::v1::Relation& relation);
+  void OnBegin(const dblog::v1::Begin& begin);
+  void OnCommit(const dblog::v1::Commit& commit);
+  void OnChange(const dblog::v1::Change& change);
+  void OnTruncate(const dblog::v1::Truncate& truncate);
+  void OnBootstrapBegin(const dblog::v1::BootstrapBegin& begin);
+  void OnBootstrapEnd(const dblog::v1::BootstrapEnd& end);
+  void OnChunkBegin(const dblog::v1::ChunkBegin& begin);
+  void OnChunkEnd(const dblog::v1::ChunkEnd& end);
+  void OnPositionOnly(const dblog::v1::Position& position);
+
+  Table& TableFor(std::uint32_t oid, const char* what);
+  void PrepareTable(Table& table);
+  void Register(Table& table);
+  void BeginTarget();
+  void CommitTarget(const dblog::v1::Position& position);
+  void ClearForBootstrap(bool restarted);
+
+  void Upsert(Table& table, const dblog::v1::Row& row);
+  void Delete(Table& table, const dblog::v1::Row& key);
+  void UpdateKeepingUnchanged(Table& table, const dblog::v1::Row& row);
+  void MoveKeepingUnchanged(Table& table, const dblog::v1::Row& old_key, const dblog::v1::Row& row);
+  void RangeDelete(Table& table, const dblog::v1::ChunkEnd& end);
+  void AddToBatch(Table& table, BatchKind kind, std::vector<std::optional<std::string>> values);
+  void AddToCopy(Table& table, const dblog::v1::Row& row);
+  void FlushBatch();  // sends whatever is pending: the COPY buffer or the batch
+  void SendBatch();
+  void FlushCopy();
+  void Send(const std::string& sql, const Params& params, const std::string& what,
+            PgConnection::Check check = nullptr);
+  void MarkDurable(const dblog::v1::Position& position);
+  void AckableSent();
+
+  dblog::v1::Row KeyOf(const Table& table, const dblog::v1::Row& row) const;
+
+  PgConnection target_;
+  ApplierOptions options_;
+  Log log_;
+  std::unordered_map<std::uint32_t, Table> tables_;
+  std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
+  bool had_position_ = false;
+
+  bool source_txn_open_ = false;
+  bool bootstrap_open_ = false;
+  bool target_txn_open_ = false;
+  std::uint64_t bootstrap_rows_ = 0;
+  std::uint64_t bootstrap_rows_in_txn_ = 0;
+  std::chrono::steady_clock::time_point bootstrap_started_;
+  Batch batch_;
+  CopyBuffer copy_;
+  Chunk chunk_;
+  std::optional<dblog::v1::Position> last_position_;  // of the last positioned event applied
+  std::optional<dblog::v1::Position> durable_;
+  std::uint64_t ackable_sent_ = 0;  // pipeline entries sent when the last ackable point was
+  ApplierStats stats_;
+};
+
+}  // namespace dblog::apply

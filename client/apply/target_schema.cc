@@ -1,0 +1,176 @@
+// client/apply/target_schema.cc: target table creation and checks (see target_schema.h).
+#include "client/apply/target_schema.h"
+
+#include <algorithm>
+#include <set>
+
+#include "client/apply/sql_text.h"
+
+namespace dblog::apply {
+namespace {
+
+struct TargetColumn {
+  std::string type;
+  bool not_null = false;
+  bool has_default = false;
+  bool generated = false;  // GENERATED ALWAYS AS (...) STORED
+  bool identity = false;
+};
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::vector<std::string> SourceKeyNames(const dblog::v1::Relation& relation) {
+  std::vector<std::string> out;
+  for (const std::uint32_t k : relation.key_columns()) {
+    if (k >= static_cast<std::uint32_t>(relation.columns_size()))
+      throw SchemaError("source table " + relation.schema() + "." + relation.name() +
+                        ": key column position " + std::to_string(k) + " is outside its " +
+                        std::to_string(relation.columns_size()) + " columns");
+    out.push_back(relation.columns(static_cast<int>(k)).name());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string TargetName::Quoted() const { return QualifiedName(schema, name); }
+
+TargetName SchemaMap::Map(const dblog::v1::Relation& relation) const {
+  const auto it = map_.find(relation.schema());
+  return TargetName{it == map_.end() ? relation.schema() : it->second, relation.name()};
+}
+
+std::string CreateTableSql(const dblog::v1::Relation& relation, const TargetName& name) {
+  std::string sql = "CREATE TABLE IF NOT EXISTS " + name.Quoted() + " (";
+  for (int i = 0; i < relation.columns_size(); ++i) {
+    const auto& c = relation.columns(i);
+    sql += (i ? ", " : "") + QuoteIdent(c.name()) + " " + c.type_name();
+    if (c.not_null()) sql += " NOT NULL";
+  }
+  sql += ", PRIMARY KEY (";
+  const auto keys = SourceKeyNames(relation);
+  for (std::size_t i = 0; i < keys.size(); ++i) sql += (i ? ", " : "") + QuoteIdent(keys[i]);
+  sql += "))";
+  return sql;
+}
+
+void PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
+                        const TargetName& name, bool create,
+                        const std::function<void(const std::string&)>& log) {
+  const std::string display = name.Display();
+  const std::vector<std::string> key = SourceKeyNames(relation);
+  if (key.empty())
+    throw SchemaError("source table " + relation.schema() + "." + relation.name() +
+                      " arrived without key columns");
+
+  const auto find_table = [&]() -> std::optional<std::string> {
+    PgResult r = target.Query(
+        "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+        " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2"
+        " AND c.relkind IN ('r', 'p')",
+        {name.schema, name.name}, "looking up target table " + display);
+    return r.get_optional(0, 0);
+  };
+
+  std::optional<std::string> oid = find_table();
+  if (!oid && create) {
+    target.Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(name.schema),
+                "creating target schema " + name.schema);
+    target.Exec(CreateTableSql(relation, name), "creating target table " + display);
+    log("created target table " + display);
+    oid = find_table();
+  }
+  if (!oid)
+    throw SchemaError("target table " + display + " does not exist (source table " +
+                      relation.schema() + "." + relation.name() +
+                      "); create it or run with --create-tables");
+
+  const auto read_columns = [&]() {
+    std::map<std::string, TargetColumn> columns;
+    PgResult r = target.Query(
+        "SELECT attname, pg_catalog.format_type(atttypid, atttypmod), attnotnull, atthasdef,"
+        " attgenerated <> '', attidentity <> '' FROM pg_catalog.pg_attribute"
+        " WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
+        {*oid}, "reading the columns of target table " + display);
+    for (int i = 0; i < r.rows(); ++i) {
+      columns[r.get(i, 0)] = TargetColumn{r.get(i, 1), r.get(i, 2) == "t", r.get(i, 3) == "t",
+                                          r.get(i, 4) == "t", r.get(i, 5) == "t"};
+    }
+    return columns;
+  };
+  std::map<std::string, TargetColumn> columns = read_columns();
+
+  if (create) {
+    bool added = false;
+    for (const auto& c : relation.columns()) {
+      if (columns.count(c.name())) continue;
+      // Nullable: the rows already there have no value for it until the stream brings one.
+      target.Exec("ALTER TABLE " + name.Quoted() + " ADD COLUMN IF NOT EXISTS " +
+                      QuoteIdent(c.name()) + " " + c.type_name(),
+                  "adding column " + c.name() + " to target table " + display);
+      log("added column " + c.name() + " " + c.type_name() + " to target table " + display);
+      added = true;
+    }
+    if (added) columns = read_columns();
+  }
+
+  std::set<std::string> source_names;
+  for (const auto& c : relation.columns()) {
+    source_names.insert(c.name());
+    const auto it = columns.find(c.name());
+    if (it == columns.end())
+      throw SchemaError("target table " + display + " has no column \"" + c.name() +
+                        "\" (source type " + c.type_name() +
+                        "); add it or run with --create-tables");
+    if (it->second.generated)
+      throw SchemaError("target table " + display + ": column \"" + c.name() +
+                        "\" is generated in the target and cannot take the source's values");
+    if (it->second.type != c.type_name())
+      log("note: target column " + display + "." + c.name() + " is " + it->second.type +
+          ", the source's is " + c.type_name() + ": values are converted by assignment");
+  }
+  for (const auto& [column, info] : columns) {
+    if (source_names.count(column)) continue;
+    if (info.not_null && !info.has_default && !info.identity && !info.generated)
+      throw SchemaError("target table " + display + ": column \"" + column +
+                        "\" is NOT NULL without a default, and the source has no such column");
+  }
+
+  // Unique indexes, one row per (index, column) in index order.
+  PgResult r = target.Query(
+      "SELECT i.indexrelid, i.indisprimary, a.attname FROM pg_catalog.pg_index i"
+      " CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
+      " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+      " WHERE i.indrelid = $1::oid AND i.indisunique AND i.indisvalid AND i.indpred IS NULL"
+      " ORDER BY i.indisprimary DESC, i.indexrelid, k.ord",
+      {*oid}, "reading the unique indexes of target table " + display);
+  std::map<std::string, std::pair<bool, std::vector<std::string>>> indexes;
+  std::vector<std::string> order;
+  for (int i = 0; i < r.rows(); ++i) {
+    const std::string id = r.get(i, 0);
+    if (!indexes.count(id)) order.push_back(id);
+    auto& index = indexes[id];
+    index.first = r.get(i, 1) == "t";
+    // attnum 0 (an expression) has no attribute: such an index cannot be the conflict target.
+    index.second.push_back(r.is_null(i, 2) ? std::string() : r.get(i, 2));
+  }
+  const std::set<std::string> key_set(key.begin(), key.end());
+  std::optional<std::vector<std::string>> primary;
+  for (const auto& id : order) {
+    const auto& [is_primary, cols] = indexes[id];
+    if (is_primary) primary = cols;
+    if (std::set<std::string>(cols.begin(), cols.end()) == key_set && cols.size() == key.size())
+      return;  // fits
+  }
+  if (primary)
+    throw SchemaError("target table " + display + ": its primary key (" + JoinNames(*primary) +
+                      ") differs from the source's key (" + JoinNames(key) + ")");
+  throw SchemaError("target table " + display + " has no primary key or unique index on (" +
+                    JoinNames(key) + "), the source's key");
+}
+
+}  // namespace dblog::apply

@@ -1,0 +1,276 @@
+// client/cli/apply.cc: `dblog apply` (see apply.h).
+//
+// The loop: read an event, hand it to the Applier (which sends SQL through a pipeline without
+// waiting), and acknowledge Applier::durable() whenever it moves. Before blocking on the
+// network the loop waits for the commits already sent, so a quiet stream is acknowledged
+// promptly while a busy one never waits for the target between events.
+#include "client/cli/apply.h"
+
+#include <sys/resource.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <sstream>
+
+#include "client/position.h"
+
+namespace dblog::cli {
+
+namespace po = boost::program_options;
+using client::ComparePositions;
+using dblog::v1::Position;
+using dblog::v1::StreamEvent;
+
+namespace {
+
+// How often a busy stream waits for the target's commits before reading on (see RunApply).
+constexpr std::chrono::milliseconds kAckWait{200};
+
+po::options_description ApplyFlags() {
+  po::options_description flags("Options");
+  // clang-format off
+  flags.add_options()
+      ("consumer", po::value<std::string>()->value_name("NAME"),
+       "consumer name, [a-z][a-z0-9_]{0,47} (required)")
+      ("target", po::value<std::string>()->value_name("CONNINFO"),
+       "target database, a libpq connection string or URI (required; default $DBLOG_TARGET)")
+      ("host", po::value<std::string>()->value_name("HOST"),
+       "dblogd host (default: $DBLOG_HOST, else 127.0.0.1)")
+      ("port", po::value<std::string>()->value_name("PORT"),
+       "dblogd port (default: $DBLOG_PORT, else 7654)")
+      ("token", po::value<std::string>()->value_name("TOKEN"),
+       "shared secret, when dblogd requires one (default: $DBLOG_TOKEN)")
+      ("token-file", po::value<std::string>()->value_name("FILE"),
+       "read the token from FILE (trailing whitespace removed)")
+      ("create-tables", po::bool_switch(),
+       "create missing target schemas and tables (and add missing columns) from the source's "
+       "definitions; without it they must exist and fit")
+      ("schema-map", po::value<std::vector<std::string>>()->value_name("FROM=TO")->composing(),
+       "apply tables of source schema FROM into target schema TO (repeatable)")
+      ("batch-rows", po::value<std::string>()->value_name("N"),
+       "rows per multi-row statement (default 1000); a bootstrap commits every 20 batches")
+      ("help,h", "show this help and exit");
+  // clang-format on
+  return flags;
+}
+
+}  // namespace
+
+std::string ApplyHelp() {
+  std::ostringstream help;
+  help << "Usage: dblog apply --consumer NAME --target CONNINFO [options]\n"
+          "\n"
+          "Applies a consumer's change stream from dblogd to a target PostgreSQL database.\n"
+          "Each source transaction becomes one target transaction, which also stores its\n"
+          "position in dblog_apply.progress; on start the stored position is where the stream\n"
+          "resumes, so every change is applied exactly once whatever was killed when. A\n"
+          "position is acknowledged to dblogd only after the target committed it.\n"
+          "\n"
+       << ApplyFlags()
+       << "\n"
+          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN, DBLOG_TARGET give defaults.\n"
+          "Exit status: 0 when dblogd ends the stream or on SIGINT/SIGTERM (an open target\n"
+          "transaction is rolled back), 1 on errors, 2 on a bad command line.\n";
+  return help.str();
+}
+
+std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>& args,
+                                                  const Environment& env, std::ostream& help_out) {
+  const po::options_description flags = ApplyFlags();
+  po::variables_map vm;
+  try {
+    const int style =
+        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    const po::parsed_options parsed =
+        po::command_line_parser(args).options(flags).style(style).run();
+    const auto stray = po::collect_unrecognized(parsed.options, po::include_positional);
+    if (!stray.empty()) throw UsageError("unexpected argument '" + stray.front() + "'");
+    po::store(parsed, vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  if (vm.count("help")) {
+    help_out << ApplyHelp();
+    return std::nullopt;
+  }
+
+  ApplyCommandOptions options;
+  options.connect.client_name = "dblog-apply/0.1";
+  if (!vm.count("consumer")) throw UsageError("--consumer is required");
+  options.connect.consumer = vm["consumer"].as<std::string>();
+  if (!IsValidConsumerName(options.connect.consumer)) {
+    throw UsageError("invalid --consumer '" + options.connect.consumer +
+                     "': expected [a-z][a-z0-9_]{0,47}");
+  }
+  options.applier.consumer = options.connect.consumer;
+
+  if (vm.count("target")) {
+    options.target = vm["target"].as<std::string>();
+  } else if (const auto target = env("DBLOG_TARGET")) {
+    options.target = *target;
+  } else {
+    throw UsageError("--target is required (a libpq connection string, e.g. 'dbname=replica')");
+  }
+  if (options.target.empty()) throw UsageError("--target is empty");
+
+  if (vm.count("host")) {
+    options.connect.host = vm["host"].as<std::string>();
+  } else if (const auto host = env("DBLOG_HOST"); host && !host->empty()) {
+    options.connect.host = *host;
+  }
+  if (options.connect.host.empty()) throw UsageError("--host is empty");
+  if (vm.count("port")) {
+    options.connect.port =
+        static_cast<uint16_t>(ParseNumber(vm["port"].as<std::string>(), 1, 65535, "--port"));
+  } else if (const auto port = env("DBLOG_PORT"); port && !port->empty()) {
+    options.connect.port = static_cast<uint16_t>(ParseNumber(*port, 1, 65535, "DBLOG_PORT"));
+  }
+  if (vm.count("token") && vm.count("token-file")) {
+    throw UsageError("--token and --token-file exclude each other");
+  }
+  if (vm.count("token")) {
+    options.connect.token = vm["token"].as<std::string>();
+  } else if (vm.count("token-file")) {
+    options.connect.token = ReadTokenFile(vm["token-file"].as<std::string>());
+  } else if (const auto token = env("DBLOG_TOKEN")) {
+    options.connect.token = *token;
+  }
+
+  options.applier.create_tables = vm["create-tables"].as<bool>();
+  if (vm.count("schema-map")) {
+    std::set<std::string> seen;
+    for (const std::string& pair : vm["schema-map"].as<std::vector<std::string>>()) {
+      const auto eq = pair.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+        throw UsageError("invalid --schema-map '" + pair + "': expected FROM=TO");
+      const std::string from = pair.substr(0, eq);
+      if (!seen.insert(from).second)
+        throw UsageError("--schema-map maps schema '" + from + "' twice");
+      options.applier.schema_map.Add(from, pair.substr(eq + 1));
+    }
+  }
+  if (vm.count("batch-rows")) {
+    options.applier.batch_rows = static_cast<std::size_t>(
+        ParseNumber(vm["batch-rows"].as<std::string>(), 1, 100000, "--batch-rows"));
+  }
+  options.applier.bootstrap_commit_rows = 20 * options.applier.batch_rows;
+  return options;
+}
+
+int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interrupter> interrupter,
+             std::FILE* err) {
+  const auto log = [err](const std::string& line) {
+    std::fprintf(err, "dblog apply: %s\n", line.c_str());
+    std::fflush(err);
+  };
+  const auto fail = [&](const std::string& message) {
+    log("error: " + message);
+    return 1;
+  };
+
+  std::optional<apply::Applier> applier;
+  std::optional<Position> stored;
+  try {
+    applier.emplace(
+        apply::PgConnection::Open(options.target, "dblog apply " + options.connect.consumer),
+        options.applier, log);
+    stored = applier->Start();
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  if (stored) {
+    log("resuming after " + client::FormatPosition(*stored) + " (stored in the target)");
+  } else {
+    log("no stored position for consumer " + options.connect.consumer +
+        " in the target: starting where dblogd has it");
+  }
+
+  client::ConnectOptions connect = options.connect;
+  connect.resume_after = stored;
+  std::optional<client::Client> connection;
+  try {
+    connection.emplace(client::Client::Connect(connect, interrupter));
+  } catch (const client::Interrupted&) {
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  client::Client& stream = *connection;
+  log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
+      stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
+
+  std::optional<Position> acked = stored;  // the server has everything up to it already
+  const auto acknowledge = [&] {
+    const auto& durable = applier->durable();
+    if (!durable || (acked && ComparePositions(*durable, *acked) <= 0)) return;
+    stream.Ack(*durable);
+    acked = *durable;
+  };
+  const auto summary = [&] {
+    const auto& s = applier->stats();
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    char cpu[64];
+    std::snprintf(cpu, sizeof cpu, "%.2f s cpu, ",
+                  static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
+    return std::string(cpu) + std::to_string(s.transactions) + " target transactions, " +
+           std::to_string(s.rows_written) + " rows written, " + std::to_string(s.rows_deleted) +
+           " deleted, " + std::to_string(s.truncates) + " truncated tables" +
+           (acked ? ", acknowledged through " + client::FormatPosition(*acked) : "");
+  };
+
+  client::Item item;
+  auto last_wait = std::chrono::steady_clock::now();
+  try {
+    for (;;) {
+      if (!stream.HasBufferedItems()) {
+        // About to block on the network. Waiting for the target's commits costs a round trip
+        // and the overlap of both sides, so a busy stream only does it every kAckWait; the
+        // rest of the time whatever has committed is acknowledged without waiting. A quiet
+        // stream gets a heartbeat, which waits (below): acks lag by at most one of them.
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_wait >= kAckWait) {
+          applier->WaitForCommits();
+          last_wait = now;
+        } else {
+          applier->Poll();
+        }
+        acknowledge();
+      }
+      if (!stream.Next(item)) break;
+      if (const auto* event = std::get_if<StreamEvent>(&item)) {
+        applier->Apply(*event);
+        if (event->has_commit() || event->has_bootstrap_end()) {
+          applier->Poll();
+          acknowledge();
+        }
+      } else if (const auto* heartbeat = std::get_if<dblog::v1::Heartbeat>(&item)) {
+        applier->OnHeartbeat(*heartbeat);
+        applier->WaitForCommits();
+        last_wait = std::chrono::steady_clock::now();
+        acknowledge();
+      }
+    }
+    applier->Stop();
+    acknowledge();
+    log("dblogd closed the stream: " + summary());
+    return 0;
+  } catch (const client::Interrupted&) {
+    try {
+      applier->Stop();
+      acknowledge();
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+    log("stopped by signal: " + summary());
+    return 0;
+  } catch (const std::exception& e) {
+    // Whatever committed stays committed; nothing more is acknowledged (the target may be
+    // unreachable), the next run resumes from the stored position.
+    return fail(e.what());
+  }
+}
+
+}  // namespace dblog::cli

@@ -1,0 +1,862 @@
+// tests/cpp/apply/apply_e2e_test.cc: `dblog apply` end to end: a real cluster, the real dblogd
+// and the real `dblog apply` binary as child processes, the source in the test's schema and the
+// target a database the test creates (and drops) in the same cluster. Convergence is checked
+// table by table: row counts and an order-independent hash of the rows' text on both sides,
+// and the first differing row on a mismatch.
+//
+// DBLOG_APPLY_BENCH=1 also runs the rate measurements (1M-row bootstrap, 100k small
+// transactions); they print rows/s and assert only convergence.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "dblogd_fixture.h"
+
+namespace dblog::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// `dblog apply` as a child process; stdout and stderr go to a temp file (log()).
+class ApplyProcess {
+ public:
+  explicit ApplyProcess(std::vector<std::string> args) : args_(std::move(args)) {
+    char tmpl[] = "/tmp/dblog-apply-test-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    close(fd);
+    log_path_ = tmpl;
+  }
+  ~ApplyProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (!::testing::Test::HasFailure()) unlink(log_path_.c_str());
+  }
+  void Start() {
+    std::vector<std::string> argv = {DBLOG_PATH, "apply"};
+    argv.insert(argv.end(), args_.begin(), args_.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log_path_.c_str(), O_WRONLY | O_APPEND);
+      dup2(fd, 2);
+      dup2(fd, 1);
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execv(cargv[0], cargv.data());
+      _exit(127);
+    }
+  }
+  void Signal(int signo) {
+    if (pid_ > 0) kill(pid_, signo);
+  }
+  // The exit status once it has exited (waits up to `timeout`), else nullopt.
+  std::optional<int> Wait(std::chrono::milliseconds timeout = 60s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (pid_ > 0) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+  }
+  bool Exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      exit_status_ = status;
+      return true;
+    }
+    return false;
+  }
+  std::string log() const {
+    std::ifstream in(log_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  long PeakRssKb() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    return -1;
+  }
+  bool WaitForLog(const std::string& text, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  int exit_status_ = 0;
+};
+
+class ApplyE2eTest : public DblogdTest {
+ protected:
+  void SetUp() override {
+    DblogdTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    target_db_ = "t_" + consumer();
+    db().exec("DROP DATABASE IF EXISTS " + target_db_ + " WITH (FORCE)");
+    db().exec("CREATE DATABASE " + target_db_);
+    target_conninfo_ = conninfo() + " dbname=" + target_db_;
+    target_.emplace(target_conninfo_);
+  }
+  void TearDown() override {
+    if (HasFailure() && apply_) std::cerr << "---- dblog apply log ----\n" << apply_->log();
+    apply_.reset();
+    target_.reset();
+    if (!target_db_.empty()) {
+      try {
+        db().exec("DROP DATABASE IF EXISTS " + target_db_ + " WITH (FORCE)");
+      } catch (const std::exception& e) {
+        std::cerr << "dropping " << target_db_ << ": " << e.what() << "\n";
+      }
+    }
+    DblogdTest::TearDown();
+  }
+
+  PgConn& target() { return *target_; }
+
+  ApplyProcess& StartApply(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--consumer", consumer(),
+                                     "--port",     std::to_string(dblogd_->port()),
+                                     "--target",   target_conninfo_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    apply_ = std::make_unique<ApplyProcess>(args);
+    apply_->Start();
+    return *apply_;
+  }
+
+  // "commit_lsn:seq" as the applier logs positions, or "" when none is stored.
+  std::string StoredPosition() {
+    try {
+      auto rows = target().exec(
+          "SELECT commit_lsn::text || ':' || seq FROM dblog_apply.progress WHERE consumer = '" +
+          consumer() + "' AND commit_lsn IS NOT NULL");
+      return rows.empty() ? "" : *rows[0][0];
+    } catch (const PgError&) {
+      return "";  // the applier has not created dblog_apply yet
+    }
+  }
+
+  // Waits until the target stored a position at or after `lsn` (a Sentinel()).
+  void WaitApplied(std::uint64_t lsn, std::chrono::seconds timeout = 120s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char text[32];
+    std::snprintf(text, sizeof text, "%X/%X", static_cast<unsigned>(lsn >> 32),
+                  static_cast<unsigned>(lsn));
+    while (std::chrono::steady_clock::now() < deadline) {
+      try {
+        auto rows = target().exec("SELECT commit_lsn >= '" + std::string(text) +
+                                  "'::pg_lsn FROM dblog_apply.progress WHERE consumer = '" +
+                                  consumer() + "'");
+        if (!rows.empty() && rows[0][0] == std::string("t")) return;
+      } catch (const PgError&) {
+        // dblog_apply does not exist yet
+      }
+      if (apply_ && apply_->Exited()) {
+        FAIL() << "dblog apply exited before applying " << text << ":\n" << apply_->log();
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "the target did not reach " << text << " in time";
+  }
+
+  // Counts and an order-independent hash of the rows' text; on a mismatch the first row that
+  // differs.
+  void ExpectSameTable(const std::string& table) {
+    const std::string q = schema() + "." + table;
+    const std::string sql =
+        "SELECT count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '-')"
+        " FROM " +
+        q + " t";
+    const std::string source = db().scalar(sql);
+    const std::string copy = target().scalar(sql);
+    if (source == copy) return;
+    ADD_FAILURE() << q << ": source " << source << ", target " << copy;
+    std::set<std::string> a, b;
+    for (const auto& r : db().exec("SELECT t::text FROM " + q + " t")) a.insert(*r[0]);
+    for (const auto& r : target().exec("SELECT t::text FROM " + q + " t")) b.insert(*r[0]);
+    for (const auto& row : a)
+      if (!b.count(row)) {
+        ADD_FAILURE() << q << ": source row missing or different in the target: " << row;
+        break;
+      }
+    for (const auto& row : b)
+      if (!a.count(row)) {
+        ADD_FAILURE() << q << ": target row not in the source: " << row;
+        break;
+      }
+  }
+
+  std::string T(const std::string& table) { return schema() + "." + table; }
+
+  std::unique_ptr<ApplyProcess> apply_;
+  std::string target_db_;
+  std::string target_conninfo_;
+  std::optional<PgConn> target_;
+};
+
+// A writer doing random inserts, updates, deletes and key changes on T(a) (bigint id) and
+// T(b) ((text, int) key) until stopped.
+class Writer {
+ public:
+  Writer(const std::string& conninfo, std::string schema, int seed)
+      : thread_([this, conninfo, schema, seed] {
+          PgConn w(conninfo);
+          std::mt19937 rng(static_cast<unsigned>(seed));
+          while (!stop_) {
+            const long id = static_cast<long>(rng() % 60000) + 1;
+            const std::string a = schema + ".a", b = schema + ".b", i = std::to_string(id);
+            switch (rng() % 6) {
+              case 0:
+                w.exec("UPDATE " + a + " SET v = v + 1 WHERE id = " + i);
+                break;
+              case 1:
+                w.exec("DELETE FROM " + a + " WHERE id = " + i);
+                break;
+              case 2:
+                w.exec("INSERT INTO " + a + " VALUES (" + std::to_string(id + 100000) +
+                       ", 1, 'new') ON CONFLICT DO NOTHING");
+                break;
+              case 3:
+                w.exec("UPDATE " + a + " SET id = id + 1000000 WHERE id = " + i);
+                break;
+              case 4:
+                w.exec("UPDATE " + b +
+                       " SET v = v + 1, k2 = k2 + 100000 WHERE k2 = " + std::to_string(id % 5000));
+                break;
+              case 5:
+                w.exec("BEGIN; UPDATE " + a + " SET v = -v WHERE id BETWEEN " + i + " AND " +
+                       std::to_string(id + 20) + "; DELETE FROM " + b +
+                       " WHERE k2 = " + std::to_string(id % 5000 + 1) + "; COMMIT");
+                break;
+            }
+            ++ops_;
+          }
+        }) {}
+  ~Writer() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  long ops() const { return ops_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<long> ops_{0};
+  std::thread thread_;
+};
+
+TEST_F(ApplyE2eTest, BootstrapAndLiveChangesConverge) {
+  db().exec("CREATE TABLE " + T("a") + " (id bigint PRIMARY KEY, v int, body text)");
+  db().exec("CREATE TABLE " + T("b") + " (k1 text, k2 int, v numeric, PRIMARY KEY (k1, k2))");
+  db().exec("INSERT INTO " + T("a") + " SELECT g, g, 'row ' || g FROM generate_series(1, 60000) g");
+  db().exec("INSERT INTO " + T("b") +
+            " SELECT 'k' || (g % 50), g, g / 7.0 FROM "
+            "generate_series(1, 5000) g");
+  StartDblogd({"--copy-workers=2"});
+  Writer writer(conninfo(), schema(), 7);  // during the bootstrap and after it
+  StartApply({"--create-tables", "--batch-rows=500"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
+  std::this_thread::sleep_for(1s);
+  writer.Stop();
+  EXPECT_GT(writer.ops(), 100);
+  WaitApplied(Sentinel());
+  ExpectSameTable("a");
+  ExpectSameTable("b");
+  ExpectSameTable("sentinel");
+  EXPECT_NE(apply_->log().find("no stored position"), std::string::npos);
+  EXPECT_NE(apply_->log().find("created target table " + T("a")), std::string::npos);
+}
+
+TEST_F(ApplyE2eTest, KeyChangesAndTruncates) {
+  db().exec("CREATE TABLE " + T("items") + " (id int PRIMARY KEY, v text)");
+  db().exec("CREATE TABLE " + T("pairs") + " (k1 text, k2 int, v int, PRIMARY KEY (k1, k2))");
+  StartDblogd({"--bootstrap=false"});
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("connected to dblogd", 20s)) << apply_->log();
+  const std::string items = T("items"), pairs = T("pairs");
+  db().exec("INSERT INTO " + items + " SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  db().exec("INSERT INTO " + pairs + " SELECT 'k' || (g % 3), g, g FROM generate_series(1, 30) g");
+  db().exec("UPDATE " + items + " SET id = id + 1000 WHERE id % 10 = 0");
+  // many keys move in one statement, then back through other keys in one transaction
+  db().exec("UPDATE " + items + " SET id = id + 200 WHERE id < 51");
+  db().exec("BEGIN; UPDATE " + items +
+            " SET id = id - 199 WHERE id BETWEEN 201 AND 250;"
+            " UPDATE " +
+            items + " SET v = 'back' WHERE id < 60; COMMIT");
+  db().exec("BEGIN; UPDATE " + items +
+            " SET id = -id WHERE id BETWEEN 60 AND 70;"
+            " UPDATE " +
+            items + " SET id = -id + 500, v = 'moved' WHERE id < 0; COMMIT");
+  db().exec("UPDATE " + pairs + " SET k1 = 'z', k2 = -k2 WHERE k2 % 4 = 0");
+  db().exec("UPDATE " + pairs + " SET k2 = k2 + 1 WHERE k1 = 'k1'");  // ripple within a key prefix
+  // a truncate in the middle of a transaction, with rows before and after it
+  db().exec("BEGIN; INSERT INTO " + items + " VALUES (5000, 'gone'); TRUNCATE " + items +
+            ";"
+            " INSERT INTO " +
+            items + " SELECT g, 'after' FROM generate_series(1, 20) g; COMMIT");
+  db().exec("UPDATE " + items + " SET id = id * 100 WHERE id > 15");
+  WaitApplied(Sentinel());
+  ExpectSameTable("items");
+  ExpectSameTable("pairs");
+  // both tables at once, then new rows
+  db().exec("TRUNCATE " + items + ", " + pairs);
+  db().exec("INSERT INTO " + pairs + " VALUES ('x', 1, 1)");
+  WaitApplied(Sentinel());
+  ExpectSameTable("items");
+  ExpectSameTable("pairs");
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM " + items), "0");
+}
+
+// A column added at the source arrives with a new Relation: --create-tables adds it to the
+// target table (nullable), and rows carry on.
+TEST_F(ApplyE2eTest, ColumnsAddedAtTheSourceAreAddedToTheTarget) {
+  db().exec("CREATE TABLE " + T("items") + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + T("items") + " SELECT g, 'v' || g FROM generate_series(1, 10) g");
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  db().exec("BEGIN; ALTER TABLE " + T("items") +
+            " ADD COLUMN extra numeric(10,2) DEFAULT 1.5;"
+            " INSERT INTO " +
+            T("items") + " VALUES (11, 'v11', 2.25); COMMIT");
+  db().exec("UPDATE " + T("items") + " SET extra = 3 WHERE id <= 5");
+  WaitApplied(Sentinel());
+  EXPECT_NE(apply_->log().find("added column extra numeric(10,2) to target table " + T("items")),
+            std::string::npos)
+      << apply_->log();
+  // rows the source rewrote carry the column; rows untouched since keep the target's NULL
+  EXPECT_EQ(target().scalar("SELECT string_agg(coalesce(extra::text, '-'), ',' ORDER BY id) FROM " +
+                            T("items")),
+            "3.00,3.00,3.00,3.00,3.00,-,-,-,-,-,2.25");
+}
+
+// REPLICA IDENTITY DEFAULT: the WAL has no value for an unchanged TOASTed column, the stream
+// says "unchanged", and the target must keep its own. FULL: the old row carries it.
+TEST_F(ApplyE2eTest, UnchangedToastKeepsTheTargetsValue) {
+  for (const std::string t : {"d", "f"}) {
+    db().exec("CREATE TABLE " + T(t) + " (id int PRIMARY KEY, v int, body text, note text)");
+    db().exec("ALTER TABLE " + T(t) + " ALTER COLUMN body SET STORAGE EXTERNAL");
+  }
+  db().exec("ALTER TABLE " + T("f") + " REPLICA IDENTITY FULL");
+  for (const std::string t : {"d", "f"})
+    db().exec("INSERT INTO " + T(t) +
+              " SELECT g, g, repeat(md5(g::text), 300), 'n' FROM "
+              "generate_series(1, 50) g");
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  for (const std::string t : {"d", "f"}) {
+    db().exec("UPDATE " + T(t) + " SET v = v + 100 WHERE id <= 20");       // body unchanged
+    db().exec("UPDATE " + T(t) + " SET id = id + 1000 WHERE id % 5 = 0");  // key moves, body kept
+    db().exec("BEGIN; UPDATE " + T(t) + " SET note = 'x' WHERE id = 1; UPDATE " + T(t) +
+              " SET id = 2000 WHERE id = 1; UPDATE " + T(t) + " SET v = 0 WHERE id = 2000; COMMIT");
+    db().exec("UPDATE " + T(t) + " SET body = 'short' WHERE id = 3");
+  }
+  WaitApplied(Sentinel());
+  ExpectSameTable("d");
+  ExpectSameTable("f");
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("d") + " WHERE length(body) = 9600"), "49");
+  // the stream really had unchanged markers for d (and none for f): the applier moved rows
+  EXPECT_EQ(apply_->log().find("warning"), std::string::npos) << apply_->log();
+}
+
+constexpr const char* kTypesDdl = R"sql(
+  CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+  CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
+  CREATE TYPE pair AS (n int4, f float8, s text);
+)sql";
+constexpr const char* kTypesTable = R"sql(
+  CREATE TABLE all_types (
+    id int4 PRIMARY KEY,
+    c_bool bool, c_int2 int2, c_int4 int4, c_int8 int8, c_oid oid,
+    c_float4 float4, c_float8 float8,
+    c_text text, c_varchar varchar(10), c_char char(5), c_name name,
+    c_bytea bytea, c_uuid uuid,
+    c_date date, c_ts timestamp, c_tstz timestamptz, c_time time,
+    c_numeric numeric, c_json json, c_jsonb jsonb, c_interval interval,
+    c_int4s int4[], c_texts text[], c_tstzs timestamptz[], c_byteas bytea[],
+    c_inet inet, c_domain posint, c_enum mood, c_pair pair,
+    c_wide text, c_wide_ext text);
+  ALTER TABLE all_types ALTER COLUMN c_wide_ext SET STORAGE EXTERNAL;
+)sql";
+// The rows of tests/cpp/encoder_equality_test.cc (every type family, NULLs, NaN, infinities,
+// -0, protobuf defaults, BC dates, timestamps beyond int64 microseconds), with id offset N.
+std::vector<std::string> TypeRows(int n) {
+  auto at = [n](int i) { return std::to_string(i + n); };
+  return {
+      "INSERT INTO all_types (id, c_bool, c_int2, c_int4, c_int8, c_oid, c_float4, c_float8,"
+      " c_text, c_varchar, c_char, c_name, c_bytea, c_uuid, c_date, c_ts, c_tstz, c_time,"
+      " c_numeric, c_json, c_jsonb, c_interval, c_int4s, c_texts, c_tstzs, c_byteas, c_inet,"
+      " c_domain, c_enum, c_pair, c_wide, c_wide_ext) VALUES (" +
+          at(1) +
+          ", true, -32768,"
+          " 2147483647, -9223372036854775808, 4294967295, 1.5, 0.1, 'héllo ☃', 'abc', 'ab', 'nm',"
+          " '\\x00ff10', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29',"
+          " '2024-02-29 12:34:56.789012', '2024-02-29 12:34:56.789012+02', '12:00:01',"
+          " '12345678901234567890.123456789012345678901234567890', '{\"b\": 1,  \"a\": [1,2]}',"
+          " '{\"b\": 1,  \"a\": [1,2]}', '1 year 2 mons 3 days 04:05:06.789', '{1,2,3}',"
+          " ARRAY['a', 'b c', NULL, '\"q\"'], ARRAY['2024-02-29 12:34:56.789012+02'::timestamptz],"
+          " ARRAY['\\x00ff'::bytea], '192.168.0.1/24', 7, 'happy', ROW(1, 1.0::float8 / 3, 'x y'),"
+          " repeat('x', 100000), repeat('y', 5000))",
+      "INSERT INTO all_types (id) VALUES (" + at(2) + ")",
+      "INSERT INTO all_types (id, c_float4, c_float8, c_date, c_ts, c_tstz, c_numeric, c_int4s,"
+      " c_texts, c_wide) VALUES (" +
+          at(3) +
+          ", 'NaN', 'NaN', 'infinity', 'infinity', '-infinity',"
+          " 'NaN', '{}', '{}', (SELECT string_agg(md5(i::text) || repeat('-', 64), '')"
+          " FROM generate_series(1, 1000) i))",
+      "INSERT INTO all_types (id, c_float4, c_float8) VALUES (" + at(4) + ", '-0', '-0')",
+      "INSERT INTO all_types (id, c_bool, c_int2, c_int4, c_int8, c_oid, c_float4, c_float8,"
+      " c_text, c_varchar, c_char, c_name, c_bytea, c_uuid, c_date, c_ts, c_tstz, c_numeric,"
+      " c_json, c_jsonb, c_interval) VALUES (" +
+          at(5) +
+          ", false, 0, 0, 0, 0, 0, 0, '', '', '',"
+          " '', '\\x', '00000000-0000-0000-0000-000000000000', '1970-01-01', '1970-01-01 00:00',"
+          " '1970-01-01 00:00+00', 0, 'null', '{}', '0')",
+      "INSERT INTO all_types (id, c_float4, c_float8, c_date, c_ts, c_tstz) VALUES (" + at(6) +
+          ", 'Infinity', '-Infinity', '-infinity', '-infinity', 'infinity')",
+      "INSERT INTO all_types (id, c_date, c_ts, c_tstz) VALUES (" + at(7) +
+          ", '4714-11-24 BC',"
+          " '1900-01-01 00:00:00.000001', '4714-11-24 00:00:00+00 BC')",
+      "INSERT INTO all_types (id, c_date, c_ts, c_tstz) VALUES (" + at(8) +
+          ", '5874897-12-31',"
+          " '294276-12-31 23:59:59.999999', '294276-12-31 23:59:59.999999+00')",
+      "INSERT INTO all_types (id, c_date, c_ts, c_tstz, c_float4, c_float8) VALUES (" + at(9) +
+          ", '0001-12-31 BC', '0001-01-01 00:00:00 BC', '0044-03-15 12:00:00+00 BC', 3.4028235e38,"
+          " 2.2250738585072014e-308)",
+  };
+}
+
+TEST_F(ApplyE2eTest, EveryTypeFamilyRoundTrips) {
+  db().exec("SET search_path = " + schema());
+  db().exec(kTypesDdl);
+  db().exec(kTypesTable);
+  for (const auto& sql : TypeRows(0)) db().exec(sql);  // copied by the bootstrap
+  // the target needs the user-defined types under the same names (format_type qualifies them)
+  target().exec("CREATE SCHEMA " + schema() + "; SET search_path = " + schema());
+  target().exec(kTypesDdl);
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  for (const auto& sql : TypeRows(100)) db().exec(sql);  // through the log
+  db().exec("UPDATE all_types SET c_text = 'upd', c_int4s = '{9}' WHERE id IN (1, 101)");
+  db().exec("UPDATE all_types SET id = id + 1000 WHERE id IN (3, 103)");  // key move, wide value
+  db().exec("RESET search_path");
+  WaitApplied(Sentinel());
+  ExpectSameTable("all_types");
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("all_types")), "18");
+}
+
+// The applier is killed at a random moment while small transactions stream in. Its stored
+// position is the resume point: the restarted applier says so, and the target converges with
+// no gap (every increment of the counter has its event row).
+TEST_F(ApplyE2eTest, SigkillOfTheApplierResumesAfterTheStoredPosition) {
+  db().exec("CREATE TABLE " + T("counter") + " (id int PRIMARY KEY, n bigint)");
+  db().exec("CREATE TABLE " + T("events") + " (n bigint PRIMARY KEY, at timestamptz)");
+  db().exec("INSERT INTO " + T("counter") + " VALUES (1, 0)");
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    PgConn w(conninfo());
+    while (!stop)
+      w.exec("WITH c AS (UPDATE " + T("counter") +
+             " SET n = n + 1 WHERE id = 1 RETURNING n)"
+             " INSERT INTO " +
+             T("events") + " SELECT n, now() FROM c");
+  });
+  const auto wait_events = [&](long at_least) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      try {
+        if (std::stol(target().scalar("SELECT count(*) FROM " + T("events"))) >= at_least) return;
+      } catch (const PgError&) {
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    ADD_FAILURE() << "the target did not get " << at_least << " events";
+  };
+  for (int round = 0; round < 3; ++round) {
+    wait_events(300 * (round + 1));
+    apply_->Signal(SIGKILL);
+    apply_->Wait();
+    // Statements the applier had already sent still run until its backend sees the closed
+    // socket (commits included: each stores its own position atomically with its rows).
+    const auto gone = std::chrono::steady_clock::now() + 20s;
+    while (target().scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                           "'dblog apply " +
+                           consumer() + "'") != "0" &&
+           std::chrono::steady_clock::now() < gone)
+      std::this_thread::sleep_for(10ms);
+    const std::string stored = StoredPosition();
+    ASSERT_FALSE(stored.empty());
+    StartApply({"--create-tables"});
+    ASSERT_TRUE(apply_->WaitForLog("connected to dblogd", 20s)) << apply_->log();
+    EXPECT_NE(apply_->log().find("resuming after " + stored + " (stored in the target)"),
+              std::string::npos)
+        << "stored " << stored << "\n"
+        << apply_->log();
+  }
+  stop = true;
+  writer.join();
+  WaitApplied(Sentinel());
+  ExpectSameTable("counter");
+  ExpectSameTable("events");
+  EXPECT_EQ(target().scalar("SELECT count(*) = max(n) FROM " + T("events")), "t");
+  // SIGTERM: a clean stop, exit 0
+  apply_->Signal(SIGTERM);
+  const auto status = apply_->Wait(20s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << apply_->log();
+  EXPECT_NE(apply_->log().find("stopped by signal"), std::string::npos) << apply_->log();
+  // everything stored was acknowledged: the slot is confirmed past the sentinel's commit
+  const std::string position = StoredPosition();
+  EXPECT_GE(ConfirmedFlush(), ParseLsnText(position.substr(0, position.find(':'))));
+}
+
+TEST_F(ApplyE2eTest, MismatchedTargetTablesFailWithAClearMessage) {
+  db().exec("CREATE TABLE " + T("items") + " (id int PRIMARY KEY, v text, w int)");
+  db().exec("INSERT INTO " + T("items") + " VALUES (1, 'a', 1)");
+  target().exec("CREATE SCHEMA " + schema() + "; CREATE TABLE " + T("sentinel") +
+                " (id int PRIMARY KEY); CREATE TABLE " + T("items") +
+                " (id int PRIMARY KEY, v text)");
+  StartDblogd();
+  StartApply();
+  auto status = apply_->Wait(60s);
+  ASSERT_TRUE(status) << apply_->log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  EXPECT_NE(apply_->log().find("dblog apply: error: target table " + T("items") +
+                               " has no column \"w\" (source type integer); add it or run with "
+                               "--create-tables"),
+            std::string::npos)
+      << apply_->log();
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("items")), "0");
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM dblog_apply.tables WHERE table_name = 'items'"),
+            "0");
+  // a different key is refused by name too
+  target().exec("DROP TABLE " + T("items") + "; CREATE TABLE " + T("items") +
+                " (id int, v text PRIMARY KEY, w int)");
+  StartApply();
+  status = apply_->Wait(60s);
+  ASSERT_TRUE(status) << apply_->log();
+  EXPECT_NE(apply_->log().find("target table " + T("items") +
+                               ": its primary key (v) differs from the source's key (id)"),
+            std::string::npos)
+      << apply_->log();
+  // fixed: it converges
+  target().exec("DROP TABLE " + T("items") + "; CREATE TABLE " + T("items") +
+                " (id int PRIMARY KEY, v text, w int)");
+  StartApply();
+  WaitApplied(Sentinel());
+  ExpectSameTable("items");
+}
+
+// dblogd killed in the middle of a bootstrap: the next one is flagged restarted, and the
+// applier clears what the first attempt applied (and a stray row) before converging.
+TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
+  db().exec("CREATE TABLE " + T("big") + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + T("big") +
+            " SELECT g, repeat('v', 50) FROM generate_series(1, 300000) g");
+  StartDblogd({"--max-buffer-mb=1"});
+  StartApply({"--create-tables", "--batch-rows=500"});
+  // some bootstrap batches are committed in the target
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (StoredPosition().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_FALSE(StoredPosition().empty()) << apply_->log();
+  dblogd_->Signal(SIGKILL);
+  dblogd_->Wait();
+  auto status = apply_->Wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  const long partial = std::stol(target().scalar("SELECT count(*) FROM " + T("big")));
+  EXPECT_GT(partial, 0);
+  EXPECT_LT(partial, 300000);
+  target().exec("INSERT INTO " + T("big") + " VALUES (-1, 'stray')");
+  db().exec("UPDATE " + T("big") + " SET v = 'changed' WHERE id % 1000 = 0");
+  db().exec("DELETE FROM " + T("big") + " WHERE id % 777 = 0");
+
+  dblogd_->Start();
+  StartApply({"--create-tables", "--batch-rows=500"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
+  WaitApplied(Sentinel());
+  ExpectSameTable("big");
+  const std::string log = apply_->log();
+  EXPECT_NE(log.find("(restarted)"), std::string::npos) << log;
+  EXPECT_NE(
+      log.find("an earlier bootstrap did not finish: clearing 1 target tables (" + T("big") + ")"),
+      std::string::npos)
+      << log;
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("big") + " WHERE id = -1"), "0");
+}
+
+// Repairs end to end: a target damaged on purpose (rows lost, changed, invented inside and
+// outside the source's key range) converges through whole-table, range and key repairs while
+// the source is being written. Range chunks delete what the source lacks; key chunks send
+// absent keys as deletes.
+TEST_F(ApplyE2eTest, RepairsConvergeADamagedTarget) {
+  db().exec("CREATE TABLE " + T("acct") + " (id bigint PRIMARY KEY, n int, v text)");
+  db().exec("CREATE TABLE " + T("pairs") + " (k1 text, k2 int, v int, PRIMARY KEY (k1, k2))");
+  db().exec("INSERT INTO " + T("acct") + " SELECT g, 0, 'v' || g FROM generate_series(1, 3000) g");
+  db().exec("INSERT INTO " + T("pairs") +
+            " SELECT 'k' || (g % 20), g, g FROM generate_series(1, 2000) g");
+  StartDblogd({"--chunk-size=250"});
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  target().exec("DELETE FROM " + T("acct") +
+                " WHERE id % 7 = 0;"
+                " UPDATE " +
+                T("acct") +
+                " SET v = 'damaged' WHERE id % 11 = 0;"
+                " INSERT INTO " +
+                T("acct") +
+                " SELECT g, -1, 'invented' FROM generate_series(5000, 5100) g;"
+                " INSERT INTO " +
+                T("acct") +
+                " VALUES (-7, -1, 'below'), (1500000, -1, 'above');"
+                " DELETE FROM " +
+                T("pairs") +
+                " WHERE k2 % 5 = 0;"
+                " INSERT INTO " +
+                T("pairs") + " VALUES ('k3', 100000, 0), ('a', 1, 0), ('zz', 1, 0)");
+
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    PgConn w(conninfo());
+    std::mt19937 rng(11);
+    while (!stop) {
+      const int id = static_cast<int>(rng() % 3500) + 1;
+      const std::string t = T("acct"), i = std::to_string(id);
+      try {
+        switch (rng() % 4) {
+          case 0:
+            w.exec("UPDATE " + t + " SET n = n + 1 WHERE id = " + i);
+            break;
+          case 1:
+            w.exec("DELETE FROM " + t + " WHERE id = " + i);
+            break;
+          case 2:
+            w.exec("INSERT INTO " + t + " VALUES (" + i +
+                   ", 1, 'new') ON CONFLICT (id) DO "
+                   "UPDATE SET v = 'upserted'");
+            break;
+          case 3:
+            w.exec("UPDATE " + t + " SET id = id + 5000 WHERE id = " + i);
+            break;
+        }
+      } catch (const PgError&) {
+        // a key move onto an existing key: the source refused it
+      }
+    }
+  });
+  const auto request = [&](const std::string& call) { return db().scalar("SELECT " + call); };
+  const std::string acct = "'" + T("acct") + "'", pairs = "'" + T("pairs") + "'";
+  const std::vector<std::string> ids = {
+      request("dblog.repair(" + acct + ")"),
+      request("dblog.repair_range(" + acct + ", '{\"id\": 100}', '{\"id\": 900}')"),
+      request("dblog.repair_keys(" + acct + ", '[{\"id\": 14}, {\"id\": 99999}]')"),
+      request("dblog.repair(" + pairs + ")")};
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  std::string states;
+  while (std::chrono::steady_clock::now() < deadline) {
+    states =
+        db().scalar("SELECT string_agg(state, ',' ORDER BY id) FROM dblog.requests WHERE id IN (" +
+                    ids[0] + "," + ids[1] + "," + ids[2] + "," + ids[3] + ")");
+    if (states == "done,done,done,done") break;
+    if (apply_->Exited()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  stop = true;
+  writer.join();
+  ASSERT_EQ(states, "done,done,done,done") << apply_->log();
+  WaitApplied(Sentinel());
+  ExpectSameTable("acct");
+  ExpectSameTable("pairs");
+  EXPECT_NE(apply_->log().find("that the source does not have"), std::string::npos)
+      << apply_->log();
+}
+
+// One source transaction far larger than the applier's batches: it streams into one open
+// target transaction without being held in memory, and commits once.
+TEST_F(ApplyE2eTest, LargeTransactionStreamsInBoundedMemory) {
+  db().exec("CREATE TABLE " + T("wide") + " (id int PRIMARY KEY, v text)");
+  StartDblogd({"--bootstrap=false"});
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("connected to dblogd", 20s)) << apply_->log();
+  db().exec("INSERT INTO " + T("wide") +
+            " SELECT g, repeat(md5(g::text), 6) FROM "
+            "generate_series(1, 500000) g");  // ~100 MB of row text
+  db().exec("UPDATE " + T("wide") + " SET v = 'u' WHERE id % 3 = 0");
+  WaitApplied(Sentinel(), 300s);
+  const long peak_kb = apply_->PeakRssKb();
+  ExpectSameTable("wide");
+  std::cout << "dblog apply peak RSS after a 500k-row transaction: " << peak_kb / 1024 << " MiB\n";
+  EXPECT_GT(peak_kb, 0);
+  EXPECT_LT(peak_kb, 64 * 1024) << "the applier seems to hold the transaction in memory";
+}
+
+// The binary's exit codes without any server: 2 for a bad command line, 1 for an unreachable
+// target (one line), 0 for --help.
+TEST(ApplyCli, ExitCodes) {
+  const auto run = [](const std::string& args, std::string* err) {
+    char tmpl[] = "/tmp/dblog-apply-cli-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    close(fd);
+    const int status = std::system((std::string(DBLOG_PATH) + " apply " + args + " >/dev/null 2>" +
+                                    tmpl).c_str());
+    std::ifstream in(tmpl);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *err = ss.str();
+    unlink(tmpl);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string err;
+  EXPECT_EQ(run("--consumer c1", &err), 2);
+  EXPECT_NE(err.find("--target is required"), std::string::npos) << err;
+  EXPECT_NE(err.find("Try 'dblog apply --help'."), std::string::npos) << err;
+  EXPECT_EQ(run("--consumer c1 --target x --batch-rows 0", &err), 2);
+  EXPECT_EQ(run("--help", &err), 0);
+  EXPECT_EQ(run("--consumer c1 --target 'host=127.0.0.1 port=1 connect_timeout=2'", &err), 1);
+  EXPECT_EQ(err.rfind("dblog apply: error: cannot connect to the target", 0), 0u) << err;
+}
+
+// ---- rates (DBLOG_APPLY_BENCH=1) -----------------------------------------------------------
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+class ApplyBench : public ApplyE2eTest {
+ protected:
+  void SetUp() override {
+    if (!std::getenv("DBLOG_APPLY_BENCH")) GTEST_SKIP() << "set DBLOG_APPLY_BENCH=1 to measure";
+    ApplyE2eTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    DropReaderSlot();
+  }
+  void TearDown() override {
+    if (!IsSkipped()) DropReaderSlot();
+    ApplyE2eTest::TearDown();
+  }
+  // A second consumer (accepted through --default-scope) that only reads and acknowledges:
+  // what dblogd alone delivers, for comparison.
+  std::string Reader() { return consumer() + "_r"; }
+  void DropReaderSlot() {
+    for (int i = 0; i < 50; ++i) {
+      try {
+        db().exec(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE slot_name = 'dblog_" +
+            Reader() + "'");
+        db().exec("DELETE FROM dblog.consumers WHERE name = '" + Reader() + "'");
+        return;
+      } catch (const PgError&) {
+        std::this_thread::sleep_for(100ms);  // still active for a moment
+      }
+    }
+  }
+};
+
+TEST_F(ApplyBench, BootstrapOfAMillionRows) {
+  db().exec("CREATE TABLE " + T("m") +
+            " (id bigint PRIMARY KEY, n int, name text, at timestamptz)");
+  db().exec("INSERT INTO " + T("m") +
+            " SELECT g, g % 1000, 'name ' || g, now() FROM "
+            "generate_series(1, 1000000) g");
+  db().exec("VACUUM ANALYZE " + T("m"));
+  const std::string reader = Reader();
+  StartDblogd({"--default-scope=" + schema() + ".*"});
+  {
+    // dblogd alone: a consumer that reads and acknowledges only
+    const auto start = std::chrono::steady_clock::now();
+    client::Client c = Connect(std::nullopt, reader);
+    Replay replay;
+    ReadUntil(c, replay, 0, 600s);
+    const double s = Seconds(start);
+    std::cout << "dblogd bootstrap to a reading consumer: 1000000 rows in " << s
+              << " s = " << 1000000 / s << " rows/s\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 600s)) << apply_->log();
+  WaitApplied(Sentinel(), 600s);
+  const double s = Seconds(start);
+  std::cout << "dblog apply bootstrap: 1000000 rows in " << s << " s = " << 1000000 / s
+            << " rows/s (start to target committed)\n"
+            << apply_->log();
+  ExpectSameTable("m");
+}
+
+TEST_F(ApplyBench, HundredThousandSmallTransactions) {
+  db().exec("CREATE TABLE " + T("s") + " (id bigint PRIMARY KEY, n int, name text)");
+  db().exec("INSERT INTO " + T("s") + " SELECT g, 0, 'x' FROM generate_series(1, 1000) g");
+  const std::string reader = Reader();
+  StartDblogd({"--bootstrap=false", "--default-scope=" + schema() + ".*"});
+  // both slots exist before the load; the applier creates its tables and stops
+  { client::Client c = Connect(std::nullopt, reader); }
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("connected to dblogd", 20s)) << apply_->log();
+  WaitApplied(Sentinel());
+  apply_->Signal(SIGTERM);
+  apply_->Wait();
+  const auto gen = std::chrono::steady_clock::now();
+  db().exec(
+      "DO $$ BEGIN FOR i IN 1..100000 LOOP"
+      " IF i % 3 = 0 THEN UPDATE " +
+      T("s") +
+      " SET n = n + 1 WHERE id = i % 1000 + 1;"
+      " ELSE INSERT INTO " +
+      T("s") +
+      " VALUES (i + 1000, i, 'n' || i); END IF;"
+      " COMMIT; END LOOP; END $$");
+  const std::uint64_t until = Sentinel();
+  std::cout << "generated 100000 transactions in " << Seconds(gen) << " s\n";
+  {
+    const auto start = std::chrono::steady_clock::now();
+    client::Client c = Connect(std::nullopt, reader);
+    Replay replay;
+    ReadUntil(c, replay, until, 600s);
+    const double s = Seconds(start);
+    std::cout << "dblogd to a reading consumer: 100000 transactions in " << s
+              << " s = " << 100000 / s << " txn/s\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  StartApply({"--create-tables"});
+  WaitApplied(until, 600s);
+  const double s = Seconds(start);
+  std::cout << "dblog apply: 100000 transactions in " << s << " s = " << 100000 / s
+            << " txn/s (rows/s alike: one row each)\n";
+  ExpectSameTable("s");
+}
+
+}  // namespace
+}  // namespace dblog::test
