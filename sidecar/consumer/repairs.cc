@@ -44,6 +44,19 @@ std::string SqlLiteral(const std::string& s) {
   return out + "'";
 }
 
+// array_to_string(a, chr(1)) back into its elements (names and types never hold \1)
+std::vector<std::string> SplitFields(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const auto sep = s.find('\1', start);
+    out.emplace_back(s.substr(start, sep == std::string_view::npos ? sep : sep - start));
+    if (sep == std::string_view::npos) break;
+    start = sep + 1;
+  }
+  return out;
+}
+
 std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
@@ -189,19 +202,8 @@ void Pipeline::LoadRequestsWhere(const std::string& condition,
     q.to_key = std::string(r.value(i, 3));
     q.keys = std::string(r.value(i, 4));
     q.kind = std::string(r.value(i, 5));
-    auto split = [](std::string_view s) {
-      std::vector<std::string> out;
-      std::size_t start = 0;
-      for (;;) {
-        const auto sep = s.find('\1', start);
-        out.emplace_back(s.substr(start, sep == std::string_view::npos ? sep : sep - start));
-        if (sep == std::string_view::npos) break;
-        start = sep + 1;
-      }
-      return out;
-    };
-    q.key_columns = split(r.value(i, 6));
-    q.key_types = split(r.value(i, 7));
+    q.key_columns = SplitFields(r.value(i, 6));
+    q.key_types = SplitFields(r.value(i, 7));
     q.chunks = static_cast<std::uint32_t>(std::stoul(std::string(r.value(i, 8))));
     q.rows = std::stoull(std::string(r.value(i, 9)));
     q.deletes = std::stoull(std::string(r.value(i, 10)));
@@ -284,20 +286,9 @@ bool Pipeline::DescribeRequestTable(Request& q) {
       " WHERE c.oid = $2::oid AND k.key_columns IS NOT NULL",
       {config::FormatScope(consumer_.scope), std::to_string(q.table_oid)});
   if (r.ntuples() == 0 || r.value(0, 1) != "t") return false;
-  auto split = [](std::string_view s) {
-    std::vector<std::string> out;
-    std::size_t start = 0;
-    for (;;) {
-      const auto sep = s.find('\1', start);
-      out.emplace_back(s.substr(start, sep == std::string_view::npos ? sep : sep - start));
-      if (sep == std::string_view::npos) break;
-      start = sep + 1;
-    }
-    return out;
-  };
   q.table = std::string(r.value(0, 0));
-  q.key_columns = split(r.value(0, 2));
-  q.key_types = split(r.value(0, 3));
+  q.key_columns = SplitFields(r.value(0, 2));
+  q.key_types = SplitFields(r.value(0, 3));
   return true;
 }
 
