@@ -142,7 +142,7 @@ TEST_F(SlotTest, PluginRefusalIsExplainedForSuperusers) {
     const std::string what = e.what();
     EXPECT_TRUE(Contains(what, "output_plugin_libraries (currently 'pgoutput')")) << what;
     EXPECT_TRUE(Contains(what,
-                         "ALTER SYSTEM SET output_plugin_libraries = 'pgoutput, dblog'; "
+                         "ALTER SYSTEM SET output_plugin_libraries = 'pgoutput', 'dblog'; "
                          "SELECT pg_reload_conf();"))
         << what;
     EXPECT_TRUE(Contains(what, "superusers included")) << what;
@@ -167,7 +167,7 @@ TEST_F(SlotTest, PluginRefusalIsExplainedForReplicationRoles) {
       EXPECT_EQ(e.sqlstate(), "42501");
       EXPECT_TRUE(Contains(e.what(),
                            "ALTER SYSTEM SET output_plugin_libraries = "
-                           "'pgoutput, test_decoding, dblog'; SELECT pg_reload_conf();"))
+                           "'pgoutput', 'test_decoding', 'dblog'; SELECT pg_reload_conf();"))
           << e.what();
       EXPECT_TRUE(Contains(e.what(), "ALTER ROLE")) << "mentions the per-role precedence";
     }
