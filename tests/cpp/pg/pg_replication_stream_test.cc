@@ -432,7 +432,7 @@ TEST_F(StreamTest, StartErrors) {
       EXPECT_EQ(e.sqlstate(), "42501");
       EXPECT_TRUE(Contains(e.what(),
                            "ALTER SYSTEM SET output_plugin_libraries = "
-                           "'pgoutput, dblog'; SELECT pg_reload_conf();"))
+                           "'pgoutput', 'dblog'; SELECT pg_reload_conf();"))
           << e.what();
       EXPECT_TRUE(Contains(e.what(), "while running: START_REPLICATION SLOT")) << e.what();
     }
