@@ -218,6 +218,7 @@ int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interru
     return std::string(cpu) + std::to_string(s.transactions) + " target transactions, " +
            std::to_string(s.rows_written) + " rows written, " + std::to_string(s.rows_deleted) +
            " deleted, " + std::to_string(s.truncates) + " truncated tables" +
+           (s.range_deleted ? ", " + std::to_string(s.range_deleted) + " removed by repairs" : "") +
            (acked ? ", acknowledged through " + client::FormatPosition(*acked) : "");
   };
 
@@ -253,8 +254,17 @@ int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interru
         acknowledge();
       }
     }
+    // A connection closed between frames is a clean end only between transactions; in the
+    // middle of one (or of the bootstrap) dblogd went away (killed, say) and this is an error.
+    const bool cut = applier->in_source_transaction();
     applier->Stop();
     acknowledge();
+    if (cut) {
+      return fail(
+          "dblogd closed the connection in the middle of a transaction (rolled back; "
+          "it comes again on the next run): " +
+          summary());
+    }
     log("dblogd closed the stream: " + summary());
     return 0;
   } catch (const client::Interrupted&) {

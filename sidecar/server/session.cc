@@ -146,7 +146,9 @@ void Session::Write() {
   const std::size_t count = buffers.size();
   asio::async_write(socket_, buffers,
                     [self = shared_from_this(), count](boost::system::error_code ec, std::size_t) {
-                      if (ec) {
+                      // Close() (from the read side) may have cleared the queue while this
+                      // write was in flight: nothing is left to pop then.
+                      if (ec || self->closed_) {
                         self->Close();
                         return;
                       }

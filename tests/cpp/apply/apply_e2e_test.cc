@@ -220,6 +220,16 @@ class ApplyE2eTest : public DblogdTest {
   std::optional<PgConn> target_;
 };
 
+// Stops and joins a test's writer thread on every way out of the test (an ASSERT included).
+struct JoinOnExit {
+  std::atomic<bool>& stop;
+  std::thread& thread;
+  ~JoinOnExit() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
+};
+
 // A writer doing random inserts, updates, deletes and key changes on T(a) (bigint id) and
 // T(b) ((text, int) key) until stopped.
 class Writer {
@@ -492,6 +502,7 @@ TEST_F(ApplyE2eTest, SigkillOfTheApplierResumesAfterTheStoredPosition) {
              " INSERT INTO " +
              T("events") + " SELECT n, now() FROM c");
   });
+  JoinOnExit join_writer{stop, writer};
   const auto wait_events = [&](long at_least) {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -677,6 +688,7 @@ TEST_F(ApplyE2eTest, RepairsConvergeADamagedTarget) {
       }
     }
   });
+  JoinOnExit join_writer{stop, writer};
   const auto request = [&](const std::string& call) { return db().scalar("SELECT " + call); };
   const std::string acct = "'" + T("acct") + "'", pairs = "'" + T("pairs") + "'";
   const std::vector<std::string> ids = {
@@ -730,8 +742,8 @@ TEST(ApplyCli, ExitCodes) {
     char tmpl[] = "/tmp/dblog-apply-cli-XXXXXX";
     const int fd = mkstemp(tmpl);
     close(fd);
-    const int status = std::system((std::string(DBLOG_PATH) + " apply " + args + " >/dev/null 2>" +
-                                    tmpl).c_str());
+    const int status =
+        std::system((std::string(DBLOG_PATH) + " apply " + args + " >/dev/null 2>" + tmpl).c_str());
     std::ifstream in(tmpl);
     std::stringstream ss;
     ss << in.rdbuf();
