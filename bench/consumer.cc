@@ -1,0 +1,247 @@
+// bench/consumer.cc: dblog_bench_consumer, the discarding consumer of the benchmarks
+// (bench/run.sh, docs/benchmarks.md).
+//
+// Connects to dblogd with the client library (client/client.h), lets it parse every frame into
+// StreamEvents, counts them, acknowledges every Commit and BootstrapEnd (as a real applier
+// would), and throws the events away. It stops at one of:
+//   --until-marker SCHEMA.TABLE   the Commit of the first transaction that changed that table
+//   --until-bootstrap-end         the BootstrapEnd event
+//   --until-repair-done           the Commit of the transaction holding a ChunkEnd with last set
+//                                 (the end of a repair request)
+// and prints one line of JSON with what it saw and how long it took (wall seconds from just
+// before the TCP connect to the end condition). With --latency it also records, for every
+// Commit of a transaction that did not touch the marker table, the delay between the commit
+// time in the event and the moment the Commit was handed out by the client (system clock of
+// this machine, microseconds) and prints p50/p99/max.
+//
+// Not a test: it never judges a timing. It fails (exit 1) on a protocol error, a server error,
+// a closed stream before the end condition, or when --expect-changes does not match.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+
+namespace {
+
+using dblog::v1::StreamEvent;
+
+struct Options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 7654;
+  std::string consumer;
+  std::string until_marker;  // schema.table
+  bool until_bootstrap_end = false;
+  bool until_repair_done = false;
+  bool latency = false;
+  long long expect_changes = -1;  // INSERT/UPDATE/DELETE/READ events, marker excluded
+  int timeout_s = 600;            // io timeout: no bytes for this long is a failure
+  bool ready_line = false;        // print "ready" on stderr once Welcome arrived
+  long ack_every = 1;             // acknowledge every Nth Commit (and the end condition's)
+};
+
+[[noreturn]] void Usage(const char* why) {
+  std::fprintf(stderr,
+               "dblog_bench_consumer: %s\n"
+               "usage: dblog_bench_consumer --port P --consumer NAME "
+               "(--until-marker SCHEMA.TABLE | --until-bootstrap-end | --until-repair-done) "
+               "[--host H] [--latency] "
+               "[--expect-changes N] [--timeout S] [--ready] [--ack-every N]\n",
+               why);
+  std::exit(2);
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--host") o.host = value();
+    else if (a == "--port") o.port = static_cast<uint16_t>(std::stoi(value()));
+    else if (a == "--consumer") o.consumer = value();
+    else if (a == "--until-marker") o.until_marker = value();
+    else if (a == "--until-bootstrap-end") o.until_bootstrap_end = true;
+    else if (a == "--until-repair-done") o.until_repair_done = true;
+    else if (a == "--latency") o.latency = true;
+    else if (a == "--expect-changes") o.expect_changes = std::stoll(value());
+    else if (a == "--timeout") o.timeout_s = std::stoi(value());
+    else if (a == "--ready") o.ready_line = true;
+    else if (a == "--ack-every") o.ack_every = std::max(1L, std::stol(value()));
+    else Usage(("unknown argument " + a).c_str());
+  }
+  if (o.consumer.empty()) Usage("--consumer is required");
+  if (!o.until_marker.empty() + o.until_bootstrap_end + o.until_repair_done != 1)
+    Usage("give exactly one of --until-marker, --until-bootstrap-end, --until-repair-done");
+  return o;
+}
+
+std::int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double Percentile(std::vector<std::int64_t>& v, double p) {
+  if (v.empty()) return 0;
+  const std::size_t k =
+      std::min(v.size() - 1, static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return static_cast<double>(v[k]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = Parse(argc, argv);
+  std::string marker_schema, marker_table;
+  if (!opt.until_marker.empty()) {
+    const auto dot = opt.until_marker.find('.');
+    if (dot == std::string::npos) Usage("--until-marker wants SCHEMA.TABLE");
+    marker_schema = opt.until_marker.substr(0, dot);
+    marker_table = opt.until_marker.substr(dot + 1);
+  }
+
+  dblog::client::ConnectOptions co;
+  co.host = opt.host;
+  co.port = opt.port;
+  co.consumer = opt.consumer;
+  co.client_name = "dblog-bench-consumer";
+  co.connect_timeout = std::chrono::milliseconds(60000);
+  co.io_timeout = std::chrono::milliseconds(1000LL * opt.timeout_s);
+
+  std::uint64_t events = 0, changes = 0, reads = 0, inserts = 0, updates = 0, deletes = 0,
+                commits = 0, relations = 0, heartbeats = 0, progress = 0, acks = 0;
+  std::vector<std::int64_t> latencies;
+  std::map<std::uint32_t, bool> is_marker;  // relation oid -> is the marker table
+  bool txn_has_marker = false;
+  bool txn_has_last_chunk = false;
+  double first_event_s = -1;
+  std::uint64_t chunks = 0, chunk_rows = 0, chunk_deletes = 0;
+  std::int64_t first_chunk_us = 0, last_chunk_us = 0;  // system clock, microseconds
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  try {
+    dblog::client::Client client = dblog::client::Client::Connect(co);
+    if (opt.ready_line) std::cerr << "ready" << std::endl;
+    dblog::client::Item item;
+    bool done = false;
+    while (!done) {
+      if (!client.Next(item)) {
+        std::fprintf(stderr, "dblog_bench_consumer: dblogd closed the stream early\n");
+        return 1;
+      }
+      if (std::holds_alternative<dblog::v1::Heartbeat>(item)) {
+        ++heartbeats;
+        continue;
+      }
+      if (std::holds_alternative<dblog::v1::Progress>(item)) {
+        ++progress;
+        continue;
+      }
+      const StreamEvent& ev = std::get<StreamEvent>(item);
+      if (events++ == 0) first_event_s = seconds();
+      switch (ev.event_case()) {
+        case StreamEvent::kRelation:
+          ++relations;
+          is_marker[ev.relation().oid()] =
+              ev.relation().schema() == marker_schema && ev.relation().name() == marker_table;
+          break;
+        case StreamEvent::kBegin:
+          txn_has_marker = false;
+          txn_has_last_chunk = false;
+          break;
+        case StreamEvent::kChunkBegin:
+          if (first_chunk_us == 0) first_chunk_us = NowMicros();
+          break;
+        case StreamEvent::kChunkEnd:
+          ++chunks;
+          chunk_rows += ev.chunk_end().rows();
+          chunk_deletes += ev.chunk_end().deletes();
+          last_chunk_us = NowMicros();
+          if (ev.chunk_end().last()) txn_has_last_chunk = true;
+          break;
+        case StreamEvent::kChange: {
+          const auto& c = ev.change();
+          if (is_marker[c.relation_oid()]) {
+            txn_has_marker = true;
+            break;
+          }
+          ++changes;
+          switch (c.kind()) {
+            case dblog::v1::Change::INSERT: ++inserts; break;
+            case dblog::v1::Change::UPDATE: ++updates; break;
+            case dblog::v1::Change::DELETE: ++deletes; break;
+            case dblog::v1::Change::READ: ++reads; break;
+            default: break;
+          }
+          break;
+        }
+        case StreamEvent::kCommit: {
+          ++commits;
+          if (opt.latency && !txn_has_marker)
+            latencies.push_back(NowMicros() - ev.commit().commit_time());
+          if (txn_has_marker && !opt.until_marker.empty()) done = true;
+          if (txn_has_last_chunk && opt.until_repair_done) done = true;
+          if (done || commits % static_cast<std::uint64_t>(opt.ack_every) == 0) {
+            client.Ack(*dblog::client::Client::PositionOf(ev));
+            ++acks;
+          }
+          break;
+        }
+        case StreamEvent::kBootstrapEnd:
+          client.Ack(*dblog::client::Client::PositionOf(ev));
+          ++acks;
+          if (opt.until_bootstrap_end) done = true;
+          break;
+        default:
+          break;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dblog_bench_consumer: %s\n", e.what());
+    return 1;
+  }
+  const double wall = seconds();
+  const std::int64_t done_us = NowMicros();
+
+  std::printf(
+      "{\"wall_s\": %.6f, \"first_event_s\": %.6f, \"events\": %llu, \"changes\": %llu, "
+      "\"inserts\": %llu, \"updates\": %llu, \"deletes\": %llu, \"reads\": %llu, "
+      "\"commits\": %llu, \"relations\": %llu, \"heartbeats\": %llu, \"progress\": %llu, "
+      "\"acks\": %llu, \"chunks\": %llu, \"chunk_rows\": %llu, \"chunk_deletes\": %llu, "
+      "\"first_chunk_us\": %lld, \"last_chunk_us\": %lld, \"done_us\": %lld",
+      wall, first_event_s, (unsigned long long)events, (unsigned long long)changes,
+      (unsigned long long)inserts, (unsigned long long)updates, (unsigned long long)deletes,
+      (unsigned long long)reads, (unsigned long long)commits, (unsigned long long)relations,
+      (unsigned long long)heartbeats, (unsigned long long)progress, (unsigned long long)acks,
+      (unsigned long long)chunks, (unsigned long long)chunk_rows,
+      (unsigned long long)chunk_deletes, (long long)first_chunk_us, (long long)last_chunk_us,
+      (long long)done_us);
+  if (opt.latency) {
+    std::vector<std::int64_t> v = latencies;
+    const double mx = v.empty() ? 0 : static_cast<double>(*std::max_element(v.begin(), v.end()));
+    std::printf(", \"latency_n\": %zu, \"latency_p50_us\": %.0f, \"latency_p99_us\": %.0f, "
+                "\"latency_max_us\": %.0f",
+                v.size(), Percentile(v, 50), Percentile(v, 99), mx);
+  }
+  std::printf("}\n");
+  if (opt.expect_changes >= 0 && static_cast<long long>(changes) != opt.expect_changes) {
+    std::fprintf(stderr, "dblog_bench_consumer: expected %lld changes, saw %llu\n",
+                 opt.expect_changes, (unsigned long long)changes);
+    return 1;
+  }
+  return 0;
+}
