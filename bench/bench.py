@@ -1233,9 +1233,12 @@ def main():
     p.add_argument("--reps", type=int)
     p.add_argument("--only")
     p.add_argument("--contenders", help="log throughput: comma-separated contender keys")
-    p.add_argument("--dblogd", required=True)
-    p.add_argument("--consumer", required=True)
-    p.add_argument("--logdir", required=True)
+    p.add_argument("--dblogd")
+    p.add_argument("--consumer")
+    p.add_argument("--logdir")
+    p.add_argument("--rerender", metavar="RESULTS_JSON",
+                   help="measure nothing: rewrite --docs from an earlier run's --json file "
+                        "(after editing bench/benchmarks.md.in)")
     p.add_argument("--command", default="bench/run.sh")
     p.add_argument("--docs", help="write the results here (docs/benchmarks.md)")
     p.add_argument("--json", help="also write the raw measurements here")
@@ -1261,6 +1264,22 @@ def main():
         a.reps_log = a.reps_bootstrap = a.reps_latency = a.reps
     if a.quiet_wait is None:
         a.quiet_wait = 0 if a.smoke else 30
+    if a.rerender:
+        with open(a.rerender) as f:
+            saved = json.load(f)
+        for k, v in saved.get("args", {}).items():
+            if k in ("oltp_tx", "repair_chunk_size"):
+                setattr(a, k, v)
+
+        class Saved:
+            args = a
+        text = report(Saved, saved["data"], saved["machine"])
+        print(text)
+        if a.docs:
+            write_docs(a.docs, text, saved["command"], saved.get("elapsed", 0))
+        return 0
+    if not (a.dblogd and a.consumer and a.logdir):
+        p.error("--dblogd, --consumer and --logdir are required")
     only = a.only.split(",") if a.only else SECTIONS
     for s in only:
         if s not in SECTIONS:
@@ -1293,8 +1312,9 @@ def main():
     print(f"\n(measured in {elapsed / 60:.1f} min)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": mach, "data": data, "command": a.command}, f, indent=1,
-                      default=str)
+            json.dump({"machine": mach, "data": data, "command": a.command, "elapsed": elapsed,
+                       "args": {"oltp_tx": a.oltp_tx, "repair_chunk_size": a.repair_chunk_size}},
+                      f, indent=1, default=str)
     if a.docs:
         write_docs(a.docs, text, a.command, elapsed)
         log(f"results written to {a.docs}")
