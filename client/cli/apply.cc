@@ -77,19 +77,7 @@ std::string ApplyHelp() {
 std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>& args,
                                                   const Environment& env, std::ostream& help_out) {
   const po::options_description flags = ApplyFlags();
-  po::variables_map vm;
-  try {
-    const int style =
-        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    const po::parsed_options parsed =
-        po::command_line_parser(args).options(flags).style(style).run();
-    const auto stray = po::collect_unrecognized(parsed.options, po::include_positional);
-    if (!stray.empty()) throw UsageError("unexpected argument '" + stray.front() + "'");
-    po::store(parsed, vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
+  const po::variables_map vm = ParseFlags(args, flags);
   if (vm.count("help")) {
     help_out << ApplyHelp();
     return std::nullopt;
@@ -97,12 +85,7 @@ std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>
 
   ApplyCommandOptions options;
   options.connect.client_name = "dblog-apply/0.1";
-  if (!vm.count("consumer")) throw UsageError("--consumer is required");
-  options.connect.consumer = vm["consumer"].as<std::string>();
-  if (!IsValidConsumerName(options.connect.consumer)) {
-    throw UsageError("invalid --consumer '" + options.connect.consumer +
-                     "': expected [a-z][a-z0-9_]{0,47}");
-  }
+  ReadConsumerFlag(vm, options.connect);
   options.applier.consumer = options.connect.consumer;
 
   if (vm.count("target")) {
@@ -114,28 +97,7 @@ std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>
   }
   if (options.target.empty()) throw UsageError("--target is empty");
 
-  if (vm.count("host")) {
-    options.connect.host = vm["host"].as<std::string>();
-  } else if (const auto host = env("DBLOG_HOST"); host && !host->empty()) {
-    options.connect.host = *host;
-  }
-  if (options.connect.host.empty()) throw UsageError("--host is empty");
-  if (vm.count("port")) {
-    options.connect.port =
-        static_cast<uint16_t>(ParseNumber(vm["port"].as<std::string>(), 1, 65535, "--port"));
-  } else if (const auto port = env("DBLOG_PORT"); port && !port->empty()) {
-    options.connect.port = static_cast<uint16_t>(ParseNumber(*port, 1, 65535, "DBLOG_PORT"));
-  }
-  if (vm.count("token") && vm.count("token-file")) {
-    throw UsageError("--token and --token-file exclude each other");
-  }
-  if (vm.count("token")) {
-    options.connect.token = vm["token"].as<std::string>();
-  } else if (vm.count("token-file")) {
-    options.connect.token = ReadTokenFile(vm["token-file"].as<std::string>());
-  } else if (const auto token = env("DBLOG_TOKEN")) {
-    options.connect.token = *token;
-  }
+  ReadServerFlags(vm, env, options.connect);
 
   options.applier.create_tables = vm["create-tables"].as<bool>();
   if (vm.count("schema-map")) {

@@ -140,9 +140,8 @@ std::string TailHelp() {
   return help.str();
 }
 
-std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
-                                         const Environment& env, std::ostream& help_out) {
-  const po::options_description flags = TailFlags();
+po::variables_map ParseFlags(const std::vector<std::string>& args,
+                             const po::options_description& flags) {
   po::variables_map vm;
   try {
     const int style =
@@ -157,6 +156,50 @@ std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
+  return vm;
+}
+
+void ReadConsumerFlag(const po::variables_map& vm, client::ConnectOptions& connect) {
+  if (!vm.count("consumer")) throw UsageError("--consumer is required");
+  connect.consumer = vm["consumer"].as<std::string>();
+  if (!IsValidConsumerName(connect.consumer)) {
+    throw UsageError("invalid --consumer '" + connect.consumer +
+                     "': expected [a-z][a-z0-9_]{0,47}");
+  }
+}
+
+void ReadServerFlags(const po::variables_map& vm, const Environment& env,
+                     client::ConnectOptions& connect) {
+  if (vm.count("host")) {
+    connect.host = vm["host"].as<std::string>();
+  } else if (const auto host = env("DBLOG_HOST"); host && !host->empty()) {
+    connect.host = *host;
+  }
+  if (connect.host.empty()) throw UsageError("--host is empty");
+
+  if (vm.count("port")) {
+    connect.port =
+        static_cast<uint16_t>(ParseNumber(vm["port"].as<std::string>(), 1, 65535, "--port"));
+  } else if (const auto port = env("DBLOG_PORT"); port && !port->empty()) {
+    connect.port = static_cast<uint16_t>(ParseNumber(*port, 1, 65535, "DBLOG_PORT"));
+  }
+
+  if (vm.count("token") && vm.count("token-file")) {
+    throw UsageError("--token and --token-file exclude each other");
+  }
+  if (vm.count("token")) {
+    connect.token = vm["token"].as<std::string>();
+  } else if (vm.count("token-file")) {
+    connect.token = ReadTokenFile(vm["token-file"].as<std::string>());
+  } else if (const auto token = env("DBLOG_TOKEN")) {
+    connect.token = *token;
+  }
+}
+
+std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
+                                         const Environment& env, std::ostream& help_out) {
+  const po::options_description flags = TailFlags();
+  const po::variables_map vm = ParseFlags(args, flags);
   if (vm.count("help")) {
     help_out << TailHelp();
     return std::nullopt;
@@ -164,37 +207,9 @@ std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
 
   TailOptions options;
   options.connect.client_name = "dblog-tail/0.1";
-  if (!vm.count("consumer")) throw UsageError("--consumer is required");
-  options.connect.consumer = vm["consumer"].as<std::string>();
-  if (!IsValidConsumerName(options.connect.consumer)) {
-    throw UsageError("invalid --consumer '" + options.connect.consumer +
-                     "': expected [a-z][a-z0-9_]{0,47}");
-  }
+  ReadConsumerFlag(vm, options.connect);
 
-  if (vm.count("host")) {
-    options.connect.host = vm["host"].as<std::string>();
-  } else if (const auto host = env("DBLOG_HOST"); host && !host->empty()) {
-    options.connect.host = *host;
-  }
-  if (options.connect.host.empty()) throw UsageError("--host is empty");
-
-  if (vm.count("port")) {
-    options.connect.port =
-        static_cast<uint16_t>(ParseNumber(vm["port"].as<std::string>(), 1, 65535, "--port"));
-  } else if (const auto port = env("DBLOG_PORT"); port && !port->empty()) {
-    options.connect.port = static_cast<uint16_t>(ParseNumber(*port, 1, 65535, "DBLOG_PORT"));
-  }
-
-  if (vm.count("token") && vm.count("token-file")) {
-    throw UsageError("--token and --token-file exclude each other");
-  }
-  if (vm.count("token")) {
-    options.connect.token = vm["token"].as<std::string>();
-  } else if (vm.count("token-file")) {
-    options.connect.token = ReadTokenFile(vm["token-file"].as<std::string>());
-  } else if (const auto token = env("DBLOG_TOKEN")) {
-    options.connect.token = *token;
-  }
+  ReadServerFlags(vm, env, options.connect);
 
   options.render.relations = vm["relations"].as<bool>();
   if (vm.count("ack-every")) {

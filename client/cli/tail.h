@@ -4,6 +4,8 @@
 // tested) and its read-render-write-ack loop. Signal handling lives in main.cc.
 #pragma once
 
+#include <boost/program_options.hpp>
+
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -49,6 +51,16 @@ unsigned long long ParseNumber(const std::string& text, unsigned long long min,
                                unsigned long long max, const std::string& what);
 // the token in `path`, trailing whitespace removed; UsageError when unreadable or empty.
 std::string ReadTokenFile(const std::string& path);
+
+// Shared by the subcommands: strict flag parsing (no prefix guessing, no stray words; errors as
+// UsageError), --consumer (required, validated), and --host/--port/--token/--token-file with
+// their DBLOG_* environment defaults.
+boost::program_options::variables_map ParseFlags(
+    const std::vector<std::string>& args, const boost::program_options::options_description& flags);
+void ReadConsumerFlag(const boost::program_options::variables_map& vm,
+                      client::ConnectOptions& connect);
+void ReadServerFlags(const boost::program_options::variables_map& vm, const Environment& env,
+                     client::ConnectOptions& connect);
 
 // True for names dblogd accepts: [a-z][a-z0-9_]{0,47}.
 bool IsValidConsumerName(const std::string& name);
