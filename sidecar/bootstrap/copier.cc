@@ -57,22 +57,30 @@ std::vector<Task> PlanTasks(
 }
 
 void CopyRowParser::Feed(std::string_view data) {
-  if (offset_ > 0 && offset_ >= buffer_.size() / 2) {
-    buffer_.erase(0, offset_);
-    offset_ = 0;
+  if (input_.empty()) {  // nothing left over: parse the caller's bytes in place
+    input_ = data;
+    buffered_ = false;
+    return;
+  }
+  if (buffered_) {
+    buffer_.erase(0, static_cast<std::size_t>(input_.data() - buffer_.data()));
+  } else {
+    buffer_.assign(input_.data(), input_.size());
   }
   buffer_.append(data.data(), data.size());
+  input_ = buffer_;
+  buffered_ = true;
 }
 
-bool CopyRowParser::Next(std::string* row) {
-  const char* p = buffer_.data() + offset_;
-  std::size_t n = buffer_.size() - offset_;
+bool CopyRowParser::Next(std::string_view* row) {
+  const char* p = input_.data();
+  const std::size_t n = input_.size();
   if (!header_done_) {
     if (n < 19) return false;
     if (std::memcmp(p, kSignature, 11) != 0) throw std::runtime_error("not a binary COPY stream");
     const std::uint32_t ext = ReadU32(p + 15);
-    if (n < 19 + ext) return false;
-    offset_ += 19 + ext;
+    if (n < 19 + std::size_t{ext}) return false;
+    input_.remove_prefix(19 + std::size_t{ext});
     header_done_ = true;
     return Next(row);
   }
@@ -80,7 +88,7 @@ bool CopyRowParser::Next(std::string* row) {
   const std::int16_t fields = ReadI16(p);
   if (fields == -1) {
     finished_ = true;
-    offset_ += 2;
+    input_.remove_prefix(2);
     return false;
   }
   if (fields != 1) throw std::runtime_error("binary COPY row with " + std::to_string(fields) +
@@ -89,10 +97,21 @@ bool CopyRowParser::Next(std::string* row) {
   const std::uint32_t len = ReadU32(p + 2);
   if (len == 0xffffffffu) throw std::runtime_error("NULL row from dblog.encode_row");
   if (len > (1u << 30)) throw std::runtime_error("binary COPY field too large");
-  if (n < 6 + len) return false;
-  row->assign(p + 6, len);
-  offset_ += 6 + len;
+  if (n < 6 + std::size_t{len}) return false;
+  *row = std::string_view(p + 6, len);
+  input_.remove_prefix(6 + std::size_t{len});
   return true;
+}
+
+std::vector<std::string_view> Copier::Batch::Rows() const {
+  std::vector<std::string_view> rows;
+  rows.reserve(ends.size());
+  std::uint32_t begin = 0;
+  for (std::uint32_t end : ends) {
+    rows.emplace_back(data.data() + begin, end - begin);
+    begin = end;
+  }
+  return rows;
 }
 
 Copier::Copier(std::string conninfo, std::string snapshot, std::vector<Table> tables,
@@ -132,7 +151,7 @@ std::optional<Copier::Batch> Copier::Pop() {
   if (queue_.empty()) return std::nullopt;
   Batch b = std::move(queue_.front());
   queue_.pop_front();
-  queued_bytes_ -= b.bytes;
+  queued_bytes_ -= b.bytes();
   space_.notify_all();
   return b;
 }
@@ -180,7 +199,7 @@ void Copier::Push(Batch batch) {
     space_.wait(lock, [this] { return cancelled_ || queued_bytes_ < max_queue_bytes_; });
     if (cancelled_) return;
     was_empty = queue_.empty();
-    queued_bytes_ += batch.bytes;
+    queued_bytes_ += batch.bytes();
     queue_.push_back(std::move(batch));
   }
   if (was_empty) notify_();
@@ -216,25 +235,33 @@ void Copier::Work(int worker) {
       if (PQresultStatus(started.raw()) != PGRES_COPY_OUT)
         throw pg::Error::FromResult(started.raw(), conn.raw(), sql);
       CopyRowParser parser;
-      Batch batch{task.table, {}, 0};
+      Batch batch{task.table, {}, {}};
+      auto push = [&] {
+        copied_[task.table] += batch.size();
+        bytes_copied_ += batch.bytes();
+        Push(std::move(batch));
+        batch = Batch{task.table, {}, {}};
+      };
       for (;;) {
         char* buf = nullptr;
         const int n = PQgetCopyData(conn.raw(), &buf, 0);
         if (n == -1) break;
         if (n == -2) throw pg::Error::FromConnection(conn.raw(), sql);
         parser.Feed(std::string_view(buf, static_cast<std::size_t>(n)));
-        PQfreemem(buf);
-        std::string row;
-        while (parser.Next(&row)) {
-          batch.bytes += row.size();
-          batch.rows.push_back(std::move(row));
-          if (batch.rows.size() >= kBatchRows || batch.bytes >= kBatchBytes) {
-            copied_[task.table] += batch.rows.size();
-            bytes_copied_ += batch.bytes;
-            Push(std::move(batch));
-            batch = Batch{task.table, {}, 0};
+        std::string_view row;
+        try {
+          while (parser.Next(&row)) {
+            if (batch.data.empty()) batch.data.reserve(kBatchBytes + row.size());
+            batch.Add(row);
+            if (batch.size() >= kBatchRows || batch.bytes() >= kBatchBytes) push();
           }
+        } catch (...) {
+          PQfreemem(buf);
+          throw;
         }
+        // The parser keeps what it has not handed out; nothing points into buf any more.
+        parser.Feed({});
+        PQfreemem(buf);
         {
           std::lock_guard<std::mutex> lock(mutex_);
           if (cancelled_) throw std::runtime_error("cancelled");
@@ -245,11 +272,7 @@ void Copier::Work(int worker) {
         throw pg::Error::FromResult(finished.raw(), conn.raw(), sql);
       while (PGresult* extra = PQgetResult(conn.raw())) PQclear(extra);
       if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
-      if (!batch.rows.empty()) {
-        copied_[task.table] += batch.rows.size();
-        bytes_copied_ += batch.bytes;
-        Push(std::move(batch));
-      }
+      if (batch.size() > 0) push();
     }
     conn.Exec("COMMIT");
   } catch (const std::exception& e) {

@@ -36,27 +36,40 @@ std::vector<Task> PlanTasks(const std::vector<Table>& tables,
                             const std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>>& bounds,
                             std::int64_t rows_per_task);
 
-// Binary COPY of one bytea column: hands out each row's bytes as it is complete.
+// Binary COPY of one bytea column: hands out each row's bytes as it is complete, without
+// copying them when a row lies within one piece of input (the usual case: PostgreSQL sends a
+// CopyData message per row).
 class CopyRowParser {
  public:
-  // Returns false when more input is needed. Throws std::runtime_error on malformed input.
+  // `data` must stay valid until the next Feed: rows handed out may point into it.
   void Feed(std::string_view data);
-  bool Next(std::string* row);
+  // The next complete row, valid until the next Feed. False when more input is needed (or the
+  // trailer was read: finished()). Throws std::runtime_error on malformed input.
+  bool Next(std::string_view* row);
   bool finished() const { return finished_; }
 
  private:
-  std::string buffer_;
-  std::size_t offset_ = 0;
+  std::string_view input_;  // what is left to parse: in the caller's data or in buffer_
+  std::string buffer_;      // the unparsed rest of earlier input, when a row spans Feeds
+  bool buffered_ = false;   // input_ points into buffer_
   bool header_done_ = false;
   bool finished_ = false;
 };
 
 class Copier {
  public:
+  // Rows of one table, back to back in one buffer (one allocation per batch, not per row).
   struct Batch {
     std::size_t table = 0;
-    std::vector<std::string> rows;  // serialized dblog.v1.Row each
-    std::size_t bytes = 0;
+    std::string data;                 // serialized dblog.v1.Row each, concatenated
+    std::vector<std::uint32_t> ends;  // row i is data[ends[i-1], ends[i]) (ends[-1] = 0)
+    std::size_t size() const { return ends.size(); }
+    std::size_t bytes() const { return data.size(); }
+    void Add(std::string_view row) {
+      data.append(row.data(), row.size());
+      ends.push_back(static_cast<std::uint32_t>(data.size()));
+    }
+    std::vector<std::string_view> Rows() const;
   };
 
   // notify is called from worker threads whenever the queue goes from empty to non-empty and

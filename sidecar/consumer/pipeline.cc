@@ -42,7 +42,17 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       reconnect_timer_(io),
       progress_timer_(io),
       window_timer_(io),
+      parse_block_(new char[kParseBlockBytes]),
+      parse_arena_(ParseArenaOptions(parse_block_.get(), kParseBlockBytes)),
       txlog_(config.window_key_memory_bytes) {}
+
+google::protobuf::ArenaOptions Pipeline::ParseArenaOptions(char* block, std::size_t size) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = block;  // kept across Reset: a batch of the default size fits
+  options.initial_block_size = size;
+  options.max_block_size = size;
+  return options;
+}
 
 Pipeline::~Pipeline() {
   if (copier_) copier_->Cancel();
@@ -324,8 +334,8 @@ void Pipeline::DrainCopy() {
     std::optional<bootstrap::Copier::Batch> batch = copier_->Pop();
     if (!batch) break;
     const auto& table = copier_->tables()[batch->table];
-    for (const std::string& row : batch->rows) emitter_->EmitCopiedRow(table.relation, row);
-    stats_->bootstrap_rows += batch->rows.size();
+    emitter_->EmitCopiedRows(table.relation, batch->Rows());
+    stats_->bootstrap_rows += batch->size();
     Flush();
   }
   if (copier_->done() && !copier_->error()) FinishBootstrap();
@@ -398,11 +408,17 @@ void Pipeline::StartStream() {
 void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view payload) {
   if (state_ != State::kStreaming) return;
   backoff_ = config_.reconnect_min;
-  if (!batch_.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  // Everything parsed goes when this returns (the emitter and the key log copy what they keep).
+  struct ResetArena {
+    google::protobuf::Arena& arena;
+    ~ResetArena() { arena.Reset(); }
+  } reset{parse_arena_};
+  auto* batch = google::protobuf::Arena::CreateMessage<dblog::v1::Batch>(&parse_arena_);
+  if (!batch->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     Fail(Error::SOURCE_ERROR, "the plugin sent a message that is not a dblog.v1.Batch");
     return;
   }
-  for (const auto& ev : batch_.events()) {
+  for (const auto& ev : batch->events()) {
     if (!ev.has_commit()) continue;
     stats_->transactions_sent++;
     unacked_commits_.emplace_back(ev.commit().commit_lsn(), ev.commit().commit_time() == 0
@@ -412,13 +428,12 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
   if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
   try {
-    for (auto& event : *batch_.mutable_events()) ProcessEvent(event);
+    for (auto& event : *batch->mutable_events()) ProcessEvent(event);
   } catch (const std::exception& e) {
     log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
     Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
     return;
   }
-  batch_.Clear();
   Flush();
   ScheduleWindow();
 }
@@ -427,18 +442,17 @@ void Pipeline::Flush() {
   if (!emitter_) return;
   std::string events = emitter_->TakeOutput();
   if (events.empty()) return;
-  // ServerMessage{events = EventBatch}: field 3, wire type 2, around the emitter's bytes.
-  std::string payload;
-  payload.reserve(events.size() + 6);
-  payload.push_back(static_cast<char>(3 << 3 | 2));
-  wire::AppendVarint(payload, events.size());
-  payload += events;
-  std::string frame;
-  frame.reserve(payload.size() + 5);
-  wire::AppendFrame(frame, payload);
-  stats_->bytes_sent += frame.size();
+  // ServerMessage{events = EventBatch}: field 3, wire type 2, around the emitter's bytes. The
+  // frame goes out as a small head and the emitter's buffer itself: the events are not copied.
+  std::string message_head;
+  message_head.push_back(static_cast<char>(3 << 3 | 2));
+  wire::AppendVarint(message_head, events.size());
+  std::string head;
+  wire::AppendVarint(head, message_head.size() + events.size());
+  head += message_head;
+  stats_->bytes_sent += head.size() + events.size();
   stats_->events_sent = emitter_->events_emitted();
-  session_->SendFrame(std::move(frame));
+  session_->SendFrame(std::move(head), std::move(events));
   sent_since_heartbeat_ = true;
   stats_->queued_bytes = session_->queued_bytes();
   if (stream_ && !paused_ &&

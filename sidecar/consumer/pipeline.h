@@ -7,6 +7,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <google/protobuf/arena.h>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -93,7 +94,6 @@ class Pipeline : public server::SessionListener,
   std::unique_ptr<pg::ReplicationStream> stream_;
   std::unique_ptr<emit::AckTracker> acks_;
   std::unique_ptr<emit::Emitter> emitter_;
-  dblog::v1::Batch batch_;  // reused for parsing
 
   // bootstrap
   std::unique_ptr<bootstrap::Copier> copier_;
@@ -113,6 +113,12 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer window_timer_;
+  // The plugin's batches are parsed into this arena, reset after each: no allocation per event.
+  // Nothing may keep a pointer into a batch past OnData.
+  static google::protobuf::ArenaOptions ParseArenaOptions(char* block, std::size_t size);
+  static constexpr std::size_t kParseBlockBytes = 1u << 20;
+  std::unique_ptr<char[]> parse_block_;
+  google::protobuf::Arena parse_arena_;
 
   // ---- repairs (repairs.cc) ----------------------------------------------------------------
   struct Request {

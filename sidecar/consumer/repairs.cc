@@ -156,7 +156,7 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event) {
     }
     case E::kCommit:
       txlog_.Commit();
-      emitter_->OnEvent(std::move(event));
+      emitter_->Consume(event);
       if (closing_progress_) {
         closing_progress_->position = emitter_->last_position();
         pending_progress_.push_back(std::move(*closing_progress_));
@@ -166,7 +166,7 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event) {
     default:
       break;
   }
-  emitter_->OnEvent(std::move(event));
+  emitter_->Consume(event);
 }
 
 // Requests are read back from the queue by id (the decoded row only tells us which).

@@ -1,6 +1,7 @@
 // sidecar/emit/emitter.cc: the one ordered emitter (see emitter.h).
 #include "emit/emitter.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -50,16 +51,18 @@ Emitter::Emitter(Position resume_after, AckTracker* acks)
 std::string Emitter::TakeOutput() {
   std::string out;
   out.swap(output_);
+  // The next output is likely as large: grow once, not by doubling (capped: memory is O(1)).
+  output_.reserve(std::min<std::size_t>(out.size(), 1u << 20));
   return out;
 }
 
 // ---- Log path ------------------------------------------------------------------------------
 
 void Emitter::OnBatch(dblog::v1::Batch batch) {
-  for (Event& event : *batch.mutable_events()) OnEvent(std::move(event));
+  for (Event& event : *batch.mutable_events()) Consume(event);
 }
 
-void Emitter::OnEvent(Event event) {
+void Emitter::Consume(Event& event) {
   // A chunk is emitted in one go at its high watermark; the log waits until it is closed.
   RequireNoChunk("a plugin event");
   switch (event.event_case()) {
@@ -69,13 +72,13 @@ void Emitter::OnEvent(Event event) {
       // Held until an event that is sent needs it (a skipped transaction must not lose it).
       return RememberRelation(event.relation());
     case Event::kChange:
-      return OnChange(std::move(*event.mutable_change()));
+      return OnChange(*event.mutable_change());
     case Event::kTruncate:
-      return OnTruncate(std::move(*event.mutable_truncate()));
+      return OnTruncate(*event.mutable_truncate());
     case Event::kMessage:
-      return OnMessage(std::move(*event.mutable_message()));
+      return OnMessage(*event.mutable_message());
     case Event::kCommit:
-      return OnCommit(std::move(*event.mutable_commit()));
+      return OnCommit(*event.mutable_commit());
     case Event::EVENT_NOT_SET:
       break;
   }
@@ -100,7 +103,7 @@ void Emitter::OnBegin(const dblog::v1::Begin& begin) {
   unit_.header = begin.SerializeAsString();
 }
 
-void Emitter::OnChange(Change change) {
+void Emitter::OnChange(Change& change) {
   RequireTransaction("a Change", change.commit_lsn());
   const dblog::v1::Relation& rel = KnownRelation(change.relation_oid(), "a Change");
   switch (change.kind()) {
@@ -121,9 +124,9 @@ void Emitter::OnChange(Change change) {
         del.set_lsn(change.lsn());
         del.set_xid(change.xid());
         del.set_commit_time(change.commit_time());
-        *del.mutable_old_key() = std::move(*change.mutable_old_key());
-        if (change.has_old_row()) *del.mutable_old_row() = std::move(*change.mutable_old_row());
-        SendChange(std::move(del));
+        del.mutable_old_key()->Swap(change.mutable_old_key());
+        if (change.has_old_row()) del.mutable_old_row()->Swap(change.mutable_old_row());
+        SendChange(del);
         change.clear_old_key();
         change.clear_old_row();
         change.set_kind(Change::INSERT);
@@ -133,10 +136,10 @@ void Emitter::OnChange(Change change) {
       Fail("plugin Change of kind " + std::to_string(change.kind()) + " for relation " +
            std::to_string(change.relation_oid()));
   }
-  SendChange(std::move(change));
+  SendChange(change);
 }
 
-void Emitter::SendChange(Change change) {
+void Emitter::SendChange(Change& change) {
   const Position pos = NextPosition();
   if (!Admit(pos)) return;
   SendRelation(change.relation_oid());
@@ -145,7 +148,7 @@ void Emitter::SendChange(Change change) {
   Append(StreamEvent::kChange, change);
 }
 
-void Emitter::OnTruncate(dblog::v1::Truncate truncate) {
+void Emitter::OnTruncate(dblog::v1::Truncate& truncate) {
   RequireTransaction("a Truncate", truncate.commit_lsn());
   for (std::uint32_t oid : truncate.relation_oids()) KnownRelation(oid, "a Truncate");
   const Position pos = NextPosition();
@@ -156,7 +159,7 @@ void Emitter::OnTruncate(dblog::v1::Truncate truncate) {
   Append(StreamEvent::kTruncate, truncate);
 }
 
-void Emitter::OnMessage(dblog::v1::Message message) {
+void Emitter::OnMessage(dblog::v1::Message& message) {
   if (message.transactional()) {
     RequireTransaction("a transactional Message", message.commit_lsn());
     const Position pos = NextPosition();
@@ -183,7 +186,7 @@ void Emitter::OnMessage(dblog::v1::Message message) {
   if (acks_ != nullptr) acks_->OnCommitEmitted(pos, message.lsn());
 }
 
-void Emitter::OnCommit(dblog::v1::Commit commit) {
+void Emitter::OnCommit(dblog::v1::Commit& commit) {
   RequireTransaction("a Commit", commit.commit_lsn());
   RequireNoChunk("a Commit");
   const Position pos = NextPosition();
@@ -221,10 +224,21 @@ void Emitter::BeginBootstrap(std::uint64_t consistent_point, bool restarted,
 void Emitter::EmitCopiedRow(const dblog::v1::Relation& rel, std::string_view row_bytes) {
   if (unit_.kind != UnitKind::kBootstrap) Fail("EmitCopiedRow outside a bootstrap");
   RememberRelation(rel);
+  EmitCopiedRowOf(rel.oid(), row_bytes);
+}
+
+void Emitter::EmitCopiedRows(const dblog::v1::Relation& rel,
+                             const std::vector<std::string_view>& rows) {
+  if (unit_.kind != UnitKind::kBootstrap) Fail("EmitCopiedRows outside a bootstrap");
+  RememberRelation(rel);
+  for (std::string_view row : rows) EmitCopiedRowOf(rel.oid(), row);
+}
+
+void Emitter::EmitCopiedRowOf(std::uint32_t relation_oid, std::string_view row_bytes) {
   const Position pos = NextPosition();
   if (!Admit(pos)) return;
-  SendRelation(rel.oid());
-  SendReadRow(rel.oid(), pos, row_bytes);
+  SendRelation(relation_oid);
+  SendReadRow(relation_oid, pos, row_bytes);
 }
 
 void Emitter::EndBootstrap(std::vector<dblog::v1::TableProgress> counts) {
@@ -428,19 +442,28 @@ void Emitter::SendRelation(std::uint32_t oid) {
 // A READ Change laid out as a log Change is (fields in number order), with the row's bytes
 // written through untouched rather than parsed and serialized again.
 void Emitter::SendReadRow(std::uint32_t relation_oid, Position pos, std::string_view row_bytes) {
-  Change head;  // fields 1-4; new_row (8) follows, nothing after it
-  head.set_kind(Change::READ);
-  head.set_relation_oid(relation_oid);
-  head.set_commit_lsn(pos.commit_lsn);
-  head.set_seq(pos.seq);
-  const std::size_t head_size = head.ByteSizeLong();
+  // Change fields 1-4 (kind, relation_oid, commit_lsn, seq: varints, zero ones left out as
+  // proto3 does), then new_row (8); nothing after it. Written by hand: this runs per copied row.
+  char head[4 * 11];
+  std::size_t head_size = 0;
+  auto put = [&head, &head_size](int field, std::uint64_t v) {
+    if (v == 0) return;
+    head[head_size++] = static_cast<char>(field << 3);
+    while (v >= 0x80) {
+      head[head_size++] = static_cast<char>((v & 0x7f) | 0x80);
+      v >>= 7;
+    }
+    head[head_size++] = static_cast<char>(v);
+  };
+  put(1, Change::READ);
+  put(2, relation_oid);
+  put(3, pos.commit_lsn);
+  put(4, pos.seq);
   const std::size_t size = head_size + VarintSize(LenTag(kChangeNewRow)) +
                            VarintSize(row_bytes.size()) + row_bytes.size();
   const std::size_t before = output_.size();
   AppendEnvelope(StreamEvent::kChange, size);
-  const std::size_t at = output_.size();
-  output_.resize(at + head_size);
-  head.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&output_[at]));
+  output_.append(head, head_size);
   AppendVarint(output_, LenTag(kChangeNewRow));
   AppendVarint(output_, row_bytes.size());
   output_.append(row_bytes.data(), row_bytes.size());

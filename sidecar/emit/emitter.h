@@ -58,7 +58,10 @@ class Emitter {
   // ---- Log path: the plugin's events, in log order. -------------------------------------
   // Throws std::logic_error on input that breaks the plugin's contract (a Change outside a
   // transaction, before its Relation, with a commit_lsn not its transaction's, ...).
-  void OnEvent(dblog::v1::Event event);
+  // Consume takes what it needs out of `event` and may leave it changed: the pipeline parses
+  // into an arena and hands events over by reference, so nothing is copied out of it.
+  void Consume(dblog::v1::Event& event);
+  void OnEvent(dblog::v1::Event event) { Consume(event); }
   void OnBatch(dblog::v1::Batch batch);
 
   // ---- Bootstrap (point splice). ---------------------------------------------------------
@@ -71,6 +74,8 @@ class Emitter {
   // row_bytes: a serialized dblog.v1.Row from the shared encoder (dblog.encode_row). It is
   // embedded verbatim as Change.new_row: the consumer gets the encoder's exact bytes.
   void EmitCopiedRow(const dblog::v1::Relation& rel, std::string_view row_bytes);
+  // The same for a run of rows of one relation (its Relation is checked once for all).
+  void EmitCopiedRows(const dblog::v1::Relation& rel, const std::vector<std::string_view>& rows);
   void EndBootstrap(std::vector<dblog::v1::TableProgress> counts);
 
   // ---- Repair chunks, injected into the high watermark's own transaction. ----------------
@@ -136,11 +141,12 @@ class Emitter {
   };
 
   void OnBegin(const dblog::v1::Begin& begin);
-  void OnChange(dblog::v1::Change change);
-  void SendChange(dblog::v1::Change change);  // positions and sends one log Change
-  void OnTruncate(dblog::v1::Truncate truncate);
-  void OnMessage(dblog::v1::Message message);
-  void OnCommit(dblog::v1::Commit commit);
+  void OnChange(dblog::v1::Change& change);
+  void SendChange(dblog::v1::Change& change);  // positions and sends one log Change
+  void OnTruncate(dblog::v1::Truncate& truncate);
+  void OnMessage(dblog::v1::Message& message);
+  void OnCommit(dblog::v1::Commit& commit);
+  void EmitCopiedRowOf(std::uint32_t relation_oid, std::string_view row_bytes);
 
   void RequireTransaction(const char* what, std::uint64_t commit_lsn) const;
   void RequireNoChunk(const char* what) const;

@@ -106,8 +106,11 @@ void Session::ProtocolError(Error::Code code, const std::string& message) {
   Fail(code, message);
 }
 
-void Session::SendFrame(std::string frame) {
+void Session::SendFrame(std::string frame) { SendFrame(std::move(frame), std::string()); }
+
+void Session::SendFrame(std::string head, std::string body) {
   if (closed_ || closing_) return;
+  Frame frame{std::move(head), std::move(body)};
   queued_bytes_ += frame.size();
   queue_.push_back(std::move(frame));
   if (!writing_) Write();
@@ -137,13 +140,14 @@ void Session::Write() {
   writing_ = true;
   // Gather what is queued into one write, up to a bound.
   std::vector<asio::const_buffer> buffers;
-  std::size_t bytes = 0;
+  std::size_t bytes = 0, count = 0;
   for (const auto& f : queue_) {
-    buffers.emplace_back(asio::buffer(f));
+    buffers.emplace_back(asio::buffer(f.head));
+    if (!f.body.empty()) buffers.emplace_back(asio::buffer(f.body));
     bytes += f.size();
-    if (buffers.size() == 64 || bytes >= (1u << 20)) break;
+    ++count;
+    if (buffers.size() >= 64 || bytes >= (1u << 20)) break;
   }
-  const std::size_t count = buffers.size();
   asio::async_write(socket_, buffers,
                     [self = shared_from_this(), count](boost::system::error_code ec, std::size_t) {
                       // Close() (from the read side) may have cleared the queue while this

@@ -39,6 +39,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Queues a complete frame (varint length + ServerMessage).
   void SendFrame(std::string frame);
+  // Queues a frame given in two pieces, written back to back without being joined: `head`
+  // (the length and the message's leading bytes) and `body` (the rest).
+  void SendFrame(std::string head, std::string body);
   void Send(const dblog::v1::ServerMessage& message);
   // Sends an Error frame, then closes once it is written.
   void Fail(dblog::v1::Error::Code code, const std::string& message);
@@ -65,7 +68,12 @@ class Session : public std::enable_shared_from_this<Session> {
   SessionListener* listener_ = nullptr;
   wire::FrameDecoder decoder_{wire::kMaxClientFrame};
   std::array<char, 16384> read_buffer_;
-  std::deque<std::string> queue_;
+  struct Frame {
+    std::string head;
+    std::string body;
+    std::size_t size() const { return head.size() + body.size(); }
+  };
+  std::deque<Frame> queue_;
   std::size_t queued_bytes_ = 0;
   bool writing_ = false;
   bool hello_seen_ = false;
