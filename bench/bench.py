@@ -432,7 +432,7 @@ def measure_peek(ctx, slot, fn, options, endpos):
 # Log throughput contenders: (key, label, plugin, kind, plugin options)
 PUB_OPTS = [("proto_version", "1"), ("publication_names", "bench_pub")]
 LOG_CONTENDERS = [
-    ("dblogd", "dblogd → TCP consumer (parses every frame, acks every commit)", "dblog", "dblogd",
+    ("dblogd", "dblogd → TCP consumer (parses every frame, acks when caught up)", "dblog", "dblogd",
      []),
     ("dblog_peek", "dblog plugin, SQL peek (binary)", "dblog", "peek",
      [("include_tables", "bench.*")]),

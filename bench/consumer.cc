@@ -2,8 +2,11 @@
 // (bench/run.sh, docs/benchmarks.md).
 //
 // Connects to dblogd with the client library (client/client.h), lets it parse every frame into
-// StreamEvents, counts them, acknowledges every Commit and BootstrapEnd (as a real applier
-// would), and throws the events away. It stops at one of:
+// StreamEvents (NextRef: parsed into the client's arena, not copied out), counts them,
+// acknowledges and throws them away. Acknowledgements go out as a batching applier sends them:
+// the last Commit (or BootstrapEnd) received, whenever the consumer has caught up with what
+// arrived (the client has nothing more buffered), and at the end condition; --ack-every N
+// acknowledges every Nth Commit instead. It stops at one of:
 //   --until-marker SCHEMA.TABLE   the Commit of the first transaction that changed that table
 //   --until-bootstrap-end         the BootstrapEnd event
 //   --until-repair-done           the Commit of the transaction holding a ChunkEnd with last set
@@ -24,6 +27,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +48,7 @@ struct Options {
   long long expect_changes = -1;  // INSERT/UPDATE/DELETE/READ events, marker excluded
   int timeout_s = 600;            // io timeout: no bytes for this long is a failure
   bool ready_line = false;        // print "ready" on stderr once Welcome arrived
-  long ack_every = 1;             // acknowledge every Nth Commit (and the end condition's)
+  long ack_every = 0;             // 0: ack when caught up; N: every Nth Commit (and the end's)
 };
 
 [[noreturn]] void Usage(const char* why) {
@@ -76,7 +80,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--expect-changes") o.expect_changes = std::stoll(value());
     else if (a == "--timeout") o.timeout_s = std::stoi(value());
     else if (a == "--ready") o.ready_line = true;
-    else if (a == "--ack-every") o.ack_every = std::max(1L, std::stol(value()));
+    else if (a == "--ack-every") o.ack_every = std::max(0L, std::stol(value()));
     else Usage(("unknown argument " + a).c_str());
   }
   if (o.consumer.empty()) Usage("--consumer is required");
@@ -136,22 +140,29 @@ int main(int argc, char** argv) {
   try {
     dblog::client::Client client = dblog::client::Client::Connect(co);
     if (opt.ready_line) std::cerr << "ready" << std::endl;
-    dblog::client::Item item;
+    dblog::client::ItemRef item;
     bool done = false;
+    std::optional<dblog::v1::Position> unacked;  // the last Commit/BootstrapEnd not acked yet
+    auto ack = [&] {
+      client.Ack(*unacked);
+      unacked.reset();
+      ++acks;
+    };
     while (!done) {
-      if (!client.Next(item)) {
+      if (unacked && opt.ack_every == 0 && !client.HasBufferedItems()) ack();
+      if (!client.NextRef(item)) {
         std::fprintf(stderr, "dblog_bench_consumer: dblogd closed the stream early\n");
         return 1;
       }
-      if (std::holds_alternative<dblog::v1::Heartbeat>(item)) {
+      if (std::holds_alternative<const dblog::v1::Heartbeat*>(item)) {
         ++heartbeats;
         continue;
       }
-      if (std::holds_alternative<dblog::v1::Progress>(item)) {
+      if (std::holds_alternative<const dblog::v1::Progress*>(item)) {
         ++progress;
         continue;
       }
-      const StreamEvent& ev = std::get<StreamEvent>(item);
+      const StreamEvent& ev = *std::get<const StreamEvent*>(item);
       if (events++ == 0) first_event_s = seconds();
       switch (ev.event_case()) {
         case StreamEvent::kRelation:
@@ -195,16 +206,15 @@ int main(int argc, char** argv) {
             latencies.push_back(NowMicros() - ev.commit().commit_time());
           if (txn_has_marker && !opt.until_marker.empty()) done = true;
           if (txn_has_last_chunk && opt.until_repair_done) done = true;
-          if (done || commits % static_cast<std::uint64_t>(opt.ack_every) == 0) {
-            client.Ack(*dblog::client::Client::PositionOf(ev));
-            ++acks;
-          }
+          unacked = dblog::client::Client::PositionOf(ev);
+          if (done || (opt.ack_every > 0 && commits % static_cast<std::uint64_t>(opt.ack_every) == 0))
+            ack();
           break;
         }
         case StreamEvent::kBootstrapEnd:
-          client.Ack(*dblog::client::Client::PositionOf(ev));
-          ++acks;
+          unacked = dblog::client::Client::PositionOf(ev);
           if (opt.until_bootstrap_end) done = true;
+          if (done || opt.ack_every > 0) ack();
           break;
         default:
           break;

@@ -60,7 +60,8 @@ def main():
     p.add_argument("--flags", default="", help="extra dblogd flags, space separated")
     p.add_argument("--preload", help="LD_PRELOAD for dblogd and the consumer")
     p.add_argument("--reuse", action="store_true", help="bootstrap: keep an existing bench.big")
-    p.add_argument("--ack-every", type=int, default=1, help="consumer: ack every Nth commit")
+    p.add_argument("--ack-every", type=int, default=0,
+                   help="consumer: ack every Nth commit (0: the last one, when caught up)")
     a = p.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     if a.preload:

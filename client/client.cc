@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
+#include <google/protobuf/arena.h>
 #include <vector>
 
 #include "client/position.h"
@@ -58,7 +59,11 @@ void Interrupter::SetWaker(std::function<void()> waker) {
 class Client::Impl {
  public:
   Impl(const ConnectOptions& options, std::shared_ptr<Interrupter> interrupter)
-      : options_(options), interrupter_(std::move(interrupter)), read_buffer_(256 * 1024) {
+      : options_(options),
+        interrupter_(std::move(interrupter)),
+        read_buffer_(256 * 1024),
+        arena_block_(new char[kArenaBlockBytes]),
+        arena_(ArenaOptions(arena_block_.get())) {
     // io_context::stop is thread-safe; the waker is unregistered before io_ is destroyed.
     if (interrupter_) interrupter_->SetWaker([this] { io_.stop(); });
   }
@@ -68,7 +73,7 @@ class Client::Impl {
   }
 
   void Handshake();
-  bool Next(Item& item);
+  bool NextRef(ItemRef& item);
   bool HasBufferedItems();
   void Ack(const Position& position);
   const dblog::v1::Welcome& welcome() const { return welcome_; }
@@ -109,13 +114,21 @@ class Client::Impl {
   wire::FrameDecoder decoder_{wire::kMaxServerFrame};
   std::vector<char> read_buffer_;
   dblog::v1::Welcome welcome_;
-  dblog::v1::EventBatch batch_;  // the EventBatch being handed out, from batch_next_ on
+  // Frames are parsed into arena_, reset before the next frame is parsed: what NextRef handed
+  // out lives until then. The first block is ours and survives resets: a frame of the usual
+  // size costs no allocation at all.
+  static constexpr std::size_t kArenaBlockBytes = 1u << 20;
+  static google::protobuf::ArenaOptions ArenaOptions(char* block) {
+    google::protobuf::ArenaOptions o;
+    o.initial_block = block;
+    o.initial_block_size = kArenaBlockBytes;
+    o.max_block_size = kArenaBlockBytes;
+    return o;
+  }
+  std::unique_ptr<char[]> arena_block_;
+  google::protobuf::Arena arena_;
+  const dblog::v1::EventBatch* batch_ = nullptr;  // being handed out, from batch_next_ on
   int batch_next_ = 0;
-  // A frame (or a decoding error) HasBufferedItems took out of the decoder, for ReadMessage.
-  enum class Peeked { kNone, kFrame, kError };
-  Peeked peeked_ = Peeked::kNone;
-  std::string peeked_frame_;
-  std::string peeked_error_;
   Position last_position_;  // of the last event handed out (starts at Welcome.resume_from)
   std::optional<Position> last_ack_;
   State state_ = State::kOpen;
@@ -192,21 +205,7 @@ bool Client::Impl::ReadMessage(ServerMessage& message, Deadline deadline, const 
   for (;;) {
     std::string_view payload;
     std::string error;
-    wire::FrameDecoder::Status status;
-    switch (peeked_) {
-      case Peeked::kFrame:
-        status = wire::FrameDecoder::Status::kFrame;
-        payload = peeked_frame_;
-        break;
-      case Peeked::kError:
-        status = wire::FrameDecoder::Status::kError;
-        error = peeked_error_;
-        break;
-      case Peeked::kNone:
-        status = decoder_.Next(&payload, &error);
-        break;
-    }
-    peeked_ = Peeked::kNone;
+    const wire::FrameDecoder::Status status = decoder_.Next(&payload, &error);
     switch (status) {
       case wire::FrameDecoder::Status::kFrame:
         if (!message.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
@@ -315,45 +314,44 @@ void Client::Impl::CheckPosition(const StreamEvent& event) {
   last_position_ = *position;
 }
 
-bool Client::Impl::Next(Item& item) {
+bool Client::Impl::NextRef(ItemRef& item) {
   if (state_ == State::kClosed) return false;
   if (state_ == State::kFailed) {
     throw ProtocolError("the connection to " + Peer() + " failed earlier; reconnect");
   }
   try {
     for (;;) {
-      if (batch_next_ < batch_.events_size()) {
-        StreamEvent& event = *batch_.mutable_events(batch_next_++);
+      if (batch_ != nullptr && batch_next_ < batch_->events_size()) {
+        const StreamEvent& event = batch_->events(batch_next_++);
         if (event.event_case() == StreamEvent::EVENT_NOT_SET) {
           // Possibly an event kind newer than this client: skipping it could lose data.
           throw ProtocolError(Peer() + " sent an event of a kind this client does not know");
         }
         CheckPosition(event);
-        item.emplace<StreamEvent>(std::move(event));
-        if (batch_next_ == batch_.events_size()) {
-          batch_.Clear();
-          batch_next_ = 0;
-        }
+        item = &event;
         return true;
       }
-      ServerMessage message;
-      if (!ReadMessage(message, std::nullopt, "reading from " + Peer())) {
+      // Everything handed out so far is released here, before the next frame is parsed.
+      batch_ = nullptr;
+      arena_.Reset();
+      auto* message = google::protobuf::Arena::CreateMessage<ServerMessage>(&arena_);
+      if (!ReadMessage(*message, std::nullopt, "reading from " + Peer())) {
         state_ = State::kClosed;
         return false;
       }
-      switch (message.msg_case()) {
+      switch (message->msg_case()) {
         case ServerMessage::kEvents:
-          batch_.Swap(message.mutable_events());
+          batch_ = &message->events();
           batch_next_ = 0;
           continue;
         case ServerMessage::kHeartbeat:
-          item.emplace<dblog::v1::Heartbeat>(std::move(*message.mutable_heartbeat()));
+          item = &message->heartbeat();
           return true;
         case ServerMessage::kProgress:
-          item.emplace<dblog::v1::Progress>(std::move(*message.mutable_progress()));
+          item = &message->progress();
           return true;
         case ServerMessage::kError:
-          throw ServerError(message.error().code(), message.error().message());
+          throw ServerError(message->error().code(), message->error().message());
         case ServerMessage::kWelcome:
           throw ProtocolError(Peer() + " sent a second Welcome");
         case ServerMessage::MSG_NOT_SET:
@@ -368,23 +366,9 @@ bool Client::Impl::Next(Item& item) {
 
 bool Client::Impl::HasBufferedItems() {
   if (state_ != State::kOpen) return false;
-  if (batch_next_ < batch_.events_size()) return true;
-  if (peeked_ != Peeked::kNone) return true;
-  // FrameDecoder has no peek: take the frame out and keep a copy for ReadMessage. A decoding
-  // error counts as buffered too (Next reports it without waiting).
-  std::string_view payload;
-  switch (decoder_.Next(&payload, &peeked_error_)) {
-    case wire::FrameDecoder::Status::kFrame:
-      peeked_frame_.assign(payload.data(), payload.size());
-      peeked_ = Peeked::kFrame;
-      return true;
-    case wire::FrameDecoder::Status::kError:
-      peeked_ = Peeked::kError;
-      return true;
-    case wire::FrameDecoder::Status::kNeedMore:
-      break;
-  }
-  return false;
+  if (batch_ != nullptr && batch_next_ < batch_->events_size()) return true;
+  // A decoding error counts as buffered too (Next reports it without waiting).
+  return decoder_.Ready();
 }
 
 void Client::Impl::Ack(const Position& position) {
@@ -417,7 +401,14 @@ Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
 
 const dblog::v1::Welcome& Client::welcome() const { return impl_->welcome(); }
-bool Client::Next(Item& item) { return impl_->Next(item); }
+bool Client::NextRef(ItemRef& item) { return impl_->NextRef(item); }
+
+bool Client::Next(Item& item) {
+  ItemRef ref;
+  if (!impl_->NextRef(ref)) return false;
+  std::visit([&item](const auto* message) { item = *message; }, ref);
+  return true;
+}
 bool Client::HasBufferedItems() const { return impl_->HasBufferedItems(); }
 void Client::Ack(const Position& position) { impl_->Ack(position); }
 

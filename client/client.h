@@ -94,6 +94,10 @@ class Interrupter {
 // One item of the stream, as Next hands it out: a single event (EventBatch frames are unpacked
 // event by event), a Heartbeat, or a Progress report.
 using Item = std::variant<dblog::v1::StreamEvent, dblog::v1::Heartbeat, dblog::v1::Progress>;
+// The same item without a copy: a pointer into the client's own buffer (frames are parsed into
+// an arena, so a batch of events costs a few allocations, not a few per value).
+using ItemRef = std::variant<const dblog::v1::StreamEvent*, const dblog::v1::Heartbeat*,
+                             const dblog::v1::Progress*>;
 
 class Client {
  public:
@@ -118,6 +122,10 @@ class Client {
   // for a malformed frame or stream, TransportError, Interrupted. After a throw or a false
   // return the client reads no more (further calls repeat the outcome as ProtocolError/false).
   bool Next(Item& item);
+  // Next without copying: *item points into the client and stays valid until the next call of
+  // Next or NextRef on this client (copy what must live longer). The fast path for consumers
+  // that look at each event once (counting, rendering, applying).
+  bool NextRef(ItemRef& item);
 
   // True when Next can return an item without reading the socket (the rest of an EventBatch,
   // or a complete frame already received). A writer can flush its output when this is false.

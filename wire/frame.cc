@@ -45,7 +45,8 @@ void FrameDecoder::Feed(const char* data, std::size_t size) {
   buffer_.append(data, size);
 }
 
-FrameDecoder::Status FrameDecoder::Next(std::string_view* payload, std::string* error) {
+FrameDecoder::Status FrameDecoder::Scan(std::size_t* header_size, std::uint64_t* frame_length,
+                                        std::string* error) const {
   if (!error_.empty()) {
     *error = error_;
     return Status::kError;
@@ -58,8 +59,7 @@ FrameDecoder::Status FrameDecoder::Next(std::string_view* payload, std::string* 
     if (header == available) return Status::kNeedMore;
     const unsigned char byte = p[header];
     if (header == 9 && byte > 1) {  // a tenth byte may only hold bit 63
-      error_ = "frame length is not a valid varint";
-      *error = error_;
+      *error = "frame length is not a valid varint";
       return Status::kError;
     }
     length |= static_cast<std::uint64_t>(byte & 0x7f) << (7 * header);
@@ -67,12 +67,29 @@ FrameDecoder::Status FrameDecoder::Next(std::string_view* payload, std::string* 
     if ((byte & 0x80) == 0) break;
   }
   if (length > max_frame_) {
-    error_ = "frame of " + std::to_string(length) + " bytes exceeds the limit of " +
+    *error = "frame of " + std::to_string(length) + " bytes exceeds the limit of " +
              std::to_string(max_frame_);
-    *error = error_;
     return Status::kError;
   }
   if (available - header < length) return Status::kNeedMore;
+  *header_size = header;
+  *frame_length = length;
+  return Status::kFrame;
+}
+
+bool FrameDecoder::Ready() const {
+  std::size_t header = 0;
+  std::uint64_t length = 0;
+  std::string error;
+  return Scan(&header, &length, &error) != Status::kNeedMore;
+}
+
+FrameDecoder::Status FrameDecoder::Next(std::string_view* payload, std::string* error) {
+  std::size_t header = 0;
+  std::uint64_t length = 0;
+  const Status status = Scan(&header, &length, error);
+  if (status == Status::kError) error_ = *error;  // the decoder stays in error
+  if (status != Status::kFrame) return status;
   *payload = std::string_view(buffer_.data() + offset_ + header, length);
   offset_ += header + length;
   return Status::kFrame;

@@ -42,6 +42,9 @@ class FrameDecoder {
   // kNeedMore: no complete frame yet. kError: *error says why; the decoder stays in error.
   Status Next(std::string_view* payload, std::string* error);
 
+  // True when Next would return without more input (a complete frame, or an error).
+  bool Ready() const;
+
   // Bytes received but not yet handed out.
   std::size_t buffered() const { return buffer_.size() - offset_; }
 
@@ -50,6 +53,9 @@ class FrameDecoder {
   std::string buffer_;
   std::size_t offset_ = 0;
   std::string error_;
+
+  // Reads the next frame's length without consuming anything.
+  Status Scan(std::size_t* header, std::uint64_t* length, std::string* error) const;
 };
 
 }  // namespace dblog::wire

@@ -184,7 +184,7 @@ int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interru
            (acked ? ", acknowledged through " + client::FormatPosition(*acked) : "");
   };
 
-  client::Item item;
+  client::ItemRef item;  // valid until the next NextRef: used at once, never kept
   auto last_wait = std::chrono::steady_clock::now();
   try {
     for (;;) {
@@ -202,14 +202,16 @@ int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interru
         }
         acknowledge();
       }
-      if (!stream.Next(item)) break;
-      if (const auto* event = std::get_if<StreamEvent>(&item)) {
+      if (!stream.NextRef(item)) break;
+      if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
+        const StreamEvent* event = *ref;
         applier->Apply(*event);
         if (event->has_commit() || event->has_bootstrap_end()) {
           applier->Poll();
           acknowledge();
         }
-      } else if (const auto* heartbeat = std::get_if<dblog::v1::Heartbeat>(&item)) {
+      } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
+        const dblog::v1::Heartbeat* heartbeat = *hb;
         applier->OnHeartbeat(*heartbeat);
         applier->WaitForCommits();
         last_wait = std::chrono::steady_clock::now();

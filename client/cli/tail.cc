@@ -254,14 +254,15 @@ int RunTail(const TailOptions& options, std::shared_ptr<client::Interrupter> int
   };
 
   client::RelationCache relations;
-  client::Item item;
+  client::ItemRef item;  // valid until the next NextRef: used at once, never kept
   std::string line;
   try {
     for (;;) {
       // Flush before blocking on the network, so a quiet stream is never held in our buffer.
       if (!stream.HasBufferedItems()) FlushOut(out);
-      if (!stream.Next(item)) break;
-      if (const auto* event = std::get_if<StreamEvent>(&item)) {
+      if (!stream.NextRef(item)) break;
+      if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
+        const StreamEvent* event = *ref;
         relations.Observe(*event);
         line.clear();
         if (client::RenderEvent(*event, relations, options.render, &line)) {
@@ -273,10 +274,12 @@ int RunTail(const TailOptions& options, std::shared_ptr<client::Interrupter> int
           unacked = client::PositionOf(*event);
           if (++boundaries_since_ack >= options.ack_every) acknowledge(*unacked);
         }
-      } else if (const auto* heartbeat = std::get_if<dblog::v1::Heartbeat>(&item)) {
+      } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
+        const dblog::v1::Heartbeat* heartbeat = *hb;
         // Its position is the last one sent; everything up to it has been rendered above.
         if (heartbeat->has_position()) acknowledge(heartbeat->position());
-      } else if (const auto* report = std::get_if<dblog::v1::Progress>(&item)) {
+      } else if (const auto* const* pr = std::get_if<const dblog::v1::Progress*>(&item)) {
+        const dblog::v1::Progress* report = *pr;
         FlushOut(out);  // lines before the report reach a shared terminal before the bar
         progress.Show(*report);
       }

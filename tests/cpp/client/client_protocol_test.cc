@@ -239,6 +239,48 @@ TEST(ClientStream, UnpacksBatchesInOrderAndAcks) {
   EXPECT_FALSE(client.Next(item));  // and it stays closed
 }
 
+// NextRef hands out the same items as Next, without copying them, and mixes with it: each
+// reference is read before the next call, as its contract allows, and positions are checked
+// the same way.
+TEST(ClientStream, NextRefHandsOutTheSameItemsAsNext) {
+  FakeServer server([](FakeConnection& connection) {
+    ASSERT_TRUE(Welcome(connection));
+    connection.Send(BatchMessage({BeginEvent(0x1000, 7, kTime, 0x1030),
+                                  CommitEvent(0x1000, 1, 7, kTime, 0x1030)}));
+    connection.Send(HeartbeatMessage(0x1000, 1));
+    connection.Send(BatchMessage({BeginEvent(0x2000, 8, kTime, 0x2030),
+                                  CommitEvent(0x2000, 1, 8, kTime, 0x2030)}));
+    connection.Send(BatchMessage({BeginEvent(0x1800, 9, kTime, 0x1830)}));  // goes backwards
+    connection.WaitForEof();
+  });
+  Client client = Client::Connect(Options(server.port()));
+  ItemRef ref;
+  Item item;
+  std::vector<std::string> seen;
+  auto describe = [](const StreamEvent& e) {
+    const auto pos = Client::PositionOf(e);
+    return std::to_string(e.event_case()) + "@" + std::to_string(pos ? pos->commit_lsn() : 0) +
+           "#" + std::to_string(pos ? pos->seq() : 0);
+  };
+  ASSERT_TRUE(client.NextRef(ref));
+  seen.push_back(describe(*std::get<const StreamEvent*>(ref)));
+  ASSERT_TRUE(client.Next(item));
+  seen.push_back(describe(std::get<StreamEvent>(item)));
+  ASSERT_TRUE(client.NextRef(ref));
+  ASSERT_TRUE(std::holds_alternative<const dblog::v1::Heartbeat*>(ref));
+  EXPECT_EQ(std::get<const dblog::v1::Heartbeat*>(ref)->position().commit_lsn(), 0x1000u);
+  ASSERT_TRUE(client.NextRef(ref));
+  seen.push_back(describe(*std::get<const StreamEvent*>(ref)));
+  ASSERT_TRUE(client.NextRef(ref));
+  seen.push_back(describe(*std::get<const StreamEvent*>(ref)));
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      std::to_string(StreamEvent::kBegin) + "@4096#0",
+                      std::to_string(StreamEvent::kCommit) + "@4096#1",
+                      std::to_string(StreamEvent::kBegin) + "@8192#0",
+                      std::to_string(StreamEvent::kCommit) + "@8192#1"}));
+  EXPECT_THROW(client.NextRef(ref), ProtocolError);
+}
+
 TEST(ClientStream, HasBufferedItemsSaysWhetherNextWouldBlock) {
   FakeServer server([](FakeConnection& connection) {
     ASSERT_TRUE(Welcome(connection));

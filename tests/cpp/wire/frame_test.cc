@@ -184,6 +184,35 @@ TEST(FrameDecoder, EmptyDecoderNeedsMore) {
   EXPECT_EQ(decoder.buffered(), 0u);
 }
 
+// Ready() answers "would Next return without more input" at every prefix of a stream, and
+// consumes nothing: a frame is Ready exactly when Next hands it out, an error when Next fails.
+TEST(FrameDecoder, ReadyAgreesWithNextAtEveryPrefix) {
+  std::string stream;
+  AppendFrame(stream, std::string(200, 'x'));  // two-byte length
+  AppendFrame(stream, std::string());
+  AppendFrame(stream, "abc");
+  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+    FrameDecoder decoder(kMaxServerFrame);
+    decoder.Feed(stream.substr(0, cut));
+    for (;;) {
+      const bool ready = decoder.Ready();
+      EXPECT_EQ(decoder.Ready(), ready) << "asking twice changes nothing";
+      std::string_view payload;
+      std::string error;
+      const Status status = decoder.Next(&payload, &error);
+      EXPECT_EQ(ready, status != Status::kNeedMore) << "cut " << cut;
+      if (status != Status::kFrame) break;
+    }
+  }
+  FrameDecoder oversized(16);
+  oversized.Feed(Varint(17));
+  EXPECT_TRUE(oversized.Ready());  // the error is there to report
+  std::string_view payload;
+  std::string error;
+  EXPECT_EQ(oversized.Next(&payload, &error), Status::kError);
+  EXPECT_TRUE(oversized.Ready());  // and stays
+}
+
 TEST(FrameDecoder, LengthsAroundOneByteBoundary) {
   for (std::size_t n : {0, 1, 127, 128, 129, 16383, 16384}) {
     std::string payload(n, 'a');
