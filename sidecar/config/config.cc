@@ -110,6 +110,7 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
   std::size_t max_buffer_mb = 16;
   std::size_t window_key_mb = 16;
+  long long repair_rate = 0;
 
   po::options_description opts("dblogd: change-data capture for PostgreSQL, served over TCP.\n\n"
                                "Every setting can also be given in the --config file (name = "
@@ -153,6 +154,9 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "copy existing rows when a consumer connects for the first time")
     ("chunk-size", po::value(&c.chunk_size)->default_value(2000),
      "rows (or keys) per repair window")
+    ("repair-rows-per-second", po::value(&repair_rate)->default_value(0),
+     "cap on the rows repairs read per second, averaged over windows, to bound their load on "
+     "the source; 0 = no cap")
     ("window-key-memory-mb", po::value(&window_key_mb)->default_value(16),
      "MiB of recently streamed keys kept to widen repair windows; when a window needs a "
      "forgotten transaction, its chunk is read again")
@@ -235,6 +239,8 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (c.copy_workers < 0 || c.copy_workers > 64) throw ConfigError("copy-workers: must be 0 to 64");
   if (c.chunk_size < 1 || c.chunk_size > 1000000)
     throw ConfigError("chunk-size: must be 1 to 1000000");
+  if (repair_rate < 0) throw ConfigError("repair-rows-per-second: must be 0 or more");
+  c.repair_rows_per_second = static_cast<std::uint64_t>(repair_rate);
   if (window_key_mb < 1 || window_key_mb > 4096)
     throw ConfigError("window-key-memory-mb: must be 1 to 4096");
   c.window_key_memory_bytes = window_key_mb << 20;

@@ -48,6 +48,7 @@ struct Config {
   int copy_workers = 0;                      // 0 = one per CPU
   bool bootstrap = true;                     // copy existing rows for a new consumer
   int chunk_size = 2000;                     // rows per repair window
+  std::uint64_t repair_rows_per_second = 0;  // repair pacing; 0 = as fast as it goes
   std::size_t window_key_memory_bytes = 16u << 20;  // keys kept for window widening
   bool plain_windows = false;                // tests only: no visibility widening (unsafe)
   std::string log_level = "info";

@@ -148,6 +148,8 @@ class Pipeline : public server::SessionListener,
     dblog::v1::Relation relation;
     std::string lower_bytes, upper_bytes;  // encoded range bounds
     std::size_t total_keys = 0;
+    std::chrono::steady_clock::time_point started{};  // for --repair-rows-per-second
+    std::uint64_t rows_read = 0;
   };
   struct PendingProgress {
     emit::Position position;  // done once the consumer acknowledged this

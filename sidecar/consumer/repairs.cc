@@ -8,6 +8,7 @@
 #include "consumer/pipeline.h"
 #include "log/log.h"
 #include "pg/slot.h"
+#include "wire/frame.h"
 
 namespace dblog::consumer {
 namespace asio = boost::asio;
@@ -68,12 +69,20 @@ std::string Join(const std::vector<std::string>& parts, const std::string& sep) 
 std::string Pipeline::KeyBytes(std::uint32_t relation_oid, const dblog::v1::Row& row) const {
   auto it = relations_.find(relation_oid);
   if (it == relations_.end()) return {};
-  dblog::v1::Row key;
+  // The bytes of Row{values: the key columns' values}, written without building that Row: this
+  // runs for every change the log carries.
+  std::string key;
   for (std::uint32_t k : it->second.key_columns()) {
     if (static_cast<int>(k) >= row.values_size()) return {};
-    *key.add_values() = row.values(static_cast<int>(k));
+    const dblog::v1::Value& v = row.values(static_cast<int>(k));
+    const std::size_t size = v.ByteSizeLong();
+    wire::AppendVarint(key, 1 << 3 | 2);  // Row.values, length-delimited
+    wire::AppendVarint(key, size);
+    const std::size_t at = key.size();
+    key.resize(at + size);
+    v.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&key[at]));
   }
-  return key.SerializeAsString();
+  return key;
 }
 
 void Pipeline::RecordKeys(const dblog::v1::Change& c) {
@@ -310,7 +319,7 @@ std::string Pipeline::WatermarkPrefix() const {
 void Pipeline::StartWindow() {
   if (window_ || requests_.empty() || state_ != State::kStreaming) return;
   if (std::chrono::steady_clock::now() < next_window_at_) {
-    // backing off after a redo
+    // backing off after a redo, or pacing (--repair-rows-per-second)
     window_timer_.expires_at(next_window_at_);
     window_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
       if (auto self = weak.lock(); self && !ec) self->ScheduleWindow();
@@ -336,11 +345,10 @@ void Pipeline::StartWindow() {
                           " AS k" + std::to_string(i));
   }
   const std::string key = "(" + Join(tcols, ", ") + ")";
-  std::vector<std::string> text_cols;
-  for (const auto& c : tcols) text_cols.push_back(c + "::text");
 
   OpenWindow w{window::Window(RandomId(), r.table_oid), {}, r.id, {}, {}, 0, false, false, {},
                {}, {}};
+  w.started = std::chrono::steady_clock::now();
   try {
     pg::Connection& sql = Sql();
     // the plugin's description of the table (for the emitter) and the chunk's bounds, encoded
@@ -369,7 +377,7 @@ void Pipeline::StartWindow() {
               }() +
               ")), CASE WHEN t." + r.key_columns[0] +
               " IS NULL THEN NULL ELSE dblog.encode_row(t) END,"
-              " (SELECT jsonb_array_length($1::jsonb))"
+              " (SELECT jsonb_array_length($1::jsonb))::text"
               " FROM asked a LEFT JOIN ONLY " + r.table + " t ON " + key + " = (" +
               [&] {
                 std::vector<std::string> ks;
@@ -386,13 +394,26 @@ void Pipeline::StartWindow() {
       else if (!r.from_key.empty())
         conds.push_back(key + " >= (" + Join(typed_from, ", ") + ")");
       if (!r.to_key.empty()) conds.push_back(key + " < (" + Join(typed_to, ", ") + ")");
-      query = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t),"
-              " jsonb_build_array(" + Join(text_cols, ", ") + ")::text"
+      // The key's values as JSON (where the next chunk resumes) only for the chunk's last row
+      // (no next row after the LIMIT), not for every row.
+      std::vector<std::string> kcols, ks;
+      for (std::size_t i = 0; i < n; ++i) {
+        kcols.push_back(tcols[i] + " AS k" + std::to_string(i));
+        ks.push_back("c.k" + std::to_string(i));
+      }
+      std::vector<std::string> ks_text;
+      for (const auto& k : ks) ks_text.push_back(k + "::text");
+      query = "SELECT c.key_bytes, c.row_bytes, CASE WHEN lead(true) OVER (ORDER BY " +
+              Join(ks, ", ") + ") IS NULL THEN jsonb_build_array(" + Join(ks_text, ", ") +
+              ")::text END"
+              " FROM (SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")) AS key_bytes,"
+              " dblog.encode_row(t) AS row_bytes, " + Join(kcols, ", ") +
               " FROM ONLY " + r.table + " t" +
               // every parameter is referenced, used or not (PostgreSQL insists)
               " WHERE length($1::text || $2::text || $3::text) >= 0" +
               (conds.empty() ? "" : " AND " + Join(conds, " AND ")) + " ORDER BY " +
-              Join(tcols, ", ") + " LIMIT " + std::to_string(config_.chunk_size);
+              Join(tcols, ", ") + " LIMIT " + std::to_string(config_.chunk_size) + ") c" +
+              " ORDER BY " + Join(ks, ", ");
       params = {r.resume_key, r.from_key, r.to_key};
     }
 
@@ -402,22 +423,23 @@ void Pipeline::StartWindow() {
     sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     w.chunk.snapshot =
         window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
-    pg::Result rows = sql.ExecParams(query, params);
+    pg::Result rows = sql.ExecParams(query, params, pg::ResultFormat::kBinary);
     sql.Exec("COMMIT");
     sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
                    {WatermarkPrefix(), "hi:" + w.window.id()});
 
+    w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
+    // Binary results: bytea values arrive as their bytes, text as its characters.
     for (int i = 0; i < rows.ntuples(); ++i) {
-      std::string key_bytes = bootstrap::UnhexBytea(rows.value(i, 0));
+      std::string key_bytes(rows.value(i, 0));
       if (r.kind == "keys") {
         w.chunk.asked_keys.push_back(key_bytes);
-        if (!rows.is_null(i, 1))
-          w.chunk.rows.emplace_back(key_bytes, bootstrap::UnhexBytea(rows.value(i, 1)));
+        if (!rows.is_null(i, 1)) w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
         w.total_keys = std::stoul(std::string(rows.value(i, 2)));
       } else {
-        w.chunk.rows.emplace_back(key_bytes, bootstrap::UnhexBytea(rows.value(i, 1)));
-        w.last_key = std::string(rows.value(i, 2));
-        w.last_key_bytes = key_bytes;
+        w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
+        if (!rows.is_null(i, 2)) w.last_key = std::string(rows.value(i, 2));
+        w.last_key_bytes = std::move(key_bytes);
       }
     }
     if (r.kind == "keys") {
@@ -492,6 +514,15 @@ void Pipeline::CloseWindow() {
     }
   }
   redo_backoff_ = std::chrono::milliseconds(100);
+  if (config_.repair_rows_per_second > 0) {
+    // Paced: the next window waits until this one's rows fit the configured rate.
+    const auto started = w.started.time_since_epoch();
+    const std::int64_t next = window::PacedNextWindowNs(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(started).count(), w.rows_read,
+        config_.repair_rows_per_second);
+    next_window_at_ = std::max(
+        next_window_at_, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
+  }
   emitter_->BeginChunk(w.relation, begin);
   std::size_t since_flush = 0;
   for (const std::string& row : out.rows) {

@@ -203,13 +203,14 @@ Result Connection::Exec(const std::string& sql) {
 }
 
 Result Connection::ExecParams(const std::string& sql,
-                              const std::vector<std::optional<std::string>>& params) {
+                              const std::vector<std::optional<std::string>>& params,
+                              ResultFormat format) {
   if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
   Result result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                             values.data(), nullptr, nullptr, /*resultFormat=*/0));
+                             values.data(), nullptr, nullptr, static_cast<int>(format)));
   return Checked(std::move(result), sql);
 }
 

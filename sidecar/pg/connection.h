@@ -59,6 +59,8 @@ class Error : public std::runtime_error {
 
 // One PGresult (PQclear on destruction). Values are text-format views into the result: valid
 // as long as this Result lives.
+enum class ResultFormat { kText = 0, kBinary = 1 };
+
 class Result {
  public:
   Result() = default;
@@ -138,8 +140,10 @@ class Connection {
   // result is PGRES_COMMAND_OK or PGRES_TUPLES_OK (a COPY or START_REPLICATION needs raw()).
   // Several statements in one string return the last result.
   Result Exec(const std::string& sql);
-  // One statement with $1.. text parameters (nullopt is SQL NULL), text results.
-  Result ExecParams(const std::string& sql, const std::vector<std::optional<std::string>>& params);
+  // One statement with $1.. text parameters (nullopt is SQL NULL), text results, or binary
+  // ones (each type's send format: bytea as its bytes, text as is, integers big-endian).
+  Result ExecParams(const std::string& sql, const std::vector<std::optional<std::string>>& params,
+                    ResultFormat format = ResultFormat::kText);
 
   // 'x' -> "'x'" and "x" -> "\"x\"", quoted by libpq for this connection's encoding.
   std::string QuoteLiteral(std::string_view text) const;

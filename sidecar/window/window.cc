@@ -134,4 +134,11 @@ Window::Outcome Window::Close(const Chunk& chunk, const TransactionLog& log,
   return out;
 }
 
+std::int64_t PacedNextWindowNs(std::int64_t started_ns, std::uint64_t rows,
+                               std::uint64_t rows_per_second) {
+  if (rows_per_second == 0) return started_ns;
+  const long double ns = static_cast<long double>(rows) * 1e9L / rows_per_second;
+  return started_ns + static_cast<std::int64_t>(ns);
+}
+
 }  // namespace dblog::window

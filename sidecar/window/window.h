@@ -115,4 +115,10 @@ class Window {
   std::set<std::string> touched_;
 };
 
+// Repair pacing: when the next window may start, so that a window started at `started` that
+// read `rows` rows keeps the repair at or below `rows_per_second` on average (0: no limit, the
+// next window may start at once). Time is the caller's (any clock's) in nanoseconds.
+std::int64_t PacedNextWindowNs(std::int64_t started_ns, std::uint64_t rows,
+                               std::uint64_t rows_per_second);
+
 }  // namespace dblog::window

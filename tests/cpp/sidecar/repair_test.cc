@@ -194,6 +194,23 @@ TEST_F(VisibilityRaceTest, PlainDblogWindowEmitsTheStaleRow) {
   EXPECT_FALSE(converged) << "the race did not reproduce: this test would prove nothing";
 }
 
+// --repair-rows-per-second caps the rows a repair reads per second: 1500 rows at 1000 rows/s in
+// windows of 250 cannot finish in less than 1.25 s (the last window's pause is not waited for).
+// A lower bound only: a slow machine makes it longer, never shorter.
+TEST_F(RepairTest, RepairRateCapSpacesTheWindows) {
+  db().exec("CREATE TABLE " + schema() + ".paced (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".paced SELECT g, 'v' FROM generate_series(1, 1500) g");
+  StartDblogd({"--chunk-size=250", "--repair-rows-per-second=1000"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const auto started = std::chrono::steady_clock::now();
+  const std::uint64_t id = Request("dblog.repair('" + schema() + ".paced')");
+  StreamUntilRequests(c, replay, {id}, "done");
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1250ms);
+  ExpectConverged(replay, {"paced"});
+}
+
 TEST_F(RepairTest, CancelStopsARequest) {
   db().exec("CREATE TABLE " + schema() + ".big (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + schema() + ".big SELECT g, 'v' FROM generate_series(1, 20000) g");

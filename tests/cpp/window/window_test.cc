@@ -241,6 +241,13 @@ Trial RunTrial(std::mt19937_64& rng, bool widen) {
   return trial;
 }
 
+TEST(RepairPacing, NextWindowWaitsForTheRowsToFitTheRate) {
+  EXPECT_EQ(PacedNextWindowNs(5, 2000, 0), 5);                      // no cap: at once
+  EXPECT_EQ(PacedNextWindowNs(0, 2000, 1000), 2'000'000'000);       // 2000 rows at 1000/s: 2 s
+  EXPECT_EQ(PacedNextWindowNs(7, 0, 1000), 7);                      // an empty window: at once
+  EXPECT_EQ(PacedNextWindowNs(1'000'000'000, 1, 4), 1'250'000'000);  // 1 row at 4/s: 250 ms
+}
+
 TEST(WindowModel, WidenedWindowsAlwaysConverge) {
   std::mt19937_64 rng(20261130);
   for (int i = 0; i < 20000; ++i) {
