@@ -584,11 +584,12 @@ class Lock:
     """One run of this test at a time on a machine: the docs' dblogd uses fixed ports."""
 
     def __enter__(self):
-        self.f = open(LOCK_FILE, "a")
+        # read-only, so that a lock file another user created serves too
+        self.fd = os.open(LOCK_FILE, os.O_RDONLY | os.O_CREAT, 0o644)
         deadline = time.time() + 600
         while True:
             try:
-                fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return self
             except BlockingIOError:
                 if time.time() > deadline:
@@ -596,7 +597,7 @@ class Lock:
                 time.sleep(1)
 
     def __exit__(self, *exc):
-        self.f.close()
+        os.close(self.fd)
 
 
 # ---- the whole check ------------------------------------------------------------------------
