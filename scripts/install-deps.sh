@@ -10,6 +10,7 @@ packages=(
   libboost-dev libboost-program-options-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  curl
 )
 
 sudo_cmd=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/run.sh: the one test command (README, .ci/run). Builds and installs the extension,
 # builds the C++ side, starts a throwaway cluster, runs pg_regress + isolation specs
-# (make installcheck) and the C++ tests (ctest), and stops the cluster, also on failure.
+# (make installcheck), the C++ tests (ctest), the Python protocol example and the docs'
+# snippets, and stops the cluster, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/cluster.sh
@@ -37,5 +38,12 @@ ctest --test-dir build --output-on-failure -j 1 || status=1
 # installed for it, not for a pyenv or venv python3 that may come first on PATH.
 echo "== Python protocol example (tests/python)"
 /usr/bin/python3 tests/python/test_protocol.py || status=1
+
+# Every fenced block of README.md and docs/*.md: classified, and run when runnable
+# (tests/docs/test_snippets.py explains the annotations). The self-test first: the runner
+# reports an unannotated block and a failing snippet.
+echo "== docs snippets (tests/docs)"
+/usr/bin/python3 tests/docs/test_snippets.py --self-test || status=1
+/usr/bin/python3 tests/docs/test_snippets.py || status=1
 
 exit $status
