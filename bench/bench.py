@@ -334,7 +334,7 @@ class Dblogd:
 
 
 def run_consumer(ctx, port, consumer, until, expect=None, latency=False, ready_cb=None,
-                 timeout=3600):
+                 timeout=3600, linger=0):
     cmd = [ctx.consumer, "--port", str(port), "--consumer", consumer]
     if until == "bootstrap":
         cmd += ["--until-bootstrap-end"]
@@ -348,6 +348,8 @@ def run_consumer(ctx, port, consumer, until, expect=None, latency=False, ready_c
         cmd += ["--latency"]
     if ready_cb:
         cmd += ["--ready"]
+    if linger:
+        cmd += ["--linger", str(linger)]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err_lines = []
@@ -814,23 +816,31 @@ UPDATE bench.r SET k = k + 1, price = price + 1, created = clock_timestamp() WHE
 """
 
 
-def repair_run(ctx, rep, n, pre_s, post_s, clients):
+def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None):
     """One run: dblogd streams the table's changes to the consumer while pgbench-style updates
-    run; after pre_s seconds a whole-table repair is requested; post_s seconds after the
-    consumer got the request's last chunk, the load stops. pgbench's per-second progress
-    (Unix timestamps) gives the workload's tps before/after the repair and during it."""
+    run (as fast as they go, or at `rate` tps); after pre_s seconds a whole-table repair is
+    requested (paced at `cap` rows/s when given); post_s seconds after the consumer got the
+    request's last chunk, the load stops. pgbench's per-second progress (Unix timestamps)
+    gives the workload's tps and mean latency before/after the repair and during it."""
     wait_for_quiet(ctx.args.quiet_wait, ctx.args.quiet_load)
     name = f"rep_r{rep}"
+    idle = clients == 0  # the repair alone: no load (pgbench only sleeps, for its clock)
+    if idle:
+        pre_s = post_s = 0
     flags = [f"--consumer={name}=bench.r", "--bootstrap=false"]
     if ctx.args.repair_chunk_size:
         flags.append(f"--chunk-size={ctx.args.repair_chunk_size}")
+    if cap:
+        flags.append(f"--repair-rows-per-second={cap}")
     d = Dblogd(ctx, name, flags)
     ready = threading.Event()
     holder = {}
 
     def consume():
         try:
-            holder["res"] = run_consumer(ctx, d.port, name, "repair", ready_cb=ready.set)
+            # the stream goes on after the repair: the workload "after" is streamed too
+            holder["res"] = run_consumer(ctx, d.port, name, "repair", ready_cb=ready.set,
+                                         linger=post_s)
         except Exception as e:
             holder["err"] = e
             ready.set()
@@ -845,23 +855,23 @@ def repair_run(ctx, rep, n, pre_s, post_s, clients):
     script = os.path.join(ctx.logdir, "repair.pgbench")
     with open(script, "w") as f:
         f.write(REPAIR_SCRIPT)
-    if clients == 0:  # the repair alone: no load, no pgbench
-        pre_s = post_s = 0
+    if idle:
         script = os.path.join(ctx.logdir, "idle.pgbench")
         with open(script, "w") as f:
             f.write("\\sleep 100 ms\n")
         clients = 1
     pgb = subprocess.Popen([tool("pgbench"), "-n", "-c", str(clients), "-j", str(clients), "-T",
                             "3600", "-P", "1", "--progress-timestamp", "-D", f"n={n}", "-f",
-                            script, os.environ["PGDATABASE"]],
+                            script] + (["-R", str(rate)] if rate else []) +
+                           [os.environ["PGDATABASE"]],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    progress = []  # (unix time at the end of the interval, tps)
+    progress = []  # (unix time at the end of the interval, tps, mean latency ms)
 
     def read_progress():
         for line in pgb.stderr:
-            m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps", line)
+            m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+) ms", line)
             if m:
-                progress.append((float(m.group(1)), float(m.group(2))))
+                progress.append((float(m.group(1)), float(m.group(2)), float(m.group(3))))
 
     tp = threading.Thread(target=read_progress, daemon=True)
     tp.start()
@@ -873,8 +883,7 @@ def repair_run(ctx, rep, n, pre_s, post_s, clients):
         if "err" in holder:
             raise holder["err"]
         res = holder["res"]
-        done = res["done_us"] / 1e6
-        time.sleep(post_s)
+        done = res["done_us"] / 1e6  # the consumer lingered post_s seconds after it
         rss = proc_hwm_kb(d.proc.pid)
     finally:
         pgb.send_signal(signal.SIGINT)
@@ -891,43 +900,71 @@ def repair_run(ctx, rep, n, pre_s, post_s, clients):
     # tps weighted by how much of each 1 s interval lies inside / outside [requested, done];
     # the first 2 s are warm-up
     start = progress[0][0] + 1 if progress else 0
-    w_in = w_out = s_in = s_out = 0.0
-    for end, tps in progress:
+    w_in = w_out = s_in = s_out = l_in = l_out = 0.0
+    for end, tps, lat in progress:
         lo, hi = max(end - 1, start), end
         if hi <= lo:
             continue
         inside = max(0.0, min(hi, done) - max(lo, requested))
         outside = (hi - lo) - inside
-        w_in, s_in = w_in + inside, s_in + inside * tps
-        w_out, s_out = w_out + outside, s_out + outside * tps
+        w_in, s_in, l_in = w_in + inside, s_in + inside * tps, l_in + inside * lat
+        w_out, s_out, l_out = w_out + outside, s_out + outside * tps, l_out + outside * lat
     duration = done - requested
     return {"duration_s": duration, "rows_per_s": n / duration if duration > 0 else 0,
             "chunks": res["chunks"], "chunk_rows": res["chunk_rows"],
             "tps_without": s_out / w_out if w_out else 0,
             "tps_with": s_in / w_in if w_in else 0,
-            "rss_kb": rss, "log_changes": res["changes"] - res["reads"]}
+            "lat_without_ms": l_out / w_out if w_out else 0,
+            "lat_with_ms": l_in / w_in if w_in else 0,
+            "rss_kb": rss, "log_changes": res["changes"] - res["reads"],
+            "progress": progress, "requested": requested, "done": done}
 
 
 def section_repair(ctx):
+    """Four kinds of run, alternated: the repair alone; under a workload as fast as it goes
+    (every CPU second the repair takes comes out of it: the worst case); under a workload at a
+    fixed rate, half of what the unthrottled one reached in this run (a source with headroom,
+    as production sources run); and under the unthrottled workload again with the repair paced
+    (--repair-rows-per-second, at a quarter of its unloaded rate)."""
     a = ctx.args
     n = a.repair_rows
     sql("DROP TABLE IF EXISTS bench.r;" + TABLE_DDL.format(name="bench.r") +
         f"INSERT INTO bench.r SELECT {row_expr('i')} FROM generate_series(1::bigint, {n}) i;"
         " VACUUM ANALYZE bench.r; CHECKPOINT;")
-    runs, idle, errors = [], [], {}
+    kinds = ["idle", "full", "rate", "paced"]
+    results = {k: [] for k in kinds}
+    errors = {}
+    fixed_rate = cap = None
+    run_no = 0
     for rep in range(a.reps_bootstrap):
-        for clients in ((0, 2) if rep % 2 == 0 else (2, 0)):
+        order = kinds if rep % 2 == 0 else list(reversed(kinds))
+        if rep == 0:
+            order = kinds  # the rate and the cap come from the first idle and full runs
+        for kind in order:
+            if kind == "rate" and not fixed_rate or kind == "paced" and not cap:
+                continue
             try:
-                r = repair_run(ctx, rep * 2 + (clients == 0), n, a.repair_pre_s,
-                               a.repair_post_s, clients)
-                log(f"repair: rep {rep}, {clients} clients: {n} rows in {r['duration_s']:.2f} s "
+                r = repair_run(ctx, run_no, n, a.repair_pre_s, a.repair_post_s,
+                               0 if kind == "idle" else 2,
+                               rate=fixed_rate if kind == "rate" else None,
+                               cap=cap if kind == "paced" else None)
+                run_no += 1
+                log(f"repair: rep {rep}, {kind}: {n} rows in {r['duration_s']:.2f} s "
                     f"({r['rows_per_s']:,.0f} rows/s, {r['chunks']} chunks); workload "
-                    f"{r['tps_without']:.0f} tps without, {r['tps_with']:.0f} tps with")
-                (runs if clients else idle).append(r)
+                    f"{r['tps_without']:.0f} tps / {r['lat_without_ms']:.2f} ms without, "
+                    f"{r['tps_with']:.0f} tps / {r['lat_with_ms']:.2f} ms with")
+                results[kind].append(r)
+                if kind == "idle" and cap is None:
+                    cap = max(1000, int(r["rows_per_s"] / 4))
+                if kind == "full" and fixed_rate is None:
+                    fixed_rate = max(100, int(r["tps_without"] / 2))
             except Exception as e:
-                log(f"repair: rep {rep}, {clients} clients FAILED: {e}")
-                errors["dblogd" if clients else "idle"] = str(e)
-    return {"rows": n, "runs": runs, "idle": idle, "errors": errors}
+                run_no += 1
+                log(f"repair: rep {rep}, {kind} FAILED: {e}")
+                errors[kind] = str(e)
+    return {"rows": n, "runs": results["full"], "idle": results["idle"],
+            "rate_runs": results["rate"], "paced_runs": results["paced"],
+            "fixed_rate": fixed_rate, "cap": cap, "errors": errors}
 
 
 # ---- reporting ---------------------------------------------------------------------------
@@ -1170,51 +1207,68 @@ def report(ctx, data, mach):
     if "repair" in data:
         d = data["repair"]
         out.append(f"### 5. Repair: whole table of {d['rows']:,} rows under a pgbench-style "
-                   "update load (2 clients, unthrottled)")
+                   "update load (2 clients)")
         out.append("")
         out.append("| | repair s | repair rows/s | chunks | workload tps without repair "
-                   "| workload tps during repair | workload cost | dblogd peak RSS MB |")
-        out.append("|---|---|---|---|---|---|---|---|")
-        runs = d["runs"]
+                   "| workload tps during repair | workload cost | workload latency ms, without "
+                   "→ during | dblogd peak RSS MB |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
         chunk = a.repair_chunk_size or 2000
-        if d.get("idle"):
-            idle = d["idle"]
-            out.append(f"| dblogd, `--chunk-size` {chunk}, no load | "
-                       f"{fmt_range([r['duration_s'] for r in idle])} | "
-                       f"{fmt_num(med([r['rows_per_s'] for r in idle]))} | "
-                       f"{fmt_num(med([r['chunks'] for r in idle]))} | | | | "
-                       f"{fmt_num(med([r['rss_kb'] / 1024 for r in idle]), 1)} |")
-        if runs:
+
+        def repair_row(label, runs, loaded=True):
+            if not runs:
+                return None
             cost = [1 - r["tps_with"] / r["tps_without"] for r in runs if r["tps_without"]]
-            out.append(f"| dblogd, `--chunk-size` {chunk}, under load | "
-                       f"{fmt_range([r['duration_s'] for r in runs])} | "
+            load_cols = (f"{fmt_range([r['tps_without'] for r in runs], 0)} | "
+                         f"{fmt_range([r['tps_with'] for r in runs], 0)} | "
+                         f"{med(cost) * 100:.0f}% | "
+                         f"{med([r['lat_without_ms'] for r in runs]):.2f} → "
+                         f"{med([r['lat_with_ms'] for r in runs]):.2f}") if loaded else " | | "
+            out.append(f"| {label} | {fmt_range([r['duration_s'] for r in runs])} | "
                        f"{fmt_num(med([r['rows_per_s'] for r in runs]))} | "
-                       f"{fmt_num(med([r['chunks'] for r in runs]))} | "
-                       f"{fmt_range([r['tps_without'] for r in runs], 0)} | "
-                       f"{fmt_range([r['tps_with'] for r in runs], 0)} | "
-                       f"{med(cost) * 100:.0f}% | "
+                       f"{fmt_num(med([r['chunks'] for r in runs]))} | {load_cols} | "
                        f"{fmt_num(med([r['rss_kb'] / 1024 for r in runs]), 1)} |")
-            out.append("")
-            boot = data.get("bootstrap", {}).get("results", {}).get("dblogd_w2")
+            return med(cost) if loaded else None
+
+        repair_row(f"`--chunk-size` {chunk}, no load", d.get("idle", []), loaded=False)
+        cost_full = repair_row(f"`--chunk-size` {chunk}, workload unthrottled",
+                               d.get("runs", []))
+        cost_rate = repair_row(f"`--chunk-size` {chunk}, workload at {fmt_num(d.get('fixed_rate'))}"
+                               " tps (half its unthrottled rate)", d.get("rate_runs", []))
+        cost_paced = repair_row(f"`--chunk-size` {chunk} `--repair-rows-per-second` "
+                                f"{fmt_num(d.get('cap'))}, workload unthrottled",
+                                d.get("paced_runs", []))
+        for kind, msg in sorted(d.get("errors", {}).items()):
+            out.append(f"| {kind} | FAILED: {msg[:160]} | | | | | | | |")
+        out.append("")
+        boot = data.get("bootstrap", {}).get("results", {}).get("dblogd_w2")
+        brate = (data["bootstrap"]["rows"] / med([r["wall_s"] for r in boot])) if boot else None
+        for label, runs, cost in (("unthrottled workload", d.get("runs", []), cost_full),
+                                  ("workload at a fixed rate", d.get("rate_runs", []), cost_rate),
+                                  ("unthrottled workload, paced repair", d.get("paced_runs", []),
+                                   cost_paced)):
+            if not runs:
+                continue
             rate = med([r["rows_per_s"] for r in runs])
-            if boot:
-                brate = data["bootstrap"]["rows"] / med([r["wall_s"] for r in boot])
-                targets.append(("repair: at least half the bootstrap rate (2 workers)",
+            if brate:
+                targets.append((f"repair ({label}): at least half the bootstrap rate (2 workers)",
                                 f"{rate / brate:.2f}× the bootstrap rate",
                                 "met" if rate >= brate / 2 else "missed"))
-            targets.append(("repair: costs the concurrent workload at most 10% of its tps",
-                            f"{med(cost) * 100:.0f}%", "met" if med(cost) <= 0.10 else "missed"))
-            rss = max(r["rss_kb"] for r in runs) / 1024
+            targets.append((f"repair ({label}): costs the workload at most 10% of its tps",
+                            f"{cost * 100:.0f}%", "met" if cost <= 0.10 else "missed"))
+        all_runs = d.get("runs", []) + d.get("rate_runs", []) + d.get("paced_runs", [])
+        if all_runs:
+            rss = max(r["rss_kb"] for r in all_runs) / 1024
             targets.append(("repair: dblogd peak RSS under 100 MB", f"{rss:.1f} MB",
                             "met" if rss < 100 else "missed"))
-        else:
-            out.append(f"| dblogd | FAILED: {d['errors'].get('dblogd', '')[:160]} | | | | | | |")
-            out.append("")
         out.append("Repair s: from the request (`dblog.repair(...)`) to the consumer holding the "
-                   "last chunk. Workload tps from pgbench's per-second progress (`-P 1 "
-                   "--progress-timestamp`), each second weighted by how much of it lies outside "
-                   "the repair (before the request, after the end; first 2 s excluded) or inside "
-                   "it. dblogd streams the workload's changes to the consumer throughout.")
+                   "last chunk. Workload tps and mean latency from pgbench's per-second progress "
+                   "(`-P 1 --progress-timestamp`), each second weighted by how much of it lies "
+                   "outside the repair (before the request, after the end; first 2 s excluded) "
+                   "or inside it. dblogd streams the workload's changes to the consumer "
+                   "throughout. The fixed rate is half the tps the unthrottled workload reached "
+                   "in this run's first loaded run; the pace is a quarter of the unloaded "
+                   "repair's rate in its first run.")
         out.append("")
     if targets:
         out.append("### Targets (issue 7), from the medians above")

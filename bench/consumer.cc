@@ -15,7 +15,9 @@
 // before the TCP connect to the end condition). With --latency it also records, for every
 // Commit of a transaction that did not touch the marker table, the delay between the commit
 // time in the event and the moment the Commit was handed out by the client (system clock of
-// this machine, microseconds) and prints p50/p99/max.
+// this machine, microseconds) and prints p50/p99/max. With --linger S it goes on consuming for
+// S seconds after the end condition before it prints and exits (the repair section measures
+// the workload after a repair with the stream still running).
 //
 // Not a test: it never judges a timing. It fails (exit 1) on a protocol error, a server error,
 // a closed stream before the end condition, or when --expect-changes does not match.
@@ -48,6 +50,7 @@ struct Options {
   long long expect_changes = -1;  // INSERT/UPDATE/DELETE/READ events, marker excluded
   int timeout_s = 600;            // io timeout: no bytes for this long is a failure
   bool ready_line = false;        // print "ready" on stderr once Welcome arrived
+  double linger_s = 0;            // keep consuming (and acking) this long after the end
   long ack_every = 0;             // 0: ack when caught up; N: every Nth Commit (and the end's)
 };
 
@@ -57,7 +60,7 @@ struct Options {
                "usage: dblog_bench_consumer --port P --consumer NAME "
                "(--until-marker SCHEMA.TABLE | --until-bootstrap-end | --until-repair-done) "
                "[--host H] [--latency] "
-               "[--expect-changes N] [--timeout S] [--ready] [--ack-every N]\n",
+               "[--expect-changes N] [--timeout S] [--ready] [--ack-every N] [--linger S]\n",
                why);
   std::exit(2);
 }
@@ -80,6 +83,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--expect-changes") o.expect_changes = std::stoll(value());
     else if (a == "--timeout") o.timeout_s = std::stoi(value());
     else if (a == "--ready") o.ready_line = true;
+    else if (a == "--linger") o.linger_s = std::stod(value());
     else if (a == "--ack-every") o.ack_every = std::max(0L, std::stol(value()));
     else Usage(("unknown argument " + a).c_str());
   }
@@ -132,6 +136,8 @@ int main(int argc, char** argv) {
   double first_event_s = -1;
   std::uint64_t chunks = 0, chunk_rows = 0, chunk_deletes = 0;
   std::int64_t first_chunk_us = 0, last_chunk_us = 0;  // system clock, microseconds
+  double wall = 0;
+  std::int64_t done_us = 0;
 
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&t0] {
@@ -220,12 +226,21 @@ int main(int argc, char** argv) {
           break;
       }
     }
+    wall = seconds();
+    done_us = NowMicros();
+    // --linger: the stream goes on as before (a workload measured "after" still pays for
+    // being streamed); what comes now is read, acknowledged and not counted.
+    while (seconds() < wall + opt.linger_s) {
+      if (unacked && !client.HasBufferedItems()) ack();
+      if (!client.NextRef(item)) break;
+      if (const auto* const* ev = std::get_if<const StreamEvent*>(&item);
+          ev && ((*ev)->has_commit() || (*ev)->has_bootstrap_end()))
+        unacked = dblog::client::Client::PositionOf(**ev);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dblog_bench_consumer: %s\n", e.what());
     return 1;
   }
-  const double wall = seconds();
-  const std::int64_t done_us = NowMicros();
 
   std::printf(
       "{\"wall_s\": %.6f, \"first_event_s\": %.6f, \"events\": %llu, \"changes\": %llu, "

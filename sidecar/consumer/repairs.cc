@@ -5,6 +5,7 @@
 #include <random>
 
 #include "bootstrap/scope.h"
+#include "client/json.h"
 #include "consumer/pipeline.h"
 #include "log/log.h"
 #include "pg/slot.h"
@@ -394,26 +395,16 @@ void Pipeline::StartWindow() {
       else if (!r.from_key.empty())
         conds.push_back(key + " >= (" + Join(typed_from, ", ") + ")");
       if (!r.to_key.empty()) conds.push_back(key + " < (" + Join(typed_to, ", ") + ")");
-      // The key's values as JSON (where the next chunk resumes) only for the chunk's last row
-      // (no next row after the LIMIT), not for every row.
-      std::vector<std::string> kcols, ks;
-      for (std::size_t i = 0; i < n; ++i) {
-        kcols.push_back(tcols[i] + " AS k" + std::to_string(i));
-        ks.push_back("c.k" + std::to_string(i));
-      }
-      std::vector<std::string> ks_text;
-      for (const auto& k : ks) ks_text.push_back(k + "::text");
-      query = "SELECT c.key_bytes, c.row_bytes, CASE WHEN lead(true) OVER (ORDER BY " +
-              Join(ks, ", ") + ") IS NULL THEN jsonb_build_array(" + Join(ks_text, ", ") +
-              ")::text END"
-              " FROM (SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")) AS key_bytes,"
-              " dblog.encode_row(t) AS row_bytes, " + Join(kcols, ", ") +
-              " FROM ONLY " + r.table + " t" +
+      // The key's values as text too: dblogd makes the JSON array of the last row's (where
+      // the next chunk resumes) itself, rather than have the server build one for every row.
+      std::vector<std::string> key_text;
+      for (const auto& c : tcols) key_text.push_back(c + "::text");
+      query = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t), " +
+              Join(key_text, ", ") + " FROM ONLY " + r.table + " t" +
               // every parameter is referenced, used or not (PostgreSQL insists)
               " WHERE length($1::text || $2::text || $3::text) >= 0" +
               (conds.empty() ? "" : " AND " + Join(conds, " AND ")) + " ORDER BY " +
-              Join(tcols, ", ") + " LIMIT " + std::to_string(config_.chunk_size) + ") c" +
-              " ORDER BY " + Join(ks, ", ");
+              Join(tcols, ", ") + " LIMIT " + std::to_string(config_.chunk_size);
       params = {r.resume_key, r.from_key, r.to_key};
     }
 
@@ -438,9 +429,18 @@ void Pipeline::StartWindow() {
         w.total_keys = std::stoul(std::string(rows.value(i, 2)));
       } else {
         w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
-        if (!rows.is_null(i, 2)) w.last_key = std::string(rows.value(i, 2));
         w.last_key_bytes = std::move(key_bytes);
       }
+    }
+    if (r.kind != "keys" && rows.ntuples() > 0) {
+      // ["v1", "v2", ...]: as jsonb_build_array(k1::text, ...) would write it
+      const int last = rows.ntuples() - 1;
+      std::string json = "[";
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i > 0) json += ", ";
+        client::AppendJsonString(json, rows.value(last, static_cast<int>(2 + i)));
+      }
+      w.last_key = json + "]";
     }
     if (r.kind == "keys") {
       w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
