@@ -115,8 +115,8 @@ class Client::Impl {
   std::vector<char> read_buffer_;
   dblog::v1::Welcome welcome_;
   // Frames are parsed into arena_, reset before the next frame is parsed: what NextRef handed
-  // out lives until then. The first block is ours and survives resets: a frame of the usual
-  // size costs no allocation at all.
+  // out lives until then. The first block is ours and survives resets: parsing a frame of the
+  // usual size allocates nothing but the buffers of strings too long to be stored inline.
   static constexpr std::size_t kArenaBlockBytes = 1u << 20;
   static google::protobuf::ArenaOptions ArenaOptions(char* block) {
     google::protobuf::ArenaOptions o;

@@ -113,7 +113,8 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer window_timer_;
-  // The plugin's batches are parsed into this arena, reset after each: no allocation per event.
+  // The plugin's batches are parsed into this arena, reset after each: no allocation per
+  // value (but the buffers of strings too long to be stored inline).
   // Nothing may keep a pointer into a batch past OnData.
   static google::protobuf::ArenaOptions ParseArenaOptions(char* block, std::size_t size);
   static constexpr std::size_t kParseBlockBytes = 1u << 20;

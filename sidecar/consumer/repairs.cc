@@ -395,8 +395,9 @@ void Pipeline::StartWindow() {
       else if (!r.from_key.empty())
         conds.push_back(key + " >= (" + Join(typed_from, ", ") + ")");
       if (!r.to_key.empty()) conds.push_back(key + " < (" + Join(typed_to, ", ") + ")");
-      // The key's values as text too: dblogd makes the JSON array of the last row's (where
-      // the next chunk resumes) itself, rather than have the server build one for every row.
+      // The key's values also come back as text: dblogd writes the JSON array of the last
+      // row's key (where the next chunk resumes) itself, rather than have the server build
+      // one for every row.
       std::vector<std::string> key_text;
       for (const auto& c : tcols) key_text.push_back(c + "::text");
       query = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t), " +
