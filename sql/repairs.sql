@@ -7,6 +7,9 @@ CREATE TABLE accounts (id int PRIMARY KEY, v text);
 CREATE TABLE pairs (a int, b text, v text, PRIMARY KEY (b, a));
 CREATE TABLE nokey (v int);
 CREATE TABLE outside (id int PRIMARY KEY);
+CREATE TABLE parted (id int PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE parted_low PARTITION OF parted FOR VALUES FROM (0) TO (100);
+CREATE VIEW aview AS SELECT 1 AS id;
 CREATE SCHEMA other;
 CREATE TABLE other.t (id int PRIMARY KEY);
 -- consumers are registered by dblogd when they first connect; pretend two did
@@ -27,6 +30,8 @@ SELECT dblog.repair('other.t') > 0 AS queued;
 -- errors, nothing queued
 SELECT dblog.repair('no_such_table');
 SELECT dblog.repair('nokey');
+SELECT dblog.repair('parted');
+SELECT dblog.repair('aview');
 SELECT dblog.repair('outside');
 SELECT dblog.repair('accounts', 'nobody');
 SELECT dblog.repair('accounts', 'warehouse');
@@ -85,7 +90,8 @@ SELECT count(*) AS without_control
 SELECT 'stop' FROM pg_drop_replication_slot('regression_slot');
 DELETE FROM dblog.request_queue;
 DELETE FROM dblog.consumers;
-DROP TABLE accounts, pairs, nokey, outside, other.t;
+DROP VIEW aview;
+DROP TABLE accounts, pairs, nokey, outside, parted, other.t;
 DROP SCHEMA other;
 REVOKE USAGE ON SCHEMA public FROM regress_dblog_nobody, regress_dblog_op;
 DROP ROLE regress_dblog_nobody, regress_dblog_op;

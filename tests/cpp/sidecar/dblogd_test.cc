@@ -215,6 +215,26 @@ TEST_F(DblogdTest, MalformedFramesGetAnErrorAndTheDaemonCarriesOn) {
   EXPECT_NE(dblogd_->Metrics().find("dblog_bad_frames_total 3"), std::string::npos);
 }
 
+// Scope patterns name tables as the catalog spells them (docs/operations.md). dblogd quotes
+// them for the plugin, which would otherwise fold "Orders" to orders: the wrong table, or none.
+TEST_F(DblogdTest, MixedCaseTableInAScopeIsMatchedAsSpelled) {
+  const std::string upper = schema() + ".\"Orders\"", lower = schema() + ".orders";
+  db().exec("CREATE TABLE " + upper + " (id int PRIMARY KEY, v text)");
+  db().exec("CREATE TABLE " + lower + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + upper + " SELECT g, 'copied' FROM generate_series(1, 5) g");
+  db().exec("INSERT INTO " + lower + " SELECT g, 'not in scope' FROM generate_series(1, 5) g");
+  StartDblogd({"--consumer=" + consumer() + "=" + schema() + ".Orders," + schema() + ".sentinel"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  db().exec("INSERT INTO " + upper + " VALUES (6, 'streamed')");
+  db().exec("UPDATE " + lower + " SET v = 'still not in scope'");
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"\"Orders\""});
+  EXPECT_EQ(replay.Table(TableOid(db(), upper)).size(), 6u);
+  EXPECT_TRUE(replay.Table(TableOid(db(), lower)).empty());
+}
+
 TEST_F(DblogdTest, TableWithoutKeyInScopeIsRefusedByName) {
   db().exec("CREATE TABLE " + schema() + ".nokey (v int)");
   StartDblogd();

@@ -110,6 +110,23 @@ TEST(TransactionLog, ATransactionLargerThanTheBudgetIsForgotten) {
   EXPECT_TRUE(log.InvisibleKeys(Snapshot::Parse("6:6:"), kRel, 100, &keys));
 }
 
+// dblogd's log starts empty when its stream starts: transactions below the xmax it read then
+// were (or are being) streamed before it, with keys it never saw. A window whose snapshot
+// might not see one of them cannot be widened and must be redone, not closed.
+TEST(TransactionLog, TransactionsFromBeforeTheStreamCountAsForgotten) {
+  TransactionLog log(1 << 20);
+  log.ForgetBelow(100);  // pg_snapshot_xmax at stream start
+  std::set<std::string> keys;
+  // the chunk's snapshot does not see xid 99 (say, still committing when dblogd started)
+  EXPECT_FALSE(log.InvisibleKeys(Snapshot::Parse("99:120:99"), kRel, 1000, &keys));
+  // one that sees everything below 100 is answerable
+  EXPECT_TRUE(log.InvisibleKeys(Snapshot::Parse("100:120:"), kRel, 1000, &keys));
+  Window w("w", kRel);
+  w.Open();
+  EXPECT_TRUE(w.Close(ChunkOf("99:120:99", {{"key1", "R"}}), log, 1000).redo);
+  EXPECT_FALSE(w.Close(ChunkOf("100:120:", {{"key1", "R"}}), log, 1000).redo);
+}
+
 // ---- the randomized model --------------------------------------------------------------------
 //
 // Keys 0..K-1 of one table. A history of transactions in commit (WAL) order, each setting or
