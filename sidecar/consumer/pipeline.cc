@@ -42,6 +42,7 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       reconnect_timer_(io),
       progress_timer_(io),
       window_timer_(io),
+      repair_progress_timer_(io),
       parse_block_(new char[kParseBlockBytes]),
       parse_arena_(ParseArenaOptions(parse_block_.get(), kParseBlockBytes)),
       txlog_(config.window_key_memory_bytes) {}
@@ -663,6 +664,7 @@ void Pipeline::Finish() {
   reconnect_timer_.cancel();
   progress_timer_.cancel();
   window_timer_.cancel();
+  repair_progress_timer_.cancel();
   // Tear down from the io loop, not from inside a callback of what is torn down.
   asio::post(io_, [self = shared_from_this()] {
     self->stream_.reset();

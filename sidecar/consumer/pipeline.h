@@ -113,6 +113,7 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer window_timer_;
+  boost::asio::steady_timer repair_progress_timer_;
   // The plugin's batches are parsed into this arena, reset after each: no allocation per
   // value (but the buffers of strings too long to be stored inline).
   // Nothing may keep a pointer into a batch past OnData.
@@ -136,6 +137,10 @@ class Pipeline : public server::SessionListener,
     std::uint32_t chunks = 0;
     std::uint64_t rows = 0, deletes = 0;
     bool cancelled = false;
+    // for Progress{phase: "repair"}: filled once, when first reported
+    bool described = false;
+    std::string schema, name;
+    std::uint64_t rows_estimated = 0;  // table: pg_class.reltuples; keys: how many; range: 0
   };
   struct OpenWindow {
     window::Window window;
@@ -170,6 +175,10 @@ class Pipeline : public server::SessionListener,
   void CloseWindow();
   void RecordProgress(const PendingProgress& p);
   void FinishRequest(std::uint64_t id, const std::string& state, const std::string& error);
+  // Progress{phase: "repair"} every second while requests are queued, and once more for a
+  // request when its last chunk was sent (done).
+  void RepairProgressTick();
+  void SendRepairProgress(const std::vector<Request*>& requests, bool done);
   std::string KeyBytes(std::uint32_t relation_oid, const dblog::v1::Row& row) const;
 
   std::optional<std::uint32_t> control_oid_;
@@ -185,6 +194,7 @@ class Pipeline : public server::SessionListener,
   bool window_scheduled_ = false;
   std::uint64_t current_commit_lsn_ = 0;
   std::optional<PendingProgress> closing_progress_;
+  bool repair_progress_running_ = false;
   std::deque<PendingProgress> pending_progress_;
 
 };

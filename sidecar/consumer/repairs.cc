@@ -285,6 +285,60 @@ void Pipeline::OnControlChange(const dblog::v1::Change& change) {
   requests_.push_back(std::move(q));
 }
 
+void Pipeline::RepairProgressTick() {
+  if (requests_.empty() || state_ != State::kStreaming) {
+    repair_progress_running_ = false;
+    return;
+  }
+  std::vector<Request*> queued;
+  for (auto& r : requests_) queued.push_back(&r);
+  SendRepairProgress(queued, false);
+  repair_progress_timer_.expires_after(std::chrono::seconds(1));
+  repair_progress_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (ec) {
+      self->repair_progress_running_ = false;
+      return;
+    }
+    self->RepairProgressTick();
+  });
+}
+
+void Pipeline::SendRepairProgress(const std::vector<Request*>& requests, bool done) {
+  dblog::v1::ServerMessage m;
+  auto* p = m.mutable_progress();
+  p->set_phase("repair");
+  for (Request* r : requests) {
+    if (!r->described) {
+      try {
+        pg::Result t = Sql().ExecParams(
+            "SELECT n.nspname, c.relname, greatest(c.reltuples, 0)::bigint"
+            "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+            {std::to_string(r->table_oid)});
+        if (t.ntuples() == 1) {
+          r->schema = std::string(t.value(0, 0));
+          r->name = std::string(t.value(0, 1));
+          if (r->kind == "table") r->rows_estimated = std::stoull(std::string(t.value(0, 2)));
+        }
+        r->described = true;
+      } catch (const std::exception& e) {  // progress is best effort: report what we have
+        log::Warn("repair_progress_failed", {{"consumer", consumer_.name}, {"error", e.what()}});
+        sql_.reset();
+      }
+    }
+    auto* tp = p->add_tables();
+    tp->set_schema(r->schema);
+    tp->set_name(r->name.empty() ? r->table : r->name);
+    tp->set_relation_oid(r->table_oid);
+    // a key list's progress is in keys (asked so far, of all), a range's and a table's in rows
+    tp->set_rows_copied(r->kind == "keys" ? r->keys_done : r->rows);
+    tp->set_rows_estimated(r->rows_estimated);
+    tp->set_done(done);
+  }
+  session_->Send(m);
+}
+
 // The table's name and identity key, from the catalogs; false when the table is not in this
 // consumer's scope (or no longer exists).
 bool Pipeline::DescribeRequestTable(Request& q) {
@@ -303,6 +357,12 @@ bool Pipeline::DescribeRequestTable(Request& q) {
 }
 
 void Pipeline::ScheduleWindow() {
+  if (!requests_.empty() && !repair_progress_running_ && state_ == State::kStreaming) {
+    repair_progress_running_ = true;
+    asio::post(io_, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->RepairProgressTick();
+    });
+  }
   if (window_scheduled_ || window_ || requests_.empty() || state_ != State::kStreaming) return;
   window_scheduled_ = true;
   asio::post(io_, [weak = weak_from_this()] {
@@ -549,11 +609,13 @@ void Pipeline::CloseWindow() {
   r.deletes += out.deletes.size();
   if (r.kind == "keys") {
     r.keys_done = w.keys_covered;
+    r.rows_estimated = w.total_keys;
   } else if (!w.last_key.empty()) {
     r.resume_key = w.last_key;
   }
   closing_progress_ = PendingProgress{{}, r, w.last};
   if (w.last) {
+    SendRepairProgress({&r}, true);
     log::Info("repair_emitted", {{"consumer", consumer_.name}, {"request", r.id},
                                  {"chunks", r.chunks}, {"rows", r.rows}, {"deletes", r.deletes}});
     requests_.pop_front();

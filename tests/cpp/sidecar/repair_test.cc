@@ -231,6 +231,43 @@ TEST_F(RepairTest, TextKeysNeedingEscapesResumeAcrossChunks) {
   ExpectConverged(replay, {"tricky"});
 }
 
+// A repair reports its progress on the stream: Progress{phase "repair"} when it is queued and
+// every second while it runs, then once with done when its last chunk was sent.
+TEST_F(RepairTest, RepairProgressIsReportedOnTheStream) {
+  db().exec("CREATE TABLE " + schema() + ".prog (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".prog SELECT g, 'v' FROM generate_series(1, 1000) g");
+  db().exec("ANALYZE " + schema() + ".prog");
+  StartDblogd({"--chunk-size=100", "--repair-rows-per-second=800"});  // about 1.25 s
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  Request("dblog.repair('" + schema() + ".prog')");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::vector<dblog::v1::TableProgress> reports;
+  client::Item item;
+  while (reports.empty() || !reports.back().done()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no final repair progress";
+    ASSERT_TRUE(c.Next(item));
+    if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
+      replay.Apply(*ev);
+      if (ev->has_commit()) c.Ack(*client::Client::PositionOf(*ev));
+    } else if (auto* p = std::get_if<dblog::v1::Progress>(&item); p && p->phase() == "repair") {
+      ASSERT_EQ(p->tables_size(), 1);
+      reports.push_back(p->tables(0));
+    }
+  }
+  ASSERT_GE(reports.size(), 2u) << "a report while it runs, and the final one";
+  EXPECT_FALSE(reports.front().done());
+  const auto& last = reports.back();
+  EXPECT_EQ(last.schema(), schema());
+  EXPECT_EQ(last.name(), "prog");
+  EXPECT_EQ(last.relation_oid(), TableOid(db(), schema() + ".prog"));
+  EXPECT_EQ(last.rows_copied(), 1000u);
+  EXPECT_EQ(last.rows_estimated(), 1000u);
+  for (std::size_t i = 1; i < reports.size(); ++i)
+    EXPECT_LE(reports[i - 1].rows_copied(), reports[i].rows_copied()) << "never goes back";
+}
+
 TEST_F(RepairTest, CancelStopsARequest) {
   db().exec("CREATE TABLE " + schema() + ".big (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + schema() + ".big SELECT g, 'v' FROM generate_series(1, 20000) g");
