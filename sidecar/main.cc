@@ -43,10 +43,13 @@ int main(int argc, char** argv) {
     signals.async_wait([&](boost::system::error_code ec, int signo) {
       if (ec) return;
       log::Info("shutting_down", {{"signal", signo}});
+      const bool consumers_connected = server.live_consumers() > 0;
       server.Shutdown();
       if (http) http->Stop();
-      // Let final status updates and error frames go out, then stop.
-      auto timer = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(2));
+      // Let final status updates and error frames go out, then stop (at once when no consumer
+      // was connected: there is nothing to send).
+      auto timer = std::make_shared<boost::asio::steady_timer>(
+          io, consumers_connected ? std::chrono::seconds(2) : std::chrono::seconds(0));
       timer->async_wait([&io, timer](boost::system::error_code) { io.stop(); });
     });
     io.run();
