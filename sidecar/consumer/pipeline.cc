@@ -428,8 +428,14 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
   }
   if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
+  // The plugin's own bytes of each Change, so that the emitter can forward them (a Change goes
+  // out as it came, but for its seq) rather than serialize the parsed copy again.
+  const std::vector<std::string_view> change_bytes =
+      emit::ChangeBytes(payload, batch->events_size());
   try {
-    for (auto& event : *batch->mutable_events()) ProcessEvent(event);
+    for (int i = 0; i < batch->events_size(); ++i)
+      ProcessEvent(*batch->mutable_events(i),
+                   change_bytes.empty() ? std::string_view() : change_bytes[i]);
   } catch (const std::exception& e) {
     log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
     Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());

@@ -168,7 +168,7 @@ class Pipeline : public server::SessionListener,
   void OnControlChange(const dblog::v1::Change& change);
   bool DescribeRequestTable(Request& q);
   std::string WatermarkPrefix() const;
-  void ProcessEvent(dblog::v1::Event& event);
+  void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
   void RecordKeys(const dblog::v1::Change& change);
   void ScheduleWindow();
   void StartWindow();

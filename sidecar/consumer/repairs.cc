@@ -105,7 +105,7 @@ void Pipeline::RecordKeys(const dblog::v1::Change& c) {
   }
 }
 
-void Pipeline::ProcessEvent(dblog::v1::Event& event) {
+void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes) {
   using E = dblog::v1::Event;
   switch (event.event_case()) {
     case E::kBegin:
@@ -176,7 +176,7 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event) {
     default:
       break;
   }
-  emitter_->Consume(event);
+  emitter_->Consume(event, change_bytes);
 }
 
 // Requests are read back from the queue by id (the decoded row only tells us which).

@@ -62,7 +62,7 @@ void Emitter::OnBatch(dblog::v1::Batch batch) {
   for (Event& event : *batch.mutable_events()) Consume(event);
 }
 
-void Emitter::Consume(Event& event) {
+void Emitter::Consume(Event& event, std::string_view change_bytes) {
   // A chunk is emitted in one go at its high watermark; the log waits until it is closed.
   RequireNoChunk("a plugin event");
   switch (event.event_case()) {
@@ -72,7 +72,7 @@ void Emitter::Consume(Event& event) {
       // Held until an event that is sent needs it (a skipped transaction must not lose it).
       return RememberRelation(event.relation());
     case Event::kChange:
-      return OnChange(*event.mutable_change());
+      return OnChange(*event.mutable_change(), change_bytes);
     case Event::kTruncate:
       return OnTruncate(*event.mutable_truncate());
     case Event::kMessage:
@@ -103,7 +103,7 @@ void Emitter::OnBegin(const dblog::v1::Begin& begin) {
   unit_.header = begin.SerializeAsString();
 }
 
-void Emitter::OnChange(Change& change) {
+void Emitter::OnChange(Change& change, std::string_view raw) {
   RequireTransaction("a Change", change.commit_lsn());
   const dblog::v1::Relation& rel = KnownRelation(change.relation_oid(), "a Change");
   switch (change.kind()) {
@@ -130,22 +130,80 @@ void Emitter::OnChange(Change& change) {
         change.clear_old_key();
         change.clear_old_row();
         change.set_kind(Change::INSERT);
+        raw = {};  // no longer what the plugin sent
       }
       break;
     default:
       Fail("plugin Change of kind " + std::to_string(change.kind()) + " for relation " +
            std::to_string(change.relation_oid()));
   }
-  SendChange(change);
+  SendChange(change, raw);
 }
 
-void Emitter::SendChange(Change& change) {
+void Emitter::SendChange(Change& change, std::string_view raw) {
   const Position pos = NextPosition();
   if (!Admit(pos)) return;
   SendRelation(change.relation_oid());
+  const bool same_commit_lsn = change.commit_lsn() == pos.commit_lsn;
   change.set_commit_lsn(pos.commit_lsn);
   change.set_seq(pos.seq);
+  if (!raw.empty() && same_commit_lsn && AppendSplicedChange(raw, pos.seq)) return;
   Append(StreamEvent::kChange, change);
+}
+
+bool Emitter::AppendSplicedChange(std::string_view raw, std::uint32_t seq) {
+  // Walk the fields: strictly increasing numbers (canonical), seq (4) a varint if present.
+  std::size_t seq_begin = std::string_view::npos, seq_end = 0, at = 0;
+  std::uint64_t last_field = 0;
+  auto varint = [&raw, &at](std::uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && at < raw.size(); shift += 7) {
+      const auto byte = static_cast<unsigned char>(raw[at++]);
+      *v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  while (at < raw.size()) {
+    const std::size_t field_begin = at;
+    std::uint64_t tag = 0, value = 0;
+    if (!varint(&tag)) return false;
+    const std::uint64_t field = tag >> 3;
+    if (field <= last_field) return false;
+    last_field = field;
+    switch (tag & 7) {
+      case 0:
+        if (!varint(&value)) return false;
+        break;
+      case 2:
+        if (!varint(&value) || value > raw.size() - at) return false;
+        at += value;
+        break;
+      default:
+        return false;  // Change has no fixed-width fields
+    }
+    if (field == 4) {
+      seq_begin = field_begin;
+      seq_end = at;
+    } else if (field < 4) {
+      seq_end = at;  // seq, when absent, goes after the fields before it
+    }
+  }
+  if (seq_begin == std::string_view::npos) seq_begin = seq_end;
+  std::string seq_field;
+  if (seq != 0) {  // proto3 leaves zero out
+    seq_field.push_back(static_cast<char>(4 << 3));
+    AppendVarint(seq_field, seq);
+  }
+  const std::size_t size = seq_begin + seq_field.size() + (raw.size() - seq_end);
+  const std::size_t before = output_.size();
+  AppendEnvelope(StreamEvent::kChange, size);
+  output_.append(raw.data(), seq_begin);
+  output_.append(seq_field);
+  output_.append(raw.data() + seq_end, raw.size() - seq_end);
+  bytes_emitted_ += output_.size() - before;
+  ++changes_spliced_;
+  return true;
 }
 
 void Emitter::OnTruncate(dblog::v1::Truncate& truncate) {
@@ -494,6 +552,45 @@ void Emitter::AppendEnvelope(int field, std::size_t member_size) {
   AppendVarint(output_, LenTag(field));
   AppendVarint(output_, member_size);
   ++events_emitted_;
+}
+
+// (see emitter.h) Batch{repeated Event events = 1}, Event{oneof ...; Change change = 3; ...}.
+std::vector<std::string_view> ChangeBytes(std::string_view batch, int events) {
+  std::vector<std::string_view> out;
+  out.reserve(static_cast<std::size_t>(events));
+  std::size_t at = 0;
+  auto varint = [](std::string_view b, std::size_t& i, std::uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && i < b.size(); shift += 7) {
+      const auto byte = static_cast<unsigned char>(b[i++]);
+      *v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  // One length-delimited field at i: its number and payload.
+  auto field = [&varint](std::string_view b, std::size_t& i, std::uint64_t* number,
+                         std::string_view* payload) {
+    std::uint64_t tag = 0, len = 0;
+    if (!varint(b, i, &tag) || (tag & 7) != 2 || !varint(b, i, &len) || len > b.size() - i)
+      return false;
+    *number = tag >> 3;
+    *payload = b.substr(i, len);
+    i += len;
+    return true;
+  };
+  while (at < batch.size()) {
+    std::uint64_t number = 0;
+    std::string_view event;
+    if (!field(batch, at, &number, &event) || number != 1) return {};
+    std::size_t j = 0;
+    std::uint64_t member = 0;
+    std::string_view payload;
+    if (!field(event, j, &member, &payload) || j != event.size()) return {};
+    out.push_back(member == 3 ? payload : std::string_view());
+  }
+  if (out.size() != static_cast<std::size_t>(events)) return {};
+  return out;
 }
 
 }  // namespace dblog::emit

@@ -60,7 +60,11 @@ class Emitter {
   // transaction, before its Relation, with a commit_lsn not its transaction's, ...).
   // Consume takes what it needs out of `event` and may leave it changed: the pipeline parses
   // into an arena and hands events over by reference, so nothing is copied out of it.
-  void Consume(dblog::v1::Event& event);
+  // change_bytes, when given, are the plugin's own bytes of the event's Change (the payload of
+  // Event.change in the plugin's message): a Change that goes out as it came but for its seq is
+  // then written from them instead of being serialized again (commit_lsn is the same: it is the
+  // transaction's). They must be what `event` was parsed from.
+  void Consume(dblog::v1::Event& event, std::string_view change_bytes = {});
   void OnEvent(dblog::v1::Event event) { Consume(event); }
   void OnBatch(dblog::v1::Batch batch);
 
@@ -102,6 +106,8 @@ class Emitter {
 
   std::uint64_t events_emitted() const { return events_emitted_; }
   std::uint64_t bytes_emitted() const { return bytes_emitted_; }
+  // Log Changes written from the plugin's bytes (Consume's change_bytes) rather than serialized.
+  std::uint64_t changes_spliced() const { return changes_spliced_; }
   // Where the consumer's stream stands: the last position sent, or resume_after while nothing
   // after it was sent. Acking it is always allowed (Heartbeat.position); acking beyond it is a
   // protocol violation; a replacement Emitter resumes after it.
@@ -141,8 +147,12 @@ class Emitter {
   };
 
   void OnBegin(const dblog::v1::Begin& begin);
-  void OnChange(dblog::v1::Change& change);
-  void SendChange(dblog::v1::Change& change);  // positions and sends one log Change
+  void OnChange(dblog::v1::Change& change, std::string_view raw);
+  // Positions and sends one log Change (from `raw`, its plugin bytes, when given).
+  void SendChange(dblog::v1::Change& change, std::string_view raw = {});
+  // Appends `raw` (a canonical Change: fields in number order) with its seq replaced by `seq`.
+  // False, appending nothing, when `raw` is not laid out that way.
+  bool AppendSplicedChange(std::string_view raw, std::uint32_t seq);
   void OnTruncate(dblog::v1::Truncate& truncate);
   void OnMessage(dblog::v1::Message& message);
   void OnCommit(dblog::v1::Commit& commit);
@@ -187,6 +197,12 @@ class Emitter {
   std::string output_;
   std::uint64_t events_emitted_ = 0;
   std::uint64_t bytes_emitted_ = 0;
+  std::uint64_t changes_spliced_ = 0;
 };
+
+// The plugin's bytes of each Change in a serialized Batch of `events` events (Consume's
+// change_bytes), by event index; empty views for other events. Empty altogether when the bytes
+// do not split into that many events as expected (the emitter then serializes every Change).
+std::vector<std::string_view> ChangeBytes(std::string_view batch, int events);
 
 }  // namespace dblog::emit

@@ -577,6 +577,58 @@ TEST(Emitter, CopiedRowBatchesMatchRowByRowAndTheLibrarysEncoding) {
   EXPECT_EQ(out[2].raw, as_sent.SerializeAsString()) << "the bytes as sent";
 }
 
+// The plugin's Change bytes are spliced (seq replaced) only when laid out canonically; anything
+// else is serialized from the parsed Change, so the output is the same either way.
+TEST(Emitter, ChangeBytesNotInFieldOrderAreSerializedInstead) {
+  std::uint64_t spliced = 0;
+  auto feed = [&spliced](std::string_view raw) {
+    Emitter e;
+    e.OnEvent(BeginEv(1000));
+    e.OnEvent(RelationEv(Items()));
+    Event ins = InsertEv(kItems, 1000, 7, Item(1, "a"));
+    e.Consume(ins, raw);
+    e.OnEvent(CommitEv(1000, 8));
+    spliced = e.changes_spliced();
+    return e.TakeOutput();
+  };
+  const Change change = InsertEv(kItems, 1000, 7, Item(1, "a")).change();
+  const std::string canonical = change.SerializeAsString();
+  const std::string expected = feed({});
+  EXPECT_EQ(feed(canonical), expected);
+  EXPECT_EQ(spliced, 1u);
+  // seq (field 4, here 7) moved to the end: not canonical
+  Change without_seq = change;
+  without_seq.clear_seq();
+  std::string reordered = without_seq.SerializeAsString();
+  reordered.push_back(4 << 3);
+  reordered.push_back(7);
+  EXPECT_EQ(feed(reordered), expected);
+  EXPECT_EQ(spliced, 0u);
+  // truncated bytes
+  EXPECT_EQ(feed(std::string_view(canonical).substr(0, canonical.size() - 3)), expected);
+  EXPECT_EQ(spliced, 0u);
+}
+
+TEST(ChangeBytes, SlicesEachChangeOutOfABatch) {
+  dblog::v1::Batch batch;
+  *batch.add_events() = BeginEv(1000);
+  *batch.add_events() = RelationEv(Items());
+  *batch.add_events() = InsertEv(kItems, 1000, 1, Item(1, "a"));
+  *batch.add_events() = DeleteEv(kItems, 1000, 2, ItemKey(1));
+  *batch.add_events() = CommitEv(1000, 3);
+  const std::string bytes = batch.SerializeAsString();
+  const auto slices = ChangeBytes(bytes, batch.events_size());
+  ASSERT_EQ(slices.size(), 5u);
+  EXPECT_TRUE(slices[0].empty());
+  EXPECT_TRUE(slices[1].empty());
+  EXPECT_EQ(slices[2], batch.events(2).change().SerializeAsString());
+  EXPECT_EQ(slices[3], batch.events(3).change().SerializeAsString());
+  EXPECT_TRUE(slices[4].empty());
+  EXPECT_TRUE(ChangeBytes(bytes, 4).empty()) << "a count that does not match";
+  EXPECT_TRUE(ChangeBytes(bytes.substr(0, bytes.size() - 1), 5).empty()) << "cut short";
+  EXPECT_TRUE(ChangeBytes("", 0).empty());
+}
+
 TEST(Emitter, EmptyBootstrap) {
   Emitter e;
   e.BeginBootstrap(5000, false, {});
