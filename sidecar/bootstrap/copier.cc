@@ -1,6 +1,7 @@
 // sidecar/bootstrap/copier.cc: copy workers and the binary COPY parser (see copier.h).
 #include "bootstrap/copier.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -151,7 +152,7 @@ std::optional<Copier::Batch> Copier::Pop() {
   if (queue_.empty()) return std::nullopt;
   Batch b = std::move(queue_.front());
   queue_.pop_front();
-  queued_bytes_ -= b.bytes();
+  queued_bytes_ -= b.footprint();
   space_.notify_all();
   return b;
 }
@@ -199,7 +200,7 @@ void Copier::Push(Batch batch) {
     space_.wait(lock, [this] { return cancelled_ || queued_bytes_ < max_queue_bytes_; });
     if (cancelled_) return;
     was_empty = queue_.empty();
-    queued_bytes_ += batch.bytes();
+    queued_bytes_ += batch.footprint();
     queue_.push_back(std::move(batch));
   }
   if (was_empty) notify_();
@@ -251,7 +252,10 @@ void Copier::Work(int worker) {
         std::string_view row;
         try {
           while (parser.Next(&row)) {
-            if (batch.data.empty()) batch.data.reserve(kBatchBytes + row.size());
+            // one allocation per batch, sized from its first row (narrow rows fill a batch
+            // by count long before kBatchBytes)
+            if (batch.data.empty())
+              batch.data.reserve(std::min(kBatchBytes, row.size() * kBatchRows) + row.size());
             batch.Add(row);
             if (batch.size() >= kBatchRows || batch.bytes() >= kBatchBytes) push();
           }

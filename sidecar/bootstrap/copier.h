@@ -65,6 +65,10 @@ class Copier {
     std::vector<std::uint32_t> ends;  // row i is data[ends[i-1], ends[i]) (ends[-1] = 0)
     std::size_t size() const { return ends.size(); }
     std::size_t bytes() const { return data.size(); }
+    // What it holds in memory (the queue's bound counts this, not just the rows' bytes).
+    std::size_t footprint() const {
+      return data.capacity() + ends.capacity() * sizeof(std::uint32_t);
+    }
     void Add(std::string_view row) {
       data.append(row.data(), row.size());
       ends.push_back(static_cast<std::uint32_t>(data.size()));
