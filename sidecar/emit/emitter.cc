@@ -35,6 +35,17 @@ void AppendVarint(std::string& out, std::uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 
+// Reads a varint at b[i], moving i past it; false when b ends inside it or it is too long.
+bool ReadVarint(std::string_view b, std::size_t& i, std::uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && i < b.size(); shift += 7) {
+    const auto byte = static_cast<unsigned char>(b[i++]);
+    *v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
 std::uint64_t LenTag(int field) {
   return (static_cast<std::uint64_t>(field) << 3) | kLengthDelimited;
 }
@@ -155,15 +166,7 @@ bool Emitter::AppendSplicedChange(std::string_view raw, std::uint32_t seq) {
   // Walk the fields: strictly increasing numbers (canonical), seq (4) a varint if present.
   std::size_t seq_begin = std::string_view::npos, seq_end = 0, at = 0;
   std::uint64_t last_field = 0;
-  auto varint = [&raw, &at](std::uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && at < raw.size(); shift += 7) {
-      const auto byte = static_cast<unsigned char>(raw[at++]);
-      *v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;
-  };
+  auto varint = [&raw, &at](std::uint64_t* v) { return ReadVarint(raw, at, v); };
   while (at < raw.size()) {
     const std::size_t field_begin = at;
     std::uint64_t tag = 0, value = 0;
@@ -559,20 +562,12 @@ std::vector<std::string_view> ChangeBytes(std::string_view batch, int events) {
   std::vector<std::string_view> out;
   out.reserve(static_cast<std::size_t>(events));
   std::size_t at = 0;
-  auto varint = [](std::string_view b, std::size_t& i, std::uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && i < b.size(); shift += 7) {
-      const auto byte = static_cast<unsigned char>(b[i++]);
-      *v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;
-  };
   // One length-delimited field at i: its number and payload.
-  auto field = [&varint](std::string_view b, std::size_t& i, std::uint64_t* number,
-                         std::string_view* payload) {
+  auto field = [](std::string_view b, std::size_t& i, std::uint64_t* number,
+                  std::string_view* payload) {
     std::uint64_t tag = 0, len = 0;
-    if (!varint(b, i, &tag) || (tag & 7) != 2 || !varint(b, i, &len) || len > b.size() - i)
+    if (!ReadVarint(b, i, &tag) || (tag & 7) != 2 || !ReadVarint(b, i, &len) ||
+        len > b.size() - i)
       return false;
     *number = tag >> 3;
     *payload = b.substr(i, len);
