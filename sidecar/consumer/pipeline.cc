@@ -592,7 +592,24 @@ void Pipeline::SendProgress() {
   }
 }
 
-void Pipeline::OnError(const std::exception& error) { SourceLost(error.what()); }
+void Pipeline::OnError(const std::exception& error) {
+  // The plugin refuses a table in scope that has no key (it lost its primary key, say). Every
+  // reconnect decodes the same change again and fails the same way: retrying would stall the
+  // consumer silently, so tell it why and end its session.
+  const auto* pg_error = dynamic_cast<const pg::Error*>(&error);
+  if (pg_error != nullptr && pg_error->sqlstate() == "55000" &&
+      pg_error->server_message().find("has no primary key or replica identity index") !=
+          std::string::npos) {
+    Fail(Error::SCOPE_ERROR,
+         "the stream cannot go on: " + pg_error->server_message() +
+             " (it lost its key while in this consumer's scope). Its changes made without a key "
+             "cannot be captured by key: leave the table out of the consumer's scope (it is "
+             "then skipped in the log), and add it back once it has a key again: a table added "
+             "to a scope is copied through a repair (docs/operations.md)");
+    return;
+  }
+  SourceLost(error.what());
+}
 
 void Pipeline::OnEnd() { SourceLost("the replication stream ended"); }
 

@@ -235,6 +235,40 @@ TEST_F(DblogdTest, MixedCaseTableInAScopeIsMatchedAsSpelled) {
   EXPECT_TRUE(replay.Table(TableOid(db(), lower)).empty());
 }
 
+// A table that loses its key while in scope: the plugin cannot render its changes, and every
+// reconnect would fail on the same change. The consumer is told why (SCOPE_ERROR naming the
+// table) instead of waiting on a silent stream; leaving the table out of the scope lets the
+// stream go on.
+TEST_F(DblogdTest, TableLosingItsKeyEndsTheSessionWithAScopeError) {
+  const std::string t = schema() + ".shaky";
+  db().exec("CREATE TABLE " + t + " (id int PRIMARY KEY, v text)");
+  StartDblogd();
+  Replay replay;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, 0);
+    db().exec("BEGIN");
+    db().exec("INSERT INTO " + t + " VALUES (1, 'with a key')");
+    db().exec("ALTER TABLE " + t + " DROP CONSTRAINT shaky_pkey");
+    db().exec("INSERT INTO " + t + " VALUES (2, 'without')");
+    db().exec("COMMIT");
+    try {
+      ReadUntil(c, replay, Sentinel(), 30s);
+      ADD_FAILURE() << "the stream went on past a change it cannot render";
+    } catch (const client::ServerError& e) {
+      EXPECT_EQ(e.code(), Error::SCOPE_ERROR);
+      EXPECT_NE(e.server_message().find("shaky"), std::string::npos) << e.what();
+      EXPECT_NE(e.server_message().find("scope"), std::string::npos) << e.what();
+    }
+  }
+  dblogd_->Signal(SIGTERM);
+  dblogd_->Wait();
+  // The way out the message gives: the table leaves the scope, the stream goes on.
+  StartDblogd({"--consumer=" + consumer() + "=" + schema() + ".sentinel"});
+  client::Client c = Connect(replay.last_position());
+  ReadUntil(c, replay, Sentinel());
+}
+
 TEST_F(DblogdTest, TableWithoutKeyInScopeIsRefusedByName) {
   db().exec("CREATE TABLE " + schema() + ".nokey (v int)");
   StartDblogd();
