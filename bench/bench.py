@@ -333,6 +333,25 @@ class Dblogd:
         return cpu
 
 
+def consumer_in_background(ctx, port, consumer, until, **kwargs):
+    """run_consumer in a thread; returns once the consumer has its Welcome (or failed), with the
+    thread and a dict that gets "res" (its result) or "err" (its exception)."""
+    ready = threading.Event()
+    holder = {}
+
+    def consume():
+        try:
+            holder["res"] = run_consumer(ctx, port, consumer, until, ready_cb=ready.set, **kwargs)
+        except Exception as e:
+            holder["err"] = e
+            ready.set()
+
+    t = threading.Thread(target=consume)
+    t.start()
+    ready.wait(60)
+    return t, holder
+
+
 def run_consumer(ctx, port, consumer, until, expect=None, latency=False, ready_cb=None,
                  timeout=3600, linger=0):
     cmd = [ctx.consumer, "--port", str(port), "--consumer", consumer]
@@ -596,20 +615,7 @@ def latency_dblogd(ctx, rep, rate, seconds, script):
     wait_for_quiet(ctx.args.quiet_wait, ctx.args.quiet_load)
     name = f"lat_r{rep}"
     d = Dblogd(ctx, name, ["--default-scope=bench.lat,bench.marker", "--bootstrap=false"])
-    ready = threading.Event()
-    holder = {}
-
-    def consume():
-        try:
-            holder["res"] = run_consumer(ctx, d.port, name, "bench.marker", latency=True,
-                                         ready_cb=ready.set)
-        except Exception as e:
-            holder["err"] = e
-            ready.set()
-
-    t = threading.Thread(target=consume)
-    t.start()
-    ready.wait(60)
+    t, holder = consumer_in_background(ctx, d.port, name, "bench.marker", latency=True)
     time.sleep(1.0)  # the slot is created and START_REPLICATION sent after Welcome
     try:
         subprocess.run(pgbench_cmd(rate, seconds, script), check=True, capture_output=True)
@@ -833,21 +839,8 @@ def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None):
     if cap:
         flags.append(f"--repair-rows-per-second={cap}")
     d = Dblogd(ctx, name, flags)
-    ready = threading.Event()
-    holder = {}
-
-    def consume():
-        try:
-            # the stream goes on after the repair: the workload "after" is streamed too
-            holder["res"] = run_consumer(ctx, d.port, name, "repair", ready_cb=ready.set,
-                                         linger=post_s)
-        except Exception as e:
-            holder["err"] = e
-            ready.set()
-
-    t = threading.Thread(target=consume)
-    t.start()
-    ready.wait(60)
+    # the stream goes on after the repair: the workload "after" is streamed too
+    t, holder = consumer_in_background(ctx, d.port, name, "repair", linger=post_s)
     if "err" in holder:
         d.stop()
         raise holder["err"]
