@@ -7,7 +7,7 @@ OBJS = plugin/dblog.o plugin/encoder.o plugin/messages.o
 PGFILEDESC = "dblog - change-data capture output plugin and SQL API"
 
 EXTENSION = dblog
-DATA = plugin/dblog--0.1.sql
+DATA = plugin/dblog--0.1.sql plugin/dblog--0.1--0.2.sql
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=dblog

@@ -224,12 +224,12 @@ void Copier::Work(int worker) {
     Task task;
     while (NextTask(&task)) {
       const Table& t = tables_[task.table];
-      std::string sql = "COPY (SELECT dblog.encode_row(t) FROM ONLY " + t.qualified() + " t";
+      std::string sql = "COPY (SELECT dblog.encode_row(t.*) FROM ONLY " + t.qualified() + " t";
       if (task.from || task.to) {
         sql += " WHERE ";
-        if (task.from) sql += "t." + t.key_columns[0] + " >= " + std::to_string(*task.from);
+        if (task.from) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.>=) " + std::to_string(*task.from);
         if (task.from && task.to) sql += " AND ";
-        if (task.to) sql += "t." + t.key_columns[0] + " < " + std::to_string(*task.to);
+        if (task.to) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.<) " + std::to_string(*task.to);
       }
       sql += ") TO STDOUT (FORMAT binary)";
       pg::Result started(PQexec(conn.raw(), sql.c_str()));

@@ -1,7 +1,7 @@
 // sidecar/bootstrap/copier.h: the bootstrap's copy workers. Each worker opens its own
 // connection, imports the slot's exported snapshot (REPEATABLE READ READ ONLY + SET TRANSACTION
 // SNAPSHOT) and copies tasks (a whole table, or a primary-key range of a large one) with
-// `COPY (SELECT dblog.encode_row(t) ...) TO STDOUT (FORMAT binary)`, so every row is encoded
+// `COPY (SELECT dblog.encode_row(t.*) ...) TO STDOUT (FORMAT binary)`, so every row is encoded
 // by the extension's C encoder, byte-identical to the log path.
 // Rows reach the io thread through a bounded queue: when the consumer is slow, the queue fills
 // and the workers wait, so memory stays bounded (max_queue_bytes plus one batch per worker).

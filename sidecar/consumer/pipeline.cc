@@ -88,10 +88,17 @@ void Pipeline::Start() {
 
 void Pipeline::Prepare() {
   pg::Connection& sql = Sql();
-  if (sql.Exec("SELECT 1 FROM pg_extension WHERE extname = 'dblog'").ntuples() == 0)
+  pg::Result ext = sql.Exec("SELECT extversion FROM pg_extension WHERE extname = 'dblog'");
+  if (ext.ntuples() == 0)
     throw std::runtime_error(
         "the dblog extension is not installed in the source database: run CREATE EXTENSION "
         "dblog there (see docs/operations.md)");
+  if (ext.value(0, 0) != kExtensionVersion)
+    throw std::runtime_error(
+        "the dblog extension in the source database is version " + std::string(ext.value(0, 0)) +
+        "; this dblogd needs " + std::string(kExtensionVersion) +
+        ": run ALTER EXTENSION dblog UPDATE there (as its owner; see docs/operations.md, "
+        "\"Upgrading the extension\")");
   Preflight(sql);
   const pg::SlotInfo slot = pg::GetSlot(sql, slot_);
   if (slot.exists && slot.active)
@@ -190,6 +197,22 @@ void Pipeline::Preflight(pg::Connection& sql) {
     throw std::runtime_error("role " + role + " may not SELECT from tables in scope: " +
                              std::string(denied.value(0, 0)) + " (GRANT SELECT ON ... TO " +
                              role + ")");
+  // dblogd reads with row_security = off, so these would fail later; say so now, by name
+  pg::Result hidden = sql.ExecParams(
+      "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
+      "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE c.relkind = 'r' AND c.relpersistence = 'p' AND c.relrowsecurity"
+      "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dblog')"
+      "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)"
+      "   AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"
+      "   AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE'))",
+      {config::FormatScope(consumer_.scope)});
+  if (!hidden.is_null(0, 0))
+    throw std::runtime_error(
+        "row-level security is enabled on tables in scope: " + std::string(hidden.value(0, 0)) +
+        "; role " + role + " would see only the rows their policies show it, so dblogd refuses "
+        "to read them (ALTER ROLE " + role + " BYPASSRLS, or leave them out of the consumer's "
+        "scope)");
 }
 
 // A table that joined the consumer's scope since its bootstrap is copied through repair

@@ -29,6 +29,9 @@
 
 namespace dblog::consumer {
 
+// The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
+inline constexpr const char* kExtensionVersion = "0.2";
+
 class Pipeline : public server::SessionListener,
                  public pg::ReplicationStream::Handler,
                  public std::enable_shared_from_this<Pipeline> {

@@ -171,6 +171,13 @@ Connection Connection::Open(const std::string& conninfo, bool replication,
   }
   out.notice_handler_ = std::make_unique<std::function<void(const std::string&)>>();
   PQsetNoticeReceiver(out.conn_, &Connection::OnNotice, out.notice_handler_.get());
+  // As pg_dump does: with an empty search_path, no function, operator or type a role created
+  // in a schema can stand in for pg_catalog's in dblogd's statements. With row_security off,
+  // a table whose policies would hide rows from dblogd's role is an error, never a silent
+  // partial copy. A walsender takes simple SQL too, so both kinds of connection get them.
+  out.Exec(
+      "SELECT pg_catalog.set_config('search_path', '', false),"
+      " pg_catalog.set_config('row_security', 'off', false)");
   return out;
 }
 

@@ -117,9 +117,21 @@ TEST_F(ConnectionTest, UriConninfoAndOverrides) {
   // Later keywords win over what the conninfo string says.
   Connection o = Connection::Open(
       conninfo() + " application_name=from_conninfo", false,
-      {{"application_name", "from_override"}, {"options", "-c search_path=pg_catalog"}});
+      {{"application_name", "from_override"}, {"options", "-c lock_timeout=12345"}});
   EXPECT_EQ(o.Exec("SHOW application_name").value(0, 0), "from_override");
-  EXPECT_EQ(o.Exec("SHOW search_path").value(0, 0), "pg_catalog");
+  EXPECT_EQ(o.Exec("SHOW lock_timeout").value(0, 0), "12345ms");
+}
+
+// Whatever the conninfo, the role's or the database's settings say, dblogd's sessions resolve
+// names in pg_catalog only and never read through row-level security (docs/operations.md,
+// "Security model").
+TEST_F(ConnectionTest, SessionsPinSearchPathAndRowSecurity) {
+  for (bool replication : {false, true}) {
+    Connection c = Connection::Open(conninfo() + " options='-c search_path=public -c row_security=on'",
+                                    replication);
+    EXPECT_EQ(c.Exec("SHOW search_path").value(0, 0), "") << replication;
+    EXPECT_EQ(c.Exec("SHOW row_security").value(0, 0), "off") << replication;
+  }
 }
 
 TEST_F(ConnectionTest, ReplicationConnectionRunsReplicationCommands) {

@@ -289,7 +289,7 @@ std::map<std::string, std::string> SourceTable(PgConn& db, const std::string& ta
   dblog::v1::Relation rel;
   rel.ParseFromString(Unhex(db.scalar("SELECT dblog.relation_info('" + table + "')")));
   std::map<std::string, std::string> out;
-  for (const auto& r : db.exec("SELECT dblog.encode_row(t) FROM " + table + " t")) {
+  for (const auto& r : db.exec("SELECT dblog.encode_row(t.*) FROM " + table + " t")) {
     dblog::v1::Row row;
     row.ParseFromString(Unhex(*r[0]));
     out[KeyOf(rel, row)] = row.SerializeAsString();

@@ -1,0 +1,51 @@
+-- upgrade: ALTER EXTENSION dblog UPDATE from every earlier version ends where a fresh
+-- CREATE EXTENSION does, keeping the bookkeeping rows (docs/operations.md, "Upgrading the
+-- extension"). Each earlier version gets its own database.
+\set VERBOSITY terse
+\set regress_db :DBNAME
+CREATE DATABASE regress_dblog_upgrade_0_1;
+\c regress_dblog_upgrade_0_1
+CREATE EXTENSION dblog VERSION '0.1';
+CREATE TABLE items (id int PRIMARY KEY);
+INSERT INTO dblog.consumers (name, slot_name, scope) VALUES ('up', 'dblog_up', 'public.*');
+SELECT dblog.repair('items') > 0 AS queued_in_0_1;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+ALTER EXTENSION dblog UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+-- the request queued before the update is still there, and new ones are queued by 0.2
+SELECT table_name, kind, state FROM dblog.requests ORDER BY id;
+SELECT dblog.repair_keys('items', '[{"id": 1}]') > 0 AS queued_in_0_2;
+-- the same functions (bodies, security settings), tables and views as a fresh install
+SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
+  FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
+               || p.prosrc AS x
+          FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
+               || coalesce(c.reloptions::text, '')
+          FROM pg_class c WHERE c.relnamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
+           AND NOT a.attisdropped) s \gset upgraded_
+CREATE DATABASE regress_dblog_fresh;
+\c regress_dblog_fresh
+CREATE EXTENSION dblog;
+SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
+  FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
+               || p.prosrc AS x
+          FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
+               || coalesce(c.reloptions::text, '')
+          FROM pg_class c WHERE c.relnamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
+           AND NOT a.attisdropped) s \gset fresh_
+SELECT :'upgraded_sig' = :'fresh_sig' AS upgrade_equals_fresh_install;
+\c :regress_db
+DROP DATABASE regress_dblog_upgrade_0_1;
+DROP DATABASE regress_dblog_fresh;

@@ -1,0 +1,214 @@
+// tests/cpp/sidecar/security_test.cc: dblogd against a hostile or unlucky source, end to end:
+// columns named like the aliases of dblogd's queries, a table owner's domain CHECK and an
+// operator planted in public (neither may run as dblogd), and row-level security (refused by
+// name, never a partial copy or a repair that deletes what the policy hid).
+#include <thread>
+
+#include "dblogd_fixture.h"
+
+namespace dblog::test {
+namespace {
+
+using dblog::v1::Error;
+using namespace std::chrono_literals;
+
+std::string IntKey(std::int64_t id) {
+  dblog::v1::Row key;
+  key.add_values()->set_int_value(id);
+  return key.SerializeAsString();
+}
+
+class SecurityTest : public DblogdTest {
+ protected:
+  std::uint64_t Request(const std::string& call) {
+    return std::stoull(db().scalar("SELECT " + call));
+  }
+  std::string State(std::uint64_t id) {
+    return db().scalar("SELECT state FROM dblog.requests WHERE id = " + std::to_string(id));
+  }
+  // Streams (acking) until every listed request reached a final state; returns the states.
+  std::vector<std::string> StreamUntilFinished(client::Client& c, Replay& replay,
+                                               const std::vector<std::uint64_t>& ids) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    for (;;) {
+      ReadUntil(c, replay, Sentinel());
+      std::vector<std::string> states;
+      bool all = true;
+      for (auto id : ids) {
+        states.push_back(State(id));
+        all = all && (states.back() == "done" || states.back() == "failed");
+      }
+      if (all) return states;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "requests did not finish";
+        return states;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  // Reads until the server closes with an Error; returns its message.
+  std::string Refused() {
+    try {
+      client::Client c = Connect();
+      client::Item item;
+      while (c.Next(item)) EXPECT_FALSE(std::holds_alternative<dblog::v1::StreamEvent>(item));
+    } catch (const client::ServerError& e) {
+      EXPECT_EQ(e.code(), Error::SOURCE_ERROR);
+      return e.server_message();
+    }
+    ADD_FAILURE() << "the server did not refuse";
+    return "";
+  }
+};
+
+// Every alias and name dblogd's copy and chunk queries use, as column names: `t` (the table's
+// alias) as text, and as a composite whose own fields are named id and t, so that capturing
+// the column instead of the row would send a plausible but wrong row.
+TEST_F(SecurityTest, ColumnsNamedLikeTheQueriesAliasesAreCopiedAndRepaired) {
+  const std::string s = schema();
+  db().exec("CREATE TABLE " + s + ".ts (id int PRIMARY KEY, t text, a text, x text, e text,"
+            " k0 int, ord int, asked text, \"T\" text, \"select\" text)");
+  db().exec("INSERT INTO " + s + ".ts SELECT g, 't' || g, 'a', 'x', 'e', g, g, 'q', 'T', 's'"
+            " FROM generate_series(1, 50) g");
+  db().exec("CREATE TYPE " + s + ".pair AS (id int, t text)");
+  db().exec("CREATE TABLE " + s + ".ct (id int PRIMARY KEY, t " + s + ".pair)");
+  db().exec("INSERT INTO " + s + ".ct SELECT g, ROW(1000 + g, 'inner')::" + s +
+            ".pair FROM generate_series(1, 50) g");
+  StartDblogd({"--chunk-size=20"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"ts", "ct"});
+
+  for (const std::string table : {"ts", "ct"}) {
+    const std::uint32_t oid = TableOid(db(), s + "." + table);
+    for (std::int64_t id = 1; id <= 50; id += 3) replay.Erase(oid, IntKey(id));
+    for (std::int64_t id = 2; id <= 50; id += 5) replay.Corrupt(oid, IntKey(id));
+  }
+  const auto states = StreamUntilFinished(
+      c, replay,
+      {Request("dblog.repair('" + s + ".ts')"), Request("dblog.repair('" + s + ".ct')"),
+       Request("dblog.repair_keys('" + s + ".ct', '[{\"id\": 1}, {\"id\": 7}, {\"id\": 999}]')"),
+       Request("dblog.repair_range('" + s + ".ts', '{\"id\": 10}', '{\"id\": 30}')")});
+  EXPECT_EQ(states, std::vector<std::string>(4, "done"));
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"ts", "ct"});
+}
+
+// A table owner's domain CHECK (on its key type) and an operator a role planted in public never
+// run with dblogd's privileges: not while it connects, bootstraps, or runs repairs of each kind.
+TEST_F(SecurityTest, DomainChecksAndPlantedOperatorsNeverRunAsDblogd) {
+  const std::string s = schema();
+  struct Cleanup {
+    PgConn& db;
+    ~Cleanup() {
+      try {
+        db.exec("DROP OPERATOR IF EXISTS public.= (oid, regclass)");
+        db.exec("DROP FUNCTION IF EXISTS public.e2e_trap_eq(oid, regclass)");
+      } catch (...) {
+      }
+    }
+  } cleanup{db()};
+  db().exec("CREATE TABLE " + s + ".seen (n serial PRIMARY KEY, who name, app text)");
+  db().exec("GRANT INSERT ON " + s + ".seen TO PUBLIC");
+  db().exec("GRANT USAGE ON ALL SEQUENCES IN SCHEMA " + s + " TO PUBLIC");
+  db().exec("CREATE FUNCTION " + s + ".note() RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN"
+            " INSERT INTO " + s + ".seen (who, app) VALUES (current_user,"
+            " current_setting('application_name')); RETURN true; END $$");
+  db().exec("CREATE DOMAIN " + s + ".trapped AS int CHECK (" + s + ".note())");
+  db().exec("CREATE TABLE " + s + ".dk (id " + s + ".trapped PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + s + ".dk SELECT g, 'v' FROM generate_series(1, 40) g");
+  db().exec("CREATE FUNCTION public.e2e_trap_eq(oid, regclass) RETURNS boolean LANGUAGE sql AS"
+            " $$ SELECT " + s + ".note() AND $1 OPERATOR(pg_catalog.=) $2::oid $$");
+  db().exec("CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass,"
+            " FUNCTION = public.e2e_trap_eq)");
+  db().exec("TRUNCATE " + s + ".seen");
+
+  StartDblogd({"--chunk-size=15"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const std::uint32_t oid = TableOid(db(), s + ".dk");
+  replay.Erase(oid, IntKey(3));
+  replay.Corrupt(oid, IntKey(20));
+  const auto states = StreamUntilFinished(
+      c, replay,
+      {Request("dblog.repair('" + s + ".dk')"),
+       Request("dblog.repair_range('" + s + ".dk', '{\"id\": 5}', '{\"id\": 25}')"),
+       Request("dblog.repair_keys('" + s + ".dk', '[{\"id\": 3}, {\"id\": 99}]')")});
+  EXPECT_EQ(states, std::vector<std::string>(3, "done"));
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"dk"});
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM " + s + ".seen WHERE app LIKE 'dblogd%'"), "0")
+      << db().scalar("SELECT coalesce(string_agg(who || ' via ' || app, ', '), '') FROM " + s +
+                     ".seen");
+}
+
+// Row-level security hides rows from dblogd's role: it must fail closed. A repair of a table
+// whose policy now hides rows fails (it does not delete what the policy hid), and a connection
+// is refused with the table's name and the fix until the role may bypass the policy.
+TEST_F(SecurityTest, RowLevelSecurityFailsClosed) {
+  const std::string s = schema();
+  struct Role {
+    PgConn& db;
+    std::string schema;
+    ~Role() {
+      try {
+        db.exec("REVOKE ALL ON dblog.consumers, dblog.request_progress, dblog.request_queue FROM "
+                "e2e_rls");
+        db.exec("REVOKE ALL ON SEQUENCE dblog.request_queue_id_seq FROM e2e_rls");
+        db.exec("DROP OWNED BY e2e_rls");
+        db.exec("DROP ROLE e2e_rls");
+      } catch (...) {
+      }
+    }
+  } role{db(), s};
+  db().exec("DROP ROLE IF EXISTS e2e_rls");
+  db().exec("CREATE ROLE e2e_rls LOGIN REPLICATION");
+  db().exec("GRANT SELECT, INSERT, UPDATE ON dblog.consumers, dblog.request_progress TO e2e_rls");
+  db().exec("GRANT SELECT, INSERT ON dblog.request_queue TO e2e_rls");
+  db().exec("GRANT USAGE ON SEQUENCE dblog.request_queue_id_seq TO e2e_rls");
+  db().exec("GRANT USAGE ON SCHEMA " + s + " TO e2e_rls");
+  db().exec("CREATE TABLE " + s + ".guarded (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + s + ".guarded SELECT g, 'v' FROM generate_series(1, 10) g");
+  db().exec("GRANT SELECT ON ALL TABLES IN SCHEMA " + s + " TO e2e_rls");
+  db().exec("ALTER DEFAULT PRIVILEGES IN SCHEMA " + s + " GRANT SELECT ON TABLES TO e2e_rls");
+  const std::string as_role = "--source=" + conninfo() + " user=e2e_rls";
+
+  StartDblogd({as_role});
+  Replay replay;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, 0);
+    ReadUntil(c, replay, Sentinel());
+    ExpectConverged(replay, {"guarded"});
+    // now a policy shows dblogd's role half the rows
+    db().exec("ALTER TABLE " + s + ".guarded ENABLE ROW LEVEL SECURITY");
+    db().exec("CREATE POLICY even ON " + s + ".guarded USING (id % 2 = 0)");
+    const auto states =
+        StreamUntilFinished(c, replay, {Request("dblog.repair('" + s + ".guarded')")});
+    EXPECT_EQ(states, std::vector<std::string>{"failed"});
+    EXPECT_NE(db().scalar("SELECT error FROM dblog.requests WHERE table_name = '" + s +
+                          ".guarded'").find("row-level security"),
+              std::string::npos);
+    ReadUntil(c, replay, Sentinel());
+    EXPECT_EQ(replay.Table(TableOid(db(), s + ".guarded")).size(), 10u);
+  }
+  dblogd_->Stop();
+
+  StartDblogd({as_role});
+  const std::string message = Refused();
+  EXPECT_NE(message.find(s + ".guarded"), std::string::npos) << message;
+  EXPECT_NE(message.find("BYPASSRLS"), std::string::npos) << message;
+  dblogd_->Stop();
+
+  db().exec("ALTER ROLE e2e_rls BYPASSRLS");
+  StartDblogd({as_role});
+  client::Client c = Connect(replay.last_position());
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"guarded"});
+}
+
+}  // namespace
+}  // namespace dblog::test
