@@ -275,6 +275,7 @@ void Client::Impl::Handshake() {
   hello.set_token(options_.token);
   if (options_.resume_after) *hello.mutable_resume_after() = *options_.resume_after;
   hello.set_client_name(options_.client_name);
+  for (const auto& p : options_.message_prefixes) hello.add_message_prefixes(p);
   std::string frame;
   wire::AppendFrame(frame, hello_message);
   Write(frame, deadline, true, "sending Hello to " + Peer());

@@ -14,6 +14,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <variant>
 
 #include "dblog/v1/consumer.pb.h"
@@ -27,6 +28,9 @@ struct ConnectOptions {
   std::string token;
   std::optional<dblog::v1::Position> resume_after;
   std::string client_name = "dblog-client/0.1";
+  // Hello.message_prefixes: messages whose prefix starts with one of these are streamed; none
+  // when empty.
+  std::vector<std::string> message_prefixes;
   // Bounds the whole handshake: resolve, TCP connect, Hello, and the server's first answer.
   std::chrono::milliseconds connect_timeout{10000};
   // Bounds each blocking read or write after the handshake: Next throws TransportError when no

@@ -314,6 +314,7 @@ bool RenderEvent(const StreamEvent& event, const RelationCache& relations,
       } else {
         json.Key("content_base64").String(Base64Encode(message.content()));
       }
+      if (message.omitted_bytes() != 0) json.Key("omitted_bytes").Uint(message.omitted_bytes());
       break;
     }
     case StreamEvent::kCommit: {

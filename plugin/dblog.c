@@ -19,6 +19,10 @@
  *	 include_coordinates  text only: show xids, LSNs, times, oids (default on)
  *	 control		 on: also send changes to dblog.request_queue (repair requests,
  *					 for dblogd); the extension's other tables are never sent
+ *	 message_prefixes  comma list: send only messages whose prefix starts with
+ *					 one of these ('' = none; absent = all)
+ *	 message_max_bytes  a message with more content is sent without it, with the
+ *					 number of bytes left out (default 0 = no limit)
  *
  * Transactions are decoded one at a time (no streaming of in-progress
  * transactions), so the per-transaction state lives in DblogData.
@@ -74,6 +78,9 @@ typedef struct DblogData
 	bool		skip_keyless;
 	bool		control;		/* send dblog.request_queue */
 	int			batch_bytes;
+	bool		filter_messages;	/* message_prefixes given */
+	List	   *message_prefixes;	/* of char * */
+	Size		message_max_bytes;	/* 0: no limit */
 
 	/* the transaction being decoded */
 	bool		began;			/* Begin written */
@@ -114,6 +121,7 @@ static void dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 static bool dblog_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_id);
 
 static void parse_output_parameters(List *options, DblogData *data);
+static bool message_wanted(DblogData *data, const char *prefix);
 static RelEntry *get_rel_entry(DblogData *data, Relation relation);
 static void invalidate_rel_entry(Datum arg, Oid relid);
 static void create_relation_cache(DblogData *data);
@@ -263,7 +271,9 @@ parse_output_parameters(List *options, DblogData *data)
 				keyless_seen = false,
 				batch_seen = false,
 				coordinates_seen = false,
-				control_seen = false;
+				control_seen = false,
+				prefixes_seen = false,
+				max_message_seen = false;
 
 	data->fmt.text = false;
 	data->fmt.coordinates = true;
@@ -346,6 +356,40 @@ parse_output_parameters(List *options, DblogData *data)
 				data->control = true;
 			else if (!parse_bool(strVal(elem->arg), &data->control))
 				bad_value(elem, "booleans");
+		}
+		else if (strcmp(elem->defname, "message_prefixes") == 0)
+		{
+			char	   *v = pstrdup(option_string(elem));
+			char	   *p = v;
+
+			reject_duplicate(&prefixes_seen, elem);
+			data->filter_messages = true;
+			while (*v != '\0')
+			{
+				char	   *comma = strchr(p, ',');
+
+				if (comma)
+					*comma = '\0';
+				if (*p == '\0')
+					bad_value(elem, "a comma-separated list of non-empty message prefixes");
+				data->message_prefixes = lappend(data->message_prefixes, p);
+				if (!comma)
+					break;
+				p = comma + 1;
+			}
+		}
+		else if (strcmp(elem->defname, "message_max_bytes") == 0)
+		{
+			char	   *v = option_string(elem);
+			char	   *end;
+			long		bytes;
+
+			reject_duplicate(&max_message_seen, elem);
+			errno = 0;
+			bytes = strtol(v, &end, 10);
+			if (errno != 0 || *end != '\0' || end == v || bytes < 0 || bytes > MaxAllocSize)
+				bad_value(elem, psprintf("whole numbers from 0 to %d", (int) MaxAllocSize));
+			data->message_max_bytes = (Size) bytes;
 		}
 		else
 			ereport(ERROR,
@@ -695,6 +739,24 @@ dblog_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	MemoryContextReset(data->context);
 }
 
+/* Does message_prefixes let a message with this prefix through? */
+static bool
+message_wanted(DblogData *data, const char *prefix)
+{
+	ListCell   *lc;
+
+	if (!data->filter_messages)
+		return true;
+	foreach(lc, data->message_prefixes)
+	{
+		const char *wanted = lfirst(lc);
+
+		if (strncmp(prefix, wanted, strlen(wanted)) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* MESSAGE callback */
 static void
 dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
@@ -702,13 +764,23 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 			  const char *prefix, Size message_size, const char *message)
 {
 	DblogData  *data = ctx->output_plugin_private;
-	MemoryContext old = MemoryContextSwitchTo(data->context);
+	MemoryContext old;
+	Size		omitted = 0;
 
+	if (!message_wanted(data, prefix))
+		return;
+	if (data->message_max_bytes > 0 && message_size > data->message_max_bytes)
+	{
+		/* say that it was there and how big, not what it held */
+		omitted = message_size;
+		message_size = 0;
+	}
+	old = MemoryContextSwitchTo(data->context);
 	if (transactional)
 	{
 		ensure_begin(ctx, data, txn);
 		write_message(&data->batch, &data->fmt, &data->txn, ++data->seq, message_lsn,
-					  true, prefix, message, message_size);
+					  true, prefix, message, message_size, omitted);
 		event_written(ctx, data);
 	}
 	else
@@ -716,7 +788,7 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		/* decoded as it is read, outside any transaction's replay */
 		flush_batch(ctx, data, false);
 		write_message(&data->batch, &data->fmt, NULL, 0, message_lsn,
-					  false, prefix, message, message_size);
+					  false, prefix, message, message_size, omitted);
 		flush_batch(ctx, data, true);
 	}
 	MemoryContextSwitchTo(old);

@@ -407,7 +407,7 @@ write_truncate(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 void
 write_message(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 			  uint32 seq, XLogRecPtr lsn, bool transactional,
-			  const char *prefix, const char *content, Size size)
+			  const char *prefix, const char *content, Size size, Size omitted)
 {
 	EventPos	pos;
 
@@ -420,6 +420,8 @@ write_message(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 			append_lsn(out, "lsn", lsn);
 		appendStringInfo(out, " prefix=%s: %s", quote_literal_cstr(prefix),
 						 quote_literal_cstr(pnstrdup(content, size)));
+		if (omitted > 0)
+			appendStringInfo(out, " (%zu bytes omitted)", omitted);
 		return;
 	}
 	pos = event_begin(out, EVENT_MESSAGE);
@@ -433,6 +435,7 @@ write_message(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 		pb_uint_field(out, 6, seq);
 		pb_uint_field(out, 7, txn->xid);
 	}
+	pb_uint_field(out, 8, omitted);
 	event_end(out, pos);
 }
 

@@ -68,7 +68,7 @@ extern void write_truncate(StringInfo out, const WriteFormat *fmt, const TxnCoor
 						   bool cascade, bool restart_identity);
 extern void write_message(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 						  uint32 seq, XLogRecPtr lsn, bool transactional,
-						  const char *prefix, const char *content, Size size);
+						  const char *prefix, const char *content, Size size, Size omitted);
 extern void write_commit(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 						 uint32 seq);
 

@@ -17,9 +17,12 @@ class MessageLite;
 
 namespace dblog::wire {
 
-// Client frames are small (Hello, Ack); server frames carry event batches.
+// Client frames are small (Hello, Ack); server frames carry event batches. A server frame
+// holds at most one plugin Batch: events up to the plugin's batch_bytes (dblogd allows 64 MiB)
+// and one change that may be as large as the plugin can encode one (PostgreSQL's 1 GiB
+// allocation limit), so any legal row fits in one frame.
 inline constexpr std::size_t kMaxClientFrame = 1 << 20;
-inline constexpr std::size_t kMaxServerFrame = 256u << 20;
+inline constexpr std::size_t kMaxServerFrame = (1u << 30) + (128u << 20);
 
 // Appends varint(len) + payload to `out`.
 void AppendFrame(std::string& out, std::string_view payload);

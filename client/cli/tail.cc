@@ -46,6 +46,9 @@ po::options_description TailFlags() {
        "read the token from FILE (trailing whitespace removed)")
       ("relations", po::bool_switch(),
        "also print table definitions (Relation events) as op \"relation\"")
+      ("messages", po::value<std::vector<std::string>>()->value_name("PREFIX"),
+       "also print messages (pg_logical_emit_message) whose prefix starts with PREFIX; "
+       "repeatable (default: no messages)")
       ("ack-every", po::value<std::string>()->value_name("N"),
        "acknowledge at every Nth commit / bootstrap end instead of every one (default 1); "
        "heartbeats are always acknowledged")
@@ -212,6 +215,8 @@ std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
   ReadServerFlags(vm, env, options.connect);
 
   options.render.relations = vm["relations"].as<bool>();
+  if (vm.count("messages"))
+    options.connect.message_prefixes = vm["messages"].as<std::vector<std::string>>();
   if (vm.count("ack-every")) {
     options.ack_every = static_cast<unsigned>(
         ParseNumber(vm["ack-every"].as<std::string>(), 1, 1000000000, "--ack-every"));

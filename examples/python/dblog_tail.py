@@ -74,7 +74,7 @@ def encode_varint(n):
 
 
 class FrameReader:
-    MAX_FRAME = 256 << 20  # what dblogd's own client accepts
+    MAX_FRAME = (1 << 30) + (128 << 20)  # what dblogd's own client accepts: any legal row
 
     def __init__(self, sock):
         self.sock = sock

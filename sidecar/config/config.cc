@@ -51,6 +51,14 @@ bool Endpoint::loopback() const {
          host.rfind("127.", 0) == 0;
 }
 
+std::string CheckMessagePrefixes(const std::vector<std::string>& prefixes) {
+  if (prefixes.size() > 32) return "at most 32 message prefixes";
+  for (const auto& p : prefixes)
+    if (p.empty() || p.size() > 256 || p.find(',') != std::string::npos)
+      return "a message prefix must be 1 to 256 bytes without ','";
+  return "";
+}
+
 bool ValidConsumerName(const std::string& name) {
   static const std::regex re("[a-z][a-z0-9_]{0,47}");
   return std::regex_match(name, re);
@@ -148,6 +156,9 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "MiB of unsent events per consumer before dblogd stops reading its slot (backpressure)")
     ("batch-bytes", po::value(&c.batch_bytes)->default_value(65536),
      "bytes per plugin message (several changes per message)")
+    ("max-message-bytes", po::value(&c.max_message_bytes)->default_value(1u << 20),
+     "a message (pg_logical_emit_message) a consumer asked for is forwarded without its "
+     "content when it is longer (Message.omitted_bytes says how long); 0 = no limit")
     ("copy-workers", po::value(&c.copy_workers)->default_value(0),
      "bootstrap copy workers; 0 = one per CPU")
     ("bootstrap", po::value(&c.bootstrap)->default_value(true),
@@ -234,6 +245,8 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (max_buffer_mb < 1 || max_buffer_mb > 4096)
     throw ConfigError("max-buffer-mb: must be 1 to 4096");
   c.max_buffer_bytes = max_buffer_mb << 20;
+  if (c.max_message_bytes > (1u << 30))
+    throw ConfigError("max-message-bytes: must be 0 to 1073741824");
   if (c.batch_bytes < 0 || c.batch_bytes > (64 << 20))
     throw ConfigError("batch-bytes: must be 0 to 67108864");
   if (c.copy_workers < 0 || c.copy_workers > 64) throw ConfigError("copy-workers: must be 0 to 64");

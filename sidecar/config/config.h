@@ -45,6 +45,7 @@ struct Config {
   std::chrono::milliseconds reconnect_max{30000};
   std::size_t max_buffer_bytes = 16u << 20;  // per consumer, before reading the slot pauses
   int batch_bytes = 65536;                   // plugin Batch size
+  std::size_t max_message_bytes = 1u << 20;  // longer messages are forwarded without content
   int copy_workers = 0;                      // 0 = one per CPU
   bool bootstrap = true;                     // copy existing rows for a new consumer
   int chunk_size = 2000;                     // rows per repair window
@@ -66,6 +67,9 @@ std::optional<Config> Parse(int argc, const char* const* argv);
 std::vector<TablePattern> ParseScope(const std::string& patterns);  // throws ConfigError
 std::string FormatScope(const std::vector<TablePattern>& scope);
 bool ValidConsumerName(const std::string& name);
+// Hello.message_prefixes: at most 32, each 1 to 256 bytes, no ','. Empty string when valid,
+// else what is wrong.
+std::string CheckMessagePrefixes(const std::vector<std::string>& prefixes);
 // The plugin's include_tables option for a scope.
 std::string PluginIncludeOption(const std::vector<TablePattern>& scope);
 

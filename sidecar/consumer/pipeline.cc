@@ -67,11 +67,17 @@ pg::Connection& Pipeline::Sql() {
 }
 
 std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const {
+  // Messages: this consumer's watermarks and what it asked for, nothing else, so that a large
+  // message anyone may write never reaches dblogd unless a consumer wants it.
+  std::string prefixes = kWatermarkPrefix;
+  for (const auto& p : hello_.message_prefixes()) prefixes += "," + p;
   return {{"proto_version", "1"},
           {"format", "binary"},
           {"include_tables", config::PluginIncludeOption(consumer_.scope)},
           {"batch_bytes", std::to_string(config_.batch_bytes)},
-          {"control", "on"}};
+          {"control", "on"},
+          {"message_prefixes", prefixes},
+          {"message_max_bytes", std::to_string(config_.max_message_bytes)}};
 }
 
 void Pipeline::Start() {

@@ -31,6 +31,8 @@ namespace dblog::consumer {
 
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
 inline constexpr const char* kExtensionVersion = "0.2";
+// Watermark messages: "dblog.watermark/<consumer>", content "lo:<window id>" or "hi:<id>".
+inline constexpr const char* kWatermarkPrefix = "dblog.watermark";
 
 class Pipeline : public server::SessionListener,
                  public pg::ReplicationStream::Handler,
@@ -170,6 +172,7 @@ class Pipeline : public server::SessionListener,
                          std::vector<std::optional<std::string>> params);
   void OnControlChange(const dblog::v1::Change& change);
   bool DescribeRequestTable(Request& q);
+  bool MessageWanted(const std::string& prefix) const;
   std::string WatermarkPrefix() const;
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
   void RecordKeys(const dblog::v1::Change& change);

@@ -16,7 +16,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr const char* kWatermarkPrefix = "dblog.watermark";
 
 std::string RandomId() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -138,7 +137,10 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
       break;
     case E::kMessage: {
       const auto& m = event.message();
-      if (m.prefix().rfind(kWatermarkPrefix, 0) != 0) break;
+      if (m.prefix().rfind(kWatermarkPrefix, 0) != 0) {
+        if (!MessageWanted(m.prefix())) return;
+        break;
+      }
       // every consumer marks its windows with its own prefix; others' are none of our business
       if (m.prefix() != WatermarkPrefix() &&
           m.prefix().rfind(std::string(kWatermarkPrefix) + "/", 0) == 0)
@@ -375,6 +377,15 @@ void Pipeline::ScheduleWindow() {
     self->window_scheduled_ = false;
     self->StartWindow();
   });
+}
+
+// Only messages the consumer asked for (Hello.message_prefixes) are forwarded; dblog's own
+// prefixes never are. The plugin filters the same way; this is the second line.
+bool Pipeline::MessageWanted(const std::string& prefix) const {
+  if (prefix.rfind("dblog.", 0) == 0) return false;
+  for (const auto& wanted : hello_.message_prefixes())
+    if (prefix.rfind(wanted, 0) == 0) return true;
+  return false;
 }
 
 std::string Pipeline::WatermarkPrefix() const {

@@ -77,6 +77,10 @@ void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& h
     return Refuse(*session, Error::BAD_CONSUMER_NAME,
                   "consumer name '" + hello.consumer() +
                       "' is not valid: a-z first, then a-z, 0-9 or _, at most 48 characters");
+  if (const std::string wrong = config::CheckMessagePrefixes(
+          {hello.message_prefixes().begin(), hello.message_prefixes().end()});
+      !wrong.empty())
+    return Refuse(*session, Error::PROTOCOL_VIOLATION, "Hello.message_prefixes: " + wrong);
   config::ConsumerConfig consumer;
   if (auto it = config_.consumers.find(hello.consumer()); it != config_.consumers.end()) {
     consumer = it->second;

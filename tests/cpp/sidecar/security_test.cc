@@ -210,5 +210,59 @@ TEST_F(SecurityTest, RowLevelSecurityFailsClosed) {
   ExpectConverged(replay, {"guarded"});
 }
 
+// Anyone may write a message of any size, and a field may hold up to 1 GB: neither may stop a
+// consumer's stream. A 270 MB message nobody asked for never reaches dblogd; one a consumer
+// asked for arrives without its content beyond --max-message-bytes; a 300 MB row is copied by
+// the bootstrap and streamed when it changes, with dblogd's memory a small multiple of the row.
+TEST_F(SecurityTest, HugeMessagesAndRowsDoNotStopTheStream) {
+  const std::string s = schema();
+  constexpr long kRowBytes = 300L << 20;
+  db().exec("CREATE TABLE " + s + ".big (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + s + ".big VALUES (1, repeat('x', " + std::to_string(kRowBytes) + "))");
+  StartDblogd();
+  client::ConnectOptions options;
+  options.port = dblogd_->port();
+  options.consumer = consumer();
+  options.client_name = "dblogd-test";
+  options.message_prefixes = {"app."};
+  client::Client c = client::Client::Connect(options);
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const std::uint32_t oid = TableOid(db(), s + ".big");
+  ASSERT_EQ(replay.Table(oid).size(), 1u);
+
+  db().exec("SELECT pg_logical_emit_message(false, 'x', repeat('a', 270000000))");
+  db().exec("SELECT pg_logical_emit_message(true, 'app.big', repeat('b', 5000000))");
+  db().exec("SELECT pg_logical_emit_message(true, 'app.small', 'hello')");
+  db().exec("UPDATE " + s + ".big SET v = repeat('y', " + std::to_string(kRowBytes) + ")");
+  // read until the update, noting the messages on the way
+  std::vector<dblog::v1::Message> messages;
+  const std::uint64_t until = Sentinel();
+  const auto deadline = std::chrono::steady_clock::now() + 300s;
+  bool done = false;
+  while (!done) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    client::Item item;
+    ASSERT_TRUE(c.Next(item));
+    if (!std::holds_alternative<dblog::v1::StreamEvent>(item)) continue;
+    const auto& event = std::get<dblog::v1::StreamEvent>(item);
+    replay.Apply(event);
+    if (event.has_message()) messages.push_back(event.message());
+    if (event.has_commit() && event.commit().commit_lsn() >= until) done = true;
+  }
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[0].prefix(), "app.big");
+  EXPECT_EQ(messages[0].content(), "");
+  EXPECT_EQ(messages[0].omitted_bytes(), 5000000u);
+  EXPECT_EQ(messages[1].prefix(), "app.small");
+  EXPECT_EQ(messages[1].content(), "hello");
+  EXPECT_EQ(messages[1].omitted_bytes(), 0u);
+  ExpectConverged(replay, {"big"});
+  const long peak_mb = dblogd_->PeakRssKb() / 1024;
+  std::cerr << "dblogd peak RSS: " << peak_mb << " MB for a " << (kRowBytes >> 20)
+            << " MB row and a 270 MB message\n";
+  EXPECT_LT(peak_mb, 4 * (kRowBytes >> 20) + 200);
+}
+
 }  // namespace
 }  // namespace dblog::test
