@@ -111,7 +111,8 @@ std::string Registry::Render() const {
        "Repair windows whose chunk was read again because widening could not be decided.",
        [](const ConsumerStats& s, std::int64_t) { return double(s.window_redos.load()); }},
       {"dblog_foreign_markers_total", "counter",
-       "Watermark-like messages in the log that dblogd did not open (ignored).",
+       "Watermark messages (prefix dblog.watermark) this consumer's pipeline did not open: "
+       "forged, other consumers', abandoned windows' (ignored, each one counted).",
        [](const ConsumerStats& s, std::int64_t) { return double(s.foreign_markers.load()); }},
   };
   for (const Metric& m : kMetrics) {
@@ -176,7 +177,19 @@ namespace {
 
 // Writes the response and closes; a client that does not read it is cut off after kWriteTimeout.
 template <typename Conn>
-void Respond(std::shared_ptr<Conn> c, std::string response, std::chrono::seconds timeout) {
+void Discard(std::shared_ptr<Conn> c) {
+  c->buf.consume(c->buf.size());
+  c->socket.async_read_some(c->buf.prepare(4096),
+                            [c](boost::system::error_code ec, std::size_t) {
+                              if (!ec) Discard(c);
+                            });
+}
+
+// `drain`: the request was not read to its end. Reading on until the client closes (or the
+// timeout) keeps the kernel from resetting the connection before the client read the answer.
+template <typename Conn>
+void Respond(std::shared_ptr<Conn> c, std::string response, std::chrono::seconds timeout,
+             bool drain = false) {
   c->headers_done = true;
   c->response = std::move(response);
   c->deadline.expires_after(timeout);  // replaces the header deadline
@@ -187,8 +200,13 @@ void Respond(std::shared_ptr<Conn> c, std::string response, std::chrono::seconds
     }
   });
   asio::async_write(c->socket, asio::buffer(c->response),
-                    [c](boost::system::error_code, std::size_t) {
+                    [c, drain](boost::system::error_code ec, std::size_t) {
                       boost::system::error_code ignored;
+                      if (drain && !ec) {
+                        c->socket.shutdown(tcp::socket::shutdown_send, ignored);
+                        Discard(c);  // the deadline still bounds it
+                        return;
+                      }
                       c->socket.shutdown(tcp::socket::shutdown_both, ignored);
                       c->deadline.cancel();
                     });
@@ -213,7 +231,7 @@ void HttpEndpoint::Serve(std::shared_ptr<Connection> c) {
           Respond(c,
                   "HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
                   "Connection: close\r\n\r\n",
-                  kWriteTimeout);
+                  kWriteTimeout, /*drain=*/true);
           return;
         }
         if (rec) {
