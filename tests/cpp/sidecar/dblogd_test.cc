@@ -1,6 +1,7 @@
 // tests/cpp/sidecar/dblogd_test.cc: dblogd end to end: a real cluster, the real daemon, the real
 // client over TCP. Streaming, acknowledgements, the quiet-slot case, refusals, malformed
-// frames, SIGKILL and PostgreSQL restarts, and bootstraps (point splice) under load.
+// frames, SIGKILL and PostgreSQL restarts, bootstraps (point splice) under load, and the
+// listeners under file-descriptor exhaustion and idle or unfinished connections.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
