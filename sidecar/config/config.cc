@@ -135,6 +135,9 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "REPLICATION and SELECT on the tables in scope")
     ("listen", po::value(&listen)->default_value("127.0.0.1:7654"),
      "host:port for consumers; anything but loopback requires a token")
+    ("max-pending-handshakes", po::value(&c.max_pending_handshakes)->default_value(64),
+     "consumer connections that may wait for their handshake (Hello, 10 s at most) at a time; "
+     "more are closed at once (dblog_handshakes_over_limit_total); 1 to 100000")
     ("token", po::value(&c.token), "shared secret consumers must present in Hello")
     ("token-file", po::value(&token_file), "read the token from this file (first line)")
     ("consumer", po::value(&consumers)->composing(),
@@ -242,6 +245,8 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   c.reconnect_max = Seconds("reconnect-max", reconnect_max);
   if (c.reconnect_max < c.reconnect_min)
     throw ConfigError("reconnect-max: must not be below reconnect-min");
+  if (c.max_pending_handshakes < 1 || c.max_pending_handshakes > 100000)
+    throw ConfigError("max-pending-handshakes: must be 1 to 100000");
   if (max_buffer_mb < 1 || max_buffer_mb > 4096)
     throw ConfigError("max-buffer-mb: must be 1 to 4096");
   c.max_buffer_bytes = max_buffer_mb << 20;

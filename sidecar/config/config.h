@@ -44,6 +44,9 @@ struct Config {
   std::chrono::milliseconds reconnect_min{500};
   std::chrono::milliseconds reconnect_max{30000};
   std::size_t max_buffer_bytes = 16u << 20;  // per consumer, before reading the slot pauses
+  // Consumer connections without a consumer yet (no Hello, or refused and closing); more are
+  // closed at once, so idle connections cannot use up the file descriptors.
+  std::size_t max_pending_handshakes = 64;
   int batch_bytes = 65536;                   // plugin Batch size
   std::size_t max_message_bytes = 1u << 20;  // longer messages are forwarded without content
   int copy_workers = 0;                      // 0 = one per CPU

@@ -709,6 +709,8 @@ void Pipeline::Finish() {
   if (stream_ && streaming) stream_->Stop();
   stats_->connected = 0;
   stats_->bootstrap_running = 0;
+  foreign_marker_log_.Flush(log::Level::kWarn, "foreign_watermark_ignored",
+                            {{"consumer", consumer_.name}});
   session_->Detach();
   if (copier_) copier_->Cancel();
   heartbeat_timer_.cancel();

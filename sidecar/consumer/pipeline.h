@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "emit/ack_tracker.h"
 #include "emit/emitter.h"
+#include "log/rate_limit.h"
 #include "metrics/metrics.h"
 #include "pg/connection.h"
 #include "pg/replication_stream.h"
@@ -194,6 +195,10 @@ class Pipeline : public server::SessionListener,
   std::deque<Request> requests_;
   std::set<std::uint64_t> known_requests_;
   std::set<std::string> abandoned_windows_;  // opened, then lost before they could close
+  // foreign_watermark_ignored: one line per 10 s at most (one SQL statement can write
+  // thousands of markers); every marker is counted in stats_->foreign_markers
+  log::RateLimited foreign_marker_log_{std::chrono::seconds(10)};
+  void IgnoreMarker(const dblog::v1::Message& m, const char* kind);
   std::chrono::steady_clock::time_point next_window_at_{};
   std::chrono::milliseconds redo_backoff_{100};
   std::optional<OpenWindow> window_;

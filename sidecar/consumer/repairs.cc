@@ -141,22 +141,22 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
         if (!MessageWanted(m.prefix())) return;
         break;
       }
-      // every consumer marks its windows with its own prefix; others' are none of our business
-      if (m.prefix() != WatermarkPrefix() &&
-          m.prefix().rfind(std::string(kWatermarkPrefix) + "/", 0) == 0)
-        return;
+      // Anyone may write such a message (pg_logical_emit_message is open to every role), and
+      // every consumer's pipeline sees the others' (the WAL is shared): only the window this
+      // pipeline opened counts. The others are counted and (rate-limited) logged.
       const std::string& content = m.content();
-      const bool ours = window_ && m.prefix() == WatermarkPrefix() && m.transactional() &&
-                        content.size() > 3 &&
+      const bool own_prefix = m.prefix() == WatermarkPrefix();
+      const bool ours = window_ && own_prefix && m.transactional() && content.size() > 3 &&
                         content.compare(3, std::string::npos, window_->window.id()) == 0;
-      if (!ours && m.prefix() == WatermarkPrefix() && content.size() > 3 &&
-          abandoned_windows_.count(content.substr(3)))
-        return;
       if (!ours) {
-        // Anyone may write such a message; only windows dblogd opened count.
-        stats_->foreign_markers++;
-        log::Warn("foreign_watermark_ignored",
-                  {{"consumer", consumer_.name}, {"lsn", pg::FormatLsn(m.lsn())}});
+        if (!own_prefix)
+          IgnoreMarker(m, m.prefix().rfind(std::string(kWatermarkPrefix) + "/", 0) == 0
+                              ? "other_consumer"
+                              : "no_consumer");
+        else if (content.size() > 3 && abandoned_windows_.count(content.substr(3)))
+          IgnoreMarker(m, "abandoned_window");
+        else
+          IgnoreMarker(m, "unknown_window");
         return;
       }
       if (content.rfind("lo:", 0) == 0) {
@@ -386,6 +386,15 @@ bool Pipeline::MessageWanted(const std::string& prefix) const {
   for (const auto& wanted : hello_.message_prefixes())
     if (prefix.rfind(wanted, 0) == 0) return true;
   return false;
+}
+
+void Pipeline::IgnoreMarker(const dblog::v1::Message& m, const char* kind) {
+  stats_->foreign_markers++;
+  foreign_marker_log_.Warn("foreign_watermark_ignored",
+                           {{"consumer", consumer_.name},
+                            {"kind", kind},
+                            {"prefix", m.prefix().substr(0, 80)},
+                            {"lsn", pg::FormatLsn(m.lsn())}});
 }
 
 std::string Pipeline::WatermarkPrefix() const {

@@ -70,7 +70,10 @@ Level ParseLevel(std::string_view name) {
                               std::string(name) + "'");
 }
 
-void Write(Level level, std::string_view event, std::initializer_list<Field> fields) {
+namespace {
+
+void WriteLine(Level level, std::string_view event, std::initializer_list<Field> fields,
+               const Field* extra) {
   if (level < min_level.load()) return;
   const auto now = std::chrono::system_clock::now();
   const auto micros =
@@ -94,10 +97,27 @@ void Write(Level level, std::string_view event, std::initializer_list<Field> fie
     line.push_back('=');
     AppendValue(line, f.value);
   }
+  if (extra != nullptr) {
+    line.push_back(' ');
+    line.append(extra->key);
+    line.push_back('=');
+    AppendValue(line, extra->value);
+  }
   line.push_back('\n');
   std::lock_guard<std::mutex> lock(write_mutex);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+}
+
+}  // namespace
+
+void Write(Level level, std::string_view event, std::initializer_list<Field> fields) {
+  WriteLine(level, event, fields, nullptr);
+}
+
+void Write(Level level, std::string_view event, std::initializer_list<Field> fields,
+           const Field& extra) {
+  WriteLine(level, event, fields, &extra);
 }
 
 }  // namespace dblog::log

@@ -28,6 +28,9 @@ struct Field {
 };
 
 void Write(Level level, std::string_view event, std::initializer_list<Field> fields);
+// Write with one more field after `fields`.
+void Write(Level level, std::string_view event, std::initializer_list<Field> fields,
+           const Field& extra);
 
 inline void Info(std::string_view event, std::initializer_list<Field> fields = {}) {
   Write(Level::kInfo, event, fields);

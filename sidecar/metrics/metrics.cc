@@ -38,6 +38,23 @@ std::string Registry::Render() const {
   out << "dblog_connections_refused_total " << connections_refused << "\n";
   Family(out, "dblog_bad_frames_total", "counter", "Malformed, oversized or unexpected frames.");
   out << "dblog_bad_frames_total " << bad_frames << "\n";
+  Family(out, "dblog_handshakes_over_limit_total", "counter",
+         "Consumer connections closed at once because --max-pending-handshakes connections "
+         "were already waiting for (or had failed) their handshake.");
+  out << "dblog_handshakes_over_limit_total " << handshakes_over_limit << "\n";
+  Family(out, "dblog_accept_errors_total", "counter",
+         "Failed accept() calls (out of file descriptors, ...), retried with backoff.");
+  out << "dblog_accept_errors_total{listener=\"consumers\"} " << accept_errors_consumers << "\n";
+  out << "dblog_accept_errors_total{listener=\"metrics\"} " << accept_errors_metrics << "\n";
+  Family(out, "dblog_metrics_http_refused_total", "counter",
+         "HTTP connections to the metrics endpoint refused: over the connection cap (closed at "
+         "once), headers not finished in time (closed) or too large (answered 431).");
+  out << "dblog_metrics_http_refused_total{reason=\"connection_limit\"} "
+      << http_refused_connection_limit << "\n";
+  out << "dblog_metrics_http_refused_total{reason=\"header_timeout\"} "
+      << http_refused_header_timeout << "\n";
+  out << "dblog_metrics_http_refused_total{reason=\"header_too_large\"} "
+      << http_refused_header_too_large << "\n";
 
   struct Metric {
     const char* name;
@@ -94,7 +111,8 @@ std::string Registry::Render() const {
        "Repair windows whose chunk was read again because widening could not be decided.",
        [](const ConsumerStats& s, std::int64_t) { return double(s.window_redos.load()); }},
       {"dblog_foreign_markers_total", "counter",
-       "Watermark-like messages in the log that dblogd did not open (ignored).",
+       "Watermark messages (prefix dblog.watermark) this consumer's pipeline did not open: "
+       "forged, other consumers', abandoned windows' (ignored, each one counted).",
        [](const ConsumerStats& s, std::int64_t) { return double(s.foreign_markers.load()); }},
   };
   for (const Metric& m : kMetrics) {
@@ -105,53 +123,143 @@ std::string Registry::Render() const {
   return out.str();
 }
 
-HttpEndpoint::HttpEndpoint(asio::io_context& io, const tcp::endpoint& at,
-                           const Registry& registry)
-    : acceptor_(io, at), registry_(registry) {}
+struct HttpEndpoint::Connection {
+  Connection(tcp::socket s, std::shared_ptr<std::size_t> open)
+      : socket(std::move(s)), deadline(socket.get_executor()), open(std::move(open)) {
+    ++*this->open;
+  }
+  ~Connection() { --*open; }
+  tcp::socket socket;
+  asio::streambuf buf{kMaxHeaderBytes};
+  asio::steady_timer deadline;
+  std::shared_ptr<std::size_t> open;
+  std::string response;
+  bool headers_done = false;
+};
+
+HttpEndpoint::HttpEndpoint(asio::io_context& io, const tcp::endpoint& at, Registry& registry)
+    : acceptor_(io, at), registry_(registry),
+      retry_(io, "metrics", registry.accept_errors_metrics) {}
 
 void HttpEndpoint::Start() { Accept(); }
 
 void HttpEndpoint::Stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
+  retry_.Cancel();
+}
+
+void HttpEndpoint::Refused(std::atomic<std::uint64_t>& counter, const char* reason) {
+  counter++;
+  refused_log_.Warn("metrics_connection_refused", {{"reason", reason}});
 }
 
 void HttpEndpoint::Accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-    if (ec) return;  // closed
-    auto sock = std::make_shared<tcp::socket>(std::move(socket));
-    auto buf = std::make_shared<asio::streambuf>(8192);
-    asio::async_read_until(
-        *sock, *buf, "\r\n\r\n", [this, sock, buf](boost::system::error_code rec, std::size_t) {
-          if (rec) return;
-          std::istream in(buf.get());
-          std::string method, path;
-          in >> method >> path;
-          std::string body, status = "200 OK", type = "text/plain; version=0.0.4";
-          if (method != "GET") {
-            status = "405 Method Not Allowed";
-            body = "only GET\n";
-          } else if (path == "/metrics") {
-            body = registry_.Render();
-          } else if (path == "/") {
-            type = "text/plain";
-            body = "dblogd: see /metrics\n";
-          } else {
-            status = "404 Not Found";
-            body = "not found\n";
-          }
-          auto response = std::make_shared<std::string>(
-              "HTTP/1.0 " + status + "\r\nContent-Type: " + type +
-              "\r\nContent-Length: " + std::to_string(body.size()) +
-              "\r\nConnection: close\r\n\r\n" + body);
-          asio::async_write(*sock, asio::buffer(*response),
-                            [sock, response](boost::system::error_code, std::size_t) {
-                              boost::system::error_code ignored;
-                              sock->shutdown(tcp::socket::shutdown_both, ignored);
-                            });
-        });
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;  // closed
+    if (ec) {  // out of file descriptors, or the like: retry, do not stop for good
+      retry_.Failed(ec, [this] { Accept(); });
+      return;
+    }
+    retry_.Succeeded();
+    if (*open_ >= kMaxConnections) {
+      Refused(registry_.http_refused_connection_limit, "connection_limit");
+      boost::system::error_code ignored;
+      socket.close(ignored);
+    } else {
+      Serve(std::make_shared<Connection>(std::move(socket), open_));
+    }
     Accept();
   });
+}
+
+namespace {
+
+// Writes the response and closes; a client that does not read it is cut off after kWriteTimeout.
+template <typename Conn>
+void Discard(std::shared_ptr<Conn> c) {
+  c->buf.consume(c->buf.size());
+  c->socket.async_read_some(c->buf.prepare(4096),
+                            [c](boost::system::error_code ec, std::size_t) {
+                              if (!ec) Discard(c);
+                            });
+}
+
+// `drain`: the request was not read to its end. Reading on until the client closes (or the
+// timeout) keeps the kernel from resetting the connection before the client read the answer.
+template <typename Conn>
+void Respond(std::shared_ptr<Conn> c, std::string response, std::chrono::seconds timeout,
+             bool drain = false) {
+  c->headers_done = true;
+  c->response = std::move(response);
+  c->deadline.expires_after(timeout);  // replaces the header deadline
+  c->deadline.async_wait([weak = std::weak_ptr<Conn>(c)](boost::system::error_code ec) {
+    if (auto conn = weak.lock(); conn && !ec) {
+      boost::system::error_code ignored;
+      conn->socket.close(ignored);
+    }
+  });
+  asio::async_write(c->socket, asio::buffer(c->response),
+                    [c, drain](boost::system::error_code ec, std::size_t) {
+                      boost::system::error_code ignored;
+                      if (drain && !ec) {
+                        c->socket.shutdown(tcp::socket::shutdown_send, ignored);
+                        Discard(c);  // the deadline still bounds it
+                        return;
+                      }
+                      c->socket.shutdown(tcp::socket::shutdown_both, ignored);
+                      c->deadline.cancel();
+                    });
+}
+
+}  // namespace
+
+void HttpEndpoint::Serve(std::shared_ptr<Connection> c) {
+  c->deadline.expires_after(kHeaderTimeout);
+  // The timer holds the connection only weakly: it must not keep a finished one alive.
+  c->deadline.async_wait([this, weak = std::weak_ptr<Connection>(c)](boost::system::error_code ec) {
+    auto conn = weak.lock();
+    if (ec || !conn || conn->headers_done) return;
+    Refused(registry_.http_refused_header_timeout, "header_timeout");
+    boost::system::error_code ignored;
+    conn->socket.close(ignored);  // the pending read ends with an error
+  });
+  asio::async_read_until(
+      c->socket, c->buf, "\r\n\r\n", [this, c](boost::system::error_code rec, std::size_t) {
+        if (rec == asio::error::not_found) {  // kMaxHeaderBytes without the end of the headers
+          Refused(registry_.http_refused_header_too_large, "header_too_large");
+          Respond(c,
+                  "HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+                  "Connection: close\r\n\r\n",
+                  kWriteTimeout, /*drain=*/true);
+          return;
+        }
+        if (rec) {
+          c->deadline.cancel();
+          return;
+        }
+        std::istream in(&c->buf);
+        std::string method, path;
+        in >> method >> path;
+        std::string body, status = "200 OK", type = "text/plain; version=0.0.4";
+        if (method != "GET") {
+          status = "405 Method Not Allowed";
+          body = "only GET\n";
+        } else if (path == "/metrics") {
+          body = registry_.Render();
+        } else if (path == "/") {
+          type = "text/plain";
+          body = "dblogd: see /metrics\n";
+        } else {
+          status = "404 Not Found";
+          body = "not found\n";
+        }
+        Respond(c,
+                "HTTP/1.0 " + status + "\r\nContent-Type: " + type +
+                    "\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\nConnection: close\r\n\r\n" + body,
+                kWriteTimeout);
+      });
 }
 
 }  // namespace dblog::metrics

@@ -6,11 +6,15 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include "log/rate_limit.h"
+#include "server/accept_retry.h"
 
 namespace dblog::metrics {
 
@@ -42,25 +46,46 @@ class Registry {
   std::atomic<std::uint64_t> connections_total{0};
   std::atomic<std::uint64_t> connections_refused{0};
   std::atomic<std::uint64_t> bad_frames{0};
+  std::atomic<std::uint64_t> handshakes_over_limit{0};  // closed at once: too many pending
+  std::atomic<std::uint64_t> accept_errors_consumers{0};  // accept() failed (EMFILE, ...)
+  std::atomic<std::uint64_t> accept_errors_metrics{0};
+  std::atomic<std::uint64_t> http_refused_connection_limit{0};
+  std::atomic<std::uint64_t> http_refused_header_timeout{0};
+  std::atomic<std::uint64_t> http_refused_header_too_large{0};
 
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<ConsumerStats>> consumers_;
 };
 
-// Serves GET /metrics (and / as a short index) over HTTP/1.0 on the given endpoint.
+// Serves GET /metrics (and / as a short index) over HTTP/1.0 on the given endpoint. A client
+// that does not finish its request headers (at most kMaxHeaderBytes) within kHeaderTimeout is
+// disconnected; beyond kMaxConnections open connections, new ones are closed at once. Each
+// is counted in dblog_metrics_http_refused_total{reason}.
 class HttpEndpoint {
  public:
+  static constexpr std::size_t kMaxConnections = 16;
+  static constexpr std::size_t kMaxHeaderBytes = 8192;
+  static constexpr std::chrono::seconds kHeaderTimeout{5};
+  static constexpr std::chrono::seconds kWriteTimeout{10};
+
   HttpEndpoint(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at,
-               const Registry& registry);
+               Registry& registry);
   void Start();
   void Stop();
   boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
 
  private:
+  struct Connection;
   void Accept();
+  void Serve(std::shared_ptr<Connection> c);
+  void Refused(std::atomic<std::uint64_t>& counter, const char* reason);
   boost::asio::ip::tcp::acceptor acceptor_;
-  const Registry& registry_;
+  Registry& registry_;
+  // open connections; shared with each connection, which may outlive the endpoint
+  std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
+  server::AcceptRetry retry_;
+  log::RateLimited refused_log_{std::chrono::seconds(10)};
 };
 
 }  // namespace dblog::metrics

@@ -1,6 +1,8 @@
 // sidecar/server/server.cc: accepting consumers (see server.h).
 #include "server/server.h"
 
+#include <algorithm>
+
 #include "log/log.h"
 
 namespace dblog::server {
@@ -26,7 +28,8 @@ tcp::endpoint Resolve(asio::io_context& io, const config::Endpoint& e) {
 }  // namespace
 
 Server::Server(asio::io_context& io, const config::Config& config, metrics::Registry& metrics)
-    : io_(io), config_(config), metrics_(metrics), acceptor_(io, Resolve(io, config.listen)) {}
+    : io_(io), config_(config), metrics_(metrics), acceptor_(io, Resolve(io, config.listen)),
+      accept_retry_(io, "consumers", metrics.accept_errors_consumers) {}
 
 void Server::Start() {
   log::Info("listening", {{"address", acceptor_.local_endpoint().address().to_string()},
@@ -39,23 +42,50 @@ void Server::Shutdown() {
   shutting_down_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
+  accept_retry_.Cancel();
   auto pipelines = pipelines_;
   for (auto& [name, p] : pipelines) p->Shutdown();
 }
 
 void Server::Accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-    if (ec) return;  // closed
+    if (ec == asio::error::operation_aborted || shutting_down_ || !acceptor_.is_open())
+      return;  // closed
+    if (ec) {  // out of file descriptors, or the like: the listener must not stop for good
+      accept_retry_.Failed(ec, [this] { Accept(); });
+      return;
+    }
+    accept_retry_.Succeeded();
     metrics_.connections_total++;
+    if (PendingHandshakes() >= config_.max_pending_handshakes) {
+      metrics_.handshakes_over_limit++;
+      over_limit_log_.Warn("consumer_connection_over_limit",
+                           {{"limit", config_.max_pending_handshakes}});
+      boost::system::error_code ignored;
+      socket.close(ignored);  // at once: no Error frame, nothing read
+      Accept();
+      return;
+    }
     auto session = std::make_shared<Session>(
         std::move(socket), std::chrono::seconds(10), config_.max_buffer_bytes / 2,
         [this](std::shared_ptr<Session> s, const dblog::v1::Hello& hello) {
           OnHello(std::move(s), hello);
         },
         [this] { metrics_.bad_frames++; });
+    pending_.push_back(session);
     session->Start();
     Accept();
   });
+}
+
+std::size_t Server::PendingHandshakes() {
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [](const std::weak_ptr<Session>& w) {
+                                  auto s = w.lock();
+                                  return !s || !s->unauthenticated();
+                                }),
+                 pending_.end());
+  return pending_.size();
 }
 
 void Server::Refuse(Session& session, Error::Code code, const std::string& message) {

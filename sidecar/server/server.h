@@ -1,6 +1,7 @@
 // sidecar/server/server.h: the consumer listener. Accepts TCP connections, checks each Hello
 // (protocol version, consumer name, token, scope configured, one live connection per name) and
-// hands accepted sessions to a consumer pipeline.
+// hands accepted sessions to a consumer pipeline. At most --max-pending-handshakes connections
+// may wait for (or have failed) their handshake at a time; more are closed at once.
 // Owns: the acceptor and the registry of live pipelines. Does not stream (consumer/).
 #pragma once
 
@@ -8,10 +9,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "consumer/pipeline.h"
+#include "log/rate_limit.h"
 #include "metrics/metrics.h"
+#include "server/accept_retry.h"
 #include "server/session.h"
 
 namespace dblog::server {
@@ -27,6 +31,8 @@ class Server {
 
  private:
   void Accept();
+  // Connections accepted that are not (yet) a consumer's, after forgetting closed ones.
+  std::size_t PendingHandshakes();
   void OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& hello);
   void Refuse(Session& session, dblog::v1::Error::Code code, const std::string& message);
 
@@ -35,6 +41,9 @@ class Server {
   metrics::Registry& metrics_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::map<std::string, std::shared_ptr<consumer::Pipeline>> pipelines_;
+  std::vector<std::weak_ptr<Session>> pending_;  // sessions without a consumer yet
+  AcceptRetry accept_retry_;
+  log::RateLimited over_limit_log_{std::chrono::seconds(10)};
   bool shutting_down_ = false;
 };
 

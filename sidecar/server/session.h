@@ -34,7 +34,10 @@ class Session : public std::enable_shared_from_this<Session> {
           std::size_t low_water_bytes, HelloHandler on_hello, BadFrameHandler on_bad_frame);
 
   void Start();
-  void Attach(SessionListener* listener) { listener_ = listener; }
+  void Attach(SessionListener* listener) {
+    listener_ = listener;
+    attached_ = true;
+  }
   void Detach() { listener_ = nullptr; }
 
   // Queues a complete frame (varint length + ServerMessage).
@@ -49,6 +52,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::size_t queued_bytes() const { return queued_bytes_; }
   bool closed() const { return closed_; }
+  // Open and never handed to a consumer: waiting for its Hello, or refused and lingering.
+  bool unauthenticated() const { return !closed_ && !attached_; }
   std::string peer() const { return peer_; }
 
  private:
@@ -77,6 +82,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::size_t queued_bytes_ = 0;
   bool writing_ = false;
   bool hello_seen_ = false;
+  bool attached_ = false;  // a consumer's pipeline took it (Attach), ever
   bool closing_ = false;  // Fail(): close after the queue is written
   bool closed_ = false;
   std::string peer_;

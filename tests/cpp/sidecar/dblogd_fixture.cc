@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,6 +134,11 @@ void DblogdProcess::Start() {
     const int fd = open(log_path_.c_str(), O_WRONLY | O_APPEND);
     dup2(fd, 2);
     dup2(fd, 1);
+    close(fd);
+    if (fd_limit_ > 0) {
+      const rlimit limit{static_cast<rlim_t>(fd_limit_), static_cast<rlim_t>(fd_limit_)};
+      if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
+    }
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
@@ -190,6 +197,60 @@ std::string DblogdProcess::Metrics() const {
   boost::system::error_code ec;
   boost::asio::read(s, boost::asio::dynamic_buffer(body), ec);
   return body;
+}
+
+double MetricValue(const std::string& metrics, const std::string& series) {
+  std::istringstream in(metrics);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return -1;
+}
+
+int CountLogEvents(const std::string& log, const std::string& event) {
+  std::istringstream in(log);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line))
+    if ((line + " ").find(" event=" + event + " ") != std::string::npos) ++n;
+  return n;
+}
+
+RawReply RawExchange(std::uint16_t port, const std::string& request,
+                     std::chrono::milliseconds timeout) {
+  RawReply reply;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    reply.closed = true;
+    return reply;
+  }
+  if (!request.empty() && send(fd, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
+    close(fd);
+    reply.closed = true;
+    return reply;
+  }
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[16384];
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      reply.closed = true;
+      break;
+    }
+    reply.bytes.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return reply;
 }
 
 long DblogdProcess::PeakRssKb() const {
@@ -352,6 +413,7 @@ DblogdProcess& DblogdTest::StartDblogd(std::vector<std::string> extra) {
   }
   args.insert(args.end(), extra.begin(), extra.end());
   dblogd_ = std::make_unique<DblogdProcess>(args);
+  dblogd_->set_fd_limit(dblogd_fd_limit_);
   dblogd_->Start();
   return *dblogd_;
 }

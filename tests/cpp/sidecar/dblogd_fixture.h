@@ -26,6 +26,8 @@ class DblogdProcess {
   explicit DblogdProcess(std::vector<std::string> args);
   ~DblogdProcess();
   void Start();
+  // RLIMIT_NOFILE of the process, set before it starts (0: inherited).
+  void set_fd_limit(long limit) { fd_limit_ = limit; }
   void Signal(int signo);      // e.g. SIGKILL; does not wait
   int Wait();                  // waits for exit, returns the wait status
   void Stop();                 // SIGTERM + wait
@@ -42,6 +44,7 @@ class DblogdProcess {
   std::uint16_t port_;
   std::uint16_t metrics_port_;
   std::string log_path_;
+  long fd_limit_ = 0;
   pid_t pid_ = -1;
 };
 
@@ -107,6 +110,7 @@ class DblogdTest : public ::testing::Test {
   std::uint64_t ConfirmedFlush();
 
   std::unique_ptr<DblogdProcess> dblogd_;
+  long dblogd_fd_limit_ = 0;  // RLIMIT_NOFILE for the next StartDblogd (0: inherited)
 
  private:
   std::optional<PgConn> db_;
@@ -117,5 +121,21 @@ class DblogdTest : public ::testing::Test {
 };
 
 std::uint64_t ParseLsnText(const std::string& text);
+
+// The value of one series (`name{labels}` as rendered) in a /metrics page; -1 when absent.
+double MetricValue(const std::string& metrics, const std::string& series);
+
+// Lines of a log that carry `event=<event>`.
+int CountLogEvents(const std::string& log, const std::string& event);
+
+// One raw TCP exchange with a deadline (plain sockets and poll, so that a server that never
+// accepts or never answers cannot hang the test): connects, sends `request`, reads until the
+// server closes or `timeout` passes. `closed` tells which.
+struct RawReply {
+  std::string bytes;
+  bool closed = false;
+};
+RawReply RawExchange(std::uint16_t port, const std::string& request,
+                     std::chrono::milliseconds timeout);
 
 }  // namespace dblog::test

@@ -349,3 +349,42 @@ TEST_F(RepairTest, TableAddedToScopeIsCopiedThroughWindows) {
 
 }  // namespace
 }  // namespace dblog::test
+
+namespace dblog::test {
+namespace {
+
+// Security issue item 9: one statement can write thousands of forged markers. Every watermark
+// message the pipeline did not open is counted (its own prefix with an unknown id, another
+// consumer's prefix, the bare prefix), but the log gets a few lines, not one per marker.
+TEST_F(DblogdTest, ForgedMarkersAreCountedAndLoggedRateLimited) {
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY)");
+  StartDblogd({"--bootstrap=false"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, Sentinel());
+  db().exec("SELECT pg_logical_emit_message(true, 'dblog.watermark/" + consumer() +
+            "', 'lo:bogus') FROM generate_series(1, 5000)");
+  db().exec("SELECT pg_logical_emit_message(true, 'dblog.watermark/someone_else', 'hi:x')"
+            " FROM generate_series(1, 100)");
+  db().exec("SELECT pg_logical_emit_message(false, 'dblog.watermark', 'lo:y')"
+            " FROM generate_series(1, 10)");
+  db().exec("INSERT INTO " + schema() + ".items VALUES (1)");
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"items"});  // nothing forwarded, nothing lost
+  EXPECT_EQ(MetricValue(dblogd_->Metrics(),
+                        "dblog_foreign_markers_total{consumer=\"" + consumer() + "\"}"),
+            5110);
+  const std::string log = dblogd_->log();
+  const int lines = CountLogEvents(log, "foreign_watermark_ignored");
+  EXPECT_GE(lines, 1);
+  EXPECT_LE(lines, 3);
+  EXPECT_NE(log.find("kind=unknown_window"), std::string::npos);
+  // the count of lines held back is given when the consumer goes
+  dblogd_->Stop();
+  const std::string final_log = dblogd_->log();
+  EXPECT_LE(CountLogEvents(final_log, "foreign_watermark_ignored"), 4);
+  EXPECT_NE(final_log.find("suppressed=5109"), std::string::npos) << final_log;
+}
+
+}  // namespace
+}  // namespace dblog::test
