@@ -492,6 +492,12 @@ TEST_F(ApplierTest, MismatchedTargetTablesFailBeforeAnythingIsApplied) {
       run("CREATE TABLE src.items (id int PRIMARY KEY, v text, body text, extra int NOT NULL)"),
       "target table src.items: column \"extra\" is NOT NULL without a default, and the "
       "source has no such column");
+  // a narrower type, named with the source's (bigint and unconstrained varchar are wider)
+  EXPECT_EQ(run("CREATE TABLE src.items (id bigint PRIMARY KEY, v varchar(3), body varchar)"),
+            "target table src.items: column \"v\" is character varying(3), the source's is "
+            "text: it cannot hold every value of the source's type without loss (values would "
+            "be rounded, truncated or refused); change the target's type, or run with "
+            "--allow-lossy-columns to apply anyway");
   // fits: a unique index instead of a primary key, an extra nullable column, another type
   EXPECT_EQ(run("CREATE TABLE src.items (id bigint NOT NULL, v text, body varchar, extra int);"
                 " CREATE UNIQUE INDEX ON src.items (id)"),

@@ -111,6 +111,9 @@ TEST(ApplyFlags, ParsesEverything) {
   EXPECT_EQ(o->target, "dbname=x");
   EXPECT_EQ(o->connect.port, 7000);
   EXPECT_TRUE(o->applier.create_tables);
+  EXPECT_FALSE(o->applier.allow_lossy_columns);
+  EXPECT_TRUE(Parse({"--consumer", "c1", "--target", "x", "--allow-lossy-columns"})
+                  ->applier.allow_lossy_columns);
   EXPECT_EQ(o->applier.batch_rows, 50u);
   EXPECT_EQ(o->applier.bootstrap_commit_rows, 1000u);
   dblog::v1::Relation rel;
