@@ -205,7 +205,7 @@ class Applier {
   Log log_;
   std::unordered_map<std::uint32_t, Table> tables_;
   std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
-  std::set<std::string> lossy_warned_;  // lossy columns already warned about
+  std::set<std::string> lossy_warned_;                        // lossy columns already warned about
   bool had_position_ = false;
 
   bool source_txn_open_ = false;

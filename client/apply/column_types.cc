@@ -24,8 +24,7 @@ std::optional<TypeText> Parse(std::string text) {
     out.array = true;  // format_type prints one [] whatever the dimensions
     text.resize(text.size() - 2);
   }
-  if (text.empty() || text.find('"') != std::string::npos ||
-      text.find('[') != std::string::npos)
+  if (text.empty() || text.find('"') != std::string::npos || text.find('[') != std::string::npos)
     return std::nullopt;
   const auto open = text.find('(');
   if (open == std::string::npos) {
@@ -82,7 +81,7 @@ bool Widens(const TypeText& s, const TypeText& t) {
       const long p = t.mods[0], scale = t.mods.size() > 1 ? t.mods[1] : 0;
       return scale >= 0 && p - scale >= digits;
     }
-    if (t.base == "real") return s.base == "smallint";  // 24 bits of mantissa
+    if (t.base == "real") return s.base == "smallint";            // 24 bits of mantissa
     if (t.base == "double precision") return s.base != "bigint";  // 53 bits
     return false;
   }

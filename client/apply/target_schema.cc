@@ -64,9 +64,8 @@ std::string DescribeLossyColumn(const TargetName& name, const LossyColumn& colum
          ", the source's is " + column.source_type;
 }
 
-TargetTableFit PrepareTargetTable(PgConnection& target,
-                                  const dblog::v1::Relation& relation, const TargetName& name,
-                                  const TargetTableOptions& options,
+TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
+                                  const TargetName& name, const TargetTableOptions& options,
                                   const std::function<void(const std::string&)>& log) {
   const bool create = options.create;
   const std::string display = name.Display();
@@ -155,12 +154,11 @@ TargetTableFit PrepareTargetTable(PgConnection& target,
   if (!lossy.empty() && !options.allow_lossy_columns) {
     // Before anything is applied to the table: the values would be rounded, truncated or
     // refused half-way through the stream.
-    std::string columns;
+    std::string named;
     for (const auto& l : lossy)
-      columns += (columns.empty() ? "" : "; ") + ("column \"" + l.column + "\" is " +
-                                                 l.target_type + ", the source's is " +
-                                                 l.source_type);
-    throw SchemaError("target table " + display + ": " + columns +
+      named += (named.empty() ? "" : "; ") + ("column \"" + l.column + "\" is " + l.target_type +
+                                              ", the source's is " + l.source_type);
+    throw SchemaError("target table " + display + ": " + named +
                       (lossy.size() == 1 ? ": it cannot" : ": they cannot") +
                       " hold every value of the source's type without loss (values would be"
                       " rounded, truncated or refused); change the target's type, or run with"

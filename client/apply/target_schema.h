@@ -72,11 +72,9 @@ struct TargetTableFit {
 // `relation`. `log` gets one line per change made to the target's schema. Lossy columns throw
 // SchemaError naming each (table, column, source type, target type) and the flag, unless
 // options.allow_lossy_columns: then they are returned, for the caller to warn about.
-TargetTableFit PrepareTargetTable(PgConnection& target,
-                                            const dblog::v1::Relation& relation,
-                                            const TargetName& name,
-                                            const TargetTableOptions& options,
-                                            const std::function<void(const std::string&)>& log);
+TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
+                                  const TargetName& name, const TargetTableOptions& options,
+                                  const std::function<void(const std::string&)>& log);
 
 // "target column s.t.c is <target type>, the source's is <source type>": for messages.
 std::string DescribeLossyColumn(const TargetName& name, const LossyColumn& column);

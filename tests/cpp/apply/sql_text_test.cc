@@ -105,10 +105,9 @@ std::optional<cli::ApplyCommandOptions> Parse(std::vector<std::string> args,
 // What dblog apply does to target rows it did not write is said where users look first.
 TEST(ApplyFlags, HelpSaysTheTargetIsAMirror) {
   const std::string help = cli::ApplyHelp();
-  for (const char* text :
-       {"The target tables are a mirror", "deletes the target rows it covers",
-        "first TRUNCATEs every target table the consumer ever wrote",
-        "--create-tables also alters existing tables", "--allow-lossy-columns"})
+  for (const char* text : {"The target tables are a mirror", "deletes the target rows it covers",
+                           "first TRUNCATEs every target table the consumer ever wrote",
+                           "--create-tables also alters existing tables", "--allow-lossy-columns"})
     EXPECT_NE(help.find(text), std::string::npos) << text << "\n" << help;
 }
 
