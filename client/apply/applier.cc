@@ -265,8 +265,12 @@ void Applier::OnChange(const Change& change) {
         PgResult empty =
             target_.QueryNow("SELECT NOT EXISTS (SELECT FROM " + table.quoted + ")", {},
                              "looking into target table " + table.target.Display());
-        table.bootstrap_fill = empty.get(0, 0) == "t" ? Table::Fill::kCopy : Table::Fill::kUpsert;
-        if (table.bootstrap_fill == Table::Fill::kUpsert)
+        const bool is_empty = empty.get(0, 0) == "t";
+        // COPY only into the source's own types: it reads values with the target's input
+        // functions, which do not convert (integer cannot read "1.25").
+        table.bootstrap_fill =
+            is_empty && table.same_types ? Table::Fill::kCopy : Table::Fill::kUpsert;
+        if (!is_empty)
           log_("note: target table " + table.target.Display() +
                " has rows this consumer did not write: the bootstrap upserts into it, and rows"
                " the source lacks stay (empty the table first, or repair it)");
@@ -438,7 +442,17 @@ Applier::Table& Applier::TableFor(std::uint32_t oid, const char* what) {
 
 void Applier::PrepareTable(Table& table) {
   FlushBatch();
-  PrepareTargetTable(target_, table.relation, table.target, options_.create_tables, log_);
+  const TargetTableFit fit = PrepareTargetTable(
+      target_, table.relation, table.target,
+      TargetTableOptions{options_.create_tables, options_.allow_lossy_columns}, log_);
+  table.same_types = fit.same_types;
+  for (const LossyColumn& column : fit.lossy) {
+    std::string message = DescribeLossyColumn(table.target, column);
+    if (!lossy_warned_.insert(message).second) continue;  // once per column (and types)
+    log_("warning: " + message +
+         ": it cannot hold every value of the source's type; values are rounded, truncated or"
+         " refused as PostgreSQL's assignment cast does (--allow-lossy-columns)");
+  }
   const Relation& rel = table.relation;
   table.byte_equal_keys = true;
   for (const std::uint32_t k : rel.key_columns())

@@ -66,6 +66,9 @@ namespace dblog::apply {
 struct ApplierOptions {
   std::string consumer;
   bool create_tables = false;
+  // Target columns whose type cannot hold every source value (column_types.h) are refused
+  // before anything is applied to their table; with this they are used, with one warning each.
+  bool allow_lossy_columns = false;
   SchemaMap schema_map;
   std::size_t batch_rows = 1000;              // rows per multi-row statement
   std::size_t batch_bytes = 8u << 20;         // bytes of value text per statement
@@ -131,12 +134,14 @@ class Applier {
     bool prepared = false;        // checked/created, statements prepared
     bool registered = false;      // listed in dblog_apply.tables for this consumer
     bool byte_equal_keys = true;  // every key type compares equal iff our text is equal
+    bool same_types = true;       // every target column has the source's type: COPY can fill it
     int generation = 0;
     std::string upsert_name;
     std::string delete_name;
     std::string copy_sql;
     // How the current bootstrap fills it: COPY when it was empty at the bootstrap's first row
-    // for it (no key can be there twice: the copy is one snapshot), upserts otherwise.
+    // for it (no key can be there twice: the copy is one snapshot) and its column types are
+    // the source's (COPY reads values with the target's input functions), upserts otherwise.
     enum class Fill { kUnknown, kCopy, kUpsert } bootstrap_fill = Fill::kUnknown;
   };
 
@@ -200,6 +205,7 @@ class Applier {
   Log log_;
   std::unordered_map<std::uint32_t, Table> tables_;
   std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
+  std::set<std::string> lossy_warned_;                        // lossy columns already warned about
   bool had_position_ = false;
 
   bool source_txn_open_ = false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "client/apply/column_types.h"
 #include "client/apply/sql_text.h"
 
 namespace dblog::apply {
@@ -58,9 +59,15 @@ std::string CreateTableSql(const dblog::v1::Relation& relation, const TargetName
   return sql;
 }
 
-void PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
-                        const TargetName& name, bool create,
-                        const std::function<void(const std::string&)>& log) {
+std::string DescribeLossyColumn(const TargetName& name, const LossyColumn& column) {
+  return "target column " + name.Display() + "." + column.column + " is " + column.target_type +
+         ", the source's is " + column.source_type;
+}
+
+TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
+                                  const TargetName& name, const TargetTableOptions& options,
+                                  const std::function<void(const std::string&)>& log) {
+  const bool create = options.create;
   const std::string display = name.Display();
   const std::vector<std::string> key = SourceKeyNames(relation);
   if (key.empty())
@@ -119,6 +126,8 @@ void PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relatio
   }
 
   std::set<std::string> source_names;
+  TargetTableFit fit;
+  std::vector<LossyColumn>& lossy = fit.lossy;
   for (const auto& c : relation.columns()) {
     source_names.insert(c.name());
     const auto it = columns.find(c.name());
@@ -129,15 +138,31 @@ void PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relatio
     if (it->second.generated)
       throw SchemaError("target table " + display + ": column \"" + c.name() +
                         "\" is generated in the target and cannot take the source's values");
-    if (it->second.type != c.type_name())
-      log("note: target column " + display + "." + c.name() + " is " + it->second.type +
-          ", the source's is " + c.type_name() + ": values are converted by assignment");
+    // Identical and widening types pass silently; values are converted by assignment.
+    const Conversion conversion = ClassifyConversion(c.type_name(), it->second.type);
+    if (conversion != Conversion::kSame) fit.same_types = false;
+    if (conversion == Conversion::kLossy)
+      lossy.push_back(LossyColumn{c.name(), c.type_name(), it->second.type});
   }
   for (const auto& [column, info] : columns) {
     if (source_names.count(column)) continue;
     if (info.not_null && !info.has_default && !info.identity && !info.generated)
       throw SchemaError("target table " + display + ": column \"" + column +
                         "\" is NOT NULL without a default, and the source has no such column");
+  }
+
+  if (!lossy.empty() && !options.allow_lossy_columns) {
+    // Before anything is applied to the table: the values would be rounded, truncated or
+    // refused half-way through the stream.
+    std::string named;
+    for (const auto& l : lossy)
+      named += (named.empty() ? "" : "; ") + ("column \"" + l.column + "\" is " + l.target_type +
+                                              ", the source's is " + l.source_type);
+    throw SchemaError("target table " + display + ": " + named +
+                      (lossy.size() == 1 ? ": it cannot" : ": they cannot") +
+                      " hold every value of the source's type without loss (values would be"
+                      " rounded, truncated or refused); change the target's type, or run with"
+                      " --allow-lossy-columns to apply anyway");
   }
 
   // Unique indexes, one row per (index, column) in index order.
@@ -164,7 +189,7 @@ void PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relatio
     const auto& [is_primary, cols] = indexes[id];
     if (is_primary) primary = cols;
     if (std::set<std::string>(cols.begin(), cols.end()) == key_set && cols.size() == key.size())
-      return;  // fits
+      return fit;  // fits
   }
   if (primary)
     throw SchemaError("target table " + display + ": its primary key (" + JoinNames(*primary) +

@@ -2,8 +2,10 @@
 // can take the stream: created from the Relation (--create-tables) or checked against it.
 //
 // A target table fits a Relation when it exists, has a column of the same name for every
-// source column (types may differ: values are cast to the source's type and then assigned),
-// none of those columns is generated, every target column the source does not send can be
+// source column whose type holds every value of the source column's type (column_types.h;
+// values are cast to the source's type and then assigned, so a narrower type would round,
+// truncate or refuse them: refused unless allow_lossy_columns), none of those columns is
+// generated, every target column the source does not send can be
 // left out (nullable or with a default), and it has a primary key or a unique index (not
 // partial, no expressions) over exactly the source's key columns (the ON CONFLICT target).
 // A misfit throws SchemaError naming the table and the column.
@@ -11,6 +13,7 @@
 // queries synchronously (PgConnection::Query).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -43,12 +46,38 @@ class SchemaMap {
   std::map<std::string, std::string> map_;
 };
 
-// Creates (create=true: schema, table, missing columns) and checks the target table for
-// `relation`. `log` gets one line per change made to the target's schema and per notable
-// difference (a column type that differs).
-void PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
-                        const TargetName& name, bool create,
-                        const std::function<void(const std::string&)>& log);
+struct TargetTableOptions {
+  bool create = false;               // --create-tables: schema, table, missing columns
+  bool allow_lossy_columns = false;  // --allow-lossy-columns: narrower target types pass
+};
+
+// A target column whose type cannot hold every value of the source column's type.
+struct LossyColumn {
+  std::string column;
+  std::string source_type;
+  std::string target_type;
+};
+
+// How a target table that fits takes the source's columns.
+struct TargetTableFit {
+  std::vector<LossyColumn> lossy;  // only with allow_lossy_columns: for the caller to warn
+  // Every source column has the identical type in the target. Only then can values go in
+  // through COPY, which reads them with the target type's input function instead of casting
+  // from the source's type (integer cannot read "1.25"; real -> double precision would read
+  // "0.1" as a different value than the cast gives).
+  bool same_types = true;
+};
+
+// Creates (options.create: schema, table, missing columns) and checks the target table for
+// `relation`. `log` gets one line per change made to the target's schema. Lossy columns throw
+// SchemaError naming each (table, column, source type, target type) and the flag, unless
+// options.allow_lossy_columns: then they are returned, for the caller to warn about.
+TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
+                                  const TargetName& name, const TargetTableOptions& options,
+                                  const std::function<void(const std::string&)>& log);
+
+// "target column s.t.c is <target type>, the source's is <source type>": for messages.
+std::string DescribeLossyColumn(const TargetName& name, const LossyColumn& column);
 
 // The CREATE TABLE statement --create-tables runs (IF NOT EXISTS).
 std::string CreateTableSql(const dblog::v1::Relation& relation, const TargetName& name);

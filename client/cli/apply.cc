@@ -45,6 +45,10 @@ po::options_description ApplyFlags() {
       ("create-tables", po::bool_switch(),
        "create missing target schemas and tables (and add missing columns) from the source's "
        "definitions; without it they must exist and fit")
+      ("allow-lossy-columns", po::bool_switch(),
+       "apply into existing target columns whose type cannot hold every value of the "
+       "source's (numeric(10,2) into integer rounds 1.25 to 1), with one warning per column; "
+       "without it such a column stops the run before anything is applied to its table")
       ("schema-map", po::value<std::vector<std::string>>()->value_name("FROM=TO")->composing(),
        "apply tables of source schema FROM into target schema TO (repeatable)")
       ("batch-rows", po::value<std::string>()->value_name("N"),
@@ -65,6 +69,21 @@ std::string ApplyHelp() {
           "position in dblog_apply.progress; on start the stored position is where the stream\n"
           "resumes, so every change is applied exactly once whatever was killed when. A\n"
           "position is acknowledged to dblogd only after the target committed it.\n"
+          "\n"
+          "The target tables are a mirror of the source's, not a place for other data:\n"
+          "  - a row with a key the source sends is overwritten (upsert), and a source\n"
+          "    TRUNCATE truncates the target table;\n"
+          "  - a repair (dblog.repair*) deletes the target rows it covers (a key range, or\n"
+          "    keys) that the source lacks: a whole-table repair, every row the source does\n"
+          "    not have;\n"
+          "  - a restarted bootstrap, and any bootstrap of a consumer that applied here\n"
+          "    before, first TRUNCATEs every target table the consumer ever wrote\n"
+          "    (listed in dblog_apply.tables), rows of other writers included;\n"
+          "  - --create-tables also alters existing tables: it adds the source's columns\n"
+          "    they lack (nullable); it never drops, renames or retypes a column.\n"
+          "A target column whose type cannot hold every value of the source's (a narrower\n"
+          "numeric, integer, float, varchar or timestamp) stops the run before anything is\n"
+          "applied to its table, unless --allow-lossy-columns is given.\n"
           "\n"
        << ApplyFlags()
        << "\n"
@@ -100,6 +119,7 @@ std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>
   ReadServerFlags(vm, env, options.connect);
 
   options.applier.create_tables = vm["create-tables"].as<bool>();
+  options.applier.allow_lossy_columns = vm["allow-lossy-columns"].as<bool>();
   if (vm.count("schema-map")) {
     std::set<std::string> seen;
     for (const std::string& pair : vm["schema-map"].as<std::vector<std::string>>()) {

@@ -433,6 +433,46 @@ TEST_F(ApplierTest, BootstrapRowsCopyIntoEmptyTablesAndUpsertIntoOthers) {
       << log_;
 }
 
+// --allow-lossy-columns: the bootstrap fills an empty table whose types differ from the
+// source's with upserts (cast from the source's type, then assigned), not COPY (whose integer
+// input cannot read "1.25"); one warning per column, not per check of the table.
+TEST_F(ApplierTest, BootstrapIntoOtherTypesCastsInsteadOfCopying) {
+  ApplierOptions options;
+  options.allow_lossy_columns = true;
+  auto applier = NewApplier(options);
+  target_->exec(
+      "CREATE SCHEMA src; CREATE TABLE src.amounts (id bigint PRIMARY KEY, amount int,"
+      " wide numeric(12,3))");
+  auto amounts = MakeRelation(1003, "src", "amounts",
+                              {{"id", "integer", 23, true},
+                               {"amount", "numeric(10,2)", 1700},
+                               {"wide", "numeric(10,2)", 1700}},
+                              {0});
+  StreamBuilder s;
+  s.BootstrapBegin(false);
+  s.Relation(amounts);
+  s.Read(1003, R({Int(1), Lit("1.25"), Lit("1.25")}));
+  s.Read(1003, R({Int(2), Lit("2.5"), Lit("-2.5")}));
+  s.BootstrapEnd();
+  Run(*applier, s);
+  EXPECT_EQ(target_->scalar("SELECT string_agg(id || ':' || amount || ':' || wide, ' ' ORDER BY"
+                            " id) FROM src.amounts"),
+            "1:1:1.250 2:3:-2.500");
+  const std::string warning =
+      "warning: target column src.amounts.amount is integer, the source's is numeric(10,2)";
+  EXPECT_NE(log_.find(warning), std::string::npos) << log_;
+  EXPECT_EQ(log_.find("wide"), std::string::npos) << log_;  // a widening: silent
+  // checked again after a new Relation: no second warning
+  amounts.mutable_columns(2)->set_type_name("numeric(11,2)");
+  s.Relation(amounts);
+  s.Begin();
+  s.Insert(1003, R({Int(3), Lit("3.75"), Null()}));
+  s.Commit();
+  Run(*applier, s);
+  EXPECT_EQ(target_->scalar("SELECT amount FROM src.amounts WHERE id = 3"), "4");
+  EXPECT_EQ(log_.find(warning), log_.rfind(warning)) << log_;
+}
+
 TEST_F(ApplierTest, HeartbeatsAndMessagesBetweenTransactionsBecomeDurable) {
   auto applier = NewApplier();
   StreamBuilder s;
@@ -492,6 +532,12 @@ TEST_F(ApplierTest, MismatchedTargetTablesFailBeforeAnythingIsApplied) {
       run("CREATE TABLE src.items (id int PRIMARY KEY, v text, body text, extra int NOT NULL)"),
       "target table src.items: column \"extra\" is NOT NULL without a default, and the "
       "source has no such column");
+  // a narrower type, named with the source's (bigint and unconstrained varchar are wider)
+  EXPECT_EQ(run("CREATE TABLE src.items (id bigint PRIMARY KEY, v varchar(3), body varchar)"),
+            "target table src.items: column \"v\" is character varying(3), the source's is "
+            "text: it cannot hold every value of the source's type without loss (values would "
+            "be rounded, truncated or refused); change the target's type, or run with "
+            "--allow-lossy-columns to apply anyway");
   // fits: a unique index instead of a primary key, an extra nullable column, another type
   EXPECT_EQ(run("CREATE TABLE src.items (id bigint NOT NULL, v text, body varchar, extra int);"
                 " CREATE UNIQUE INDEX ON src.items (id)"),

@@ -589,6 +589,95 @@ TEST_F(ApplyE2eTest, MismatchedTargetTablesFailWithAClearMessage) {
   ExpectSameTable("items");
 }
 
+// A target column narrower than the source's (numeric(10,2) into integer rounds 1.25 to 1;
+// timestamptz into timestamp drops the zone) stops the run before the transaction that first
+// writes the table is applied, naming every such column and the flag; wider types (int into
+// bigint, varchar(20) into text) pass silently. Before, the rows went in rounded with a note.
+// With --allow-lossy-columns the run applies, warning once per column even when the table is
+// checked again after a new Relation.
+TEST_F(ApplyE2eTest, LossyTargetColumnsAreRefusedUnlessAllowed) {
+  const std::string items = T("items");
+  db().exec("CREATE TABLE " + items +
+            " (id int PRIMARY KEY, amount numeric(10,2), at timestamptz, label varchar(20))");
+  target().exec("CREATE SCHEMA " + schema() + "; CREATE TABLE " + T("sentinel") +
+                " (id int PRIMARY KEY); CREATE TABLE " + items +
+                " (id bigint PRIMARY KEY, amount integer, at timestamp, label text)");
+  StartDblogd();
+  StartApply();
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();  // no rows
+  WaitApplied(Sentinel());
+  const std::string before = StoredPosition();
+  ASSERT_FALSE(before.empty());
+  // The first rows of items come through the log.
+  db().exec("INSERT INTO " + items +
+            " VALUES (1, 1.25, '2026-01-02 03:04:05.678901+00', 'a'),"
+            " (2, 2.5, '2026-01-02 03:04:05+02', 'b')");
+  auto status = apply_->Wait(30s);
+  ASSERT_TRUE(status) << "dblog apply did not stop; the target has: "
+                      << target().scalar("SELECT string_agg(id || ':' || amount, ' ') FROM " +
+                                         items)
+                      << "\n"
+                      << apply_->log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  std::string log = apply_->log();
+  EXPECT_NE(log.find("dblog apply: error: target table " + items +
+                     ": column \"amount\" is integer, the source's is numeric(10,2); column \"at\""
+                     " is timestamp without time zone, the source's is timestamp with time zone:"
+                     " they cannot hold every value of the source's type without loss (values"
+                     " would be rounded, truncated or refused); change the target's type, or run"
+                     " with --allow-lossy-columns to apply anyway"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("\"id\""), std::string::npos) << log;  // widenings are not mentioned
+  EXPECT_EQ(log.find("\"label\""), std::string::npos) << log;
+  EXPECT_EQ(log.find("note: target column"), std::string::npos) << log;
+  // nothing applied, the stored position did not move: the transaction comes again
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM " + items), "0");
+  EXPECT_EQ(StoredPosition(), before);
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM dblog_apply.tables WHERE table_name = 'items'"),
+            "0");
+  // and again on the next run
+  StartApply();
+  status = apply_->Wait(30s);
+  ASSERT_TRUE(status) << apply_->log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  EXPECT_NE(apply_->log().find("run with --allow-lossy-columns"), std::string::npos)
+      << apply_->log();
+  EXPECT_EQ(StoredPosition(), before);
+
+  // Allowed: applies (rounded, as PostgreSQL's assignment does), one warning per column.
+  StartApply({"--allow-lossy-columns"});
+  db().exec("INSERT INTO " + items + " VALUES (3, 3.75, '2026-05-06 07:08:09.5+00', 'c')");
+  // a new Relation: the table is checked again, the warnings are not repeated
+  target().exec("ALTER TABLE " + items + " ADD COLUMN note text");
+  db().exec("BEGIN; ALTER TABLE " + items + " ADD COLUMN note text; UPDATE " + items +
+            " SET note = 'n', amount = amount + 1 WHERE id = 1; COMMIT");
+  WaitApplied(Sentinel());
+  EXPECT_EQ(target().scalar("SELECT string_agg(id || ':' || amount || ':' || at || ':' || label"
+                            " || ':' || coalesce(note, '-'), ' ' ORDER BY id) FROM " +
+                            items),
+            "1:2:2026-01-02 03:04:05.678901:a:n 2:3:2026-01-02 01:04:05:b:- "
+            "3:4:2026-05-06 07:08:09.5:c:-");
+  log = apply_->log();
+  const auto count = [&](const std::string& text) {
+    std::size_t n = 0;
+    for (auto at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("dblog apply: warning: target column " + items +
+                  ".amount is integer, the source's is numeric(10,2): it cannot hold every value"
+                  " of the source's type; values are rounded, truncated or refused as"
+                  " PostgreSQL's assignment cast does (--allow-lossy-columns)"),
+            1u)
+      << log;
+  EXPECT_EQ(count("warning: target column " + items +
+                  ".at is timestamp without time zone, the source's is timestamp with time zone"),
+            1u)
+      << log;
+  EXPECT_EQ(count("warning:"), 2u) << log;
+  EXPECT_EQ(log.find("error"), std::string::npos) << log;
+}
+
 // dblogd killed in the middle of a bootstrap: the next one is flagged restarted, and the
 // applier clears what the first attempt applied (and a stray row) before converging.
 TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {

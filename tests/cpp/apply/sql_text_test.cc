@@ -102,6 +102,15 @@ std::optional<cli::ApplyCommandOptions> Parse(std::vector<std::string> args,
       help);
 }
 
+// What dblog apply does to target rows it did not write is said where users look first.
+TEST(ApplyFlags, HelpSaysTheTargetIsAMirror) {
+  const std::string help = cli::ApplyHelp();
+  for (const char* text : {"The target tables are a mirror", "deletes the target rows it covers",
+                           "first TRUNCATEs every target table the consumer ever wrote",
+                           "--create-tables also alters existing tables", "--allow-lossy-columns"})
+    EXPECT_NE(help.find(text), std::string::npos) << text << "\n" << help;
+}
+
 TEST(ApplyFlags, ParsesEverything) {
   auto o = Parse({"--consumer", "c1", "--target", "dbname=x", "--port", "7000", "--create-tables",
                   "--schema-map", "a=b", "--schema-map=c=d", "--batch-rows", "50"});
@@ -111,6 +120,9 @@ TEST(ApplyFlags, ParsesEverything) {
   EXPECT_EQ(o->target, "dbname=x");
   EXPECT_EQ(o->connect.port, 7000);
   EXPECT_TRUE(o->applier.create_tables);
+  EXPECT_FALSE(o->applier.allow_lossy_columns);
+  EXPECT_TRUE(Parse({"--consumer", "c1", "--target", "x", "--allow-lossy-columns"})
+                  ->applier.allow_lossy_columns);
   EXPECT_EQ(o->applier.batch_rows, 50u);
   EXPECT_EQ(o->applier.bootstrap_commit_rows, 1000u);
   dblog::v1::Relation rel;
