@@ -29,9 +29,11 @@ Server::Server(asio::io_context& io, const config::Config& config, metrics::Regi
     : io_(io), config_(config), metrics_(metrics), acceptor_(io, Resolve(io, config.listen)) {}
 
 void Server::Start() {
+  const bool token_required =  // by every consumer (main.cc warns about those without)
+      config::OpenConsumers(config_).empty() && (!config_.default_scope || !config_.token.empty());
   log::Info("listening", {{"address", acceptor_.local_endpoint().address().to_string()},
                           {"port", acceptor_.local_endpoint().port()},
-                          {"token_required", config_.token.empty() ? "false" : "true"}});
+                          {"token_required", token_required ? "true" : "false"}});
   Accept();
 }
 
@@ -71,17 +73,21 @@ void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& h
     return Refuse(*session, Error::UNSUPPORTED_VERSION,
                   "protocol version " + std::to_string(hello.protocol_version()) +
                       " is not supported; this server speaks version 1");
-  if (!config_.token.empty() && !SameToken(hello.token(), config_.token))
-    return Refuse(*session, Error::AUTH_FAILED, "wrong or missing token");
   if (!config::ValidConsumerName(hello.consumer()))
     return Refuse(*session, Error::BAD_CONSUMER_NAME,
                   "consumer name '" + hello.consumer() +
                       "' is not valid: a-z first, then a-z, 0-9 or _, at most 48 characters");
+  // The consumer's own token if it has one (no other opens it), else the global one.
+  const std::string& expected = config::ExpectedToken(config_, hello.consumer());
+  if (!expected.empty() && !SameToken(hello.token(), expected))
+    return Refuse(*session, Error::AUTH_FAILED,
+                  "wrong or missing token for consumer '" + hello.consumer() + "'");
   config::ConsumerConfig consumer;
-  if (auto it = config_.consumers.find(hello.consumer()); it != config_.consumers.end()) {
-    consumer = it->second;
+  const bool configured = config_.consumers.count(hello.consumer()) > 0;
+  if (configured) {
+    consumer = config_.consumers.at(hello.consumer());
   } else if (config_.default_scope) {
-    consumer = {hello.consumer(), *config_.default_scope};
+    consumer = {hello.consumer(), *config_.default_scope, ""};
   } else {
     return Refuse(*session, Error::UNKNOWN_CONSUMER,
                   "consumer '" + hello.consumer() +
