@@ -166,6 +166,9 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     ("default-scope", po::value(&default_scope),
      "scope for consumers not named by --consumer; without it they are refused. They must "
      "present the global token (--token/--token-file; required with a non-loopback --listen)")
+    ("max-unconfigured-consumers", po::value(&c.max_unconfigured_consumers)->default_value(8),
+     "with --default-scope: how many slots of consumers not named by --consumer may exist in "
+     "the source database; a new name beyond that is refused (TOO_MANY_CONSUMERS)")
     ("metrics-listen", po::value(&metrics)->default_value("127.0.0.1:9187"),
      "host:port of the Prometheus /metrics endpoint; 'off' disables it")
     ("status-interval", po::value(&status_interval)->default_value(10),
@@ -280,6 +283,8 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
                         open.front() + "' has none (--consumer-token-file " + open.front() +
                         "=FILE, or --token/--token-file)");
   }
+  if (c.max_unconfigured_consumers < 0 || c.max_unconfigured_consumers > 10000)
+    throw ConfigError("max-unconfigured-consumers: must be 0 to 10000");
   c.status_interval = Seconds("status-interval", status_interval);
   c.heartbeat_interval = Seconds("heartbeat-interval", heartbeat_interval);
   c.reconnect_min = Seconds("reconnect-min", reconnect_min);

@@ -45,6 +45,9 @@ struct Config {
   std::map<std::string, ConsumerConfig> consumers;
   // Consumers not configured by name: refused unless default_scope is set.
   std::optional<std::vector<TablePattern>> default_scope;
+  // How many slots of consumers not named by --consumer may exist in the source database
+  // before dblogd refuses to create another (TOO_MANY_CONSUMERS).
+  int max_unconfigured_consumers = 8;
   std::chrono::milliseconds status_interval{10000};
   std::chrono::milliseconds heartbeat_interval{5000};
   std::chrono::milliseconds reconnect_min{500};

@@ -97,12 +97,34 @@ void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& h
   if (pipelines_.count(hello.consumer()))
     return Refuse(*session, Error::ALREADY_CONNECTED,
                   "consumer '" + hello.consumer() + "' already has a live connection");
+  if (!configured) {
+    // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number.
+    consumer::UnconfiguredSlots slots;
+    try {
+      slots = consumer::CountUnconfiguredSlots(config_, hello.consumer());
+    } catch (const std::exception& e) {
+      return Refuse(*session, Error::SOURCE_ERROR, e.what());
+    }
+    if (!slots.has_own && slots.count >= config_.max_unconfigured_consumers) {
+      metrics_.unconfigured_refused++;
+      return Refuse(*session, Error::TOO_MANY_CONSUMERS,
+                    "consumer '" + hello.consumer() + "' is not configured and " +
+                        std::to_string(slots.count) +
+                        " slots of consumers not named by --consumer exist already "
+                        "(--max-unconfigured-consumers=" +
+                        std::to_string(config_.max_unconfigured_consumers) +
+                        "); configure it, or drop unused ones (docs/operations.md)");
+    }
+  }
 
   log::Info("consumer_connected", {{"consumer", hello.consumer()}, {"peer", session->peer()},
                                    {"client", hello.client_name()}});
   auto pipeline = std::make_shared<consumer::Pipeline>(
       io_, config_, consumer, metrics_.ForConsumer(consumer.name), session, hello,
-      [this](const std::string& name) { pipelines_.erase(name); });
+      [this, configured](const std::string& name) {
+        pipelines_.erase(name);
+        if (!configured) metrics_.Forget(name);  // unnamed consumers' series live while connected
+      });
   pipelines_[consumer.name] = pipeline;
   pipeline->Start();
 }

@@ -1,6 +1,6 @@
 // tests/cpp/sidecar/identity_test.cc: who may connect as which consumer. Per-consumer tokens
 // (one consumer's token opens no other), the global token as fallback, settings dblogd refuses
-// to start with.
+// to start with, and the cap on slots of consumers not named by --consumer (--default-scope).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,6 +85,8 @@ TEST(DblogdConfig, RefusesSettingsThatLeaveConsumersOpenOrShareTokens) {
       {"--consumer=a=public.* --consumer-token-file=x=" + a.path(),
        "'x' is not a configured consumer"},
       {"--consumer=a=public.* --consumer-token-file=a=/nonexistent", "cannot read"},
+      {"--default-scope=public.* --max-unconfigured-consumers=-1",
+       "max-unconfigured-consumers: must be 0 to 10000"},
   };
   for (const auto& c : cases) {
     const auto [status, err] = RunDblogd(base + c.args);
@@ -177,6 +179,80 @@ TEST_F(IdentityTest, WithoutTokensOnLoopbackEveryConsumerIsOpenAndTheLogSaysSo) 
   const std::string line = log.substr(warning, log.find('\n', warning) - warning);
   EXPECT_NE(line.find("consumers=" + consumer()), std::string::npos) << line;
   EXPECT_EQ(line.find(b), std::string::npos) << line;
+}
+
+TEST_F(IdentityTest, UnconfiguredConsumersNeedTheGlobalTokenAndAreCapped) {
+  const std::string u1 = consumer() + "_u1", u2 = consumer() + "_u2", u3 = consumer() + "_u3";
+  // slots of unnamed consumers that exist already (other tests' leftovers) count against the cap
+  const int existing = std::stoi(db().scalar(
+      "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'dblog'"
+      " AND database = current_database() AND slot_name LIKE 'dblog\\_%'"
+      " AND slot_name <> '" + Slot() + "'"));
+  StartDblogd({"--bootstrap=false", "--token=global-secret",
+               "--default-scope=" + schema() + ".*",
+               "--max-unconfigured-consumers=" + std::to_string(existing + 2)});
+  EXPECT_EQ(Refusal([&] { return ConnectAs(u1, ""); }), Error::AUTH_FAILED);
+  EXPECT_EQ(Refusal([&] { return ConnectAs(u1, "wrong"); }), Error::AUTH_FAILED);
+  {
+    client::Client c1 = ConnectAs(u1, "global-secret");
+    client::Client c2 = ConnectAs(u2, "global-secret");
+    EXPECT_TRUE(c1.welcome().slot_created());
+    EXPECT_TRUE(c2.welcome().slot_created());
+    EXPECT_NE(dblogd_->Metrics().find("consumer=\"" + u1 + "\""), std::string::npos);
+  }
+  // the cap is reached: a third new name is refused, and gets no series of its own
+  EXPECT_EQ(Refusal([&] { return ConnectAs(u3, "global-secret"); }), Error::TOO_MANY_CONSUMERS);
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'dblog_" +
+                        u3 + "'"),
+            "0");
+  // names that have their slot come back; the configured consumer still connects
+  client::Client again = [&] {
+    for (int i = 0;; ++i) {  // u1's previous session may still be closing (ALREADY_CONNECTED)
+      try {
+        return ConnectAs(u1, "global-secret");
+      } catch (const client::ServerError& e) {
+        if (e.code() != Error::ALREADY_CONNECTED || i == 50) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }();
+  EXPECT_FALSE(again.welcome().slot_created());
+  client::Client configured = ConnectAs(consumer(), "global-secret");
+  Replay replay;
+  ReadUntil(configured, replay, Sentinel());
+  const std::string metrics = dblogd_->Metrics();
+  EXPECT_NE(metrics.find("dblog_unconfigured_consumers_refused_total 1"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find(u3), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("consumer=\"" + u2 + "\""), std::string::npos)
+      << "a disconnected unnamed consumer keeps no series\n" << metrics;
+
+  // The cleanup operators are told to run once dblogd is stopped: every dblog slot and
+  // bookkeeping row of a name not given to --consumer goes.
+  dblogd_->Stop();
+  const std::string keep = "'" + consumer() + "'";
+  for (int i = 0; i < 100; ++i) {
+    try {
+      db().exec(
+          "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+          " WHERE plugin = 'dblog' AND database = current_database()"
+          "   AND slot_name LIKE 'dblog\\_" + consumer() + "\\_u%' AND NOT active"
+          "   AND slot_name <> ALL (ARRAY['dblog_' || " + keep + "])");
+      break;
+    } catch (const PgError&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  db().exec("DELETE FROM dblog.request_progress WHERE consumer LIKE '" + consumer() +
+            "\\_u%' AND consumer <> ALL (ARRAY[" + keep + "])");
+  db().exec("DELETE FROM dblog.consumers WHERE name LIKE '" + consumer() +
+            "\\_u%' AND name <> ALL (ARRAY[" + keep + "])");
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'dblog\\_" +
+                        consumer() + "\\_u%'"),
+            "0");
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM dblog.consumers WHERE name LIKE '" + consumer() +
+                        "\\_u%'"),
+            "0");
 }
 
 }  // namespace
