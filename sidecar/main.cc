@@ -35,6 +35,19 @@ int main(int argc, char** argv) {
       log::Info("metrics_listening", {{"address", at.endpoint().address().to_string()},
                                       {"port", http->local_endpoint().port()}});
     }
+    // Without a token, the listen address is the only barrier (dblogd refuses to start like
+    // this on any other than loopback): say who is exposed.
+    std::string open;
+    for (const std::string& name : config::OpenConsumers(*cfg))
+      open += (open.empty() ? "" : ",") + name;
+    if (cfg->default_scope && cfg->token.empty()) open += open.empty() ? "*" : ",*";
+    if (!open.empty())
+      log::Warn("consumers_without_token",
+                {{"consumers", open},
+                 {"message", "any local process can connect as these consumers (* = any name "
+                             "under --default-scope), read their changes and acknowledge them, "
+                             "so that their real sink never receives them; give each consumer "
+                             "its own --consumer-token-file (or set --token-file)"}});
     for (const auto& [name, c] : cfg->consumers)
       registry.ForConsumer(name);  // so /metrics lists configured consumers before they connect
     server.Start();

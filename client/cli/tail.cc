@@ -40,10 +40,10 @@ po::options_description TailFlags() {
       ("port", po::value<std::string>()->value_name("PORT"),
        "dblogd port (default: $DBLOG_PORT, else 7654)")
       ("token", po::value<std::string>()->value_name("TOKEN"),
-       "shared secret, when dblogd requires one (default: $DBLOG_TOKEN); other users can see "
-       "command lines, so prefer --token-file or the environment")
+       "the consumer's token, when dblogd requires one (default: $DBLOG_TOKEN); other users "
+       "can see command lines, so prefer --token-file or the environment")
       ("token-file", po::value<std::string>()->value_name("FILE"),
-       "read the token from FILE (trailing whitespace removed)")
+       "read the token from FILE (trailing whitespace removed; default: $DBLOG_TOKEN_FILE)")
       ("relations", po::bool_switch(),
        "also print table definitions (Relation events) as op \"relation\"")
       ("messages", po::value<std::vector<std::string>>()->value_name("PREFIX"),
@@ -91,17 +91,18 @@ unsigned long long ParseNumber(const std::string& text, unsigned long long min,
   return value;
 }
 
-std::string ReadTokenFile(const std::string& path) {
+// `what` names where the path came from (--token-file or DBLOG_TOKEN_FILE), for messages.
+std::string ReadTokenFile(const std::string& path, const std::string& what) {
   std::ifstream file(path, std::ios::binary);
   if (!file) {
-    throw UsageError("cannot read --token-file " + path + ": " + std::strerror(errno));
+    throw UsageError("cannot read " + what + " " + path + ": " + std::strerror(errno));
   }
   std::ostringstream contents;
   contents << file.rdbuf();
   std::string token = contents.str();
   const auto end = token.find_last_not_of(" \t\r\n");
   token.erase(end == std::string::npos ? 0 : end + 1);
-  if (token.empty()) throw UsageError("--token-file " + path + " is empty");
+  if (token.empty()) throw UsageError(what + " " + path + " is empty");
   return token;
 }
 
@@ -134,8 +135,8 @@ std::string TailHelp() {
           "\n"
        << TailFlags()
        << "\n"
-          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN give defaults for --host, --port\n"
-          "and --token.\n"
+          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE) give defaults\n"
+          "for --host, --port and --token (--token-file).\n"
           "Exit status: 0 when dblogd ends the stream or on SIGINT/SIGTERM, 1 on errors,\n"
           "2 on a bad command line.\n"
           "While a bootstrap copies rows and stderr is a terminal, a progress line is shown on\n"
@@ -193,9 +194,13 @@ void ReadServerFlags(const po::variables_map& vm, const Environment& env,
   if (vm.count("token")) {
     connect.token = vm["token"].as<std::string>();
   } else if (vm.count("token-file")) {
-    connect.token = ReadTokenFile(vm["token-file"].as<std::string>());
-  } else if (const auto token = env("DBLOG_TOKEN")) {
-    connect.token = *token;
+    connect.token = ReadTokenFile(vm["token-file"].as<std::string>(), "--token-file");
+  } else {
+    const auto token = env("DBLOG_TOKEN");
+    const auto token_file = env("DBLOG_TOKEN_FILE");
+    if (token && token_file) throw UsageError("DBLOG_TOKEN and DBLOG_TOKEN_FILE exclude each other");
+    if (token) connect.token = *token;
+    if (token_file) connect.token = ReadTokenFile(*token_file, "DBLOG_TOKEN_FILE");
   }
 }
 

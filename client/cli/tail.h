@@ -49,8 +49,9 @@ std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
 // a strict decimal (digits only) within [min, max], else UsageError naming `what`;
 unsigned long long ParseNumber(const std::string& text, unsigned long long min,
                                unsigned long long max, const std::string& what);
-// the token in `path`, trailing whitespace removed; UsageError when unreadable or empty.
-std::string ReadTokenFile(const std::string& path);
+// the token in `path`, trailing whitespace removed; UsageError (naming `what`, where the path
+// came from) when unreadable or empty.
+std::string ReadTokenFile(const std::string& path, const std::string& what = "--token-file");
 
 // Shared by the subcommands: strict flag parsing (no prefix guessing, no stray words; errors as
 // UsageError), --consumer (required, validated), and --host/--port/--token/--token-file with

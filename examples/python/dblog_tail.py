@@ -10,7 +10,7 @@ installs both. Nothing generated is checked in: the Python modules for proto/dbl
 are generated with `protoc --python_out` into a temporary directory at start.
 
     /usr/bin/python3 examples/python/dblog_tail.py --consumer demo [--host H] [--port P]
-        [--token T] [--resume-after LSN:SEQ]
+        [--token-file F | --token T] [--resume-after LSN:SEQ]
 
 Exit status: 0 when dblogd closes the stream or on SIGINT/SIGTERM, 1 on an Error frame or
 any other failure, 2 for a bad command line. On exit the last acknowledged position is
@@ -385,13 +385,34 @@ def main():
     p.add_argument("--consumer", required=True, help="consumer name; its slot is dblog_NAME")
     p.add_argument("--host", default=os.environ.get("DBLOG_HOST", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("DBLOG_PORT", "7654")))
-    p.add_argument("--token", default=os.environ.get("DBLOG_TOKEN"),
-                   help="shared secret, when dblogd requires one (default $DBLOG_TOKEN)")
+    tokens = p.add_mutually_exclusive_group()
+    tokens.add_argument("--token",
+                        help="the consumer's token, when dblogd requires one (default "
+                             "$DBLOG_TOKEN); other users can see command lines: prefer "
+                             "--token-file")
+    tokens.add_argument("--token-file", metavar="FILE",
+                        help="read the token from FILE, trailing whitespace removed (default "
+                             "$DBLOG_TOKEN_FILE)")
     p.add_argument("--resume-after", metavar="LSN:SEQ",
                    help="the last position you applied, e.g. 0/16B3748:4")
     p.add_argument("--proto-dir", default=DEFAULT_PROTO_DIR,
                    help="directory holding dblog/v1/*.proto (default: the repository's)")
-    sys.exit(run(p.parse_args()))
+    args = p.parse_args()
+    # flags win over the environment
+    if args.token is None and args.token_file is None:
+        args.token = os.environ.get("DBLOG_TOKEN")
+        args.token_file = os.environ.get("DBLOG_TOKEN_FILE")
+        if args.token is not None and args.token_file is not None:
+            p.error("DBLOG_TOKEN and DBLOG_TOKEN_FILE exclude each other")
+    if args.token_file is not None:
+        try:
+            with open(args.token_file, encoding="utf-8") as f:
+                args.token = f.read().rstrip()
+        except OSError as e:
+            p.error("cannot read token file %s: %s" % (args.token_file, e.strerror))
+        if not args.token:
+            p.error("token file %s is empty" % args.token_file)
+    sys.exit(run(args))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,32 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// First line of a secret file, trimmed; it must not be empty.
+std::string ReadTokenFile(const std::string& setting, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(setting + ": cannot read '" + path + "'");
+  std::string token;
+  std::getline(in, token);
+  token = Trim(token);
+  if (!token.empty() && token.back() == '\r') token = Trim(token.substr(0, token.size() - 1));
+  if (token.empty()) throw ConfigError(setting + ": '" + path + "' is empty");
+  return token;
+}
+
 }  // namespace
+
+const std::string& ExpectedToken(const Config& config, const std::string& name) {
+  auto it = config.consumers.find(name);
+  if (it != config.consumers.end() && !it->second.token.empty()) return it->second.token;
+  return config.token;
+}
+
+std::vector<std::string> OpenConsumers(const Config& config) {
+  std::vector<std::string> open;
+  for (const auto& [name, c] : config.consumers)
+    if (ExpectedToken(config, name).empty()) open.push_back(name);
+  return open;
+}
 
 bool Endpoint::loopback() const {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" ||
@@ -114,7 +139,7 @@ std::string PluginIncludeOption(const std::vector<TablePattern>& scope) {
 std::optional<Config> Parse(int argc, const char* const* argv) {
   Config c;
   std::string listen, metrics, config_file, token_file, default_scope;
-  std::vector<std::string> consumers;
+  std::vector<std::string> consumers, consumer_token_files;
   double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
   std::size_t max_buffer_mb = 16;
   std::size_t window_key_mb = 16;
@@ -138,13 +163,23 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     ("max-pending-handshakes", po::value(&c.max_pending_handshakes)->default_value(64),
      "consumer connections that may wait for their handshake (Hello, 10 s at most) at a time; "
      "more are closed at once (dblog_handshakes_over_limit_total); 1 to 100000")
-    ("token", po::value(&c.token), "shared secret consumers must present in Hello")
-    ("token-file", po::value(&token_file), "read the token from this file (first line)")
+    ("token", po::value(&c.token),
+     "global token: opens every consumer without a token of its own (and, with "
+     "--default-scope, the consumers not named by --consumer); visible in ps, prefer "
+     "--token-file")
+    ("token-file", po::value(&token_file), "read the global token from this file (first line)")
     ("consumer", po::value(&consumers)->composing(),
      "NAME=SCOPE, repeatable: a consumer and the tables it receives, as comma-separated "
      "schema.table patterns with * for any part, e.g. search=public.*,app.orders")
+    ("consumer-token-file", po::value(&consumer_token_files)->composing(),
+     "NAME=FILE, repeatable: consumer NAME's own token is the first line of FILE; only it "
+     "opens NAME (the global token does not), and it opens no other consumer")
     ("default-scope", po::value(&default_scope),
-     "scope for consumers not named by --consumer; without it they are refused")
+     "scope for consumers not named by --consumer; without it they are refused. They must "
+     "present the global token (--token/--token-file; required with a non-loopback --listen)")
+    ("max-unconfigured-consumers", po::value(&c.max_unconfigured_consumers)->default_value(8),
+     "with --default-scope: how many slots of consumers not named by --consumer may exist in "
+     "the source database; a new name beyond that is refused (TOO_MANY_CONSUMERS)")
     ("metrics-listen", po::value(&metrics)->default_value("127.0.0.1:9187"),
      "host:port of the Prometheus /metrics endpoint; 'off' disables it")
     ("status-interval", po::value(&status_interval)->default_value(10),
@@ -216,29 +251,54 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (c.source.empty()) throw ConfigError("source: required (a libpq connection string)");
   c.listen = ParseEndpoint("listen", listen);
   if (metrics != "off") c.metrics = ParseEndpoint("metrics-listen", metrics);
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) throw ConfigError("token-file: cannot read '" + token_file + "'");
-    std::getline(in, c.token);
-    c.token = Trim(c.token);
-    if (c.token.empty()) throw ConfigError("token-file: '" + token_file + "' is empty");
-  }
-  if (!c.listen.loopback() && c.token.empty())
-    throw ConfigError("listen: " + c.listen.host +
-                      " is not a loopback address, so a token is required (--token or "
-                      "--token-file)");
+  if (!token_file.empty()) c.token = ReadTokenFile("token-file", token_file);
   for (const std::string& spec : consumers) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos)
       throw ConfigError("consumer: expected NAME=SCOPE, got '" + spec + "'");
-    ConsumerConfig cc{Trim(spec.substr(0, eq)), ParseScope(spec.substr(eq + 1))};
+    ConsumerConfig cc{Trim(spec.substr(0, eq)), ParseScope(spec.substr(eq + 1)), ""};
     if (!ValidConsumerName(cc.name))
       throw ConfigError("consumer: '" + cc.name +
                         "' is not a valid name (a-z first, then a-z, 0-9, _; at most 48)");
     if (!c.consumers.emplace(cc.name, cc).second)
       throw ConfigError("consumer: '" + cc.name + "' is configured twice");
   }
+  std::map<std::string, std::string> token_owner;  // token -> consumer, to refuse a shared one
+  if (!c.token.empty()) token_owner[c.token] = "the global token";
+  for (const std::string& spec : consumer_token_files) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq + 1 == spec.size())
+      throw ConfigError("consumer-token-file: expected NAME=FILE, got '" + spec + "'");
+    const std::string name = Trim(spec.substr(0, eq));
+    auto it = c.consumers.find(name);
+    if (it == c.consumers.end())
+      throw ConfigError("consumer-token-file: '" + name +
+                        "' is not a configured consumer (--consumer " + name + "=SCOPE)");
+    if (!it->second.token.empty())
+      throw ConfigError("consumer-token-file: '" + name + "' is given twice");
+    it->second.token = ReadTokenFile("consumer-token-file", Trim(spec.substr(eq + 1)));
+    auto [owner, fresh] = token_owner.emplace(it->second.token, "consumer '" + name + "'");
+    if (!fresh)
+      throw ConfigError("consumer-token-file: consumer '" + name + "' has the same token as " +
+                        owner->second + "; each consumer needs its own");
+  }
   if (!default_scope.empty()) c.default_scope = ParseScope(default_scope);
+  if (!c.listen.loopback()) {
+    const std::vector<std::string> open = OpenConsumers(c);
+    if (c.token.empty() && (c.default_scope || open.size() == c.consumers.size()))
+      throw ConfigError("listen: " + c.listen.host +
+                        " is not a loopback address, so a token is required (--token or "
+                        "--token-file" +
+                        (c.default_scope ? std::string(": --default-scope needs the global one)")
+                                         : std::string(", or --consumer-token-file per consumer)")));
+    if (!open.empty())
+      throw ConfigError("listen: " + c.listen.host +
+                        " is not a loopback address, so every consumer needs a token; '" +
+                        open.front() + "' has none (--consumer-token-file " + open.front() +
+                        "=FILE, or --token/--token-file)");
+  }
+  if (c.max_unconfigured_consumers < 0 || c.max_unconfigured_consumers > 10000)
+    throw ConfigError("max-unconfigured-consumers: must be 0 to 10000");
   c.status_interval = Seconds("status-interval", status_interval);
   c.heartbeat_interval = Seconds("heartbeat-interval", heartbeat_interval);
   c.reconnect_min = Seconds("reconnect-min", reconnect_min);

@@ -29,16 +29,25 @@ struct TablePattern {
 struct ConsumerConfig {
   std::string name;
   std::vector<TablePattern> scope;
+  // Its own credential (--consumer-token-file NAME=FILE): only this token opens this consumer,
+  // and it opens no other. Empty: the global token, if any.
+  std::string token;
 };
 
 struct Config {
   std::string source;               // libpq connection string of the source database
   Endpoint listen{"127.0.0.1", 7654};
-  std::string token;                // shared secret; required unless listening on loopback
+  // The global token: opens configured consumers without a token of their own and, with
+  // --default-scope, consumers not named by --consumer. Required unless listening on loopback
+  // (or every consumer has its own and there is no default scope).
+  std::string token;
   std::optional<Endpoint> metrics;  // Prometheus /metrics; default 127.0.0.1:9187
   std::map<std::string, ConsumerConfig> consumers;
   // Consumers not configured by name: refused unless default_scope is set.
   std::optional<std::vector<TablePattern>> default_scope;
+  // How many slots of consumers not named by --consumer may exist in the source database
+  // before dblogd refuses to create another (TOO_MANY_CONSUMERS).
+  int max_unconfigured_consumers = 8;
   std::chrono::milliseconds status_interval{10000};
   std::chrono::milliseconds heartbeat_interval{5000};
   std::chrono::milliseconds reconnect_min{500};
@@ -73,6 +82,12 @@ bool ValidConsumerName(const std::string& name);
 // Hello.message_prefixes: at most 32, each 1 to 256 bytes, no ','. Empty string when valid,
 // else what is wrong.
 std::string CheckMessagePrefixes(const std::vector<std::string>& prefixes);
+// The token a Hello for consumer `name` must carry: the consumer's own, else the global one;
+// "" when that consumer needs none.
+const std::string& ExpectedToken(const Config& config, const std::string& name);
+// Configured consumers that need no token: on a loopback address any local process may connect
+// as them.
+std::vector<std::string> OpenConsumers(const Config& config);
 // The plugin's include_tables option for a scope.
 std::string PluginIncludeOption(const std::vector<TablePattern>& scope);
 

@@ -80,6 +80,21 @@ std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const
           {"message_max_bytes", std::to_string(config_.max_message_bytes)}};
 }
 
+UnconfiguredSlots CountUnconfiguredSlots(const config::Config& config, const std::string& name) {
+  std::string configured = "{";  // names are [a-z0-9_]: nothing to quote in the array literal
+  for (const auto& [n, c] : config.consumers)
+    configured += (configured.size() > 1 ? "," : "") + Pipeline::SlotName(n);
+  configured += "}";
+  pg::Connection sql = pg::Connection::Open(config.source, false,
+                                            {{"application_name", "dblogd admission"}});
+  pg::Result r = sql.ExecParams(
+      "SELECT count(*), coalesce(bool_or(slot_name = $2), false) FROM pg_replication_slots"
+      " WHERE plugin = 'dblog' AND database = current_database()"
+      "   AND slot_name LIKE 'dblog\\_%' AND slot_name <> ALL ($1::text[])",
+      {configured, Pipeline::SlotName(name)});
+  return {std::stol(std::string(r.value(0, 0))), r.value(0, 1) == "t"};
+}
+
 void Pipeline::Start() {
   session_->Attach(this);
   stats_->connected = 1;

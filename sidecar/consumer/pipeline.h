@@ -210,4 +210,14 @@ class Pipeline : public server::SessionListener,
 
 };
 
+// Slots of consumers that no --consumer names: slots of plugin dblog named dblog_* in the
+// source database other than the configured consumers' (so junk left by an earlier run counts
+// too). For --max-unconfigured-consumers; `has_own`: `name`'s slot is one of them. Opens a
+// short SQL connection (blocking); throws pg::Error when the source cannot be reached.
+struct UnconfiguredSlots {
+  long count = 0;
+  bool has_own = false;
+};
+UnconfiguredSlots CountUnconfiguredSlots(const config::Config& config, const std::string& name);
+
 }  // namespace dblog::consumer

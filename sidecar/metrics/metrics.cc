@@ -15,6 +15,11 @@ std::shared_ptr<ConsumerStats> Registry::ForConsumer(const std::string& name) {
   return slot;
 }
 
+void Registry::Forget(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  consumers_.erase(name);
+}
+
 namespace {
 
 void Family(std::ostringstream& out, const char* name, const char* type, const char* help) {
@@ -34,7 +39,8 @@ std::string Registry::Render() const {
   Family(out, "dblog_connections_total", "counter", "Consumer TCP connections accepted.");
   out << "dblog_connections_total " << connections_total << "\n";
   Family(out, "dblog_connections_refused_total", "counter",
-         "Consumer connections refused at the handshake (auth, name, duplicate, version).");
+         "Consumer connections refused at the handshake (auth, name, duplicate, version, "
+         "unconfigured cap).");
   out << "dblog_connections_refused_total " << connections_refused << "\n";
   Family(out, "dblog_bad_frames_total", "counter", "Malformed, oversized or unexpected frames.");
   out << "dblog_bad_frames_total " << bad_frames << "\n";
@@ -55,6 +61,10 @@ std::string Registry::Render() const {
       << http_refused_header_timeout << "\n";
   out << "dblog_metrics_http_refused_total{reason=\"header_too_large\"} "
       << http_refused_header_too_large << "\n";
+  Family(out, "dblog_unconfigured_consumers_refused_total", "counter",
+         "Handshakes of consumers not named by --consumer refused because "
+         "--max-unconfigured-consumers of their slots exist.");
+  out << "dblog_unconfigured_consumers_refused_total " << unconfigured_refused << "\n";
 
   struct Metric {
     const char* name;

@@ -41,6 +41,8 @@ struct ConsumerStats {
 class Registry {
  public:
   std::shared_ptr<ConsumerStats> ForConsumer(const std::string& name);
+  // Drops a consumer's series (an unconfigured consumer's, when it disconnects).
+  void Forget(const std::string& name);
   std::string Render() const;  // Prometheus text exposition format 0.0.4
 
   std::atomic<std::uint64_t> connections_total{0};
@@ -52,6 +54,9 @@ class Registry {
   std::atomic<std::uint64_t> http_refused_connection_limit{0};
   std::atomic<std::uint64_t> http_refused_header_timeout{0};
   std::atomic<std::uint64_t> http_refused_header_too_large{0};
+  // Names not configured by --consumer refused by --max-unconfigured-consumers (one series for
+  // all: refused names get none of their own).
+  std::atomic<std::uint64_t> unconfigured_refused{0};
 
  private:
   mutable std::mutex mutex_;

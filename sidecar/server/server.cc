@@ -32,9 +32,11 @@ Server::Server(asio::io_context& io, const config::Config& config, metrics::Regi
       accept_retry_(io, "consumers", metrics.accept_errors_consumers) {}
 
 void Server::Start() {
+  const bool token_required =  // by every consumer (main.cc warns about those without)
+      config::OpenConsumers(config_).empty() && (!config_.default_scope || !config_.token.empty());
   log::Info("listening", {{"address", acceptor_.local_endpoint().address().to_string()},
                           {"port", acceptor_.local_endpoint().port()},
-                          {"token_required", config_.token.empty() ? "false" : "true"}});
+                          {"token_required", token_required ? "true" : "false"}});
   Accept();
 }
 
@@ -101,21 +103,25 @@ void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& h
     return Refuse(*session, Error::UNSUPPORTED_VERSION,
                   "protocol version " + std::to_string(hello.protocol_version()) +
                       " is not supported; this server speaks version 1");
-  if (!config_.token.empty() && !SameToken(hello.token(), config_.token))
-    return Refuse(*session, Error::AUTH_FAILED, "wrong or missing token");
   if (!config::ValidConsumerName(hello.consumer()))
     return Refuse(*session, Error::BAD_CONSUMER_NAME,
                   "consumer name '" + hello.consumer() +
                       "' is not valid: a-z first, then a-z, 0-9 or _, at most 48 characters");
+  // The consumer's own token if it has one (no other opens it), else the global one.
+  const std::string& expected = config::ExpectedToken(config_, hello.consumer());
+  if (!expected.empty() && !SameToken(hello.token(), expected))
+    return Refuse(*session, Error::AUTH_FAILED,
+                  "wrong or missing token for consumer '" + hello.consumer() + "'");
   if (const std::string wrong = config::CheckMessagePrefixes(
           {hello.message_prefixes().begin(), hello.message_prefixes().end()});
       !wrong.empty())
     return Refuse(*session, Error::PROTOCOL_VIOLATION, "Hello.message_prefixes: " + wrong);
   config::ConsumerConfig consumer;
-  if (auto it = config_.consumers.find(hello.consumer()); it != config_.consumers.end()) {
-    consumer = it->second;
+  const bool configured = config_.consumers.count(hello.consumer()) > 0;
+  if (configured) {
+    consumer = config_.consumers.at(hello.consumer());
   } else if (config_.default_scope) {
-    consumer = {hello.consumer(), *config_.default_scope};
+    consumer = {hello.consumer(), *config_.default_scope, ""};
   } else {
     return Refuse(*session, Error::UNKNOWN_CONSUMER,
                   "consumer '" + hello.consumer() +
@@ -125,12 +131,34 @@ void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& h
   if (pipelines_.count(hello.consumer()))
     return Refuse(*session, Error::ALREADY_CONNECTED,
                   "consumer '" + hello.consumer() + "' already has a live connection");
+  if (!configured) {
+    // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number.
+    consumer::UnconfiguredSlots slots;
+    try {
+      slots = consumer::CountUnconfiguredSlots(config_, hello.consumer());
+    } catch (const std::exception& e) {
+      return Refuse(*session, Error::SOURCE_ERROR, e.what());
+    }
+    if (!slots.has_own && slots.count >= config_.max_unconfigured_consumers) {
+      metrics_.unconfigured_refused++;
+      return Refuse(*session, Error::TOO_MANY_CONSUMERS,
+                    "consumer '" + hello.consumer() + "' is not configured and " +
+                        std::to_string(slots.count) +
+                        " slots of consumers not named by --consumer exist already "
+                        "(--max-unconfigured-consumers=" +
+                        std::to_string(config_.max_unconfigured_consumers) +
+                        "); configure it, or drop unused ones (docs/operations.md)");
+    }
+  }
 
   log::Info("consumer_connected", {{"consumer", hello.consumer()}, {"peer", session->peer()},
                                    {"client", hello.client_name()}});
   auto pipeline = std::make_shared<consumer::Pipeline>(
       io_, config_, consumer, metrics_.ForConsumer(consumer.name), session, hello,
-      [this](const std::string& name) { pipelines_.erase(name); });
+      [this, configured](const std::string& name) {
+        pipelines_.erase(name);
+        if (!configured) metrics_.Forget(name);  // unnamed consumers' series live while connected
+      });
   pipelines_[consumer.name] = pipeline;
   pipeline->Start();
 }

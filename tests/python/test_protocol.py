@@ -8,8 +8,8 @@ strictly increasing, a key change as DELETE + INSERT), that its acknowledgements
 slot's confirmed_flush_lsn, that a repair requested from SQL arrives as one chunk and is
 recorded as done (progress is recorded only once the client acknowledged it), that a second
 connection resuming after the acknowledged position gets nothing old again and picks up a
-repair requested while it was away, and that a refused handshake is reported. Also reads
-/metrics.
+repair requested while it was away, that a refused handshake is reported, and that a
+consumer's own token is read from --token-file or DBLOG_TOKEN_FILE. Also reads /metrics.
 
 Run by tests/run.sh after the C++ tests, with Debian's /usr/bin/python3 (python3-protobuf).
 Needs the environment tests/cluster.sh exports (DBLOG_TEST_CONNINFO, PGHOST, PGPORT, ...);
@@ -101,6 +101,9 @@ class ProtocolTest(unittest.TestCase):
         psql("CREATE SCHEMA %s" % SCHEMA)
         psql("CREATE TABLE %s.items (id int PRIMARY KEY, name text)" % SCHEMA)
         psql("INSERT INTO %s.items VALUES (1, 'one')" % SCHEMA)
+        self.start_dblogd()
+
+    def start_dblogd(self, *extra):
         self.port, self.metrics_port = free_port(), free_port()
         self.log = tempfile.NamedTemporaryFile(mode="w+", prefix="dblogd-py-protocol-",
                                                suffix=".log", delete=False)
@@ -109,7 +112,7 @@ class ProtocolTest(unittest.TestCase):
              "--listen=127.0.0.1:%d" % self.port,
              "--metrics-listen=127.0.0.1:%d" % self.metrics_port,
              "--consumer=%s=%s.*" % (CONSUMER, SCHEMA),
-             "--heartbeat-interval=0.5", "--status-interval=0.5"],
+             "--heartbeat-interval=0.5", "--status-interval=0.5"] + list(extra),
             stdout=self.log, stderr=subprocess.STDOUT)
         self.procs.append(self.dblogd)
         deadline = time.time() + 20
@@ -121,6 +124,12 @@ class ProtocolTest(unittest.TestCase):
                 if self.dblogd.poll() is not None or time.time() > deadline:
                     self.fail("dblogd did not start:\n" + self.dblogd_log())
                 time.sleep(0.05)
+
+    def stop_dblogd(self):
+        self.dblogd.send_signal(signal.SIGTERM)
+        self.dblogd.wait(timeout=20)
+        self.log.close()
+        os.unlink(self.log.name)
 
     def tearDown(self):
         for p in self.procs:
@@ -157,11 +166,11 @@ class ProtocolTest(unittest.TestCase):
         self.log.seek(0)
         return self.log.read()
 
-    def client(self, consumer=CONSUMER, resume_after=None):
+    def client(self, consumer=CONSUMER, resume_after=None, extra=(), env=None):
         args = [sys.executable, EXAMPLE, "--consumer", consumer, "--port", str(self.port)]
         if resume_after:
             args += ["--resume-after", resume_after]
-        p = subprocess.Popen(args,
+        p = subprocess.Popen(args + list(extra), env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         return p
@@ -283,6 +292,40 @@ class ProtocolTest(unittest.TestCase):
                                     timeout=10) as r:
             metrics = r.read().decode()
         self.assertIn('dblog_consumer_connected{consumer="%s"} 1' % CONSUMER, metrics)
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=20), 0)
+
+    def test_consumer_token_from_a_file(self):
+        self.run_showing_log(self.consumer_token_from_a_file)
+
+    def consumer_token_from_a_file(self):
+        # dblogd again, now with a token for the consumer, read from a file by both sides
+        self.stop_dblogd()
+        with tempfile.NamedTemporaryFile(mode="w", prefix="dblog-token-", delete=False) as f:
+            f.write("py-secret\n")
+        self.addCleanup(os.unlink, f.name)
+        self.start_dblogd("--consumer-token-file=%s=%s" % (CONSUMER, f.name))
+
+        proc = self.client()  # no token
+        _, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("AUTH_FAILED", err)
+        proc = self.client(extra=["--token", "py-secret-not"])
+        _, err = proc.communicate(timeout=TIMEOUT)
+        self.assertIn("AUTH_FAILED", err)
+
+        env = dict(os.environ, DBLOG_TOKEN_FILE=f.name)
+        env.pop("DBLOG_TOKEN", None)
+        proc = self.client(env=env)
+        Lines(proc).until(lambda e: e["op"] == "bootstrap_end", "the end of the bootstrap")
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=20), 0)
+        proc = self.client(extra=["--token-file", f.name])
+        psql("INSERT INTO %s.items VALUES (7, 'seven')" % SCHEMA)
+        # an insert, or a read when the first client was stopped before dblogd recorded its
+        # acknowledgement of the bootstrap (then this connection bootstraps again)
+        Lines(proc).until(lambda e: e["op"] in ("insert", "read") and e["key"] == {"id": 7},
+                          "row 7")
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(timeout=20), 0)
 

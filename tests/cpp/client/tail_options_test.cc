@@ -93,12 +93,27 @@ TEST(TailArgs, TokenFile) {
             "--token and --token-file exclude each other");
 }
 
+TEST(TailArgs, TokenFileFromTheEnvironment) {
+  const std::string path = ::testing::TempDir() + "dblog_tail_token_env";
+  std::ofstream(path) << "env-file\n";
+  EXPECT_EQ(Parse({"--consumer", "c"}, {{"DBLOG_TOKEN_FILE", path}}).connect.token, "env-file");
+  // flags win over the environment
+  EXPECT_EQ(Parse({"--consumer", "c", "--token", "f"}, {{"DBLOG_TOKEN_FILE", path}}).connect.token,
+            "f");
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c"}, {{"DBLOG_TOKEN_FILE", path}, {"DBLOG_TOKEN", "t"}}),
+            "DBLOG_TOKEN and DBLOG_TOKEN_FILE exclude each other");
+  std::remove(path.c_str());
+  EXPECT_NE(UsageErrorOf({"--consumer", "c"}, {{"DBLOG_TOKEN_FILE", path}})
+                .find("cannot read DBLOG_TOKEN_FILE"),
+            std::string::npos);
+}
+
 TEST(TailArgs, Help) {
   std::ostringstream help;
   EXPECT_FALSE(ParseTailArgs({"--help"}, FakeEnvironment({}), help));
   for (const char* flag :
        {"--consumer", "--host", "--port", "--token", "--token-file", "--relations", "--ack-every",
-        "--help", "DBLOG_HOST", "DBLOG_PORT", "DBLOG_TOKEN"}) {
+        "--help", "DBLOG_HOST", "DBLOG_PORT", "DBLOG_TOKEN", "DBLOG_TOKEN_FILE"}) {
     EXPECT_NE(help.str().find(flag), std::string::npos) << flag;
   }
 }
