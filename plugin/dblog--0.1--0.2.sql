@@ -17,6 +17,13 @@
 
 \echo Use "ALTER EXTENSION dblog UPDATE TO '0.2'" to load this file. \quit
 
+-- A key value read by its type's input function (as 'value'::type), never by a cast: a cast
+-- from text is looked up in pg_cast, where a type's owner may have put code of its own.
+-- dblogd reads repair bounds and keys with it: dblog._key_in(value, NULL::type).
+CREATE FUNCTION _key_in(value text, template anyelement) RETURNS anyelement
+AS 'MODULE_PATHNAME', 'dblog_key_in'
+LANGUAGE C STABLE PARALLEL SAFE;
+
 -- The type dblog casts a key value of type `typ` (with `typmod`) to: the type itself when it
 -- runs no user-definable code on input, its base type for a domain (recursively, also for an
 -- array of a domain), and NULL when the type contains a domain that cannot be stripped (a
@@ -225,6 +232,11 @@ BEGIN
                                                WHERE e.extname OPERATOR(pg_catalog.=) 'dblog') THEN
     RAISE EXCEPTION 'dblog: % is dblog''s own bookkeeping, not user data', tbl
       USING ERRCODE = 'wrong_object_type';
+  END IF;
+  IF rel.relnamespace OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog'::regnamespace,
+                                                        'information_schema'::regnamespace,
+                                                        'pg_toast'::regnamespace]) THEN
+    RAISE EXCEPTION 'dblog: % is a system catalog', tbl USING ERRCODE = 'wrong_object_type';
   END IF;
   IF rel.relpersistence OPERATOR(pg_catalog.=) 't' THEN
     RAISE EXCEPTION 'dblog: % is a temporary table', tbl

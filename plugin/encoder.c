@@ -36,6 +36,7 @@
 #include "pbwire.h"
 
 PG_FUNCTION_INFO_V1(dblog_encode_row);
+PG_FUNCTION_INFO_V1(dblog_key_in);
 
 /* Seconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch. */
 #define UNIX_TO_PG_EPOCH_DAYS	(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)
@@ -604,4 +605,34 @@ dblog_encode_row(PG_FUNCTION_ARGS)
 	result = (bytea *) buf.data;
 	SET_VARSIZE(result, buf.len);
 	PG_RETURN_BYTEA_P(result);
+}
+
+/*
+ * dblog._key_in(value text, template anyelement) RETURNS anyelement: the value read by the
+ * template's type's input function, as a literal 'value'::type would be. Never a cast: a cast
+ * from text is looked up in pg_cast, where the owner of an enum, composite or range type may
+ * have put a function of its own, which would then run as whoever reads the key (dblogd).
+ * The input functions of types that reach here (base types, after domains are stripped) are
+ * built in or a superuser's.
+ */
+Datum
+dblog_key_in(PG_FUNCTION_ARGS)
+{
+	Oid			type = get_fn_expr_argtype(fcinfo->flinfo, 1);
+	Oid			input;
+	Oid			ioparam;
+
+	if (!OidIsValid(type))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dblog._key_in: cannot determine the template's type")));
+	if (get_typtype(type) == TYPTYPE_DOMAIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dblog._key_in: %s is a domain; use its base type", format_type_be(type))));
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	getTypeInputInfo(type, &input, &ioparam);
+	PG_RETURN_DATUM(OidInputFunctionCall(input, text_to_cstring(PG_GETARG_TEXT_PP(0)),
+										 ioparam, -1));
 }

@@ -69,6 +69,13 @@ SELECT dblog.repair('dblog.consumers');
 SELECT dblog.repair('dblog.request_queue');
 SELECT dblog.repair('public.scratch');
 SELECT dblog.repair('tmp_rows');
+SELECT dblog.repair('pg_catalog.pg_class');
+
+-- dblogd reads key values with the type's input function, never a cast (a type's owner may
+-- add casts from text to it)
+SELECT dblog._key_in('42', NULL::integer) AS int_key, dblog._key_in('{1,2}', NULL::int[]) AS arr,
+       dblog._key_in(NULL, NULL::text) IS NULL AS null_in;
+SELECT dblog._key_in('1', NULL::app.trapped_int);
 
 -- a key of a plain and a quoted name
 CREATE TABLE public.mixed (a int, "zZ" text, v text, PRIMARY KEY (a, "zZ"));

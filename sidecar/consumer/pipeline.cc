@@ -102,6 +102,8 @@ void Pipeline::Start() {
     Prepare();
   } catch (const bootstrap::ScopeError& e) {
     Fail(Error::SCOPE_ERROR, e.what());
+  } catch (const ResumeAheadError& e) {
+    Fail(Error::PROTOCOL_VIOLATION, e.what());
   } catch (const std::exception& e) {
     Fail(Error::SOURCE_ERROR, e.what());
   }
@@ -158,6 +160,19 @@ void Pipeline::Prepare() {
                                {"consistent_point", pg::FormatLsn(created.consistent_point)}});
   } else {
     confirmed_ = slot.confirmed_flush_lsn;
+  }
+  // A resume point the source has not reached was not made from this source's stream (another
+  // cluster, a restored backup of the target, a typo): waiting for it would look like a
+  // healthy, silent stream forever.
+  if (hello_.has_resume_after()) {
+    const std::uint64_t wal = pg::ParseLsn(std::string(
+        sql.Exec("SELECT pg_catalog.pg_current_wal_insert_lsn()::text").value(0, 0)));
+    if (hello_.resume_after().commit_lsn() > wal)
+      throw ResumeAheadError(
+          "Hello.resume_after " + emit::FormatLsn(hello_.resume_after().commit_lsn()) +
+          " is ahead of the source's WAL (" + emit::FormatLsn(wal) +
+          "): it does not come from this source's stream; resume from a position this source "
+          "sent, or start a new consumer");
   }
   // refuses keyless tables before streaming
   const std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(sql, consumer_.scope);

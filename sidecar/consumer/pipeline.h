@@ -32,6 +32,12 @@ namespace dblog::consumer {
 
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
 inline constexpr const char* kExtensionVersion = "0.2";
+// Hello.resume_after is ahead of everything the source has written.
+class ResumeAheadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Watermark messages: "dblog.watermark/<consumer>", content "lo:<window id>" or "hi:<id>".
 inline constexpr const char* kWatermarkPrefix = "dblog.watermark";
 

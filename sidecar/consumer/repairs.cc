@@ -45,13 +45,31 @@ std::string SqlLiteral(const std::string& s) {
   return out + "'";
 }
 
-// array_to_string(a, chr(1)) back into its elements (names and types never hold \1)
-std::vector<std::string> SplitFields(std::string_view s) {
+// A text[] as one text value that no name can break: each element hex-encoded (its bytes in
+// the client encoding), ',' between them, '-' for NULL. Identifiers may hold any character
+// but NUL, so a separator character alone would not do.
+std::string HexList(const std::string& array) {
+  return "(SELECT pg_catalog.string_agg(coalesce(pg_catalog.encode(pg_catalog.textsend(e), "
+         "'hex'), '-'), ',' ORDER BY o) FROM pg_catalog.unnest(" +
+         array + ") WITH ORDINALITY AS u(e, o))";
+}
+
+// HexList's text back into its elements; NULL becomes kNoType.
+constexpr const char* kNoType = "\x02";
+std::vector<std::string> SplitHexList(std::string_view s) {
   std::vector<std::string> out;
   std::size_t start = 0;
   for (;;) {
-    const auto sep = s.find('\1', start);
-    out.emplace_back(s.substr(start, sep == std::string_view::npos ? sep : sep - start));
+    const auto sep = s.find(',', start);
+    const std::string_view hex = s.substr(start, sep == std::string_view::npos ? sep : sep - start);
+    if (hex == "-") {
+      out.emplace_back(kNoType);
+    } else {
+      std::string bytes;
+      for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+        bytes.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+      out.push_back(std::move(bytes));
+    }
     if (sep == std::string_view::npos) break;
     start = sep + 1;
   }
@@ -192,8 +210,8 @@ void Pipeline::LoadRequestsWhere(const std::string& condition,
   for (auto& p : params) all.push_back(std::move(p));
   pg::Result r = Sql().ExecParams(
       "SELECT q.id, q.table_oid, coalesce(q.from_key::text, ''), coalesce(q.to_key::text, ''),"
-      "       coalesce(q.keys::text, ''), q.kind, array_to_string(k.key_columns, chr(1)),"
-      "       array_to_string(k.key_types, chr(1), chr(2)), coalesce(p.chunks_done, 0),"
+      "       coalesce(q.keys::text, ''), q.kind, " + HexList("k.key_columns") + ", " +
+          HexList("k.key_types") + ", coalesce(p.chunks_done, 0),"
       "       coalesce(p.rows_emitted, 0), coalesce(p.deletes_emitted, 0),"
       "       coalesce(p.resume_key::text, ''), coalesce(p.keys_done, 0),"
       "       format('%I.%I', n.nspname, c.relname)"
@@ -218,8 +236,8 @@ void Pipeline::LoadRequestsWhere(const std::string& condition,
     q.to_key = std::string(r.value(i, 3));
     q.keys = std::string(r.value(i, 4));
     q.kind = std::string(r.value(i, 5));
-    q.key_columns = SplitFields(r.value(i, 6));
-    q.key_types = SplitFields(r.value(i, 7));
+    q.key_columns = SplitHexList(r.value(i, 6));
+    q.key_types = SplitHexList(r.value(i, 7));
     q.chunks = static_cast<std::uint32_t>(std::stoul(std::string(r.value(i, 8))));
     q.rows = std::stoull(std::string(r.value(i, 9)));
     q.deletes = std::stoull(std::string(r.value(i, 10)));
@@ -350,15 +368,15 @@ void Pipeline::SendRepairProgress(const std::vector<Request*>& requests, bool do
 bool Pipeline::DescribeRequestTable(Request& q) {
   pg::Result r = Sql().ExecParams(
       "SELECT format('%I.%I', n.nspname, c.relname), dblog._scope_holds($1, c.oid),"
-      "       array_to_string(k.key_columns, chr(1)), array_to_string(k.key_types, chr(1), chr(2))"
+      "       " + HexList("k.key_columns") + ", " + HexList("k.key_types") +
       "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,"
       "       dblog._identity_key(c.oid) AS k"
       " WHERE c.oid = $2::oid AND k.key_columns IS NOT NULL",
       {config::FormatScope(consumer_.scope), std::to_string(q.table_oid)});
   if (r.ntuples() == 0 || r.value(0, 1) != "t") return false;
   q.table = std::string(r.value(0, 0));
-  q.key_columns = SplitFields(r.value(0, 2));
-  q.key_types = SplitFields(r.value(0, 3));
+  q.key_columns = SplitHexList(r.value(0, 2));
+  q.key_types = SplitHexList(r.value(0, 3));
   return true;
 }
 
@@ -419,7 +437,8 @@ void Pipeline::StartWindow() {
     return;
   }
   for (const auto& type : r.key_types)
-    if (type == "\x02") {  // _identity_key's NULL: a type with a domain inside
+    if (type == kNoType || r.key_types.size() != r.key_columns.size()) {
+      // _identity_key's NULL: a type with a domain inside
       log::Warn("repair_failed", {{"consumer", consumer_.name}, {"request", r.id},
                                   {"error", "a key column's type contains a domain"}});
       FinishRequest(r.id, "failed",
@@ -433,11 +452,16 @@ void Pipeline::StartWindow() {
   for (std::size_t i = 0; i < n; ++i) {
     tcols.push_back("t." + r.key_columns[i]);
     const std::string& type = r.key_types[i];
-    typed_resume.push_back("(($1::jsonb)->>" + std::to_string(i) + ")::" + type);
-    typed_from.push_back("(($2::jsonb)->>" + SqlLiteral(Unquote(r.key_columns[i])) + ")::" + type);
-    typed_to.push_back("(($3::jsonb)->>" + SqlLiteral(Unquote(r.key_columns[i])) + ")::" + type);
-    typed_asked.push_back("(x.e->>" + SqlLiteral(Unquote(r.key_columns[i])) + ")::" + type +
-                          " AS k" + std::to_string(i));
+    // key values from JSON text through the type's input function (dblog._key_in), never a
+    // cast: a cast from text is the type owner's code when the type is theirs
+    const auto in = [&](const std::string& text) {
+      return "dblog._key_in(" + text + ", NULL::" + type + ")";
+    };
+    const std::string name = SqlLiteral(Unquote(r.key_columns[i]));
+    typed_resume.push_back(in("($1::jsonb)->>" + std::to_string(i)));
+    typed_from.push_back(in("($2::jsonb)->>" + name));
+    typed_to.push_back(in("($3::jsonb)->>" + name));
+    typed_asked.push_back(in("x.e->>" + name) + " AS k" + std::to_string(i));
   }
   const std::string key = "(" + Join(tcols, ", ") + ")";
 
@@ -494,7 +518,8 @@ void Pipeline::StartWindow() {
       // row's key (where the next chunk resumes) itself, rather than have the server build
       // one for every row.
       std::vector<std::string> key_text;
-      for (const auto& c : tcols) key_text.push_back(c + "::text");
+      // the type's output function, not a cast to text (again: a cast may be the owner's code)
+      for (const auto& c : tcols) key_text.push_back("pg_catalog.format('%s', " + c + ")");
       query = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t.*), " +
               Join(key_text, ", ") + " FROM ONLY " + r.table + " t" +
               // every parameter is referenced, used or not (PostgreSQL insists)
@@ -551,8 +576,12 @@ void Pipeline::StartWindow() {
     if (lost) {
       // the source went away: the stream reconnects; try the window again later
       log::Warn("repair_window_deferred", {{"consumer", consumer_.name}, {"request", r.id},
-                                           {"error", e.what()}});
-      window_timer_.expires_after(config_.reconnect_max);
+                                           {"error", e.what()},
+                                           {"retry_in_ms", config_.reconnect_max.count()}});
+      // No window before then, however often the stream asks (a server that is shutting down
+      // refuses new connections while its walsender still sends)
+      next_window_at_ = std::chrono::steady_clock::now() + config_.reconnect_max;
+      window_timer_.expires_at(next_window_at_);
       window_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
         if (auto self = weak.lock(); self && !ec) self->ScheduleWindow();
       });

@@ -177,7 +177,8 @@ Connection Connection::Open(const std::string& conninfo, bool replication,
   // partial copy. A walsender takes simple SQL too, so both kinds of connection get them.
   out.Exec(
       "SELECT pg_catalog.set_config('search_path', '', false),"
-      " pg_catalog.set_config('row_security', 'off', false)");
+      " pg_catalog.set_config('row_security', 'off', false),"
+      " pg_catalog.set_config('standard_conforming_strings', 'on', false)");
   return out;
 }
 

@@ -143,6 +143,33 @@ TEST_F(DblogdTest, QuietConsumerSlotAdvancesWithOutOfScopeWrites) {
   EXPECT_NE(dblogd_->log().find("consumer_streaming"), std::string::npos);
 }
 
+// A resume point the source never reached (another cluster's, a typo) is refused with a clear
+// error, instead of a stream that stays silent (heartbeats only) forever.
+TEST_F(DblogdTest, ResumeAfterAheadOfTheSourceIsRefused) {
+  StartDblogd({"--bootstrap=false", "--heartbeat-interval=0.2"});
+  { client::Client first = Connect(); }  // creates the slot
+  dblog::v1::Position ahead;
+  ahead.set_commit_lsn(ParseLsnText(db().scalar("SELECT pg_current_wal_insert_lsn()")) +
+                       (1ull << 32));
+  ahead.set_seq(7);
+  std::string refusal;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  try {
+    client::Client c = Connect(ahead);
+    client::Item item;
+    while (std::chrono::steady_clock::now() < deadline && c.Next(item)) {
+    }
+  } catch (const client::ServerError& e) {
+    EXPECT_EQ(e.code(), Error::PROTOCOL_VIOLATION);
+    refusal = e.server_message();
+  }
+  EXPECT_NE(refusal.find("ahead of the source's WAL"), std::string::npos) << refusal;
+  // a resume point the source did send is still fine
+  Replay replay;
+  client::Client c = Connect();
+  ReadUntil(c, replay, Sentinel());
+}
+
 TEST_F(DblogdTest, SecondConnectionForTheSameNameIsRefused) {
   StartDblogd({"--bootstrap=false"});
   client::Client first = Connect();

@@ -316,6 +316,65 @@ TEST_F(RepairTest, CrashInTheMiddleOfARepairConverges) {
 }
 
 // A table added to a running consumer's scope is copied through windows, on the same slot.
+// A PostgreSQL restart in the middle of a repair: the window whose read lost the source is
+// deferred by --reconnect-max, not retried (and logged) at every message the walsender still
+// sends while the server shuts down; the repair then finishes and the sink converges.
+TEST_F(RepairTest, SourceRestartDuringARepairDefersItsWindowsQuietly) {
+  const char* pgdata = std::getenv("DBLOG_TEST_PGDATA");
+  const char* bindir = std::getenv("DBLOG_TEST_PG_BINDIR");
+  if (!pgdata || !bindir) GTEST_SKIP() << "needs DBLOG_TEST_PGDATA and DBLOG_TEST_PG_BINDIR";
+  db().exec("CREATE TABLE " + schema() + ".r (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".r SELECT g, 'v' FROM generate_series(1, 4000) g");
+  StartDblogd({"--chunk-size=20", "--repair-rows-per-second=2000", "--reconnect-max=1",
+               "--reconnect-min=0.1", "--heartbeat-interval=0.2"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const std::uint64_t id = Request("dblog.repair('" + schema() + ".r')");
+  ReadUntil(c, replay, Sentinel());
+  // a busy source: the walsender still has WAL to send while the server shuts down
+  db().exec("CREATE TABLE " + schema() + ".noise (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".noise SELECT g, repeat('n', 200) FROM "
+            "generate_series(1, 100000) g");
+  // The consumer keeps reading and acknowledging while the server restarts: a shutdown waits
+  // for its walsenders' receivers to confirm what they were sent.
+  const std::string as_pg = geteuid() == 0 ? "runuser -u postgres -- " : "";
+  std::atomic<bool> restarted{false};
+  int restart_status = -1;
+  std::thread restart([&] {
+    restart_status = std::system(
+        (as_pg + bindir + "/pg_ctl -D " + pgdata + " -m fast -w restart >/dev/null 2>&1").c_str());
+    restarted = true;
+  });
+  try {
+    while (!restarted) {
+      client::Item item;
+      if (!c.Next(item)) break;
+      if (auto* e = std::get_if<dblog::v1::StreamEvent>(&item)) {
+        replay.Apply(*e);
+        if (e->has_commit()) c.Ack(*client::Client::PositionOf(*e));
+      } else if (auto* h = std::get_if<dblog::v1::Heartbeat>(&item)) {
+        if (h->position().commit_lsn() || h->position().seq()) c.Ack(h->position());
+      }
+    }
+  } catch (...) {
+    restart.join();
+    throw;
+  }
+  restart.join();
+  ASSERT_EQ(restart_status, 0);
+  ReconnectDb();
+  StreamUntilRequests(c, replay, {id});
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"r", "noise"});
+  std::size_t deferred = 0;
+  const std::string log = dblogd_->log();
+  for (std::size_t at = log.find("event=repair_window_deferred"); at != std::string::npos;
+       at = log.find("event=repair_window_deferred", at + 1))
+    ++deferred;
+  EXPECT_LE(deferred, 4u) << log;
+}
+
 TEST_F(RepairTest, TableAddedToScopeIsCopiedThroughWindows) {
   db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
   db().exec("CREATE TABLE " + schema() + ".b (id int PRIMARY KEY, v text)");

@@ -70,6 +70,10 @@ TEST_F(SecurityTest, ColumnsNamedLikeTheQueriesAliasesAreCopiedAndRepaired) {
             " k0 int, ord int, asked text, \"T\" text, \"select\" text)");
   db().exec("INSERT INTO " + s + ".ts SELECT g, 't' || g, 'a', 'x', 'e', g, g, 'q', 'T', 's'"
             " FROM generate_series(1, 50) g");
+  // a key column whose name holds \1 (any character but NUL may be in a name)
+  db().exec("CREATE TABLE " + s + ".odd (U&\"a\\0001b\" int, \"x\"\"y\" text, v text,"
+            " PRIMARY KEY (U&\"a\\0001b\", \"x\"\"y\"))");
+  db().exec("INSERT INTO " + s + ".odd SELECT g, 'k' || g, 'v' FROM generate_series(1, 30) g");
   db().exec("CREATE TYPE " + s + ".pair AS (id int, t text)");
   db().exec("CREATE TABLE " + s + ".ct (id int PRIMARY KEY, t " + s + ".pair)");
   db().exec("INSERT INTO " + s + ".ct SELECT g, ROW(1000 + g, 'inner')::" + s +
@@ -79,7 +83,7 @@ TEST_F(SecurityTest, ColumnsNamedLikeTheQueriesAliasesAreCopiedAndRepaired) {
   Replay replay;
   ReadUntil(c, replay, 0);
   ReadUntil(c, replay, Sentinel());
-  ExpectConverged(replay, {"ts", "ct"});
+  ExpectConverged(replay, {"ts", "ct", "odd"});
 
   for (const std::string table : {"ts", "ct"}) {
     const std::uint32_t oid = TableOid(db(), s + "." + table);
@@ -90,10 +94,12 @@ TEST_F(SecurityTest, ColumnsNamedLikeTheQueriesAliasesAreCopiedAndRepaired) {
       c, replay,
       {Request("dblog.repair('" + s + ".ts')"), Request("dblog.repair('" + s + ".ct')"),
        Request("dblog.repair_keys('" + s + ".ct', '[{\"id\": 1}, {\"id\": 7}, {\"id\": 999}]')"),
-       Request("dblog.repair_range('" + s + ".ts', '{\"id\": 10}', '{\"id\": 30}')")});
-  EXPECT_EQ(states, std::vector<std::string>(4, "done"));
+       Request("dblog.repair_range('" + s + ".ts', '{\"id\": 10}', '{\"id\": 30}')"),
+       Request("dblog.repair('" + s + ".odd')"),
+       Request("dblog.repair_keys('" + s + ".odd', '[{\"a\\u0001b\": 3, \"x\\\"y\": \"k3\"}]')")});
+  EXPECT_EQ(states, std::vector<std::string>(6, "done"));
   ReadUntil(c, replay, Sentinel());
-  ExpectConverged(replay, {"ts", "ct"});
+  ExpectConverged(replay, {"ts", "ct", "odd"});
 }
 
 // A table owner's domain CHECK (on its key type) and an operator a role planted in public never
@@ -123,6 +129,19 @@ TEST_F(SecurityTest, DomainChecksAndPlantedOperatorsNeverRunAsDblogd) {
             " $$ SELECT " + s + ".note() AND $1 OPERATOR(pg_catalog.=) $2::oid $$");
   db().exec("CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass,"
             " FUNCTION = public.e2e_trap_eq)");
+  // an enum key whose owner added casts from and to text (pg_cast, not search_path)
+  db().exec("CREATE TYPE " + s + ".color AS ENUM ('red', 'green', 'blue')");
+  db().exec("CREATE FUNCTION " + s + ".color_in(t text) RETURNS " + s + ".color LANGUAGE plpgsql"
+            " AS $$ BEGIN PERFORM " + s + ".note(); RETURN pg_catalog.enum_in(t::cstring,"
+            " '" + s + ".color'::regtype); END $$");
+  db().exec("CREATE CAST (text AS " + s + ".color) WITH FUNCTION " + s + ".color_in(text)");
+  db().exec("CREATE FUNCTION " + s + ".color_out(c " + s + ".color) RETURNS text LANGUAGE"
+            " plpgsql AS $$ BEGIN PERFORM " + s + ".note(); RETURN pg_catalog.enum_out(c)::text;"
+            " END $$");
+  db().exec("CREATE CAST (" + s + ".color AS text) WITH FUNCTION " + s + ".color_out(" + s +
+            ".color)");
+  db().exec("CREATE TABLE " + s + ".ek (k " + s + ".color PRIMARY KEY, v int)");
+  db().exec("INSERT INTO " + s + ".ek VALUES ('red', 1), ('green', 2), ('blue', 3)");
   db().exec("TRUNCATE " + s + ".seen");
 
   StartDblogd({"--chunk-size=15"});
@@ -136,10 +155,13 @@ TEST_F(SecurityTest, DomainChecksAndPlantedOperatorsNeverRunAsDblogd) {
       c, replay,
       {Request("dblog.repair('" + s + ".dk')"),
        Request("dblog.repair_range('" + s + ".dk', '{\"id\": 5}', '{\"id\": 25}')"),
-       Request("dblog.repair_keys('" + s + ".dk', '[{\"id\": 3}, {\"id\": 99}]')")});
-  EXPECT_EQ(states, std::vector<std::string>(3, "done"));
+       Request("dblog.repair_keys('" + s + ".dk', '[{\"id\": 3}, {\"id\": 99}]')"),
+       Request("dblog.repair('" + s + ".ek')"),
+       Request("dblog.repair_range('" + s + ".ek', '{\"k\": \"red\"}', '{\"k\": \"blue\"}')"),
+       Request("dblog.repair_keys('" + s + ".ek', '[{\"k\": \"green\"}]')")});
+  EXPECT_EQ(states, std::vector<std::string>(6, "done"));
   ReadUntil(c, replay, Sentinel());
-  ExpectConverged(replay, {"dk"});
+  ExpectConverged(replay, {"dk", "ek"});
   EXPECT_EQ(db().scalar("SELECT count(*) FROM " + s + ".seen WHERE app LIKE 'dblogd%'"), "0")
       << db().scalar("SELECT coalesce(string_agg(who || ' via ' || app, ', '), '') FROM " + s +
                      ".seen");
