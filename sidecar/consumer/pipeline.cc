@@ -426,6 +426,15 @@ void Pipeline::FinishBootstrap() {
   log::Info("bootstrap_copied", {{"consumer", consumer_.name}, {"rows", total},
                                  {"bytes", bytes},
                                  {"consistent_point", pg::FormatLsn(consistent_point_)}});
+  // Requests committed before this slot's consistent point are not in its stream: a bootstrap
+  // redone from a new slot would never see one made during the earlier attempt. Take them
+  // from the queue (those the stream does carry are known by id and not loaded twice).
+  try {
+    LoadRequests();
+  } catch (const std::exception& e) {
+    log::Error("repair_load_failed", {{"consumer", consumer_.name}, {"error", e.what()}});
+    sql_.reset();
+  }
   StartStream();
 }
 

@@ -375,6 +375,37 @@ TEST_F(RepairTest, SourceRestartDuringARepairDefersItsWindowsQuietly) {
   EXPECT_LE(deferred, 4u) << log;
 }
 
+// Issue 13 (2): a repair requested while a consumer bootstraps, then dblogd dies and the
+// bootstrap is redone from a new slot, which starts after the request's commit: the request is
+// still run (from the queue), not left queued forever.
+TEST_F(RepairTest, RepairRequestedDuringABootstrapThatIsRedoneStillRuns) {
+  db().exec("CREATE TABLE " + schema() + ".big (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".big SELECT g, repeat('v', 50) FROM "
+            "generate_series(1, 200000) g");
+  StartDblogd({"--max-buffer-mb=1", "--chunk-size=5000"});
+  std::uint64_t id = 0;
+  {
+    client::Client c = Connect();
+    client::Item item;
+    int reads = 0;
+    while (reads < 1000 && c.Next(item))
+      if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item))
+        if (ev->has_change()) ++reads;
+    id = Request("dblog.repair_range('" + schema() + ".big', '{\"id\": 10}', '{\"id\": 20000}')");
+    dblogd_->Signal(SIGKILL);
+    dblogd_->Wait();
+  }
+  ASSERT_EQ(State(id), "queued");
+  dblogd_->Start();
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0, 300s);
+  ASSERT_TRUE(replay.restarted_seen());
+  StreamUntilRequests(c, replay, {id});
+  ExpectConverged(replay, {"big"});
+  EXPECT_GT(replay.chunks_seen(), 0u);
+}
+
 TEST_F(RepairTest, TableAddedToScopeIsCopiedThroughWindows) {
   db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
   db().exec("CREATE TABLE " + schema() + ".b (id int PRIMARY KEY, v text)");
