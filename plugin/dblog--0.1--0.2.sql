@@ -189,6 +189,17 @@ DROP FUNCTION repair_range(regclass, jsonb, jsonb, text);
 DROP FUNCTION repair_keys(regclass, jsonb, text);
 DROP FUNCTION _enqueue(regclass, text, text, jsonb, jsonb, jsonb);
 
+-- Every key object of a request: the range's bounds and the list's elements.
+CREATE FUNCTION _key_objects(from_key jsonb, to_key jsonb, keys jsonb) RETURNS SETOF jsonb
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT o FROM pg_catalog.unnest(ARRAY[from_key, to_key]) AS o WHERE o IS NOT NULL
+  UNION ALL
+  SELECT e FROM pg_catalog.jsonb_array_elements(
+                  CASE WHEN pg_catalog.jsonb_typeof(keys) OPERATOR(pg_catalog.=) 'array'
+                       THEN keys END) AS e
+$$;
+
 -- Validates a request (who may ask, which table, the keys' shape) and queues it unless
 -- dry_run. Runs as the extension's owner: nothing in here may call user-definable code, so it
 -- reads catalogs and jsonb only, with every operator qualified, and casts no key value.
@@ -283,11 +294,7 @@ BEGIN
   -- every key object: exactly the key columns, none of them null (the values' types are
   -- checked by _check_key_values, as the caller)
   FOR obj IN
-    SELECT o FROM pg_catalog.unnest(ARRAY[from_key, to_key]) AS o WHERE o IS NOT NULL
-    UNION ALL
-    SELECT e FROM pg_catalog.jsonb_array_elements(
-                    CASE WHEN pg_catalog.jsonb_typeof(keys) OPERATOR(pg_catalog.=) 'array'
-                         THEN keys END) AS e
+    SELECT k FROM dblog._key_objects(from_key, to_key, keys) AS k
   LOOP
     IF pg_catalog.jsonb_typeof(obj) OPERATOR(pg_catalog.<>) 'object' THEN
       RAISE EXCEPTION 'dblog: a key must be a JSON object of the key columns, not %', obj
@@ -346,11 +353,7 @@ DECLARE
 BEGIN
   SELECT k.key_columns, k.key_types INTO key_cols, key_types FROM dblog._identity_key(tbl) AS k;
   FOR obj IN
-    SELECT o FROM pg_catalog.unnest(ARRAY[from_key, to_key]) AS o WHERE o IS NOT NULL
-    UNION ALL
-    SELECT e FROM pg_catalog.jsonb_array_elements(
-                    CASE WHEN pg_catalog.jsonb_typeof(keys) OPERATOR(pg_catalog.=) 'array'
-                         THEN keys END) AS e
+    SELECT k FROM dblog._key_objects(from_key, to_key, keys) AS k
   LOOP
     FOR i IN 1 .. pg_catalog.array_length(key_cols, 1) LOOP
       BEGIN

@@ -483,4 +483,23 @@ std::uint64_t DblogdTest::ConfirmedFlush() {
   return ParseLsnText(v);
 }
 
+std::string IntKey(std::int64_t id) {
+  dblog::v1::Row key;
+  key.add_values()->set_int_value(id);
+  return key.SerializeAsString();
+}
+
+dblog::v1::Error::Code ExpectRefused(const std::function<client::Client()>& connect) {
+  try {
+    client::Client c = connect();
+    client::Item item;
+    while (c.Next(item)) {
+    }
+  } catch (const client::ServerError& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "the server did not refuse";
+  return dblog::v1::Error::CODE_UNSPECIFIED;
+}
+
 }  // namespace dblog::test

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <optional>
@@ -121,6 +122,13 @@ class DblogdTest : public ::testing::Test {
 };
 
 std::uint64_t ParseLsnText(const std::string& text);
+
+// The key bytes of a single integer key (as the Replay and the emitter see them).
+std::string IntKey(std::int64_t id);
+
+// Connects and reads until the server closes with an Error; returns its code (a test failure,
+// and CODE_UNSPECIFIED, when it never refuses).
+dblog::v1::Error::Code ExpectRefused(const std::function<client::Client()>& connect);
 
 // The value of one series (`name{labels}` as rendered) in a /metrics page; -1 when absent.
 double MetricValue(const std::string& metrics, const std::string& series);

@@ -24,20 +24,6 @@ namespace {
 using dblog::v1::Error;
 using namespace std::chrono_literals;
 
-// Reads until the server closes with an Error; returns its code.
-Error::Code ExpectRefused(std::function<client::Client()> connect) {
-  try {
-    client::Client c = connect();
-    client::Item item;
-    while (c.Next(item)) {
-    }
-  } catch (const client::ServerError& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "the server did not refuse";
-  return Error::CODE_UNSPECIFIED;
-}
-
 TEST_F(DblogdTest, LiveChangesArriveInOrderWithCoordinates) {
   db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY, name text)");
   StartDblogd({"--bootstrap=false"});

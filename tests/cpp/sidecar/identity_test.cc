@@ -16,20 +16,6 @@ namespace {
 
 using dblog::v1::Error;
 
-// Reads until the server closes with an Error; returns its code.
-Error::Code Refusal(std::function<client::Client()> connect) {
-  try {
-    client::Client c = connect();
-    client::Item item;
-    while (c.Next(item)) {
-    }
-  } catch (const client::ServerError& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "the server did not refuse";
-  return Error::CODE_UNSPECIFIED;
-}
-
 // A file holding `token`, removed at the end of the test.
 class TokenFile {
  public:
@@ -143,14 +129,14 @@ TEST_F(IdentityTest, EachConsumersTokenOpensOnlyThatConsumer) {
                "--consumer-token-file=" + b + "=" + token_b.path(),
                "--token-file=" + global.path()});
   // a's token does not open b, nor b's a; the global token opens neither (they have their own)
-  EXPECT_EQ(Refusal([&] { return ConnectAs(b, "secret-of-a"); }), Error::AUTH_FAILED);
-  EXPECT_EQ(Refusal([&] { return ConnectAs(a, "secret-of-b"); }), Error::AUTH_FAILED);
-  EXPECT_EQ(Refusal([&] { return ConnectAs(a, "global-secret"); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(b, "secret-of-a"); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(a, "secret-of-b"); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(a, "global-secret"); }), Error::AUTH_FAILED);
   // no token is refused when tokens are configured
-  EXPECT_EQ(Refusal([&] { return ConnectAs(a, ""); }), Error::AUTH_FAILED);
-  EXPECT_EQ(Refusal([&] { return ConnectAs(c, ""); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(a, ""); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(c, ""); }), Error::AUTH_FAILED);
   // c has no token of its own: the global one opens it, a's does not
-  EXPECT_EQ(Refusal([&] { return ConnectAs(c, "secret-of-a"); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(c, "secret-of-a"); }), Error::AUTH_FAILED);
   // the right tokens open each
   client::Client ca = ConnectAs(a, "secret-of-a");
   client::Client cb = ConnectAs(b, "secret-of-b");
@@ -172,7 +158,7 @@ TEST_F(IdentityTest, WithoutTokensOnLoopbackEveryConsumerIsOpenAndTheLogSaysSo) 
                "--consumer-token-file=" + b + "=" + token_b.path()});
   client::Client ca = ConnectAs(consumer(), "");  // the README's quick start
   EXPECT_EQ(ca.welcome().slot(), Slot());
-  EXPECT_EQ(Refusal([&] { return ConnectAs(b, ""); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(b, ""); }), Error::AUTH_FAILED);
   const std::string log = dblogd_->log();
   const auto warning = log.find("event=consumers_without_token");
   ASSERT_NE(warning, std::string::npos) << log;
@@ -191,8 +177,8 @@ TEST_F(IdentityTest, UnconfiguredConsumersNeedTheGlobalTokenAndAreCapped) {
   StartDblogd({"--bootstrap=false", "--token=global-secret",
                "--default-scope=" + schema() + ".*",
                "--max-unconfigured-consumers=" + std::to_string(existing + 2)});
-  EXPECT_EQ(Refusal([&] { return ConnectAs(u1, ""); }), Error::AUTH_FAILED);
-  EXPECT_EQ(Refusal([&] { return ConnectAs(u1, "wrong"); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(u1, ""); }), Error::AUTH_FAILED);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(u1, "wrong"); }), Error::AUTH_FAILED);
   {
     client::Client c1 = ConnectAs(u1, "global-secret");
     client::Client c2 = ConnectAs(u2, "global-secret");
@@ -201,7 +187,7 @@ TEST_F(IdentityTest, UnconfiguredConsumersNeedTheGlobalTokenAndAreCapped) {
     EXPECT_NE(dblogd_->Metrics().find("consumer=\"" + u1 + "\""), std::string::npos);
   }
   // the cap is reached: a third new name is refused, and gets no series of its own
-  EXPECT_EQ(Refusal([&] { return ConnectAs(u3, "global-secret"); }), Error::TOO_MANY_CONSUMERS);
+  EXPECT_EQ(ExpectRefused([&] { return ConnectAs(u3, "global-secret"); }), Error::TOO_MANY_CONSUMERS);
   EXPECT_EQ(db().scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'dblog_" +
                         u3 + "'"),
             "0");

@@ -16,12 +16,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string IntKey(std::int64_t id) {
-  dblog::v1::Row key;
-  key.add_values()->set_int_value(id);
-  return key.SerializeAsString();
-}
-
 class RepairTest : public DblogdTest {
  protected:
   std::string State(std::uint64_t request) {

@@ -12,12 +12,6 @@ namespace {
 using dblog::v1::Error;
 using namespace std::chrono_literals;
 
-std::string IntKey(std::int64_t id) {
-  dblog::v1::Row key;
-  key.add_values()->set_int_value(id);
-  return key.SerializeAsString();
-}
-
 class SecurityTest : public DblogdTest {
  protected:
   std::uint64_t Request(const std::string& call) {
