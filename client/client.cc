@@ -353,8 +353,7 @@ void Client::Impl::StartTls(Clock::time_point deadline) {
     }
     ctx.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
     if (ec) {
-      throw TransportError("TLS: cannot load key " + options_.tls_key_file + ": " +
-                           ec.message());
+      throw TransportError("TLS: cannot load key " + options_.tls_key_file + ": " + ec.message());
     }
   }
   const std::string name =
@@ -387,8 +386,7 @@ void Client::Impl::StartTls(Clock::time_point deadline) {
       why = std::string("the server's certificate was not accepted: ") +
             X509_verify_cert_error_string(verify) + " (expected a certificate for '" + name +
             "' from " +
-            (options_.tls_ca_file.empty() ? "a CA the system trusts" : options_.tls_ca_file) +
-            ")";
+            (options_.tls_ca_file.empty() ? "a CA the system trusts" : options_.tls_ca_file) + ")";
     } else if (result == asio::error::eof || result == asio::ssl::error::stream_truncated ||
                result == asio::error::connection_reset) {
       why = "the server closed the connection (" + result.message() +

@@ -2,8 +2,9 @@
 // plaintext or TLS: connect and say Hello, read the stream item by item, acknowledge positions.
 // Synchronous API over Boost.Asio: every call blocks the calling thread until done, bounded by
 // the timeouts in ConnectOptions, and can be cut short from another thread with an Interrupter.
-// Owns: one TCP connection (and its TLS session), its framing (wire::FrameDecoder) and protocol-level checks (message
-// order, positions strictly increasing). Does not render, store or apply anything.
+// Owns: one TCP connection (and its TLS session), its framing (wire::FrameDecoder) and
+// protocol-level checks (message order, positions strictly increasing). Does not render, store or
+// apply anything.
 #pragma once
 
 #include <chrono>

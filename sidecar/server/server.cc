@@ -39,7 +39,7 @@ void Server::Start() {
   log::Info("listening", {{"address", acceptor_.local_endpoint().address().to_string()},
                           {"port", acceptor_.local_endpoint().port()},
                           {"token_required", token_required ? "true" : "false"},
-                          {"tls", !tls_                            ? "off"
+                          {"tls", !tls_                           ? "off"
                                   : config_.tls_client_ca.empty() ? "on"
                                                                   : "client_certificates"}});
   Accept();

@@ -209,10 +209,9 @@ void Session::Write() {
     ++count;
     if (buffers.size() >= 64 || bytes >= (1u << 20)) break;
   }
-  auto on_written = [self = shared_from_this(), count](boost::system::error_code ec,
-                                                      std::size_t) {
-    // Close() (from the read side) may have cleared the queue while this
-    // write was in flight: nothing is left to pop then.
+  auto on_written = [self = shared_from_this(), count](boost::system::error_code ec, std::size_t) {
+    // Close() (from the read side) may have cleared the queue while this write was in flight:
+    // nothing is left to pop then.
     if (ec || self->closed_) {
       self->Close();
       return;
@@ -221,8 +220,7 @@ void Session::Write() {
       self->queued_bytes_ -= self->queue_.front().size();
       self->queue_.pop_front();
     }
-    if (self->queued_bytes_ < self->low_water_bytes_ &&
-        self->listener_ != nullptr)
+    if (self->queued_bytes_ < self->low_water_bytes_ && self->listener_ != nullptr)
       self->listener_->OnDrained();
     self->Write();
   };

@@ -1,8 +1,8 @@
 // sidecar/server/session.h: one consumer TCP connection, plaintext or TLS: the TLS handshake,
 // frame reading, the handshake deadline (TLS and Hello together), the outgoing queue and
 // closing with an Error frame.
-// Owns: the socket, its TLS stream and its bytes. Does not decide who may connect (Server) nor what is sent
-// (the consumer pipeline, through the one emitter).
+// Owns: the socket, its TLS stream and its bytes. Does not decide who may connect (Server) nor
+// what is sent (the consumer pipeline, through the one emitter).
 #pragma once
 
 #include <boost/asio.hpp>

@@ -24,7 +24,8 @@ std::shared_ptr<ssl::context> MakeServerContext(const config::Config& config) {
                    ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                    ssl::context::no_compression | ssl::context::single_dh_use);
   SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx->native_handle(), SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_options(ctx->native_handle(),
+                      SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   boost::system::error_code ec;
   ctx->use_certificate_chain_file(config.tls_cert, ec);
   if (ec)

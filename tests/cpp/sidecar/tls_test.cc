@@ -65,14 +65,15 @@ class Pki {
   }
   void Ca(const std::string& name) {
     Run("openssl req -config openssl.cnf -extensions ca -x509 -newkey ec -pkeyopt "
-        "ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=" + name + " -keyout " + name +
-        ".key -out " + name + ".pem");
+        "ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=" +
+        name + " -keyout " + name + ".key -out " + name + ".pem");
   }
   void Leaf(const std::string& ca, const std::string& name, const std::string& cn,
             const std::string& extension) {
     Run("printf 'basicConstraints=CA:FALSE\\n" + extension + "\\n' > " + name + ".ext");
     Run("openssl req -config openssl.cnf -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-        "-subj /CN=" + cn + " -keyout " + name + ".key -out " + name + ".csr");
+        "-subj /CN=" +
+        cn + " -keyout " + name + ".key -out " + name + ".csr");
     Run("openssl x509 -req -in " + name + ".csr -CA " + ca + ".pem -CAkey " + ca +
         ".key -CAcreateserial -days 2 -extfile " + name + ".ext -out " + name + ".pem");
   }
@@ -146,9 +147,7 @@ class TlsTest : public DblogdTest {
     return o;
   }
 
-  double Metric(const std::string& series) const {
-    return MetricValue(dblogd_->Metrics(), series);
-  }
+  double Metric(const std::string& series) const { return MetricValue(dblogd_->Metrics(), series); }
 
   // Streams this test's table to convergence over `c`.
   void StreamAndConverge(client::Client& c) {
@@ -263,8 +262,7 @@ TEST_F(TlsTest, ClientCertificatesFromTheCaNamingTheConsumer) {
     ADD_FAILURE() << "a certificate for " << consumer() << " opened another consumer";
   } catch (const client::ServerError& e) {
     EXPECT_EQ(e.code(), Error::AUTH_FAILED);
-    EXPECT_NE(std::string(e.what()).find("CN '" + consumer() + "'"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("CN '" + consumer() + "'"), std::string::npos) << e.what();
   }
   client::ConnectOptions wrong = Options();
   wrong.tls_cert_file = pki_->Path("someone_else.pem");
@@ -358,8 +356,7 @@ TEST(DblogdTlsConfig, RefusesTlsSettingsItCannotUse) {
     EXPECT_EQ(status, 2) << err;
     EXPECT_NE(err.find("a token is required"), std::string::npos) << err;
   }
-  const auto [status, err] =
-      RunDblogd(base + listen + " --insecure-no-tls --token=t", "timeout 2");
+  const auto [status, err] = RunDblogd(base + listen + " --insecure-no-tls --token=t", "timeout 2");
   EXPECT_EQ(status, 124) << err;  // still running when timeout stopped it
   EXPECT_NE(err.find("event=tls_disabled"), std::string::npos) << err;
 }
