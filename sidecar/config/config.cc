@@ -177,8 +177,8 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "allow a non-loopback --listen without TLS, for a listener only reachable through a "
      "tunnel (SSH, WireGuard); tokens and changes travel in clear text")
     ("max-pending-handshakes", po::value(&c.max_pending_handshakes)->default_value(64),
-     "consumer connections that may wait for their handshake (Hello, 10 s at most) at a time; "
-     "more are closed at once (dblog_handshakes_over_limit_total); 1 to 100000")
+     "consumer connections that may wait for their handshake (TLS and Hello, 10 s at most) at "
+     "a time; more are closed at once (dblog_handshakes_over_limit_total); 1 to 100000")
     ("token", po::value(&c.token),
      "global token: opens every consumer without a token of its own (and, with "
      "--default-scope, the consumers not named by --consumer); visible in ps, prefer "
