@@ -3,7 +3,8 @@
 // is told TLS is required and others are served; a client refuses a server it does not trust;
 // with --tls-client-ca a client certificate is required, from that CA, with the consumer's name
 // as CN; a stalled TLS handshake is closed by the handshake deadline and counted under
-// --max-pending-handshakes; settings dblogd refuses to start with.
+// --max-pending-handshakes; `dblog tail` with --tls-ca (and without); settings dblogd refuses
+// to start with.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -279,6 +280,34 @@ TEST_F(TlsTest, ClientCertificatesFromTheCaNamingTheConsumer) {
   mine.tls_key_file = pki_->Path("mine.key");
   client::Client c = client::Client::Connect(mine);
   StreamAndConverge(c);
+}
+
+// `dblog tail` with --tls-ca (and without: told TLS is required); the flags reach the client.
+TEST_F(TlsTest, DblogTailOverTls) {
+  CreateTable();
+  StartDblogd(TlsFlags());
+  const std::string out = pki_->Path("tail.out"), err = pki_->Path("tail.err");
+  const std::string tail = std::string(DBLOG_PATH) + " tail --consumer " + consumer() + " --port " +
+                           std::to_string(dblogd_->port());
+  // Runs until timeout interrupts it (SIGINT: a clean stop, exit 0, so timeout says 124).
+  EXPECT_EQ(Shell("timeout -s INT 4 " + tail + " --tls-ca " + pki_->Path("ca.pem") + " >" + out +
+                  " 2>" + err),
+            124);
+  std::ifstream in(out);
+  std::stringstream lines;
+  lines << in.rdbuf();
+  EXPECT_NE(lines.str().find("\"op\":\"bootstrap_end\""), std::string::npos) << lines.str();
+  EXPECT_NE(lines.str().find("\"v\":\"v100\""), std::string::npos);
+
+  EXPECT_EQ(Shell("timeout -s INT 10 " + tail + " >" + out + " 2>" + err), 1);
+  std::ifstream in_err(err);
+  std::stringstream message;
+  message << in_err.rdbuf();
+  EXPECT_NE(message.str().find("requires TLS"), std::string::npos) << message.str();
+  // An untrusted server: refused by dblog tail, exit 1.
+  EXPECT_EQ(Shell("timeout -s INT 10 " + tail + " --tls-ca " + pki_->Path("other_ca.pem") + " >" +
+                  out + " 2>" + err),
+            1);
 }
 
 TEST_F(TlsTest, StalledHandshakesAreClosedByTheDeadlineAndCountedAsPending) {
