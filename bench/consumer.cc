@@ -17,7 +17,8 @@
 // time in the event and the moment the Commit was handed out by the client (system clock of
 // this machine, microseconds) and prints p50/p99/max. With --linger S it goes on consuming for
 // S seconds after the end condition before it prints and exits (the repair section measures
-// the workload after a repair with the stream still running).
+// the workload after a repair with the stream still running). --tls-ca FILE connects with TLS
+// (dblogd --tls-cert), verifying the server against FILE.
 //
 // Not a test: it never judges a timing. It fails (exit 1) on a protocol error, a server error,
 // a closed stream before the end condition, or when --expect-changes does not match.
@@ -52,6 +53,7 @@ struct Options {
   bool ready_line = false;        // print "ready" on stderr once Welcome arrived
   double linger_s = 0;            // keep consuming (and acking) this long after the end
   long ack_every = 0;             // 0: ack when caught up; N: every Nth Commit (and the end's)
+  std::string tls_ca;             // non-empty: TLS, the server's certificate checked against it
 };
 
 [[noreturn]] void Usage(const char* why) {
@@ -60,7 +62,8 @@ struct Options {
                "usage: dblog_bench_consumer --port P --consumer NAME "
                "(--until-marker SCHEMA.TABLE | --until-bootstrap-end | --until-repair-done) "
                "[--host H] [--latency] "
-               "[--expect-changes N] [--timeout S] [--ready] [--ack-every N] [--linger S]\n",
+               "[--expect-changes N] [--timeout S] [--ready] [--ack-every N] [--linger S] "
+               "[--tls-ca FILE]\n",
                why);
   std::exit(2);
 }
@@ -85,6 +88,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--ready") o.ready_line = true;
     else if (a == "--linger") o.linger_s = std::stod(value());
     else if (a == "--ack-every") o.ack_every = std::max(0L, std::stol(value()));
+    else if (a == "--tls-ca") o.tls_ca = value();
     else Usage(("unknown argument " + a).c_str());
   }
   if (o.consumer.empty()) Usage("--consumer is required");
@@ -126,6 +130,8 @@ int main(int argc, char** argv) {
   co.client_name = "dblog-bench-consumer";
   co.connect_timeout = std::chrono::milliseconds(60000);
   co.io_timeout = std::chrono::milliseconds(1000LL * opt.timeout_s);
+  co.tls = !opt.tls_ca.empty();
+  co.tls_ca_file = opt.tls_ca;
 
   std::uint64_t events = 0, changes = 0, reads = 0, inserts = 0, updates = 0, deletes = 0,
                 commits = 0, relations = 0, heartbeats = 0, progress = 0, acks = 0;

@@ -9,6 +9,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <google/protobuf/arena.h>
 #include <vector>
@@ -96,6 +97,7 @@ class Client::Impl {
   void Run(const bool& done, Deadline deadline, bool interruptible, const std::string& what,
            const std::function<void()>& cancel);
   void Abort(const bool& done, const std::function<void()>& cancel);
+  void StartTls(Clock::time_point deadline);
   void CancelSocket() {
     boost::system::error_code ignored;
     socket_.cancel(ignored);
@@ -111,6 +113,9 @@ class Client::Impl {
   std::shared_ptr<Interrupter> interrupter_;
   asio::io_context io_;
   tcp::socket socket_{io_};
+  // With options_.tls: the TLS session over socket_, through which every read and write goes.
+  std::optional<asio::ssl::context> tls_ctx_;
+  std::optional<asio::ssl::stream<tcp::socket&>> tls_;
   wire::FrameDecoder decoder_{wire::kMaxServerFrame};
   std::vector<char> read_buffer_;
   dblog::v1::Welcome welcome_;
@@ -174,11 +179,15 @@ void Client::Impl::Write(const std::string& bytes, Deadline deadline, bool inter
                          const std::string& what) {
   bool done = false;
   boost::system::error_code result;
-  asio::async_write(socket_, asio::buffer(bytes),
-                    [&](const boost::system::error_code& ec, std::size_t) {
-                      result = ec;
-                      done = true;
-                    });
+  auto on_written = [&](const boost::system::error_code& ec, std::size_t) {
+    result = ec;
+    done = true;
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(bytes), on_written);
+  } else {
+    asio::async_write(socket_, asio::buffer(bytes), on_written);
+  }
   Run(done, deadline, interruptible, what, [this] { CancelSocket(); });
   if (result) throw TransportError(what + ": " + result.message());
 }
@@ -187,14 +196,20 @@ std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
   bool done = false;
   boost::system::error_code result;
   std::size_t received = 0;
-  socket_.async_read_some(asio::buffer(read_buffer_),
-                          [&](const boost::system::error_code& ec, std::size_t n) {
-                            result = ec;
-                            received = n;
-                            done = true;
-                          });
+  auto on_read = [&](const boost::system::error_code& ec, std::size_t n) {
+    result = ec;
+    received = n;
+    done = true;
+  };
+  if (tls_) {
+    tls_->async_read_some(asio::buffer(read_buffer_), on_read);
+  } else {
+    socket_.async_read_some(asio::buffer(read_buffer_), on_read);
+  }
   Run(done, deadline, /*interruptible=*/true, what, [this] { CancelSocket(); });
-  if (result == asio::error::eof) return 0;
+  // dblogd closes TLS connections without close_notify: a truncated TLS stream is an end like
+  // any other, and a frame cut in half is still caught by the decoder.
+  if (result == asio::error::eof || result == asio::ssl::error::stream_truncated) return 0;
   if (result) throw TransportError(what + ": " + result.message());
   decoder_.Feed(read_buffer_.data(), received);
   return received;
@@ -267,6 +282,7 @@ void Client::Impl::Handshake() {
   boost::system::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);  // acks are tiny and should not wait
   socket_.set_option(asio::socket_base::keep_alive(true), ignored);
+  if (options_.tls) StartTls(deadline);
 
   ClientMessage hello_message;
   dblog::v1::Hello& hello = *hello_message.mutable_hello();
@@ -282,7 +298,9 @@ void Client::Impl::Handshake() {
 
   ServerMessage answer;
   if (!ReadMessage(answer, deadline, "waiting for Welcome from " + Peer())) {
-    throw ProtocolError(Peer() + " closed the connection without answering Hello");
+    throw ProtocolError(Peer() + " closed the connection without answering Hello" +
+                        (options_.tls ? std::string(" (with TLS: did it refuse our certificate?)")
+                                      : std::string()));
   }
   switch (answer.msg_case()) {
     case ServerMessage::kWelcome:
@@ -302,6 +320,80 @@ void Client::Impl::Handshake() {
   last_position_ = welcome_.resume_from();
   if (options_.resume_after && ComparePositions(*options_.resume_after, last_position_) > 0) {
     last_position_ = *options_.resume_after;
+  }
+}
+
+void Client::Impl::StartTls(Clock::time_point deadline) {
+  namespace ssl = asio::ssl;
+  tls_ctx_.emplace(ssl::context::tls_client);
+  ssl::context& ctx = *tls_ctx_;
+  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                  ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                  ssl::context::no_compression);
+  SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
+  boost::system::error_code ec;
+  if (options_.tls_ca_file.empty()) {
+    ctx.set_default_verify_paths(ec);
+    if (ec) throw TransportError("TLS: cannot load the system's trusted CAs: " + ec.message());
+  } else {
+    ctx.load_verify_file(options_.tls_ca_file, ec);
+    if (ec) {
+      throw TransportError("TLS: cannot load CA file " + options_.tls_ca_file + ": " +
+                           ec.message());
+    }
+  }
+  if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
+    throw TransportError("TLS: a client certificate needs its key, and a key its certificate");
+  }
+  if (!options_.tls_cert_file.empty()) {
+    ctx.use_certificate_chain_file(options_.tls_cert_file, ec);
+    if (ec) {
+      throw TransportError("TLS: cannot load certificate " + options_.tls_cert_file + ": " +
+                           ec.message());
+    }
+    ctx.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
+    if (ec) {
+      throw TransportError("TLS: cannot load key " + options_.tls_key_file + ": " + ec.message());
+    }
+  }
+  const std::string name =
+      options_.tls_server_name.empty() ? options_.host : options_.tls_server_name;
+  ctx.set_verify_mode(ssl::verify_peer);
+  tls_.emplace(socket_, ctx);
+  // OpenSSL's own check of the name against the certificate's subjectAltName (DNS name or IP
+  // address, as host_name_verification does), so that a mismatch has its own verify error.
+  SSL* ssl_handle = tls_->native_handle();
+  boost::system::error_code not_an_address;
+  asio::ip::make_address(name, not_an_address);
+  const int named =
+      not_an_address
+          ? SSL_set1_host(ssl_handle, name.c_str()) &
+                static_cast<int>(SSL_set_tlsext_host_name(ssl_handle, name.c_str()))  // + SNI
+          : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_handle), name.c_str());
+  if (named != 1) throw TransportError("TLS: cannot verify the server as '" + name + "'");
+
+  bool done = false;
+  boost::system::error_code result;
+  tls_->async_handshake(ssl::stream_base::client, [&](const boost::system::error_code& e) {
+    result = e;
+    done = true;
+  });
+  Run(done, deadline, true, "TLS handshake with " + Peer(), [this] { CancelSocket(); });
+  if (result) {
+    std::string why = result.message();
+    const long verify = SSL_get_verify_result(tls_->native_handle());
+    if (verify != X509_V_OK) {
+      why = std::string("the server's certificate was not accepted: ") +
+            X509_verify_cert_error_string(verify) + " (expected a certificate for '" + name +
+            "' from " +
+            (options_.tls_ca_file.empty() ? "a CA the system trusts" : options_.tls_ca_file) + ")";
+    } else if (result == asio::error::eof || result == asio::ssl::error::stream_truncated ||
+               result == asio::error::connection_reset) {
+      why = "the server closed the connection (" + result.message() +
+            "; is it dblogd with TLS, and does it want a client certificate this one does not "
+            "satisfy?)";
+    }
+    throw TransportError("TLS handshake with " + Peer() + " failed: " + why);
   }
 }
 

@@ -1,9 +1,10 @@
-// client/client.h: the consumer side of dblogd's TCP protocol (proto/dblog/v1/consumer.proto):
-// connect and say Hello, read the stream item by item, acknowledge positions.
+// client/client.h: the consumer side of dblogd's TCP protocol (proto/dblog/v1/consumer.proto),
+// plaintext or TLS: connect and say Hello, read the stream item by item, acknowledge positions.
 // Synchronous API over Boost.Asio: every call blocks the calling thread until done, bounded by
 // the timeouts in ConnectOptions, and can be cut short from another thread with an Interrupter.
-// Owns: one TCP connection, its framing (wire::FrameDecoder) and protocol-level checks (message
-// order, positions strictly increasing). Does not render, store or apply anything.
+// Owns: one TCP connection (and its TLS session), its framing (wire::FrameDecoder) and
+// protocol-level checks (message order, positions strictly increasing). Does not render, store or
+// apply anything.
 #pragma once
 
 #include <chrono>
@@ -31,7 +32,17 @@ struct ConnectOptions {
   // Hello.message_prefixes: messages whose prefix starts with one of these are streamed; none
   // when empty.
   std::vector<std::string> message_prefixes;
-  // Bounds the whole handshake: resolve, TCP connect, Hello, and the server's first answer.
+  // TLS (dblogd --tls-cert): the server's certificate must chain to tls_ca_file (or, when
+  // empty, to the system's trust store) and name `tls_server_name` (default: host) as a DNS
+  // name or IP address in its subjectAltName. Off: plaintext, which a TLS dblogd refuses.
+  bool tls = false;
+  std::string tls_ca_file;
+  // A client certificate chain and its key (PEM), for a dblogd with --tls-client-ca: the
+  // certificate's CN must be `consumer`.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
+  // Bounds the whole handshake: resolve, TCP connect, TLS, Hello, and the server's first answer.
   std::chrono::milliseconds connect_timeout{10000};
   // Bounds each blocking read or write after the handshake: Next throws TransportError when no
   // bytes arrived for this long. Zero waits forever. A server that sends heartbeats makes a
@@ -65,7 +76,9 @@ class ProtocolError : public ClientError {
   using ClientError::ClientError;
 };
 
-// The network failed: resolve, connect, read or write errors, timeouts.
+// The network failed: resolve, connect, read or write errors, timeouts, a TLS handshake that
+// failed (the server's certificate not trusted or not for this host, a client certificate
+// refused) or TLS files that cannot be loaded.
 class TransportError : public ClientError {
  public:
   using ClientError::ClientError;

@@ -8,6 +8,7 @@ packages=(
   postgresql-15 postgresql-server-dev-15 postgresql-contrib libpq-dev
   protobuf-compiler libprotobuf-dev python3-protobuf
   libboost-dev libboost-program-options-dev
+  libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
   curl

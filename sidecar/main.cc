@@ -8,14 +8,17 @@
 #include "log/log.h"
 #include "metrics/metrics.h"
 #include "server/server.h"
+#include "server/tls.h"
 
 int main(int argc, char** argv) {
   using namespace dblog;
   std::optional<config::Config> cfg;
+  std::shared_ptr<boost::asio::ssl::context> tls;
   try {
     cfg = config::Parse(argc, argv);
     if (!cfg) return 0;
     log::SetMinLevel(log::ParseLevel(cfg->log_level));
+    if (cfg->tls()) tls = server::MakeServerContext(*cfg);
   } catch (const std::exception& e) {
     std::cerr << "dblogd: " << e.what() << "\n(dblogd --help lists every setting)\n";
     return 2;
@@ -25,7 +28,7 @@ int main(int argc, char** argv) {
   try {
     boost::asio::io_context io;
     metrics::Registry registry;
-    server::Server server(io, *cfg, registry);
+    server::Server server(io, *cfg, registry, tls);
     std::unique_ptr<metrics::HttpEndpoint> http;
     if (cfg->metrics) {
       boost::asio::ip::tcp::resolver resolver(io);
@@ -48,6 +51,13 @@ int main(int argc, char** argv) {
                              "under --default-scope), read their changes and acknowledge them, "
                              "so that their real sink never receives them; give each consumer "
                              "its own --consumer-token-file (or set --token-file)"}});
+    if (cfg->insecure_no_tls)
+      log::Warn("tls_disabled",
+                {{"listen", cfg->listen.host},
+                 {"message", "--insecure-no-tls: consumer connections to a non-loopback address "
+                             "are plaintext; tokens and every change travel in clear text, "
+                             "readable and alterable by anyone on the path. Only safe when "
+                             "nothing but a tunnel (SSH, WireGuard) reaches this address"}});
     for (const auto& [name, c] : cfg->consumers)
       registry.ForConsumer(name);  // so /metrics lists configured consumers before they connect
     server.Start();

@@ -42,7 +42,9 @@ po::options_description ApplyFlags() {
        "the consumer's token, when dblogd requires one (default: $DBLOG_TOKEN); other users "
        "can see command lines, so prefer --token-file or the environment")
       ("token-file", po::value<std::string>()->value_name("FILE"),
-       "read the token from FILE (trailing whitespace removed; default: $DBLOG_TOKEN_FILE)")
+       "read the token from FILE (trailing whitespace removed; default: $DBLOG_TOKEN_FILE)");
+  AddTlsFlags(flags);
+  flags.add_options()
       ("create-tables", po::bool_switch(),
        "create missing target schemas and tables (and add missing columns) from the source's "
        "definitions; without it they must exist and fit")
@@ -88,8 +90,9 @@ std::string ApplyHelp() {
           "\n"
        << ApplyFlags()
        << "\n"
-          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE), DBLOG_TARGET\n"
-          "give defaults.\n"
+          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE), DBLOG_TLS,\n"
+          "DBLOG_TLS_CA, DBLOG_TLS_CERT, DBLOG_TLS_KEY, DBLOG_TLS_SERVER_NAME, DBLOG_TARGET give\n"
+          "defaults.\n"
           "Exit status: 0 when dblogd ends the stream or on SIGINT/SIGTERM (an open target\n"
           "transaction is rolled back), 1 on errors, 2 on a bad command line.\n";
   return help.str();

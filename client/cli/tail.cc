@@ -43,7 +43,9 @@ po::options_description TailFlags() {
        "the consumer's token, when dblogd requires one (default: $DBLOG_TOKEN); other users "
        "can see command lines, so prefer --token-file or the environment")
       ("token-file", po::value<std::string>()->value_name("FILE"),
-       "read the token from FILE (trailing whitespace removed; default: $DBLOG_TOKEN_FILE)")
+       "read the token from FILE (trailing whitespace removed; default: $DBLOG_TOKEN_FILE)");
+  AddTlsFlags(flags);
+  flags.add_options()
       ("relations", po::bool_switch(),
        "also print table definitions (Relation events) as op \"relation\"")
       ("messages", po::value<std::vector<std::string>>()->value_name("PREFIX"),
@@ -135,13 +137,34 @@ std::string TailHelp() {
           "\n"
        << TailFlags()
        << "\n"
-          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE) give defaults\n"
-          "for --host, --port and --token (--token-file).\n"
+          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE), DBLOG_TLS,\n"
+          "DBLOG_TLS_CA, DBLOG_TLS_CERT, DBLOG_TLS_KEY, DBLOG_TLS_SERVER_NAME give defaults for\n"
+          "the flags of the same names.\n"
           "Exit status: 0 when dblogd ends the stream or on SIGINT/SIGTERM, 1 on errors,\n"
           "2 on a bad command line.\n"
           "While a bootstrap copies rows and stderr is a terminal, a progress line is shown on\n"
           "stderr.\n";
   return help.str();
+}
+
+void AddTlsFlags(po::options_description& flags) {
+  // clang-format off
+  flags.add_options()
+      ("tls", po::bool_switch(),
+       "connect with TLS (dblogd --tls-cert); implied by the other --tls-* flags "
+       "(default: $DBLOG_TLS, 1 or 0)")
+      ("tls-ca", po::value<std::string>()->value_name("FILE"),
+       "PEM CA certificate(s) the server's certificate must chain to (default: $DBLOG_TLS_CA, "
+       "else the system's trusted CAs)")
+      ("tls-cert", po::value<std::string>()->value_name("FILE"),
+       "PEM client certificate, for a dblogd with --tls-client-ca: its CN must be the consumer "
+       "name (default: $DBLOG_TLS_CERT)")
+      ("tls-key", po::value<std::string>()->value_name("FILE"),
+       "PEM private key of --tls-cert (default: $DBLOG_TLS_KEY)")
+      ("tls-server-name", po::value<std::string>()->value_name("NAME"),
+       "the DNS name or IP address the server's certificate must name (default: "
+       "$DBLOG_TLS_SERVER_NAME, else --host)");
+  // clang-format on
 }
 
 po::variables_map ParseFlags(const std::vector<std::string>& args,
@@ -202,6 +225,51 @@ void ReadServerFlags(const po::variables_map& vm, const Environment& env,
     if (token) connect.token = *token;
     if (token_file) connect.token = ReadTokenFile(*token_file, "DBLOG_TOKEN_FILE");
   }
+  ReadTlsFlags(vm, env, connect);
+}
+
+void ReadTlsFlags(const po::variables_map& vm, const Environment& env,
+                  client::ConnectOptions& connect) {
+  // A flag, else its environment variable (unset or empty: not given).
+  const auto value = [&](const std::string& flag, const std::string& variable,
+                         std::string* from) -> std::string {
+    if (vm.count(flag)) {
+      *from = "--" + flag;
+      return vm[flag].as<std::string>();
+    }
+    *from = variable;
+    const auto v = env(variable);
+    return v ? *v : std::string();
+  };
+  // A file given must be readable now: a typo is a usage error, not a failed connection.
+  const auto file = [&](const std::string& flag, const std::string& variable) {
+    std::string from;
+    const std::string path = value(flag, variable, &from);
+    if (!path.empty() && !std::ifstream(path)) {
+      throw UsageError("cannot read " + from + " " + path + ": " + std::strerror(errno));
+    }
+    return path;
+  };
+  connect.tls_ca_file = file("tls-ca", "DBLOG_TLS_CA");
+  connect.tls_cert_file = file("tls-cert", "DBLOG_TLS_CERT");
+  connect.tls_key_file = file("tls-key", "DBLOG_TLS_KEY");
+  std::string from;
+  connect.tls_server_name = value("tls-server-name", "DBLOG_TLS_SERVER_NAME", &from);
+  if (connect.tls_cert_file.empty() != connect.tls_key_file.empty()) {
+    throw UsageError("--tls-cert and --tls-key go together (a client certificate and its key)");
+  }
+  bool tls = vm.count("tls") && vm["tls"].as<bool>();
+  if (!tls) {
+    if (const auto v = env("DBLOG_TLS"); v && !v->empty()) {
+      if (*v == "1" || *v == "true" || *v == "yes" || *v == "on") {
+        tls = true;
+      } else if (!(*v == "0" || *v == "false" || *v == "no" || *v == "off")) {
+        throw UsageError("invalid DBLOG_TLS '" + *v + "': expected 1 or 0");
+      }
+    }
+  }
+  connect.tls = tls || !connect.tls_ca_file.empty() || !connect.tls_cert_file.empty() ||
+                !connect.tls_server_name.empty();
 }
 
 std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,

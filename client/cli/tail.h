@@ -54,14 +54,20 @@ unsigned long long ParseNumber(const std::string& text, unsigned long long min,
 std::string ReadTokenFile(const std::string& path, const std::string& what = "--token-file");
 
 // Shared by the subcommands: strict flag parsing (no prefix guessing, no stray words; errors as
-// UsageError), --consumer (required, validated), and --host/--port/--token/--token-file with
-// their DBLOG_* environment defaults.
+// UsageError), --consumer (required, validated), and --host/--port/--token/--token-file and the
+// --tls* flags with their DBLOG_* environment defaults.
 boost::program_options::variables_map ParseFlags(
     const std::vector<std::string>& args, const boost::program_options::options_description& flags);
 void ReadConsumerFlag(const boost::program_options::variables_map& vm,
                       client::ConnectOptions& connect);
 void ReadServerFlags(const boost::program_options::variables_map& vm, const Environment& env,
                      client::ConnectOptions& connect);
+// --tls, --tls-ca, --tls-cert, --tls-key, --tls-server-name (DBLOG_TLS, DBLOG_TLS_CA, ...):
+// declared by AddTlsFlags, read by ReadTlsFlags (which ReadServerFlags calls). Any of the
+// files or the server name implies --tls; files must be readable, cert and key go together.
+void AddTlsFlags(boost::program_options::options_description& flags);
+void ReadTlsFlags(const boost::program_options::variables_map& vm, const Environment& env,
+                  client::ConnectOptions& connect);
 
 // True for names dblogd accepts: [a-z][a-z0-9_]{0,47}.
 bool IsValidConsumerName(const std::string& name);

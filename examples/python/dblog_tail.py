@@ -11,6 +11,12 @@ are generated with `protoc --python_out` into a temporary directory at start.
 
     /usr/bin/python3 examples/python/dblog_tail.py --consumer demo [--host H] [--port P]
         [--token-file F | --token T] [--resume-after LSN:SEQ]
+        [--tls] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
+
+With --tls (implied by the other --tls-* flags) the connection is TLS, as dblogd --tls-cert
+wants: the server's certificate must chain to --tls-ca (default: the system's trusted CAs)
+and name the host (or --tls-server-name); --tls-cert/--tls-key present a client certificate
+(dblogd --tls-client-ca: its CN must be the consumer name).
 
 Exit status: 0 when dblogd closes the stream or on SIGINT/SIGTERM, 1 on an Error frame or
 any other failure, 2 for a bad command line. On exit the last acknowledged position is
@@ -26,6 +32,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -276,8 +283,12 @@ def run(args):
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    sock = socket.create_connection((args.host, args.port), timeout=10)
-    sock.settimeout(None)
+    try:
+        sock = connect(args)
+    except (OSError, ssl.SSLError) as e:
+        print("dblog_tail: cannot connect to dblogd at %s:%d: %s" % (args.host, args.port, e),
+              file=sys.stderr)
+        return 1
     frames = FrameReader(sock)
     acked = None
 
@@ -374,6 +385,26 @@ def run(args):
     return status
 
 
+def connect(args):
+    """A TCP connection to dblogd, wrapped in TLS when asked for."""
+    sock = socket.create_connection((args.host, args.port), timeout=10)
+    if args.tls:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=args.tls_ca)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if args.tls_cert:
+            ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        # check_hostname (on by default) matches DNS names and IP addresses in subjectAltName.
+        # dblogd closes without close_notify: recv() returns b"" then (suppress_ragged_eofs),
+        # and FrameReader still catches a frame cut in half.
+        try:
+            sock = ctx.wrap_socket(sock, server_hostname=args.tls_server_name or args.host)
+        except BaseException:
+            sock.close()
+            raise
+    sock.settimeout(None)
+    return sock
+
+
 class ServerRefused(Exception):
     def __init__(self, code, message):
         super().__init__(code + ": " + message)
@@ -393,6 +424,26 @@ def main():
     tokens.add_argument("--token-file", metavar="FILE",
                         help="read the token from FILE, trailing whitespace removed (default "
                              "$DBLOG_TOKEN_FILE)")
+    env_tls = os.environ.get("DBLOG_TLS", "")
+    if env_tls not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
+        p.error("invalid DBLOG_TLS %r: expected 1 or 0" % env_tls)
+    p.add_argument("--tls", action="store_true",
+                   default=env_tls in ("1", "true", "yes", "on"),
+                   help="connect with TLS (dblogd --tls-cert); implied by the other --tls-* "
+                        "flags (default $DBLOG_TLS)")
+    p.add_argument("--tls-ca", metavar="FILE", default=os.environ.get("DBLOG_TLS_CA") or None,
+                   help="PEM CA certificate(s) the server's certificate must chain to "
+                        "(default $DBLOG_TLS_CA, else the system's trusted CAs)")
+    p.add_argument("--tls-cert", metavar="FILE",
+                   default=os.environ.get("DBLOG_TLS_CERT") or None,
+                   help="PEM client certificate, for dblogd --tls-client-ca: its CN must be "
+                        "the consumer name (default $DBLOG_TLS_CERT)")
+    p.add_argument("--tls-key", metavar="FILE", default=os.environ.get("DBLOG_TLS_KEY") or None,
+                   help="PEM private key of --tls-cert (default $DBLOG_TLS_KEY)")
+    p.add_argument("--tls-server-name", metavar="NAME",
+                   default=os.environ.get("DBLOG_TLS_SERVER_NAME") or None,
+                   help="the DNS name or IP address the server's certificate must name "
+                        "(default $DBLOG_TLS_SERVER_NAME, else --host)")
     p.add_argument("--resume-after", metavar="LSN:SEQ",
                    help="the last position you applied, e.g. 0/16B3748:4")
     p.add_argument("--proto-dir", default=DEFAULT_PROTO_DIR,
@@ -412,6 +463,13 @@ def main():
             p.error("cannot read token file %s: %s" % (args.token_file, e.strerror))
         if not args.token:
             p.error("token file %s is empty" % args.token_file)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        p.error("--tls-cert and --tls-key go together (a client certificate and its key)")
+    for flag in ("tls_ca", "tls_cert", "tls_key"):
+        path = getattr(args, flag)
+        if path is not None and not os.access(path, os.R_OK):
+            p.error("cannot read --%s %s" % (flag.replace("_", "-"), path))
+    args.tls = bool(args.tls or args.tls_ca or args.tls_cert or args.tls_server_name)
     sys.exit(run(args))
 
 

@@ -44,6 +44,12 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// A file named by a TLS setting must be readable (it is loaded again, as PEM, at start).
+void CheckReadable(const std::string& setting, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(setting + ": cannot read '" + path + "'");
+}
+
 // First line of a secret file, trimmed; it must not be empty.
 std::string ReadTokenFile(const std::string& setting, const std::string& path) {
   std::ifstream in(path);
@@ -159,10 +165,20 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "libpq connection string or URI of the source database (required); the role needs "
      "REPLICATION and SELECT on the tables in scope")
     ("listen", po::value(&listen)->default_value("127.0.0.1:7654"),
-     "host:port for consumers; anything but loopback requires a token")
+     "host:port for consumers; anything but loopback requires a token and TLS (--tls-cert)")
+    ("tls-cert", po::value(&c.tls_cert),
+     "PEM certificate (chain) of dblogd's consumer listener; with it every consumer connection "
+     "is TLS (1.2 or later), plaintext ones are refused")
+    ("tls-key", po::value(&c.tls_key), "PEM private key of --tls-cert (required with it)")
+    ("tls-client-ca", po::value(&c.tls_client_ca),
+     "PEM CA certificate(s): consumers must present a client certificate signed by it, whose "
+     "CN (common name) is the consumer name they connect as; requires --tls-cert")
+    ("insecure-no-tls", po::bool_switch(&c.insecure_no_tls),
+     "allow a non-loopback --listen without TLS, for a listener only reachable through a "
+     "tunnel (SSH, WireGuard); tokens and changes travel in clear text")
     ("max-pending-handshakes", po::value(&c.max_pending_handshakes)->default_value(64),
-     "consumer connections that may wait for their handshake (Hello, 10 s at most) at a time; "
-     "more are closed at once (dblog_handshakes_over_limit_total); 1 to 100000")
+     "consumer connections that may wait for their handshake (TLS and Hello, 10 s at most) at "
+     "a time; more are closed at once (dblog_handshakes_over_limit_total); 1 to 100000")
     ("token", po::value(&c.token),
      "global token: opens every consumer without a token of its own (and, with "
      "--default-scope, the consumers not named by --consumer); visible in ps, prefer "
@@ -283,6 +299,18 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
                         owner->second + "; each consumer needs its own");
   }
   if (!default_scope.empty()) c.default_scope = ParseScope(default_scope);
+  if (!c.tls_cert.empty() && c.tls_key.empty())
+    throw ConfigError("tls-key: required with --tls-cert");
+  if (c.tls_cert.empty() && !c.tls_key.empty())
+    throw ConfigError("tls-cert: required with --tls-key");
+  if (!c.tls_client_ca.empty() && c.tls_cert.empty())
+    throw ConfigError("tls-client-ca: requires --tls-cert and --tls-key (the listener's own "
+                      "certificate)");
+  if (!c.tls_cert.empty()) CheckReadable("tls-cert", c.tls_cert);
+  if (!c.tls_key.empty()) CheckReadable("tls-key", c.tls_key);
+  if (!c.tls_client_ca.empty()) CheckReadable("tls-client-ca", c.tls_client_ca);
+  if (c.insecure_no_tls && c.tls())
+    throw ConfigError("insecure-no-tls: contradicts --tls-cert; give one of them");
   if (!c.listen.loopback()) {
     const std::vector<std::string> open = OpenConsumers(c);
     if (c.token.empty() && (c.default_scope || open.size() == c.consumers.size()))
@@ -297,6 +325,10 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
                         open.front() + "' has none (--consumer-token-file " + open.front() +
                         "=FILE, or --token/--token-file)");
   }
+  if (!c.listen.loopback() && !c.tls() && !c.insecure_no_tls)
+    throw ConfigError("listen: " + c.listen.host +
+                      " is not a loopback address, so TLS is required (--tls-cert and "
+                      "--tls-key; or --insecure-no-tls when only a tunnel reaches it)");
   if (c.max_unconfigured_consumers < 0 || c.max_unconfigured_consumers > 10000)
     throw ConfigError("max-unconfigured-consumers: must be 0 to 10000");
   c.status_interval = Seconds("status-interval", status_interval);

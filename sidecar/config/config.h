@@ -42,6 +42,15 @@ struct Config {
   // (or every consumer has its own and there is no default scope).
   std::string token;
   std::optional<Endpoint> metrics;  // Prometheus /metrics; default 127.0.0.1:9187
+  // TLS for consumer connections (PEM files). With a certificate every connection is TLS.
+  std::string tls_cert;
+  std::string tls_key;
+  // When set, clients must present a certificate signed by this CA, and its CN must be the
+  // name of the consumer it connects as.
+  std::string tls_client_ca;
+  // Lets a non-loopback --listen go without TLS (behind a tunnel); logged at every start.
+  bool insecure_no_tls = false;
+  bool tls() const { return !tls_cert.empty(); }
   std::map<std::string, ConsumerConfig> consumers;
   // Consumers not configured by name: refused unless default_scope is set.
   std::optional<std::vector<TablePattern>> default_scope;

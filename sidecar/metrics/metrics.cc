@@ -48,6 +48,15 @@ std::string Registry::Render() const {
          "Consumer connections closed at once because --max-pending-handshakes connections "
          "were already waiting for (or had failed) their handshake.");
   out << "dblog_handshakes_over_limit_total " << handshakes_over_limit << "\n";
+  Family(out, "dblog_tls_handshake_failures_total", "counter",
+         "Consumer connections closed before TLS was established: the handshake failed "
+         "(reason=handshake: protocol version, client certificate, not TLS at all), did not end "
+         "within the handshake deadline (timeout), or the client spoke plaintext (plaintext).");
+  out << "dblog_tls_handshake_failures_total{reason=\"handshake\"} " << tls_failed_handshake
+      << "\n";
+  out << "dblog_tls_handshake_failures_total{reason=\"timeout\"} " << tls_failed_timeout << "\n";
+  out << "dblog_tls_handshake_failures_total{reason=\"plaintext\"} " << tls_failed_plaintext
+      << "\n";
   Family(out, "dblog_accept_errors_total", "counter",
          "Failed accept() calls (out of file descriptors, ...), retried with backoff.");
   out << "dblog_accept_errors_total{listener=\"consumers\"} " << accept_errors_consumers << "\n";

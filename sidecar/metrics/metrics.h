@@ -49,6 +49,12 @@ class Registry {
   std::atomic<std::uint64_t> connections_refused{0};
   std::atomic<std::uint64_t> bad_frames{0};
   std::atomic<std::uint64_t> handshakes_over_limit{0};  // closed at once: too many pending
+  // Consumer connections closed before TLS was established, by reason: the handshake failed
+  // (no shared version, an untrusted or missing client certificate, garbage), it did not end
+  // within the handshake deadline, or the client spoke plaintext to a TLS listener.
+  std::atomic<std::uint64_t> tls_failed_handshake{0};
+  std::atomic<std::uint64_t> tls_failed_timeout{0};
+  std::atomic<std::uint64_t> tls_failed_plaintext{0};
   std::atomic<std::uint64_t> accept_errors_consumers{0};  // accept() failed (EMFILE, ...)
   std::atomic<std::uint64_t> accept_errors_metrics{0};
   std::atomic<std::uint64_t> http_refused_connection_limit{0};

@@ -27,8 +27,10 @@ tcp::endpoint Resolve(asio::io_context& io, const config::Endpoint& e) {
 
 }  // namespace
 
-Server::Server(asio::io_context& io, const config::Config& config, metrics::Registry& metrics)
+Server::Server(asio::io_context& io, const config::Config& config, metrics::Registry& metrics,
+               std::shared_ptr<asio::ssl::context> tls)
     : io_(io), config_(config), metrics_(metrics), acceptor_(io, Resolve(io, config.listen)),
+      tls_(std::move(tls)),
       accept_retry_(io, "consumers", metrics.accept_errors_consumers) {}
 
 void Server::Start() {
@@ -36,7 +38,10 @@ void Server::Start() {
       config::OpenConsumers(config_).empty() && (!config_.default_scope || !config_.token.empty());
   log::Info("listening", {{"address", acceptor_.local_endpoint().address().to_string()},
                           {"port", acceptor_.local_endpoint().port()},
-                          {"token_required", token_required ? "true" : "false"}});
+                          {"token_required", token_required ? "true" : "false"},
+                          {"tls", !tls_                           ? "off"
+                                  : config_.tls_client_ca.empty() ? "on"
+                                                                  : "client_certificates"}});
   Accept();
 }
 
@@ -73,7 +78,10 @@ void Server::Accept() {
         [this](std::shared_ptr<Session> s, const dblog::v1::Hello& hello) {
           OnHello(std::move(s), hello);
         },
-        [this] { metrics_.bad_frames++; });
+        [this] { metrics_.bad_frames++; }, tls_,
+        [this](const Session& s, Session::TlsFailure kind, const std::string& reason) {
+          OnTlsFailure(s, kind, reason);
+        });
     pending_.push_back(session);
     session->Start();
     Accept();
@@ -97,6 +105,26 @@ void Server::Refuse(Session& session, Error::Code code, const std::string& messa
   session.Fail(code, message);
 }
 
+void Server::OnTlsFailure(const Session& session, Session::TlsFailure kind,
+                          const std::string& reason) {
+  const char* what = "handshake";
+  switch (kind) {
+    case Session::TlsFailure::kHandshake:
+      metrics_.tls_failed_handshake++;
+      break;
+    case Session::TlsFailure::kTimeout:
+      metrics_.tls_failed_timeout++;
+      what = "timeout";
+      break;
+    case Session::TlsFailure::kPlaintext:
+      metrics_.tls_failed_plaintext++;
+      what = "plaintext";
+      break;
+  }
+  tls_failure_log_.Warn("consumer_tls_failed",
+                        {{"peer", session.peer()}, {"reason", what}, {"error", reason}});
+}
+
 void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& hello) {
   if (shutting_down_) return Refuse(*session, Error::SHUTTING_DOWN, "dblogd is shutting down");
   if (hello.protocol_version() != dblog::v1::PROTOCOL_VERSION_1)
@@ -107,6 +135,12 @@ void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& h
     return Refuse(*session, Error::BAD_CONSUMER_NAME,
                   "consumer name '" + hello.consumer() +
                       "' is not valid: a-z first, then a-z, 0-9 or _, at most 48 characters");
+  // With client certificates, a certificate opens only the consumer its CN names.
+  if (!config_.tls_client_ca.empty() && session->peer_common_name() != hello.consumer())
+    return Refuse(*session, Error::AUTH_FAILED,
+                  "the client certificate (CN '" + session->peer_common_name() +
+                      "') does not open consumer '" + hello.consumer() +
+                      "': its CN must be the consumer name");
   // The consumer's own token if it has one (no other opens it), else the global one.
   const std::string& expected = config::ExpectedToken(config_, hello.consumer());
   if (!expected.empty() && !SameToken(hello.token(), expected))

@@ -2,14 +2,18 @@
 #include "server/session.h"
 
 #include "log/log.h"
+#include "server/tls.h"
 
 namespace dblog::server {
 namespace asio = boost::asio;
 using dblog::v1::Error;
 
 Session::Session(asio::ip::tcp::socket socket, std::chrono::milliseconds hello_timeout,
-                 std::size_t low_water_bytes, HelloHandler on_hello, BadFrameHandler on_bad_frame)
+                 std::size_t low_water_bytes, HelloHandler on_hello, BadFrameHandler on_bad_frame,
+                 std::shared_ptr<asio::ssl::context> tls, TlsFailureHandler on_tls_failure)
     : socket_(std::move(socket)),
+      tls_ctx_(std::move(tls)),
+      on_tls_failure_(std::move(on_tls_failure)),
       hello_timer_(socket_.get_executor()),
       hello_timeout_(hello_timeout),
       low_water_bytes_(low_water_bytes),
@@ -19,26 +23,83 @@ Session::Session(asio::ip::tcp::socket socket, std::chrono::milliseconds hello_t
   const auto ep = socket_.remote_endpoint(ec);
   peer_ = ec ? "unknown" : ep.address().to_string() + ":" + std::to_string(ep.port());
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  if (tls_ctx_) tls_.emplace(socket_, *tls_ctx_);
 }
 
 void Session::Start() {
   hello_timer_.expires_after(hello_timeout_);
   hello_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-    if (!ec && !self->hello_seen_ && !self->closed_)
-      self->ProtocolError(Error::PROTOCOL_VIOLATION, "no Hello within the handshake timeout");
+    if (ec || self->hello_seen_ || self->closed_) return;
+    if (self->tls_ && !self->tls_established_) {  // no channel for an Error frame yet
+      self->TlsFailed(TlsFailure::kTimeout, "no TLS handshake within the handshake timeout");
+      return;
+    }
+    self->ProtocolError(Error::PROTOCOL_VIOLATION, "no Hello within the handshake timeout");
   });
-  Read();
+  if (tls_) {
+    PeekFirstByte();
+  } else {
+    Read();
+  }
+}
+
+// A TLS connection starts with a handshake record (content type 22); a dblog Hello frame starts
+// with its length. Anything else is told, in plaintext, that TLS is required.
+void Session::PeekFirstByte() {
+  socket_.async_receive(
+      asio::buffer(&first_byte_, 1), asio::socket_base::message_peek,
+      [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+        if (self->closed_) return;
+        if (ec || n == 0) {  // closed before a byte (a port probe): nothing to report
+          self->Close();
+          return;
+        }
+        if (self->first_byte_ != 0x16) {
+          self->tls_.reset();  // the Error frame and the draining below go plaintext
+          self->TlsFailed(TlsFailure::kPlaintext, "plaintext connection to a TLS listener");
+          self->Fail(Error::PROTOCOL_VIOLATION,
+                     "this dblogd requires TLS: connect with TLS (dblog tail --tls, "
+                     "ConnectOptions::tls)");
+          self->Read();
+          return;
+        }
+        self->TlsHandshake();
+      });
+}
+
+void Session::TlsHandshake() {
+  tls_->async_handshake(asio::ssl::stream_base::server,
+                        [self = shared_from_this()](boost::system::error_code ec) {
+                          if (self->closed_) return;
+                          if (ec) {
+                            self->TlsFailed(TlsFailure::kHandshake, HandshakeError(ec));
+                            return;
+                          }
+                          self->tls_established_ = true;
+                          self->peer_cn_ = PeerCommonName(self->tls_->native_handle());
+                          self->Read();
+                        });
+}
+
+// Reports the failure; closes unless an Error frame is on its way (plaintext).
+void Session::TlsFailed(TlsFailure kind, const std::string& reason) {
+  if (on_tls_failure_) on_tls_failure_(*this, kind, reason);
+  if (kind != TlsFailure::kPlaintext) Close();
 }
 
 void Session::Read() {
-  socket_.async_read_some(asio::buffer(read_buffer_),
-                          [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-                            if (ec) {
-                              self->Close();
-                              return;
-                            }
-                            self->OnBytes(n);
-                          });
+  auto on_read = [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+    if (ec) {
+      self->Close();
+      return;
+    }
+    self->OnBytes(n);
+  };
+  if (tls_) {
+    tls_->async_read_some(asio::buffer(read_buffer_), std::move(on_read));
+  } else {
+    socket_.async_read_some(asio::buffer(read_buffer_), std::move(on_read));
+  }
 }
 
 void Session::OnBytes(std::size_t n) {
@@ -148,23 +209,28 @@ void Session::Write() {
     ++count;
     if (buffers.size() >= 64 || bytes >= (1u << 20)) break;
   }
-  asio::async_write(socket_, buffers,
-                    [self = shared_from_this(), count](boost::system::error_code ec, std::size_t) {
-                      // Close() (from the read side) may have cleared the queue while this
-                      // write was in flight: nothing is left to pop then.
-                      if (ec || self->closed_) {
-                        self->Close();
-                        return;
-                      }
-                      for (std::size_t i = 0; i < count; ++i) {
-                        self->queued_bytes_ -= self->queue_.front().size();
-                        self->queue_.pop_front();
-                      }
-                      if (self->queued_bytes_ < self->low_water_bytes_ &&
-                          self->listener_ != nullptr)
-                        self->listener_->OnDrained();
-                      self->Write();
-                    });
+  auto on_written = [self = shared_from_this(), count](boost::system::error_code ec, std::size_t) {
+    // Close() (from the read side) may have cleared the queue while this write was in flight:
+    // nothing is left to pop then.
+    if (ec || self->closed_) {
+      self->Close();
+      return;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      self->queued_bytes_ -= self->queue_.front().size();
+      self->queue_.pop_front();
+    }
+    if (self->queued_bytes_ < self->low_water_bytes_ && self->listener_ != nullptr)
+      self->listener_->OnDrained();
+    self->Write();
+  };
+  // Either way the frames' pieces go out as they are, never joined (TLS makes a record of each
+  // piece, or of each 16 KiB of a longer one).
+  if (tls_) {
+    asio::async_write(*tls_, buffers, std::move(on_written));
+  } else {
+    asio::async_write(socket_, buffers, std::move(on_written));
+  }
 }
 
 // After an Error frame: close our sending side and read until the client closes (bounded), so

@@ -1,14 +1,17 @@
-// sidecar/server/session.h: one consumer TCP connection: frame reading, the handshake
-// deadline, the outgoing queue and closing with an Error frame.
-// Owns: the socket and its bytes. Does not decide who may connect (Server) nor what is sent
-// (the consumer pipeline, through the one emitter).
+// sidecar/server/session.h: one consumer TCP connection, plaintext or TLS: the TLS handshake,
+// frame reading, the handshake deadline (TLS and Hello together), the outgoing queue and
+// closing with an Error frame.
+// Owns: the socket, its TLS stream and its bytes. Does not decide who may connect (Server) nor
+// what is sent (the consumer pipeline, through the one emitter).
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "dblog/v1/consumer.pb.h"
@@ -29,9 +32,17 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   using HelloHandler = std::function<void(std::shared_ptr<Session>, const dblog::v1::Hello&)>;
   using BadFrameHandler = std::function<void()>;
+  enum class TlsFailure { kHandshake, kTimeout, kPlaintext };
+  using TlsFailureHandler =
+      std::function<void(const Session&, TlsFailure, const std::string& reason)>;
 
+  // With `tls` (the listener's context) the connection must start with a TLS handshake,
+  // finished within `hello_timeout` together with the Hello; a client that speaks plaintext
+  // gets a plaintext Error frame saying TLS is required. Without it, plaintext.
   Session(boost::asio::ip::tcp::socket socket, std::chrono::milliseconds hello_timeout,
-          std::size_t low_water_bytes, HelloHandler on_hello, BadFrameHandler on_bad_frame);
+          std::size_t low_water_bytes, HelloHandler on_hello, BadFrameHandler on_bad_frame,
+          std::shared_ptr<boost::asio::ssl::context> tls = nullptr,
+          TlsFailureHandler on_tls_failure = nullptr);
 
   void Start();
   void Attach(SessionListener* listener) {
@@ -55,8 +66,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // Open and never handed to a consumer: waiting for its Hello, or refused and lingering.
   bool unauthenticated() const { return !closed_ && !attached_; }
   std::string peer() const { return peer_; }
+  // The CN of the client certificate TLS verified; "" without one.
+  const std::string& peer_common_name() const { return peer_cn_; }
 
  private:
+  void PeekFirstByte();
+  void TlsHandshake();
+  void TlsFailed(TlsFailure kind, const std::string& reason);
   void Read();
   void OnBytes(std::size_t n);
   void HandleFrame(std::string_view payload);
@@ -65,6 +81,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void ProtocolError(dblog::v1::Error::Code code, const std::string& message);
 
   boost::asio::ip::tcp::socket socket_;
+  // Wraps socket_ when the listener is TLS (tls_ctx_ set); reads and writes go through it then.
+  std::shared_ptr<boost::asio::ssl::context> tls_ctx_;
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
+  TlsFailureHandler on_tls_failure_;
+  bool tls_established_ = false;
+  unsigned char first_byte_ = 0;
+  std::string peer_cn_;
   boost::asio::steady_timer hello_timer_;
   std::chrono::milliseconds hello_timeout_;
   std::size_t low_water_bytes_;

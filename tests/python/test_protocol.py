@@ -9,7 +9,9 @@ slot's confirmed_flush_lsn, that a repair requested from SQL arrives as one chun
 recorded as done (progress is recorded only once the client acknowledged it), that a second
 connection resuming after the acknowledged position gets nothing old again and picks up a
 repair requested while it was away, that a refused handshake is reported, and that a
-consumer's own token is read from --token-file or DBLOG_TOKEN_FILE. Also reads /metrics.
+consumer's own token is read from --token-file or DBLOG_TOKEN_FILE, and that the client
+speaks TLS (--tls-ca, a client certificate for --tls-client-ca; certificates made with the
+openssl command) and refuses a server it does not trust. Also reads /metrics.
 
 Run by tests/run.sh after the C++ tests, with Debian's /usr/bin/python3 (python3-protobuf).
 Needs the environment tests/cluster.sh exports (DBLOG_TEST_CONNINFO, PGHOST, PGPORT, ...);
@@ -326,6 +328,59 @@ class ProtocolTest(unittest.TestCase):
         # acknowledgement of the bootstrap (then this connection bootstraps again)
         Lines(proc).until(lambda e: e["op"] in ("insert", "read") and e["key"] == {"id": 7},
                           "row 7")
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=20), 0)
+
+    def test_tls(self):
+        self.run_showing_log(self.tls)
+
+    def tls(self):
+        if subprocess.run(["sh", "-c", "command -v openssl"], stdout=subprocess.DEVNULL).returncode:
+            self.skipTest("the openssl command is not installed")
+        d = tempfile.mkdtemp(prefix="dblog-py-tls-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", d])
+
+        def sh(cmd):
+            subprocess.run(["sh", "-c", cmd], cwd=d, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        sh("printf '[req]\\ndistinguished_name=dn\\n[dn]\\n[ca]\\n"
+           "basicConstraints=critical,CA:TRUE\\nkeyUsage=critical,keyCertSign\\n' > o.cnf")
+        for ca in ("ca", "other"):
+            sh("openssl req -config o.cnf -extensions ca -x509 -newkey ec -pkeyopt "
+               "ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=%s -keyout %s.key -out %s.pem"
+               % (ca, ca, ca))
+        for name, cn, ext in (("server", "localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
+                              ("client", CONSUMER, "extendedKeyUsage=clientAuth")):
+            sh("printf '%s\\n' > %s.ext && openssl req -config o.cnf -newkey ec -pkeyopt "
+               "ec_paramgen_curve:P-256 -nodes -subj /CN=%s -keyout %s.key -out %s.csr && "
+               "openssl x509 -req -in %s.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+               "-extfile %s.ext -out %s.pem" % (ext, name, cn, name, name, name, name, name))
+        path = lambda f: os.path.join(d, f)
+        self.stop_dblogd()
+        self.start_dblogd("--tls-cert=" + path("server.pem"), "--tls-key=" + path("server.key"),
+                          "--tls-client-ca=" + path("ca.pem"))
+
+        # a server whose certificate does not chain to --tls-ca: refused by the client
+        proc = self.client(extra=["--tls-ca", path("other.pem"),
+                                  "--tls-cert", path("client.pem"), "--tls-key", path("client.key")])
+        _, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("CERTIFICATE_VERIFY_FAILED", err)
+        # plaintext to a TLS dblogd: told so
+        proc = self.client()
+        _, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("requires TLS", err)
+
+        # TLS from the environment, verifying the name "localhost"
+        env = dict(os.environ, DBLOG_TLS_CA=path("ca.pem"), DBLOG_TLS_CERT=path("client.pem"),
+                   DBLOG_TLS_KEY=path("client.key"), DBLOG_HOST="localhost")
+        proc = self.client(env=env)
+        lines = Lines(proc)
+        lines.until(lambda e: e["op"] == "bootstrap_end", "the end of the bootstrap")
+        psql("INSERT INTO %s.items VALUES (8, 'eight')" % SCHEMA)
+        lines.until(lambda e: e["op"] == "insert" and e["key"] == {"id": 8}, "row 8 over TLS")
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(timeout=20), 0)
 

@@ -111,6 +111,19 @@ TEST(ApplyFlags, HelpSaysTheTargetIsAMirror) {
     EXPECT_NE(help.find(text), std::string::npos) << text << "\n" << help;
 }
 
+TEST(ApplyFlags, Tls) {  // the same flags and environment as dblog tail (tail_options_test)
+  EXPECT_FALSE(Parse({"--consumer", "c1", "--target", "x"})->connect.tls);
+  auto o = Parse({"--consumer", "c1", "--target", "x", "--tls-server-name", "db.example"},
+                 {{"DBLOG_TLS", "1"}});
+  ASSERT_TRUE(o);
+  EXPECT_TRUE(o->connect.tls);
+  EXPECT_EQ(o->connect.tls_server_name, "db.example");
+  EXPECT_TRUE(Parse({"--consumer", "c1", "--target", "x", "--tls"})->connect.tls);
+  EXPECT_THROW(Parse({"--consumer", "c1", "--target", "x", "--tls-key", "/nonexistent"}),
+               cli::UsageError);
+  EXPECT_NE(cli::ApplyHelp().find("--tls-ca"), std::string::npos);
+}
+
 TEST(ApplyFlags, ParsesEverything) {
   auto o = Parse({"--consumer", "c1", "--target", "dbname=x", "--port", "7000", "--create-tables",
                   "--schema-map", "a=b", "--schema-map=c=d", "--batch-rows", "50"});

@@ -93,6 +93,53 @@ TEST(TailArgs, TokenFile) {
             "--token and --token-file exclude each other");
 }
 
+TEST(TailArgs, Tls) {
+  const std::string ca = ::testing::TempDir() + "dblog_tail_ca.pem";
+  const std::string cert = ::testing::TempDir() + "dblog_tail_cert.pem";
+  const std::string key = ::testing::TempDir() + "dblog_tail_key.pem";
+  for (const auto& f : {ca, cert, key}) std::ofstream(f) << "pem\n";
+
+  EXPECT_FALSE(Parse({"--consumer", "c"}).connect.tls);
+  EXPECT_TRUE(Parse({"--consumer", "c", "--tls"}).connect.tls);
+  // any other --tls-* flag implies --tls
+  TailOptions o = Parse({"--consumer", "c", "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key,
+                         "--tls-server-name", "db.example"});
+  EXPECT_TRUE(o.connect.tls);
+  EXPECT_EQ(o.connect.tls_ca_file, ca);
+  EXPECT_EQ(o.connect.tls_cert_file, cert);
+  EXPECT_EQ(o.connect.tls_key_file, key);
+  EXPECT_EQ(o.connect.tls_server_name, "db.example");
+  EXPECT_TRUE(Parse({"--consumer", "c", "--tls-server-name", "x"}).connect.tls);
+
+  // the environment gives defaults, flags win
+  o = Parse({"--consumer", "c", "--tls-ca", cert},
+            {{"DBLOG_TLS_CA", ca}, {"DBLOG_TLS_CERT", cert}, {"DBLOG_TLS_KEY", key}});
+  EXPECT_TRUE(o.connect.tls);
+  EXPECT_EQ(o.connect.tls_ca_file, cert);
+  EXPECT_EQ(o.connect.tls_cert_file, cert);
+  EXPECT_EQ(o.connect.tls_key_file, key);
+  EXPECT_TRUE(Parse({"--consumer", "c"}, {{"DBLOG_TLS", "1"}}).connect.tls);
+  EXPECT_TRUE(Parse({"--consumer", "c"}, {{"DBLOG_TLS", "true"}}).connect.tls);
+  EXPECT_FALSE(Parse({"--consumer", "c"}, {{"DBLOG_TLS", "0"}}).connect.tls);
+  EXPECT_FALSE(Parse({"--consumer", "c"}, {{"DBLOG_TLS", ""}}).connect.tls);
+  EXPECT_TRUE(Parse({"--consumer", "c", "--tls"}, {{"DBLOG_TLS", "0"}}).connect.tls);
+
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c"}, {{"DBLOG_TLS", "maybe"}}),
+            "invalid DBLOG_TLS 'maybe': expected 1 or 0");
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c", "--tls-cert", cert}),
+            "--tls-cert and --tls-key go together (a client certificate and its key)");
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c"}, {{"DBLOG_TLS_KEY", key}}),
+            "--tls-cert and --tls-key go together (a client certificate and its key)");
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--tls-ca", "/nonexistent/ca.pem"})
+                .find("cannot read --tls-ca /nonexistent/ca.pem"),
+            std::string::npos);
+  EXPECT_NE(UsageErrorOf({"--consumer", "c"}, {{"DBLOG_TLS_CA", "/nonexistent/ca.pem"}})
+                .find("cannot read DBLOG_TLS_CA /nonexistent/ca.pem"),
+            std::string::npos);
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--tls=1"}).find("tls"), std::string::npos);
+  for (const auto& f : {ca, cert, key}) std::remove(f.c_str());
+}
+
 TEST(TailArgs, TokenFileFromTheEnvironment) {
   const std::string path = ::testing::TempDir() + "dblog_tail_token_env";
   std::ofstream(path) << "env-file\n";
