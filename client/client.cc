@@ -11,11 +11,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
-#include <google/protobuf/arena.h>
 #include <vector>
 
 #include "client/position.h"
-#include "wire/frame.h"
+#include "client/stream_reader.h"
 
 namespace dblog::client {
 
@@ -62,9 +61,8 @@ class Client::Impl {
   Impl(const ConnectOptions& options, std::shared_ptr<Interrupter> interrupter)
       : options_(options),
         interrupter_(std::move(interrupter)),
-        read_buffer_(256 * 1024),
-        arena_block_(new char[kArenaBlockBytes]),
-        arena_(ArenaOptions(arena_block_.get())) {
+        reader_(Peer()),
+        read_buffer_(256 * 1024) {
     // io_context::stop is thread-safe; the waker is unregistered before io_ is destroyed.
     if (interrupter_) interrupter_->SetWaker([this] { io_.stop(); });
   }
@@ -77,7 +75,7 @@ class Client::Impl {
   bool NextRef(ItemRef& item);
   bool HasBufferedItems();
   void Ack(const Position& position);
-  const dblog::v1::Welcome& welcome() const { return welcome_; }
+  const dblog::v1::Welcome& welcome() const { return reader_.welcome(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -107,7 +105,6 @@ class Client::Impl {
              const std::string& what);
   std::size_t ReadSome(Deadline deadline, const std::string& what);
   bool ReadMessage(ServerMessage& message, Deadline deadline, const std::string& what);
-  void CheckPosition(const StreamEvent& event);
 
   ConnectOptions options_;
   std::shared_ptr<Interrupter> interrupter_;
@@ -116,25 +113,8 @@ class Client::Impl {
   // With options_.tls: the TLS session over socket_, through which every read and write goes.
   std::optional<asio::ssl::context> tls_ctx_;
   std::optional<asio::ssl::stream<tcp::socket&>> tls_;
-  wire::FrameDecoder decoder_{wire::kMaxServerFrame};
+  StreamReader reader_;  // frames, items and their checks
   std::vector<char> read_buffer_;
-  dblog::v1::Welcome welcome_;
-  // Frames are parsed into arena_, reset before the next frame is parsed: what NextRef handed
-  // out lives until then. The first block is ours and survives resets: parsing a frame of the
-  // usual size allocates nothing but the buffers of strings too long to be stored inline.
-  static constexpr std::size_t kArenaBlockBytes = 1u << 20;
-  static google::protobuf::ArenaOptions ArenaOptions(char* block) {
-    google::protobuf::ArenaOptions o;
-    o.initial_block = block;
-    o.initial_block_size = kArenaBlockBytes;
-    o.max_block_size = kArenaBlockBytes;
-    return o;
-  }
-  std::unique_ptr<char[]> arena_block_;
-  google::protobuf::Arena arena_;
-  const dblog::v1::EventBatch* batch_ = nullptr;  // being handed out, from batch_next_ on
-  int batch_next_ = 0;
-  Position last_position_;  // of the last event handed out (starts at Welcome.resume_from)
   std::optional<Position> last_ack_;
   State state_ = State::kOpen;
 };
@@ -211,33 +191,19 @@ std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
   // any other, and a frame cut in half is still caught by the decoder.
   if (result == asio::error::eof || result == asio::ssl::error::stream_truncated) return 0;
   if (result) throw TransportError(what + ": " + result.message());
-  decoder_.Feed(read_buffer_.data(), received);
+  reader_.Feed(read_buffer_.data(), received);
   return received;
 }
 
 // The next frame, parsed. False when the server closed the connection between frames.
 bool Client::Impl::ReadMessage(ServerMessage& message, Deadline deadline, const std::string& what) {
   for (;;) {
-    std::string_view payload;
-    std::string error;
-    const wire::FrameDecoder::Status status = decoder_.Next(&payload, &error);
-    switch (status) {
-      case wire::FrameDecoder::Status::kFrame:
-        if (!message.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-          throw ProtocolError(Peer() + " sent a malformed ServerMessage frame (" +
-                              std::to_string(payload.size()) + " bytes)");
-        }
-        return true;
-      case wire::FrameDecoder::Status::kError:
-        throw ProtocolError(Peer() + " sent a bad frame: " + error);
-      case wire::FrameDecoder::Status::kNeedMore:
-        break;
-    }
+    if (reader_.NextMessage(message)) return true;
     // A fresh deadline per read: io_timeout bounds silence, not the length of a batch.
     if (ReadSome(deadline ? deadline : IoDeadline(), what) == 0) {
-      if (decoder_.buffered() != 0) {
+      if (reader_.buffered() != 0) {
         throw ProtocolError(Peer() + " closed the connection in the middle of a frame (" +
-                            std::to_string(decoder_.buffered()) + " bytes of it received)");
+                            std::to_string(reader_.buffered()) + " bytes of it received)");
       }
       return false;
     }
@@ -302,25 +268,7 @@ void Client::Impl::Handshake() {
                         (options_.tls ? std::string(" (with TLS: did it refuse our certificate?)")
                                       : std::string()));
   }
-  switch (answer.msg_case()) {
-    case ServerMessage::kWelcome:
-      break;
-    case ServerMessage::kError:
-      throw ServerError(answer.error().code(), answer.error().message());
-    default:
-      throw ProtocolError(Peer() + " answered Hello with something other than Welcome or Error");
-  }
-  welcome_ = answer.welcome();
-  if (welcome_.protocol_version() != kProtocolVersion) {
-    throw ProtocolError(Peer() + " speaks protocol version " +
-                        std::to_string(welcome_.protocol_version()) + "; this client speaks " +
-                        std::to_string(kProtocolVersion));
-  }
-  // Nothing at or before either bound may come: the server's resume point, and ours.
-  last_position_ = welcome_.resume_from();
-  if (options_.resume_after && ComparePositions(*options_.resume_after, last_position_) > 0) {
-    last_position_ = *options_.resume_after;
-  }
+  reader_.AcceptWelcome(answer, options_.resume_after);
 }
 
 void Client::Impl::StartTls(Clock::time_point deadline) {
@@ -397,16 +345,6 @@ void Client::Impl::StartTls(Clock::time_point deadline) {
   }
 }
 
-void Client::Impl::CheckPosition(const StreamEvent& event) {
-  const auto position = PositionOf(event);
-  if (!position) return;
-  if (ComparePositions(*position, last_position_) <= 0) {
-    throw ProtocolError(Peer() + " sent an event at " + FormatPosition(*position) +
-                        ", not after the previous position " + FormatPosition(last_position_));
-  }
-  last_position_ = *position;
-}
-
 bool Client::Impl::NextRef(ItemRef& item) {
   if (state_ == State::kClosed) return false;
   if (state_ == State::kFailed) {
@@ -414,41 +352,15 @@ bool Client::Impl::NextRef(ItemRef& item) {
   }
   try {
     for (;;) {
-      if (batch_ != nullptr && batch_next_ < batch_->events_size()) {
-        const StreamEvent& event = batch_->events(batch_next_++);
-        if (event.event_case() == StreamEvent::EVENT_NOT_SET) {
-          // Possibly an event kind newer than this client: skipping it could lose data.
-          throw ProtocolError(Peer() + " sent an event of a kind this client does not know");
+      if (reader_.NextItem(item)) return true;
+      // A fresh deadline per read: io_timeout bounds silence, not the length of a batch.
+      if (ReadSome(IoDeadline(), "reading from " + Peer()) == 0) {
+        if (reader_.buffered() != 0) {
+          throw ProtocolError(Peer() + " closed the connection in the middle of a frame (" +
+                              std::to_string(reader_.buffered()) + " bytes of it received)");
         }
-        CheckPosition(event);
-        item = &event;
-        return true;
-      }
-      // Everything handed out so far is released here, before the next frame is parsed.
-      batch_ = nullptr;
-      arena_.Reset();
-      auto* message = google::protobuf::Arena::CreateMessage<ServerMessage>(&arena_);
-      if (!ReadMessage(*message, std::nullopt, "reading from " + Peer())) {
         state_ = State::kClosed;
         return false;
-      }
-      switch (message->msg_case()) {
-        case ServerMessage::kEvents:
-          batch_ = &message->events();
-          batch_next_ = 0;
-          continue;
-        case ServerMessage::kHeartbeat:
-          item = &message->heartbeat();
-          return true;
-        case ServerMessage::kProgress:
-          item = &message->progress();
-          return true;
-        case ServerMessage::kError:
-          throw ServerError(message->error().code(), message->error().message());
-        case ServerMessage::kWelcome:
-          throw ProtocolError(Peer() + " sent a second Welcome");
-        case ServerMessage::MSG_NOT_SET:
-          throw ProtocolError(Peer() + " sent a ServerMessage of a kind this client does not know");
       }
     }
   } catch (...) {
@@ -459,9 +371,7 @@ bool Client::Impl::NextRef(ItemRef& item) {
 
 bool Client::Impl::HasBufferedItems() {
   if (state_ != State::kOpen) return false;
-  if (batch_ != nullptr && batch_next_ < batch_->events_size()) return true;
-  // A decoding error counts as buffered too (Next reports it without waiting).
-  return decoder_.Ready();
+  return reader_.HasBufferedItems();
 }
 
 void Client::Impl::Ack(const Position& position) {

@@ -10,6 +10,9 @@ packages=(
   libboost-dev libboost-program-options-dev
   libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
+  # tests/fuzz (tests/run.sh runs a short pass): clang 14 and its runtime libraries, which hold
+  # libFuzzer and the ASan/UBSan runtimes (libclang_rt.fuzzer-x86_64.a and friends).
+  clang libclang-rt-14-dev
   python3
   curl
 )

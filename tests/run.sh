@@ -2,7 +2,7 @@
 # tests/run.sh: the one test command (README, .ci/run). Builds and installs the extension,
 # builds the C++ side, starts a throwaway cluster, runs pg_regress + isolation specs
 # (make installcheck), the C++ tests (ctest), the Python protocol example and the docs'
-# snippets, and stops the cluster, also on failure.
+# snippets, and stops the cluster, also on failure; then a short pass of the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/cluster.sh
@@ -45,5 +45,11 @@ echo "== Python protocol example (tests/python)"
 echo "== docs snippets (tests/docs)"
 /usr/bin/python3 tests/docs/test_snippets.py --self-test || status=1
 /usr/bin/python3 tests/docs/test_snippets.py || status=1
+
+# libFuzzer harnesses for every parser of untrusted bytes (tests/fuzz/README.md): built with
+# clang, ASan and UBSan in build-fuzz/, each run briefly from its checked-in corpus. Needs no
+# cluster; a crash or a broken property fails the run.
+echo "== fuzzing, short pass (tests/fuzz)"
+DBLOG_FUZZ_SECONDS=${DBLOG_FUZZ_SECONDS:-10} DBLOG_JOBS=$jobs tests/fuzz/run.sh || status=1
 
 exit $status

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 
 namespace dblog::cli {
 namespace {
@@ -18,6 +19,27 @@ std::size_t TerminalWidth(std::FILE* file) {
 }
 
 }  // namespace
+
+void AppendPrintable(std::string& line, std::string_view text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      line.push_back('?');
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               (static_cast<unsigned char>(text[i + 1]) & 0xe0) == 0x80) {
+      line.push_back('?');
+      ++i;
+    } else {
+      line.push_back(text[i]);
+    }
+  }
+}
+
+std::string PrintableText(std::string_view text) {
+  std::string out;
+  AppendPrintable(out, text);
+  return out;
+}
 
 std::string RenderProgressLine(const dblog::v1::Progress& progress, std::size_t width) {
   std::uint64_t copied = 0, estimated = 0;
@@ -35,7 +57,8 @@ std::string RenderProgressLine(const dblog::v1::Progress& progress, std::size_t 
   }
   const bool all_done = done == progress.tables_size();
   if (!estimated_known && !all_done) estimated = 0;
-  std::string line = progress.phase().empty() ? "copy" : progress.phase();
+  std::string line;
+  AppendPrintable(line, progress.phase().empty() ? "copy" : progress.phase());
   if (estimated > 0 || all_done) {
     // 100% only once every table is done: estimates are often low.
     const std::uint64_t percent =
@@ -51,7 +74,11 @@ std::string RenderProgressLine(const dblog::v1::Progress& progress, std::size_t 
       " rows, " + std::to_string(done) + "/" + std::to_string(progress.tables_size()) + " tables";
   for (const auto& table : progress.tables()) {
     if (table.done()) continue;
-    line += " | " + table.schema() + "." + table.name() + " " + std::to_string(table.rows_copied());
+    line += " | ";
+    AppendPrintable(line, table.schema());
+    line += ".";
+    AppendPrintable(line, table.name());
+    line += " " + std::to_string(table.rows_copied());
     if (table.rows_estimated() > 0) line += "/" + std::to_string(table.rows_estimated());
   }
   if (line.size() > width) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "dblog/v1/consumer.pb.h"
 
@@ -17,7 +18,14 @@ namespace dblog::cli {
 // | public.orders 1000/4000": totals first, then every table not yet done. The bar is left out
 // while a table still copying has no estimate; it shows 100% only once every table is done
 // (estimates are often low). Cut to `width` columns (a terminal line), the cut marked "...".
+// Control characters in the names the server sent (phase, schema, table) show as '?'.
 std::string RenderProgressLine(const dblog::v1::Progress& progress, std::size_t width);
+
+// `text` (names or messages a server sent) with every control character replaced by '?', for a
+// terminal: a table may be called "a\nb" or hold an escape sequence. Control characters: C0 and
+// DEL, and C1 (U+0080..U+009F) as UTF-8 encodes them.
+void AppendPrintable(std::string& line, std::string_view text);
+std::string PrintableText(std::string_view text);
 
 class ProgressDisplay {
  public:

@@ -303,7 +303,8 @@ int RunTail(const TailOptions& options, std::shared_ptr<client::Interrupter> int
   const auto fail = [&](const std::string& message) {
     progress.Clear();
     std::fflush(out);  // what was rendered is shown; it was not acknowledged
-    std::fprintf(err, "dblog: %s\n", message.c_str());
+    // One line, whatever the server put in its Error message (a newline, an escape sequence).
+    std::fprintf(err, "dblog: %s\n", PrintableText(message).c_str());
     return 1;
   };
 

@@ -142,6 +142,36 @@ std::string Registry::Render() const {
   return out.str();
 }
 
+HttpReply HttpRespond(std::string_view received, const Registry& registry,
+                      std::size_t max_header_bytes) {
+  if (received.substr(0, max_header_bytes).find("\r\n\r\n") == std::string_view::npos) {
+    if (received.size() < max_header_bytes) return {HttpReply::Kind::kNeedMore, {}};
+    return {HttpReply::Kind::kTooLarge,
+            "HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+            "Connection: close\r\n\r\n"};
+  }
+  std::istringstream in{std::string(received)};
+  std::string method, path;
+  in >> method >> path;
+  std::string body, status = "200 OK", type = "text/plain; version=0.0.4";
+  if (method != "GET") {
+    status = "405 Method Not Allowed";
+    body = "only GET\n";
+  } else if (path == "/metrics") {
+    body = registry.Render();
+  } else if (path == "/") {
+    type = "text/plain";
+    body = "dblogd: see /metrics\n";
+  } else {
+    status = "404 Not Found";
+    body = "not found\n";
+  }
+  return {HttpReply::Kind::kResponse,
+          "HTTP/1.0 " + status + "\r\nContent-Type: " + type +
+              "\r\nContent-Length: " + std::to_string(body.size()) +
+              "\r\nConnection: close\r\n\r\n" + body};
+}
+
 struct HttpEndpoint::Connection {
   Connection(tcp::socket s, std::shared_ptr<std::size_t> open)
       : socket(std::move(s)), deadline(socket.get_executor()), open(std::move(open)) {
@@ -245,39 +275,26 @@ void HttpEndpoint::Serve(std::shared_ptr<Connection> c) {
   });
   asio::async_read_until(
       c->socket, c->buf, "\r\n\r\n", [this, c](boost::system::error_code rec, std::size_t) {
-        if (rec == asio::error::not_found) {  // kMaxHeaderBytes without the end of the headers
-          Refused(registry_.http_refused_header_too_large, "header_too_large");
-          Respond(c,
-                  "HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
-                  "Connection: close\r\n\r\n",
-                  kWriteTimeout, /*drain=*/true);
-          return;
-        }
-        if (rec) {
+        if (rec && rec != asio::error::not_found) {
           c->deadline.cancel();
           return;
         }
-        std::istream in(&c->buf);
-        std::string method, path;
-        in >> method >> path;
-        std::string body, status = "200 OK", type = "text/plain; version=0.0.4";
-        if (method != "GET") {
-          status = "405 Method Not Allowed";
-          body = "only GET\n";
-        } else if (path == "/metrics") {
-          body = registry_.Render();
-        } else if (path == "/") {
-          type = "text/plain";
-          body = "dblogd: see /metrics\n";
-        } else {
-          status = "404 Not Found";
-          body = "not found\n";
+        // not_found: kMaxHeaderBytes without the end of the headers.
+        HttpReply reply = HttpRespond(
+            std::string_view(static_cast<const char*>(c->buf.data().data()), c->buf.size()),
+            registry_);
+        switch (reply.kind) {
+          case HttpReply::Kind::kTooLarge:
+            Refused(registry_.http_refused_header_too_large, "header_too_large");
+            Respond(c, std::move(reply.response), kWriteTimeout, /*drain=*/true);
+            return;
+          case HttpReply::Kind::kResponse:
+            Respond(c, std::move(reply.response), kWriteTimeout);
+            return;
+          case HttpReply::Kind::kNeedMore:  // cannot be: read_until ended with the blank line
+            c->deadline.cancel();
+            return;
         }
-        Respond(c,
-                "HTTP/1.0 " + status + "\r\nContent-Type: " + type +
-                    "\r\nContent-Length: " + std::to_string(body.size()) +
-                    "\r\nConnection: close\r\n\r\n" + body,
-                kWriteTimeout);
       });
 }
 

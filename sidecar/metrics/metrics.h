@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "log/rate_limit.h"
 #include "server/accept_retry.h"
@@ -98,5 +99,18 @@ class HttpEndpoint {
   server::AcceptRetry retry_;
   log::RateLimited refused_log_{std::chrono::seconds(10)};
 };
+
+// What the metrics endpoint answers to `received`, the bytes read from a connection so far (at
+// most max_header_bytes: the read stops there). kNeedMore: the request head has not ended yet
+// (no blank line), read on. kTooLarge: max_header_bytes without the end of the head, answered
+// 431. kResponse: the whole response to the request: GET /metrics, GET / (an index), 404 for
+// other paths, 405 for other methods. Pure: HttpEndpoint's parser, callable without a socket.
+struct HttpReply {
+  enum class Kind { kNeedMore, kTooLarge, kResponse };
+  Kind kind = Kind::kNeedMore;
+  std::string response;  // kTooLarge, kResponse: what to write before closing
+};
+HttpReply HttpRespond(std::string_view received, const Registry& registry,
+                      std::size_t max_header_bytes = HttpEndpoint::kMaxHeaderBytes);
 
 }  // namespace dblog::metrics

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "log/log.h"
+#include "server/handshake.h"
 
 namespace dblog::server {
 namespace asio = boost::asio;
@@ -11,14 +12,6 @@ using asio::ip::tcp;
 using dblog::v1::Error;
 
 namespace {
-
-// Compares without leaking where the first difference is.
-bool SameToken(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
-}
 
 tcp::endpoint Resolve(asio::io_context& io, const config::Endpoint& e) {
   tcp::resolver resolver(io);
@@ -126,45 +119,14 @@ void Server::OnTlsFailure(const Session& session, Session::TlsFailure kind,
 }
 
 void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& hello) {
-  if (shutting_down_) return Refuse(*session, Error::SHUTTING_DOWN, "dblogd is shutting down");
-  if (hello.protocol_version() != dblog::v1::PROTOCOL_VERSION_1)
-    return Refuse(*session, Error::UNSUPPORTED_VERSION,
-                  "protocol version " + std::to_string(hello.protocol_version()) +
-                      " is not supported; this server speaks version 1");
-  if (!config::ValidConsumerName(hello.consumer()))
-    return Refuse(*session, Error::BAD_CONSUMER_NAME,
-                  "consumer name '" + hello.consumer() +
-                      "' is not valid: a-z first, then a-z, 0-9 or _, at most 48 characters");
-  // With client certificates, a certificate opens only the consumer its CN names.
-  if (!config_.tls_client_ca.empty() && session->peer_common_name() != hello.consumer())
-    return Refuse(*session, Error::AUTH_FAILED,
-                  "the client certificate (CN '" + session->peer_common_name() +
-                      "') does not open consumer '" + hello.consumer() +
-                      "': its CN must be the consumer name");
-  // The consumer's own token if it has one (no other opens it), else the global one.
-  const std::string& expected = config::ExpectedToken(config_, hello.consumer());
-  if (!expected.empty() && !SameToken(hello.token(), expected))
-    return Refuse(*session, Error::AUTH_FAILED,
-                  "wrong or missing token for consumer '" + hello.consumer() + "'");
-  if (const std::string wrong = config::CheckMessagePrefixes(
-          {hello.message_prefixes().begin(), hello.message_prefixes().end()});
-      !wrong.empty())
-    return Refuse(*session, Error::PROTOCOL_VIOLATION, "Hello.message_prefixes: " + wrong);
   config::ConsumerConfig consumer;
-  const bool configured = config_.consumers.count(hello.consumer()) > 0;
-  if (configured) {
-    consumer = config_.consumers.at(hello.consumer());
-  } else if (config_.default_scope) {
-    consumer = {hello.consumer(), *config_.default_scope, ""};
-  } else {
-    return Refuse(*session, Error::UNKNOWN_CONSUMER,
-                  "consumer '" + hello.consumer() +
-                      "' is not configured (dblogd --consumer NAME=SCOPE) and there is no "
-                      "--default-scope");
-  }
-  if (pipelines_.count(hello.consumer()))
-    return Refuse(*session, Error::ALREADY_CONNECTED,
-                  "consumer '" + hello.consumer() + "' already has a live connection");
+  bool configured = false;
+  HelloContext context;
+  context.shutting_down = shutting_down_;
+  context.peer_common_name = session->peer_common_name();
+  context.connected = [this](const std::string& name) { return pipelines_.count(name) != 0; };
+  if (auto refusal = CheckHello(hello, config_, context, &consumer, &configured))
+    return Refuse(*session, refusal->code, refusal->message);
   if (!configured) {
     // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number.
     consumer::UnconfiguredSlots slots;

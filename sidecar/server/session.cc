@@ -2,6 +2,7 @@
 #include "server/session.h"
 
 #include "log/log.h"
+#include "server/handshake.h"
 #include "server/tls.h"
 
 namespace dblog::server {
@@ -132,32 +133,20 @@ void Session::OnBytes(std::size_t n) {
 
 void Session::HandleFrame(std::string_view payload) {
   dblog::v1::ClientMessage message;
-  if (!message.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    ProtocolError(Error::BAD_FRAME, "frame is not a dblog.v1.ClientMessage");
-    return;
-  }
-  switch (message.msg_case()) {
-    case dblog::v1::ClientMessage::kHello:
-      if (hello_seen_) {
-        ProtocolError(Error::PROTOCOL_VIOLATION, "Hello sent twice");
-        return;
-      }
+  const ClientFrame frame = ParseClientFrame(payload, hello_seen_, listener_ != nullptr, &message);
+  switch (frame.kind) {
+    case ClientFrame::Kind::kError:
+      ProtocolError(frame.code, frame.error);
+      return;
+    case ClientFrame::Kind::kHello:
       hello_seen_ = true;
       hello_timer_.cancel();
       on_hello_(shared_from_this(), message.hello());
       return;
-    case dblog::v1::ClientMessage::kAck:
-      if (!hello_seen_ || listener_ == nullptr) {
-        ProtocolError(Error::PROTOCOL_VIOLATION, "Ack before the handshake completed");
-        return;
-      }
+    case ClientFrame::Kind::kAck:
       listener_->OnAck(message.ack());
       return;
-    case dblog::v1::ClientMessage::MSG_NOT_SET:
-      ProtocolError(Error::BAD_FRAME, "ClientMessage without a message");
-      return;
   }
-  ProtocolError(Error::BAD_FRAME, "unknown ClientMessage");
 }
 
 void Session::ProtocolError(Error::Code code, const std::string& message) {

@@ -336,6 +336,20 @@ TEST(TailCli, RefusalIsOneLineAndExitOne) {
   EXPECT_EQ(child.out(), "");
 }
 
+// The refusal's message comes from the server: its control characters must not reach the
+// terminal (the class of bug client_stream_fuzz found in the progress line).
+TEST(TailCli, RefusalWithControlCharactersStaysOneLine) {
+  FakeServer server([](FakeConnection& connection) {
+    ClientMessage hello;
+    ASSERT_TRUE(connection.Read(&hello));
+    connection.Send(ErrorMessage(dblog::v1::Error::AUTH_FAILED, "bad\ntoken\x1b[2J"));
+    connection.Close();
+  });
+  Cli child({"tail", "--consumer", "orders", "--port", Port(server), "--token", "x"});
+  EXPECT_EQ(child.Wait(), 1);
+  EXPECT_EQ(child.err(), "dblog: dblogd refused: AUTH_FAILED: bad?token?[2J\n");
+}
+
 TEST(TailCli, TruncatedStreamIsAnErrorAfterTheWrittenLines) {
   FakeServer server([](FakeConnection& connection) {
     ClientMessage hello;

@@ -239,6 +239,17 @@ TEST(ProgressLine, EstimatesExceededAndUnknown) {
             "copy [####################] 100% 0 rows, 0/0 tables");
 }
 
+// Found by tests/fuzz/client_stream_fuzz (corpus/client_stream_fuzz/crash-progress-newline): a
+// table name from the server with a newline broke the line redrawn in place, and an escape
+// sequence in it would have reached the terminal.
+TEST(ProgressLine, ControlCharactersInNamesAreShownAsQuestionMarks) {
+  auto progress = MakeProgress({{"a\nb", 1, 2, false}, {"\x1b[2J\x7f\xc2\x9b\xc3\xa9", 1, 0, false}});
+  progress.set_phase("boot\rstrap");
+  progress.mutable_tables(1)->set_schema(std::string("s\0", 2));
+  const std::string line = RenderProgressLine(progress, 200);
+  EXPECT_EQ(line, "boot?strap 2 rows, 0/2 tables | public.a?b 1/2 | s?.?[2J??\xc3\xa9 1");
+}
+
 TEST(ProgressLine, CutToWidth) {
   const std::string line = RenderProgressLine(
       MakeProgress({{"items", 3000, 5000, false}, {"orders", 1000, 4000, false}}), 40);

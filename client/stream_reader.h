@@ -1,0 +1,66 @@
+// client/stream_reader.h: the part of the client that reads what dblogd sends, without a socket:
+// bytes -> frames (wire::FrameDecoder) -> ServerMessages -> items, with the checks Client
+// applies (the handshake answer, message order, known event kinds, positions strictly
+// increasing). Client feeds it what it reads; tests/fuzz/ feeds it arbitrary bytes.
+// Owns: the decoder, the arena frames are parsed into, the position of the last item.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <google/protobuf/arena.h>
+
+#include "client/client.h"
+#include "wire/frame.h"
+
+namespace dblog::client {
+
+class StreamReader {
+ public:
+  // `peer` names the server in error messages ("dblogd at host:port"). arena_block_bytes: the
+  // arena's own first block (and its largest block size).
+  explicit StreamReader(std::string peer, std::size_t arena_block_bytes = kArenaBlockBytes);
+
+  void Feed(const char* data, std::size_t size) { decoder_.Feed(data, size); }
+
+  // The next complete frame, parsed into *message. False when no complete frame has been fed.
+  // Throws ProtocolError for a bad frame or one that is not a ServerMessage.
+  bool NextMessage(dblog::v1::ServerMessage& message);
+
+  // The server's answer to Hello: a Welcome of our protocol version, or ServerError /
+  // ProtocolError. Positions handed out later must be after Welcome.resume_from and after
+  // `resume_after`.
+  void AcceptWelcome(const dblog::v1::ServerMessage& answer,
+                     const std::optional<dblog::v1::Position>& resume_after);
+  const dblog::v1::Welcome& welcome() const { return welcome_; }
+
+  // The next item of the stream, pointing into the reader until the next call. False when more
+  // bytes are needed. Throws ServerError, ProtocolError.
+  bool NextItem(ItemRef& item);
+
+  // True when NextItem can answer without more bytes (the rest of an EventBatch, a complete
+  // frame, or a decoding error).
+  bool HasBufferedItems() const;
+  // Bytes fed but not yet parsed (nonzero at a clean close: the server cut a frame).
+  std::size_t buffered() const { return decoder_.buffered(); }
+
+ private:
+  static constexpr std::size_t kArenaBlockBytes = 1u << 20;
+
+  void CheckPosition(const dblog::v1::StreamEvent& event);
+
+  std::string peer_;
+  wire::FrameDecoder decoder_{wire::kMaxServerFrame};
+  dblog::v1::Welcome welcome_;
+  // Frames are parsed into arena_, reset before the next frame is parsed: what NextItem handed
+  // out lives until then. The first block is ours and survives resets: parsing a frame of the
+  // usual size allocates nothing but the buffers of strings too long to be stored inline.
+  std::unique_ptr<char[]> arena_block_;
+  google::protobuf::Arena arena_;
+  const dblog::v1::EventBatch* batch_ = nullptr;  // being handed out, from batch_next_ on
+  int batch_next_ = 0;
+  dblog::v1::Position last_position_;  // of the last event handed out (from Welcome.resume_from)
+};
+
+}  // namespace dblog::client

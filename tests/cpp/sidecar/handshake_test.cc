@@ -1,0 +1,186 @@
+// tests/cpp/sidecar/handshake_test.cc: dblogd's pure reading of consumer frames and Hellos
+// (server/handshake.h) and of /metrics requests (metrics::HttpResponse). No database, no socket.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "metrics/metrics.h"
+#include "server/handshake.h"
+
+namespace {
+
+using dblog::server::CheckHello;
+using dblog::server::ClientFrame;
+using dblog::server::ParseClientFrame;
+using dblog::v1::Error;
+
+std::string HelloBytes(const std::string& consumer, const std::string& token = "",
+                       std::uint32_t version = 1) {
+  dblog::v1::ClientMessage m;
+  m.mutable_hello()->set_protocol_version(version);
+  m.mutable_hello()->set_consumer(consumer);
+  m.mutable_hello()->set_token(token);
+  return m.SerializeAsString();
+}
+
+TEST(ParseClientFrame, HelloFirstThenAcksOnceAttached) {
+  dblog::v1::ClientMessage m;
+  EXPECT_EQ(ParseClientFrame(HelloBytes("a"), false, false, &m).kind, ClientFrame::Kind::kHello);
+  EXPECT_EQ(m.hello().consumer(), "a");
+  const ClientFrame twice = ParseClientFrame(HelloBytes("a"), true, true, &m);
+  EXPECT_EQ(twice.kind, ClientFrame::Kind::kError);
+  EXPECT_EQ(twice.code, Error::PROTOCOL_VIOLATION);
+  EXPECT_EQ(twice.error, "Hello sent twice");
+
+  dblog::v1::ClientMessage ack;
+  ack.mutable_ack()->mutable_position()->set_commit_lsn(5);
+  const std::string ack_bytes = ack.SerializeAsString();
+  EXPECT_EQ(ParseClientFrame(ack_bytes, true, false, &m).code, Error::PROTOCOL_VIOLATION);
+  EXPECT_EQ(ParseClientFrame(ack_bytes, false, false, &m).code, Error::PROTOCOL_VIOLATION);
+  EXPECT_EQ(ParseClientFrame(ack_bytes, true, true, &m).kind, ClientFrame::Kind::kAck);
+  EXPECT_EQ(m.ack().position().commit_lsn(), 5u);
+}
+
+TEST(ParseClientFrame, BadFrames) {
+  dblog::v1::ClientMessage m;
+  EXPECT_EQ(ParseClientFrame("", false, false, &m).error, "ClientMessage without a message");
+  EXPECT_EQ(ParseClientFrame("\xff", false, false, &m).error,
+            "frame is not a dblog.v1.ClientMessage");
+  EXPECT_EQ(ParseClientFrame("\xff", false, false, &m).code, Error::BAD_FRAME);
+}
+
+using dblog::server::HelloContext;
+
+struct Checked {
+  Error::Code code;
+  std::string consumer;
+  bool configured;
+  std::string message;
+};
+
+Checked Check(const dblog::config::Config& config, const std::string& bytes,
+              const HelloContext& context) {
+  dblog::v1::ClientMessage m;
+  m.ParseFromString(bytes);
+  dblog::config::ConsumerConfig consumer;
+  bool configured = false;
+  auto refusal = CheckHello(m.hello(), config, context, &consumer, &configured);
+  if (refusal) return {refusal->code, consumer.name, configured, refusal->message};
+  return {Error::CODE_UNSPECIFIED, consumer.name, configured, ""};
+}
+
+TEST(CheckHello, RefusesInOrderAndAcceptsConfigured) {
+  dblog::config::Config config;
+  config.token = "t";
+  config.consumers["orders"] = {"orders", dblog::config::ParseScope("public.orders"), ""};
+  const std::set<std::string> live = {"busy"};
+  HelloContext context;
+  context.connected = [&live](const std::string& n) { return live.count(n) != 0; };
+  auto check = [&](const std::string& bytes, bool shutting_down = false) {
+    HelloContext c = context;
+    c.shutting_down = shutting_down;
+    return Check(config, bytes, c);
+  };
+  EXPECT_EQ(check(HelloBytes("orders", "t"), true).code, Error::SHUTTING_DOWN);
+  EXPECT_EQ(check(HelloBytes("orders", "t", 2)).code, Error::UNSUPPORTED_VERSION);
+  EXPECT_EQ(check(HelloBytes("Orders", "x")).code, Error::BAD_CONSUMER_NAME);
+  EXPECT_EQ(check(HelloBytes("orders", "x")).code, Error::AUTH_FAILED);
+  EXPECT_EQ(check(HelloBytes("other", "t")).code, Error::UNKNOWN_CONSUMER);
+  const Checked orders = check(HelloBytes("orders", "t"));
+  EXPECT_EQ(orders.code, Error::CODE_UNSPECIFIED);
+  EXPECT_EQ(orders.consumer, "orders");
+  EXPECT_TRUE(orders.configured);
+  config.default_scope = dblog::config::ParseScope("public.*");
+  const Checked other = check(HelloBytes("other", "t"));
+  EXPECT_EQ(other.code, Error::CODE_UNSPECIFIED);
+  EXPECT_EQ(other.consumer, "other");
+  EXPECT_FALSE(other.configured);
+  EXPECT_EQ(check(HelloBytes("busy", "t")).code, Error::ALREADY_CONNECTED);
+}
+
+TEST(CheckHello, ConsumerTokenOpensOnlyItsConsumer) {
+  dblog::config::Config config;
+  config.token = "global";
+  config.consumers["a"] = {"a", dblog::config::ParseScope("public.*"), "own"};
+  config.consumers["b"] = {"b", dblog::config::ParseScope("public.*"), ""};
+  const HelloContext context;
+  EXPECT_EQ(Check(config, HelloBytes("a", "own"), context).code, Error::CODE_UNSPECIFIED);
+  const Checked global_for_a = Check(config, HelloBytes("a", "global"), context);
+  EXPECT_EQ(global_for_a.code, Error::AUTH_FAILED);
+  EXPECT_EQ(global_for_a.message, "wrong or missing token for consumer 'a'");
+  EXPECT_EQ(Check(config, HelloBytes("b", "own"), context).code, Error::AUTH_FAILED);
+  EXPECT_EQ(Check(config, HelloBytes("b", "global"), context).code, Error::CODE_UNSPECIFIED);
+}
+
+TEST(CheckHello, ClientCertificateCnMustBeTheConsumer) {
+  dblog::config::Config config;
+  config.tls_client_ca = "/ca.pem";
+  config.consumers["a"] = {"a", dblog::config::ParseScope("public.*"), ""};
+  HelloContext context;
+  context.peer_common_name = "b";
+  const Checked wrong = Check(config, HelloBytes("a"), context);
+  EXPECT_EQ(wrong.code, Error::AUTH_FAILED);
+  EXPECT_EQ(wrong.message,
+            "the client certificate (CN 'b') does not open consumer 'a': its CN must be the "
+            "consumer name");
+  context.peer_common_name = "a";
+  EXPECT_EQ(Check(config, HelloBytes("a"), context).code, Error::CODE_UNSPECIFIED);
+  config.tls_client_ca.clear();  // without client certificates the CN is not looked at
+  context.peer_common_name = "";
+  EXPECT_EQ(Check(config, HelloBytes("a"), context).code, Error::CODE_UNSPECIFIED);
+}
+
+TEST(CheckHello, MessagePrefixesAreChecked) {
+  dblog::config::Config config;
+  config.consumers["a"] = {"a", dblog::config::ParseScope("public.*"), ""};
+  dblog::v1::ClientMessage m;
+  m.mutable_hello()->set_protocol_version(1);
+  m.mutable_hello()->set_consumer("a");
+  m.mutable_hello()->add_message_prefixes("app.");
+  EXPECT_EQ(Check(config, m.SerializeAsString(), {}).code, Error::CODE_UNSPECIFIED);
+  m.mutable_hello()->add_message_prefixes("");
+  const Checked bad = Check(config, m.SerializeAsString(), {});
+  EXPECT_EQ(bad.code, Error::PROTOCOL_VIOLATION);
+  EXPECT_EQ(bad.message.rfind("Hello.message_prefixes: ", 0), 0u);
+}
+
+std::string Respond(const std::string& request, const dblog::metrics::Registry& registry) {
+  const auto reply = dblog::metrics::HttpRespond(request, registry);
+  EXPECT_EQ(reply.kind, dblog::metrics::HttpReply::Kind::kResponse) << request;
+  return reply.response;
+}
+
+TEST(HttpRespond, MetricsIndexAndRefusals) {
+  dblog::metrics::Registry registry;
+  registry.connections_total = 3;
+  const std::string metrics = Respond("GET /metrics HTTP/1.1\r\n\r\n", registry);
+  EXPECT_EQ(metrics.rfind("HTTP/1.0 200 OK\r\n", 0), 0u);
+  EXPECT_NE(metrics.find("\ndblog_connections_total 3\n"), std::string::npos);
+  EXPECT_EQ(Respond("GET / HTTP/1.0\r\n\r\n", registry),
+            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
+            "Connection: close\r\n\r\ndblogd: see /metrics\n");
+  EXPECT_EQ(Respond("PUT /metrics\r\n\r\n", registry).rfind("HTTP/1.0 405 Method Not Allowed\r\n", 0),
+            0u);
+  EXPECT_EQ(Respond("GET /x\r\n\r\n", registry).rfind("HTTP/1.0 404 Not Found\r\n", 0), 0u);
+  EXPECT_EQ(Respond("\r\n\r\n", registry).rfind("HTTP/1.0 405 ", 0), 0u);
+}
+
+TEST(HttpRespond, HeadEndAndSizeLimit) {
+  using Kind = dblog::metrics::HttpReply::Kind;
+  dblog::metrics::Registry registry;
+  EXPECT_EQ(dblog::metrics::HttpRespond("", registry).kind, Kind::kNeedMore);
+  EXPECT_EQ(dblog::metrics::HttpRespond("GET / HTTP/1.0\r\n", registry).kind, Kind::kNeedMore);
+  const std::string full(dblog::metrics::HttpEndpoint::kMaxHeaderBytes, 'a');
+  const auto too_large = dblog::metrics::HttpRespond(full, registry);
+  EXPECT_EQ(too_large.kind, Kind::kTooLarge);
+  EXPECT_EQ(too_large.response,
+            "HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+            "Connection: close\r\n\r\n");
+  // The blank line within the limit ends the head, whatever follows it.
+  EXPECT_EQ(dblog::metrics::HttpRespond("GET / HTTP/1.0\r\n\r\n" + full, registry, 8192).kind,
+            Kind::kResponse);
+  EXPECT_EQ(dblog::metrics::HttpRespond("GET /\r\n\r\n", registry, 5).kind, Kind::kTooLarge);
+}
+
+}  // namespace

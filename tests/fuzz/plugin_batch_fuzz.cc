@@ -1,0 +1,110 @@
+// tests/fuzz/plugin_batch_fuzz.cc: dblogd's reading of the plugin's messages, as
+// Pipeline::OnData does it: each message parsed as a dblog.v1.Batch, the plugin's bytes of
+// each Change sliced out of it (emit::ChangeBytes), every event fed to the Emitter with them.
+// Input: a control byte (resume position), then plugin messages, each a varint length and
+// that many bytes.
+// Properties: ChangeBytes hands out, when it does, exactly the bytes each Change was parsed
+// from; an Emitter fed the same events without those bytes (so it serializes every Change)
+// accepts and refuses the same events and sends the same stream (the splice changes nothing but
+// how it is written); the emitter's output parses as an EventBatch.
+#include <google/protobuf/arena.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dblog/v1/change.pb.h"
+#include "dblog/v1/consumer.pb.h"
+#include "emit/ack_tracker.h"
+#include "emit/emitter.h"
+#include "fuzz_util.h"
+
+using dblog::fuzz::Check;
+
+namespace {
+
+// The stream a consumer would read from `bytes` (EventBatch wire form), fields it does not know
+// left out: the two paths may place or drop those differently (a seq of the wrong wire type).
+std::string Canonical(const std::string& bytes) {
+  dblog::v1::EventBatch batch;
+  Check(batch.ParseFromString(bytes), "the emitter's output is an EventBatch");
+  batch.DiscardUnknownFields();
+  std::string out;
+  batch.SerializeToString(&out);
+  return out;
+}
+
+bool ReadVarint(std::string_view& in, std::uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+    const auto byte = static_cast<unsigned char>(in.front());
+    in.remove_prefix(1);
+    *v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 1) return 0;
+  const std::uint8_t control = data[0];
+  std::string_view in(reinterpret_cast<const char*>(data + 1), size - 1);
+  const dblog::emit::Position resume{(control & 1) ? 0x100u : 0u,
+                                    static_cast<std::uint32_t>(control >> 1)};
+  dblog::emit::AckTracker acks_spliced(0, resume), acks_serialized(0, resume);
+  dblog::emit::Emitter spliced(resume, &acks_spliced), serialized(resume, &acks_serialized);
+  google::protobuf::Arena arena;
+
+  std::uint64_t length = 0;
+  while (ReadVarint(in, &length) && length <= in.size()) {
+    const std::string_view payload = in.substr(0, length);
+    in.remove_prefix(length);
+    arena.Reset();
+    auto* batch = google::protobuf::Arena::CreateMessage<dblog::v1::Batch>(&arena);
+    if (!batch->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return 0;
+    const std::vector<std::string_view> change_bytes =
+        dblog::emit::ChangeBytes(payload, batch->events_size());
+    Check(change_bytes.empty() ||
+              change_bytes.size() == static_cast<std::size_t>(batch->events_size()),
+          "ChangeBytes: one slice per event, or none");
+    for (std::size_t i = 0; i < change_bytes.size(); ++i) {
+      const std::string_view raw = change_bytes[i];
+      if (raw.empty()) continue;
+      Check(raw.data() >= payload.data() && raw.data() + raw.size() <= payload.data() + payload.size(),
+            "ChangeBytes: slices lie inside the message");
+      const auto& event = batch->events(static_cast<int>(i));
+      Check(event.has_change(), "ChangeBytes: a slice only for a Change");
+      dblog::v1::Change parsed;
+      Check(parsed.ParseFromArray(raw.data(), static_cast<int>(raw.size())) &&
+                parsed.SerializeAsString() == event.change().SerializeAsString(),
+            "ChangeBytes: the slice is what the Change was parsed from");
+    }
+    for (int i = 0; i < batch->events_size(); ++i) {
+      dblog::v1::Event copy = batch->events(i);
+      bool spliced_ok = true, serialized_ok = true;
+      try {
+        spliced.Consume(*batch->mutable_events(i),
+                        change_bytes.empty() ? std::string_view() : change_bytes[i]);
+      } catch (const std::logic_error&) {
+        spliced_ok = false;
+      }
+      try {
+        serialized.Consume(copy);
+      } catch (const std::logic_error&) {
+        serialized_ok = false;
+      }
+      Check(spliced_ok == serialized_ok, "the splice accepts what serializing accepts");
+      if (!spliced_ok) return 0;  // the pipeline ends the session
+    }
+    Check(Canonical(spliced.TakeOutput()) == Canonical(serialized.TakeOutput()),
+          "the splice sends the stream serializing sends");
+    Check(spliced.last_position() == serialized.last_position() &&
+              acks_spliced.unacknowledged() == acks_serialized.unacknowledged(),
+          "the same positions either way");
+  }
+  return 0;
+}
