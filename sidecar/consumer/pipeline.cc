@@ -221,31 +221,28 @@ void Pipeline::Preflight(pg::Connection& sql) {
         "dblog.consumers, dblog.request_progress TO " + role + "; GRANT SELECT, INSERT ON "
         "dblog.request_queue TO " + role + "; GRANT USAGE ON SEQUENCE dblog.request_queue_id_seq "
         "TO " + role);
-  pg::Result denied = sql.ExecParams(
+  // One pass over the tables in scope: those the role may not read, and those whose
+  // row-level security would hide rows from it (dblogd reads with row_security = off, so they
+  // would fail later; say so now, by name).
+  pg::Result tables = sql.ExecParams(
       "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
+      "         FILTER (WHERE NOT has_table_privilege(c.oid, 'SELECT')),"
+      "       string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
+      "         FILTER (WHERE c.relrowsecurity"
+      "           AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"
+      "           AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE')))"
       "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
       " WHERE c.relkind = 'r' AND c.relpersistence = 'p'"
       "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dblog')"
-      "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)"
-      "   AND NOT has_table_privilege(c.oid, 'SELECT')",
+      "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)",
       {config::FormatScope(consumer_.scope)});
-  if (!denied.is_null(0, 0))
+  if (!tables.is_null(0, 0))
     throw std::runtime_error("role " + role + " may not SELECT from tables in scope: " +
-                             std::string(denied.value(0, 0)) + " (GRANT SELECT ON ... TO " +
+                             std::string(tables.value(0, 0)) + " (GRANT SELECT ON ... TO " +
                              role + ")");
-  // dblogd reads with row_security = off, so these would fail later; say so now, by name
-  pg::Result hidden = sql.ExecParams(
-      "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
-      "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-      " WHERE c.relkind = 'r' AND c.relpersistence = 'p' AND c.relrowsecurity"
-      "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dblog')"
-      "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)"
-      "   AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"
-      "   AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE'))",
-      {config::FormatScope(consumer_.scope)});
-  if (!hidden.is_null(0, 0))
+  if (!tables.is_null(0, 1))
     throw std::runtime_error(
-        "row-level security is enabled on tables in scope: " + std::string(hidden.value(0, 0)) +
+        "row-level security is enabled on tables in scope: " + std::string(tables.value(0, 1)) +
         "; role " + role + " would see only the rows their policies show it, so dblogd refuses "
         "to read them (ALTER ROLE " + role + " BYPASSRLS, or leave them out of the consumer's "
         "scope)");

@@ -216,10 +216,7 @@ int CountLogEvents(const std::string& log, const std::string& event) {
   return n;
 }
 
-RawReply RawExchange(std::uint16_t port, const std::string& request,
-                     std::chrono::milliseconds timeout) {
-  RawReply reply;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+int RawConnect(std::uint16_t port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -227,6 +224,17 @@ RawReply RawExchange(std::uint16_t port, const std::string& request,
   addr.sin_port = htons(port);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+RawReply RawExchange(std::uint16_t port, const std::string& request,
+                     std::chrono::milliseconds timeout) {
+  RawReply reply;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const int fd = RawConnect(port);
+  if (fd < 0) {
     reply.closed = true;
     return reply;
   }

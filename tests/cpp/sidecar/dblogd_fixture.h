@@ -139,6 +139,9 @@ int CountLogEvents(const std::string& log, const std::string& event);
 // One raw TCP exchange with a deadline (plain sockets and poll, so that a server that never
 // accepts or never answers cannot hang the test): connects, sends `request`, reads until the
 // server closes or `timeout` passes. `closed` tells which.
+// A TCP connection to 127.0.0.1:port that has sent nothing yet; -1 when refused.
+int RawConnect(std::uint16_t port);
+
 struct RawReply {
   std::string bytes;
   bool closed = false;

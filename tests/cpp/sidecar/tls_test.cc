@@ -95,20 +95,6 @@ std::pair<int, std::string> RunDblogd(const std::string& args, const std::string
   return {status, err.str()};
 }
 
-// A TCP connection that sends nothing.
-int RawConnect(std::uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Whether the server closed `fd` within `timeout` (whatever it sent first is discarded).
 bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
