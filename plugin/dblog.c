@@ -179,6 +179,21 @@ bad_value(DefElem *elem, const char *valid)
 			 errhint("Valid values are %s.", valid)));
 }
 
+/* A whole number of bytes from 0 to max, or an error naming the option. */
+static long
+byte_count_option(DefElem *elem, long max)
+{
+	char	   *v = option_string(elem);
+	char	   *end;
+	long		bytes;
+
+	errno = 0;
+	bytes = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || end == v || bytes < 0 || bytes > max)
+		bad_value(elem, psprintf("whole numbers from 0 to %ld", max));
+	return bytes;
+}
+
 /* One of two words; returns true for `yes`. */
 static bool
 option_choice(DefElem *elem, const char *no, const char *yes)
@@ -330,16 +345,8 @@ parse_output_parameters(List *options, DblogData *data)
 		}
 		else if (strcmp(elem->defname, "batch_bytes") == 0)
 		{
-			char	   *v = option_string(elem);
-			char	   *end;
-			long		bytes;
-
 			reject_duplicate(&batch_seen, elem);
-			errno = 0;
-			bytes = strtol(v, &end, 10);
-			if (errno != 0 || *end != '\0' || end == v || bytes < 0 || bytes > MaxAllocSize / 4)
-				bad_value(elem, psprintf("whole numbers from 0 to %d", (int) (MaxAllocSize / 4)));
-			data->batch_bytes = (int) bytes;
+			data->batch_bytes = (int) byte_count_option(elem, MaxAllocSize / 4);
 		}
 		else if (strcmp(elem->defname, "include_coordinates") == 0)
 		{
@@ -359,12 +366,12 @@ parse_output_parameters(List *options, DblogData *data)
 		}
 		else if (strcmp(elem->defname, "message_prefixes") == 0)
 		{
-			char	   *v = pstrdup(option_string(elem));
-			char	   *p = v;
+			char	   *p = pstrdup(option_string(elem));
 
 			reject_duplicate(&prefixes_seen, elem);
 			data->filter_messages = true;
-			while (*v != '\0')
+			/* '' is the empty list: no message passes */
+			while (*p != '\0' || data->message_prefixes != NIL)
 			{
 				char	   *comma = strchr(p, ',');
 
@@ -380,16 +387,8 @@ parse_output_parameters(List *options, DblogData *data)
 		}
 		else if (strcmp(elem->defname, "message_max_bytes") == 0)
 		{
-			char	   *v = option_string(elem);
-			char	   *end;
-			long		bytes;
-
 			reject_duplicate(&max_message_seen, elem);
-			errno = 0;
-			bytes = strtol(v, &end, 10);
-			if (errno != 0 || *end != '\0' || end == v || bytes < 0 || bytes > MaxAllocSize)
-				bad_value(elem, psprintf("whole numbers from 0 to %d", (int) MaxAllocSize));
-			data->message_max_bytes = (Size) bytes;
+			data->message_max_bytes = (Size) byte_count_option(elem, MaxAllocSize);
 		}
 		else
 			ereport(ERROR,
