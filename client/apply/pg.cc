@@ -55,6 +55,31 @@ std::uint64_t PgResult::affected() const {
   return n && *n ? std::strtoull(n, nullptr, 10) : 0;
 }
 
+std::string ConnectFailureSqlstate(std::string_view message, bool needs_password) {
+  const auto has = [message](std::string_view text) {
+    return message.find(text) != std::string_view::npos;
+  };
+  if (needs_password || has("password authentication failed") ||
+      has("no password supplied") || has("password is required"))
+    return "28P01";
+  if (has("no pg_hba.conf entry") || (has("role \"") && has("\" does not exist")))
+    return "28000";
+  if (has("database \"") && has("\" does not exist")) return "3D000";
+  return "08001";
+}
+
+std::optional<std::string> ConninfoError(const std::string& conninfo) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (options != nullptr) {
+    PQconninfoFree(options);
+    return std::nullopt;
+  }
+  std::string message = error != nullptr ? Trim(error) : "out of memory";
+  PQfreemem(error);
+  return message;
+}
+
 PgConnection PgConnection::Open(const std::string& conninfo, const std::string& application_name) {
   // application_name only as a fallback: a conninfo that names one wins.
   const char* keys[] = {"dbname", "fallback_application_name", nullptr};
@@ -63,8 +88,9 @@ PgConnection PgConnection::Open(const std::string& conninfo, const std::string& 
   c.conn_.reset(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
   if (!c.conn_) throw TargetError("cannot connect to the target: out of memory", "");
   if (PQstatus(c.conn_.get()) != CONNECTION_OK) {
-    throw TargetError("cannot connect to the target: " + Trim(PQerrorMessage(c.conn_.get())),
-                      "08001");
+    const std::string message = Trim(PQerrorMessage(c.conn_.get()));
+    throw TargetError("cannot connect to the target: " + message,
+                      ConnectFailureSqlstate(message, PQconnectionNeedsPassword(c.conn_.get())));
   }
   PQsetNoticeProcessor(
       c.conn_.get(), [](void*, const char*) {}, nullptr);
