@@ -679,13 +679,14 @@ TEST_F(ApplyE2eTest, LossyTargetColumnsAreRefusedUnlessAllowed) {
 }
 
 // dblogd killed in the middle of a bootstrap: the next one is flagged restarted, and the
-// applier clears what the first attempt applied (and a stray row) before converging.
+// applier clears what the first attempt applied (and a stray row) before converging. The
+// applier keeps running through it: it retries until dblogd is back.
 TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
   db().exec("CREATE TABLE " + T("big") + " (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + T("big") +
             " SELECT g, repeat('v', 50) FROM generate_series(1, 300000) g");
   StartDblogd({"--max-buffer-mb=1"});
-  StartApply({"--create-tables", "--batch-rows=500"});
+  StartApply({"--create-tables", "--batch-rows=500", "--retry-max=1"});
   // some bootstrap batches are committed in the target
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (StoredPosition().empty() && std::chrono::steady_clock::now() < deadline)
@@ -693,9 +694,9 @@ TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
   ASSERT_FALSE(StoredPosition().empty()) << apply_->log();
   dblogd_->Signal(SIGKILL);
   dblogd_->Wait();
-  auto status = apply_->Wait(30s);
-  ASSERT_TRUE(status);
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  // the applier noticed, rolled back its open batch and waits for dblogd
+  ASSERT_TRUE(apply_->WaitForLog("cannot connect to dblogd", 30s)) << apply_->log();
+  EXPECT_FALSE(apply_->Exited()) << apply_->log();
   const long partial = std::stol(target().scalar("SELECT count(*) FROM " + T("big")));
   EXPECT_GT(partial, 0);
   EXPECT_LT(partial, 300000);
@@ -704,7 +705,6 @@ TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
   db().exec("DELETE FROM " + T("big") + " WHERE id % 777 = 0");
 
   dblogd_->Start();
-  StartApply({"--create-tables", "--batch-rows=500"});
   ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
   WaitApplied(Sentinel());
   ExpectSameTable("big");
@@ -824,8 +824,8 @@ TEST_F(ApplyE2eTest, LargeTransactionStreamsInBoundedMemory) {
   EXPECT_LT(peak_kb, 64 * 1024) << "the applier seems to hold the transaction in memory";
 }
 
-// The binary's exit codes without any server: 2 for a bad command line, 1 for an unreachable
-// target (one line), 0 for --help.
+// The binary's exit codes without any server: 2 for a bad command line (a --target libpq
+// cannot parse included), 1 for an unreachable target with --once (one line), 0 for --help.
 TEST(ApplyCli, ExitCodes) {
   const auto run = [](const std::string& args, std::string* err) {
     char tmpl[] = "/tmp/dblog-apply-cli-XXXXXX";
@@ -845,9 +845,36 @@ TEST(ApplyCli, ExitCodes) {
   EXPECT_NE(err.find("--target is required"), std::string::npos) << err;
   EXPECT_NE(err.find("Try 'dblog apply --help'."), std::string::npos) << err;
   EXPECT_EQ(run("--consumer c1 --target x --batch-rows 0", &err), 2);
+  EXPECT_EQ(run("--consumer c1 --target 'host=h bogus=1'", &err), 2);
+  EXPECT_NE(err.find("invalid --target: invalid connection option \"bogus\""), std::string::npos)
+      << err;
+  EXPECT_EQ(run("--consumer c1 --target 'port=5432 host'", &err), 2);
+  EXPECT_EQ(run("--consumer c1 --retry-min 0 --target x", &err), 2);
   EXPECT_EQ(run("--help", &err), 0);
-  EXPECT_EQ(run("--consumer c1 --target 'host=127.0.0.1 port=1 connect_timeout=2'", &err), 1);
+  EXPECT_EQ(run("--consumer c1 --target 'host=127.0.0.1 port=1 connect_timeout=2' --once", &err),
+            1);
   EXPECT_EQ(err.rfind("dblog apply: error: cannot connect to the target", 0), 0u) << err;
+  // Without --once an unreachable target is retried (each attempt logged) until stopped.
+  {
+    char tmpl[] = "/tmp/dblog-apply-cli-XXXXXX";
+    close(mkstemp(tmpl));
+    const int status = std::system(
+        (std::string(DBLOG_PATH) +
+         " apply --consumer c1 --target 'host=127.0.0.1 port=1 connect_timeout=2' --retry-min "
+         "0.01 --retry-max 0.02 >/dev/null 2>" +
+         tmpl + " & pid=$!; sleep 1; kill -TERM $pid; wait $pid")
+            .c_str());
+    std::ifstream in(tmpl);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    err = ss.str();
+    unlink(tmpl);
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << err;
+  }
+  EXPECT_EQ(err.rfind("dblog apply: cannot connect to the target: ", 0), 0u) << err;
+  EXPECT_NE(err.find("; retrying in 0.0"), std::string::npos) << err;
+  EXPECT_NE(err.find("(attempt 3)"), std::string::npos) << err;
+  EXPECT_NE(err.find("dblog apply: stopped by signal"), std::string::npos) << err;
 }
 
 // ---- rates (DBLOG_APPLY_BENCH=1) -----------------------------------------------------------
