@@ -70,7 +70,8 @@ using Params = std::vector<std::optional<std::string>>;  // text parameters; nul
 // only.
 std::string ConnectFailureSqlstate(std::string_view message, bool needs_password);
 
-// Why `conninfo` is not a valid connection string or URI (libpq's words), or nullopt.
+// Why `conninfo` is not a valid connection string or URI (libpq's words), or nullopt (also for
+// a plain database name, which is what Open() takes a value without '=' or URI prefix for).
 std::optional<std::string> ConninfoError(const std::string& conninfo);
 
 // The target connection. Setup work runs statement by statement (Exec/Query, outside pipeline

@@ -731,6 +731,7 @@ class ApplyKeepsRunningTest : public ApplyE2eTest {
       side->exec("CREATE TABLE IF NOT EXISTS " + T("counter") + " (id int PRIMARY KEY, n bigint)");
       side->exec("CREATE TABLE IF NOT EXISTS " + T("events") +
                  " (n bigint PRIMARY KEY, at timestamptz)");
+      side->exec("CREATE TABLE IF NOT EXISTS " + T("big") + " (id bigint PRIMARY KEY, v text)");
     }
     db().exec("INSERT INTO " + T("counter") + " VALUES (1, 0)");
     target().exec("CREATE TABLE " + T("audit") + " (n bigint, op text)");
@@ -800,6 +801,7 @@ class ApplyKeepsRunningTest : public ApplyE2eTest {
     WaitApplied(Sentinel());
     ExpectSameTable("counter");
     ExpectSameTable("events");
+    ExpectSameTable("big");
     EXPECT_EQ(target().scalar("SELECT count(*) = max(n) FROM " + T("events")), "t");
     EXPECT_EQ(target().scalar("SELECT count(*) || ' ' || count(DISTINCT n) FROM " + T("audit")),
               target().scalar("SELECT count(*) || ' ' || count(*) FROM " + T("events")))
@@ -842,15 +844,32 @@ TEST_F(ApplyKeepsRunningTest, StartedBeforeDblogdAppliesEverythingOnceItIsUp) {
   EXPECT_FALSE(apply_->Exited()) << apply_->log();
 }
 
-// (2) dblogd SIGKILLed and restarted while a workload runs, and the target's session killed:
-// the applier reconnects each time and resumes from the position stored in the target. At the
-// end the target equals the source and no transaction was applied twice.
+// (2) dblogd SIGKILLed and restarted while a workload runs (once while a 150 000-row
+// transaction is being applied), and the target's session killed: the applier reconnects each
+// time and resumes from the position stored in the target. At the end the target equals the
+// source and no transaction was applied twice.
 TEST_F(ApplyKeepsRunningTest, DblogdAndTargetLossesUnderLoadApplyEverythingOnce) {
   CreateTables();
   StartDblogd();
   StartApply({"--create-tables", "--retry-min=0.05", "--retry-max=0.5"});
   ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
   WaitForBootstrapDone();  // a bootstrap redone would truncate the target (and not the audit)
+  db().exec("INSERT INTO " + T("big") +
+            " SELECT g, repeat('b', 40) FROM generate_series(1, 150000) g");
+  {
+    // the applier is inside a target transaction (most likely the big one): kill dblogd then
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (target().scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                           "'dblog apply " +
+                           consumer() + "' AND backend_xid IS NOT NULL") == "0" &&
+           target().scalar("SELECT count(*) FROM " + T("big")) == "0") {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << apply_->log();
+      std::this_thread::sleep_for(5ms);
+    }
+    dblogd_->Signal(SIGKILL);
+    dblogd_->Wait();
+    dblogd_->Start();
+  }
   StartWriter();
   for (int round = 0; round < 4; ++round) {
     WaitForEvents(TargetEvents() + 200);
