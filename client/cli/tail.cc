@@ -151,8 +151,8 @@ void AddRetryFlags(po::options_description& flags) {
   // clang-format off
   flags.add_options()
       ("once", po::bool_switch(),
-       "exit at the first loss of dblogd (or of the target) instead of reconnecting: for "
-       "scripts")
+       "exit at the first lost or refused connection instead of reconnecting (as before "
+       "sinks kept running): for scripts")
       ("retry-min", po::value<std::string>()->value_name("SECONDS"),
        "the first wait before reconnecting (default 0.5); it doubles at every failed attempt, "
        "each wait a random point between half of it and all of it")
@@ -208,15 +208,19 @@ std::string TailHelp() {
           "It keeps running: when dblogd is not up yet, restarts, or the connection is lost,\n"
           "it says why on stderr and reconnects (waits of 0.5 s doubling to 30 s, with\n"
           "jitter), resuming after the last line it wrote. No line with a position is written\n"
-          "twice, and none is skipped as long as dblogd sends the stream the same way again,\n"
-          "which it does except for two cases: a repair chunk cut by the loss (its chunk_end\n"
-          "and its transaction's commit never come; dblogd sends the chunk again in a later\n"
-          "window), and a bootstrap cut by the loss or whose end was not yet acknowledged\n"
-          "(dblogd copies again: bootstrap_begin with \"restarted\":true, then every row, at new\n"
-          "positions). A relation line identical to the last one of its table is not written\n"
-          "again. Errors retrying cannot fix exit at once: a refused token, an unknown\n"
-          "consumer, a scope error, a protocol violation, TLS that cannot be set up, stdout\n"
-          "closed. With --once the first loss ends it, as a script may want.\n"
+          "twice, and none is skipped as long as dblogd sends the stream the same way again.\n"
+          "It does, except:\n"
+          "  - a transaction that carried a repair chunk, cut by the loss after the chunk\n"
+          "    began: the rest of it (chunk rows, chunk_end, commit) never comes, and the\n"
+          "    chunk comes again later, in a new window, at new positions;\n"
+          "  - a bootstrap cut by the loss or whose end was not acknowledged yet: dblogd\n"
+          "    copies again (bootstrap_begin with \"restarted\":true, every row, new positions);\n"
+          "  - the consumer's scope changed while disconnected (dblogd restarted with another\n"
+          "    --consumer value): the transactions sent again may differ.\n"
+          "A relation line identical to the last one of its table is not written again.\n"
+          "Errors retrying cannot fix exit at once: a refused token, an unknown consumer, a\n"
+          "scope error, a protocol violation, TLS that cannot be set up, stdout closed. With\n"
+          "--once the first loss ends it, as a script may want.\n"
           "\n"
        << TailFlags()
        << "\n"
