@@ -80,6 +80,11 @@ std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, unsigned att
   return std::clamp(std::chrono::milliseconds(wait), ceiling / 2, ceiling);
 }
 
+bool ConnectionWorked(const BackoffPolicy& policy, bool progressed,
+                      std::chrono::steady_clock::duration connected_for) {
+  return progressed || connected_for >= std::max(policy.max, policy.min);
+}
+
 Backoff::Backoff(BackoffPolicy policy, std::uint64_t seed) : policy_(policy), random_(seed) {}
 
 std::chrono::milliseconds Backoff::Next() {

@@ -58,13 +58,20 @@ std::chrono::milliseconds BackoffCeiling(const BackoffPolicy& policy, unsigned a
 std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, unsigned attempt,
                                        double unit);
 
+// Whether a connection that ended counts as having worked, so that the next failure waits from
+// `min` again: it made progress (the sink wrote or committed something new), or it stayed up
+// at least `max` (a quiet stream of heartbeats is healthy too). A connection that is accepted
+// and then fails before any progress, again and again, keeps backing off.
+bool ConnectionWorked(const BackoffPolicy& policy, bool progressed,
+                      std::chrono::steady_clock::duration connected_for);
+
 // One sink's sequence of waits.
 class Backoff {
  public:
   explicit Backoff(BackoffPolicy policy, std::uint64_t seed = std::random_device{}());
   // The wait before the next attempt; counts the attempt.
   std::chrono::milliseconds Next();
-  // A connection worked (something arrived over it): the next failure waits from `min` again.
+  // A connection worked (ConnectionWorked): the next failure waits from `min` again.
   void Reset() { attempt_ = 0; }
   // Failed attempts since the last Reset.
   unsigned attempts() const { return attempt_; }

@@ -206,7 +206,8 @@ class ApplyRun {
   std::optional<Position> stored_;          // what its Start() read: Hello.resume_after
   apply::ApplierStats done_;                // of the appliers discarded so far
   std::optional<Position> acked_;           // the last position acknowledged, any connection
-  bool received_ = false;                   // the current connection delivered something
+  bool progressed_ = false;  // the current connection committed something new in the target
+  std::optional<std::chrono::steady_clock::time_point> connected_at_;  // of the current one
 };
 
 void ApplyRun::Discard() {
@@ -263,7 +264,11 @@ int ApplyRun::Run() {
       Discard();
       return Fail(end.message);
     }
-    if (received_) backoff.Reset();
+    const auto connected_for = connected_at_ ? std::chrono::steady_clock::now() - *connected_at_
+                                             : std::chrono::steady_clock::duration::zero();
+    if (client::ConnectionWorked(options_.retry.backoff, progressed_, connected_for)) {
+      backoff.Reset();
+    }
     if (!WaitToRetry(backoff, *interrupter_, [this](const std::string& line) { Log(line); },
                      end.message)) {
       Discard();
@@ -274,7 +279,8 @@ int ApplyRun::Run() {
 }
 
 ApplyRun::End ApplyRun::Session() {
-  received_ = false;
+  progressed_ = false;
+  connected_at_.reset();
   if (!applier_) {
     try {
       applier_.emplace(
@@ -310,6 +316,7 @@ ApplyRun::End ApplyRun::Session() {
     return {End::kFailed, e.what(), client::IsRetryable(e)};
   }
   client::Client& stream = *connection;
+  connected_at_ = std::chrono::steady_clock::now();
   Log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
       stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
 
@@ -317,6 +324,7 @@ ApplyRun::End ApplyRun::Session() {
   const auto acknowledge = [&] {
     const auto& durable = applier.durable();
     if (!durable || (acked && ComparePositions(*durable, *acked) <= 0)) return;
+    progressed_ = true;  // committed in the target beyond where this connection started
     stream.Ack(*durable);
     acked = *durable;
     acked_ = *durable;
@@ -341,7 +349,6 @@ ApplyRun::End ApplyRun::Session() {
         acknowledge();
       }
       if (!stream.NextRef(item)) break;
-      received_ = true;
       if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
         const StreamEvent* event = *ref;
         applier.Apply(*event);

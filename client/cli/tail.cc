@@ -428,7 +428,8 @@ class TailRun {
   // Across connections:
   std::optional<Position> written_;  // the last positioned event handled (written or not shown)
   std::optional<Position> resume_;   // the last Commit/BootstrapEnd written: Hello.resume_after
-  bool received_ = false;            // the current connection delivered something
+  bool progressed_ = false;  // the current connection brought a line not written before
+  std::optional<std::chrono::steady_clock::time_point> connected_at_;  // of the current one
   int connections_ = 0;
 
   // Per connection:
@@ -485,7 +486,11 @@ int TailRun::Run() {
         return Fail(e.what());
       }
     }
-    if (received_) backoff.Reset();
+    const auto connected_for = connected_at_ ? std::chrono::steady_clock::now() - *connected_at_
+                                             : std::chrono::steady_clock::duration::zero();
+    if (client::ConnectionWorked(options_.retry.backoff, progressed_, connected_for)) {
+      backoff.Reset();
+    }
     if (!WaitToRetry(backoff, *interrupter_, [this](const std::string& line) { Note(line); },
                      reason)) {
       return 0;  // stopped while waiting: everything written was flushed
@@ -494,7 +499,8 @@ int TailRun::Run() {
 }
 
 TailRun::End TailRun::Session() {
-  received_ = false;
+  progressed_ = false;
+  connected_at_.reset();
   client::ConnectOptions connect = options_.connect;
   if (resume_) connect.resume_after = resume_;
   std::optional<client::Client> connection;
@@ -506,6 +512,7 @@ TailRun::End TailRun::Session() {
     return {End::kFailed, e.what(), client::IsRetryable(e)};
   }
   client::Client& stream = *connection;
+  connected_at_ = std::chrono::steady_clock::now();
   if (++connections_ > 1) {
     Note("reconnected to dblogd at " + connect.host + ":" + std::to_string(connect.port) +
          (written_ ? "; resuming after " + client::FormatPosition(*written_) +
@@ -523,7 +530,6 @@ TailRun::End TailRun::Session() {
       // Flush before blocking on the network, so a quiet stream is never held in our buffer.
       if (!stream.HasBufferedItems()) FlushOut(out_);
       if (!stream.NextRef(item)) break;
-      received_ = true;
       if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
         const StreamEvent* event = *ref;
         const std::optional<Position> position = client::PositionOf(*event);
@@ -543,7 +549,10 @@ TailRun::End TailRun::Session() {
           progress_.BeforeOutput();
           WriteOut(out_, line);
         }
-        if (position) written_ = position;
+        if (position) {
+          written_ = position;
+          progressed_ = true;
+        }
         if (event->has_commit() || event->has_bootstrap_end()) {
           if (event->has_bootstrap_end()) progress_.Clear();
           resume_ = position;

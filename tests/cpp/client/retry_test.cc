@@ -1,6 +1,7 @@
 // tests/cpp/client/retry_test.cc: the sinks' retry policy (client/retry.h) as tables: which
 // dblogd codes, client exceptions and target SQLSTATEs are retried, and the backoff sequence
-// (ceiling doubling from min to max, jitter within [ceiling/2, ceiling], reset).
+// (ceiling doubling from min to max, jitter within [ceiling/2, ceiling], reset after a connection
+// that worked).
 // Interrupter::WaitFor, which the commands wait with, is checked here too.
 #include "client/retry.h"
 
@@ -120,6 +121,15 @@ TEST(Backoff, SequenceGrowsIsCappedAndResets) {
   bool differ = false;
   for (int i = 0; i < 8; ++i) differ |= a.Next() != b.Next();
   EXPECT_TRUE(differ);
+}
+
+TEST(Backoff, AConnectionWorkedWhenItProgressedOrLasted) {
+  const BackoffPolicy policy{500ms, 30000ms};
+  EXPECT_TRUE(ConnectionWorked(policy, true, 0ms));       // something new written or committed
+  EXPECT_FALSE(ConnectionWorked(policy, false, 0ms));     // accepted, then failed at once
+  EXPECT_FALSE(ConnectionWorked(policy, false, 29s));     // nothing new, not long enough
+  EXPECT_TRUE(ConnectionWorked(policy, false, 30s));      // a quiet, healthy stream
+  EXPECT_TRUE(ConnectionWorked({2000ms, 1000ms}, false, 2s));  // max below min: min
 }
 
 TEST(Backoff, FormatWait) {
