@@ -279,8 +279,9 @@ void Client::Impl::Handshake() {
   ServerMessage answer;
   if (!ReadMessage(answer, deadline, "waiting for Welcome from " + Peer())) {
     throw ConnectionClosed(Peer() + " closed the connection without answering Hello" +
-                           (options_.tls ? std::string(" (with TLS: did it refuse our certificate?)")
-                                         : std::string()));
+                           (options_.tls
+                                ? std::string(" (with TLS: did it refuse our certificate?)")
+                                : std::string()));
   }
   reader_.AcceptWelcome(answer, options_.resume_after);
 }

@@ -71,8 +71,7 @@ std::chrono::milliseconds BackoffCeiling(const BackoffPolicy& policy, unsigned a
   return std::min(ceiling, max);
 }
 
-std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, unsigned attempt,
-                                       double unit) {
+std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, unsigned attempt, double unit) {
   const auto ceiling = BackoffCeiling(policy, attempt);
   unit = std::clamp(unit, 0.0, 1.0);
   const double half = static_cast<double>(ceiling.count()) / 2;

@@ -55,8 +55,7 @@ std::chrono::milliseconds BackoffCeiling(const BackoffPolicy& policy, unsigned a
 // The wait before retry `attempt`, with jitter: `unit` (in [0, 1], from a random source) picks
 // a point in [ceiling / 2, ceiling]. Never below half the ceiling, so retries do not bunch at
 // zero; spread, so sinks that lost the same dblogd do not all come back at the same moment.
-std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, unsigned attempt,
-                                       double unit);
+std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, unsigned attempt, double unit);
 
 // Whether a connection that ended counts as having worked, so that the next failure waits from
 // `min` again: it made progress (the sink wrote or committed something new), or it stayed up

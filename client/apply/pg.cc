@@ -71,11 +71,10 @@ std::string ConnectFailureSqlstate(std::string_view message, bool needs_password
   const auto has = [message](std::string_view text) {
     return message.find(text) != std::string_view::npos;
   };
-  if (needs_password || has("password authentication failed") ||
-      has("no password supplied") || has("password is required"))
+  if (needs_password || has("password authentication failed") || has("no password supplied") ||
+      has("password is required"))
     return "28P01";
-  if (has("no pg_hba.conf entry") || (has("role \"") && has("\" does not exist")))
-    return "28000";
+  if (has("no pg_hba.conf entry") || (has("role \"") && has("\" does not exist"))) return "28000";
   if (has("database \"") && has("\" does not exist")) return "3D000";
   return "08001";
 }

@@ -203,9 +203,9 @@ class ApplyRun {
   std::FILE* err_;
 
   std::optional<apply::Applier> applier_;  // kept across failed connections to dblogd
-  std::optional<Position> stored_;          // what its Start() read: Hello.resume_after
-  apply::ApplierStats done_;                // of the appliers discarded so far
-  std::optional<Position> acked_;           // the last position acknowledged, any connection
+  std::optional<Position> stored_;         // what its Start() read: Hello.resume_after
+  apply::ApplierStats done_;               // of the appliers discarded so far
+  std::optional<Position> acked_;          // the last position acknowledged, any connection
   bool progressed_ = false;  // the current connection committed something new in the target
   std::optional<std::chrono::steady_clock::time_point> connected_at_;  // of the current one
 };
@@ -269,8 +269,8 @@ int ApplyRun::Run() {
     if (client::ConnectionWorked(options_.retry.backoff, progressed_, connected_for)) {
       backoff.Reset();
     }
-    if (!WaitToRetry(backoff, *interrupter_, [this](const std::string& line) { Log(line); },
-                     end.message)) {
+    if (!WaitToRetry(
+            backoff, *interrupter_, [this](const std::string& line) { Log(line); }, end.message)) {
       Discard();
       Log("stopped by signal: " + Summary());
       return 0;

@@ -132,17 +132,17 @@ std::chrono::milliseconds ParseSeconds(const std::string& text, double min, doub
   const auto dot = text.find('.');
   const std::string whole = text.substr(0, dot);
   const std::string fraction = dot == std::string::npos ? "" : text.substr(dot + 1);
-  const bool decimal = !whole.empty() && whole.size() <= 9 &&
-                       whole.find_first_not_of("0123456789") == std::string::npos &&
-                       (dot == std::string::npos ||
-                        (!fraction.empty() && fraction.size() <= 3 &&
-                         fraction.find_first_not_of("0123456789") == std::string::npos));
+  const bool decimal =
+      !whole.empty() && whole.size() <= 9 &&
+      whole.find_first_not_of("0123456789") == std::string::npos &&
+      (dot == std::string::npos || (!fraction.empty() && fraction.size() <= 3 &&
+                                    fraction.find_first_not_of("0123456789") == std::string::npos));
   const double seconds = decimal ? std::strtod(text.c_str(), nullptr) : -1;
   if (!decimal || seconds < min || seconds > max) {
     std::ostringstream range;
     range << min << " to " << max;
-    throw UsageError("invalid " + what + " '" + text + "': expected seconds from " +
-                     range.str() + " (at most 3 decimals)");
+    throw UsageError("invalid " + what + " '" + text + "': expected seconds from " + range.str() +
+                     " (at most 3 decimals)");
   }
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000 + 0.5));
 }
@@ -168,12 +168,12 @@ void ReadRetryFlags(const po::variables_map& vm, RetryOptions& retry,
                     client::ConnectOptions& connect) {
   retry.once = vm["once"].as<bool>();
   if (vm.count("retry-min")) {
-    retry.backoff.min = ParseSeconds(vm["retry-min"].as<std::string>(), 0.001, 86400,
-                                     "--retry-min");
+    retry.backoff.min =
+        ParseSeconds(vm["retry-min"].as<std::string>(), 0.001, 86400, "--retry-min");
   }
   if (vm.count("retry-max")) {
-    retry.backoff.max = ParseSeconds(vm["retry-max"].as<std::string>(), 0.001, 86400,
-                                     "--retry-max");
+    retry.backoff.max =
+        ParseSeconds(vm["retry-max"].as<std::string>(), 0.001, 86400, "--retry-max");
   }
   if (retry.backoff.max < retry.backoff.min) {
     if (vm.count("retry-max")) throw UsageError("--retry-max must not be below --retry-min");
@@ -428,7 +428,7 @@ class TailRun {
   // Across connections:
   std::optional<Position> written_;  // the last positioned event handled (written or not shown)
   std::optional<Position> resume_;   // the last Commit/BootstrapEnd written: Hello.resume_after
-  bool progressed_ = false;  // the current connection brought a line not written before
+  bool progressed_ = false;          // the current connection brought a line not written before
   std::optional<std::chrono::steady_clock::time_point> connected_at_;  // of the current one
   int connections_ = 0;
 
@@ -491,8 +491,8 @@ int TailRun::Run() {
     if (client::ConnectionWorked(options_.retry.backoff, progressed_, connected_for)) {
       backoff.Reset();
     }
-    if (!WaitToRetry(backoff, *interrupter_, [this](const std::string& line) { Note(line); },
-                     reason)) {
+    if (!WaitToRetry(
+            backoff, *interrupter_, [this](const std::string& line) { Note(line); }, reason)) {
       return 0;  // stopped while waiting: everything written was flushed
     }
   }

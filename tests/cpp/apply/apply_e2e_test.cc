@@ -806,9 +806,10 @@ class ApplyKeepsRunningTest : public ApplyE2eTest {
     EXPECT_EQ(target().scalar("SELECT count(*) || ' ' || count(DISTINCT n) FROM " + T("audit")),
               target().scalar("SELECT count(*) || ' ' || count(*) FROM " + T("events")))
         << "events applied more than once: "
-        << target().scalar("SELECT string_agg(n || ' x' || c, ', ') FROM (SELECT n, count(*) c"
-                           " FROM " +
-                           T("audit") + " GROUP BY n HAVING count(*) > 1 LIMIT 10) d");
+        << target().scalar(
+               "SELECT string_agg(n || ' x' || c, ', ') FROM (SELECT n, count(*) c"
+               " FROM " +
+               T("audit") + " GROUP BY n HAVING count(*) > 1 LIMIT 10) d");
     EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("audit") + " WHERE op <> 'INSERT'"), "0");
   }
   int Count(const std::string& text) {
@@ -829,10 +830,10 @@ TEST_F(ApplyKeepsRunningTest, StartedBeforeDblogdAppliesEverythingOnceItIsUp) {
   CreateDblogd();
   StartApply({"--create-tables", "--retry-min=0.05", "--retry-max=0.5"});
   ASSERT_TRUE(apply_->WaitForLog("(attempt 3)", 60s)) << apply_->log();
-  EXPECT_NE(apply_->log().find("dblog apply: cannot connect to dblogd at 127.0.0.1:" +
-                               std::to_string(dblogd_->port()) +
-                               ": Connection refused; retrying in "),
-            std::string::npos)
+  EXPECT_NE(
+      apply_->log().find("dblog apply: cannot connect to dblogd at 127.0.0.1:" +
+                         std::to_string(dblogd_->port()) + ": Connection refused; retrying in "),
+      std::string::npos)
       << apply_->log();
   StartWriter();  // changes while dblogd is down: the bootstrap copies them
   WaitForSourceEvents(100);
@@ -879,9 +880,10 @@ TEST_F(ApplyKeepsRunningTest, DblogdAndTargetLossesUnderLoadApplyEverythingOnce)
       dblogd_->Start();
     } else {
       // the target ends the applier's session (as a restart or a failover would)
-      target().exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE application_name = 'dblog apply " +
-                    consumer() + "'");
+      target().exec(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+          " WHERE application_name = 'dblog apply " +
+          consumer() + "'");
     }
   }
   WaitForEvents(TargetEvents() + 200);  // applying again after the last loss

@@ -131,8 +131,8 @@ TEST(ApplyFlags, Retry) {  // the same flags as dblog tail (tail_options_test: T
   EXPECT_EQ(o->retry.backoff.min, std::chrono::milliseconds(500));
   EXPECT_EQ(o->retry.backoff.max, std::chrono::milliseconds(30000));
   EXPECT_EQ(o->connect.io_timeout, std::chrono::milliseconds(60000));
-  o = Parse({"--consumer", "c1", "--target", "x", "--once", "--retry-min", "1", "--retry-max",
-             "10", "--idle-timeout", "0"});
+  o = Parse({"--consumer", "c1", "--target", "x", "--once", "--retry-min", "1", "--retry-max", "10",
+             "--idle-timeout", "0"});
   ASSERT_TRUE(o);
   EXPECT_TRUE(o->retry.once);
   EXPECT_EQ(o->retry.backoff.min, std::chrono::milliseconds(1000));

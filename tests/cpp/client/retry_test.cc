@@ -67,9 +67,9 @@ TEST(RetryPolicy, ClientExceptions) {
 }
 
 TEST(RetryPolicy, TargetSqlstates) {
-  for (const char* state : {"08000", "08001", "08003", "08006", "08P01", "57P01", "57P02",
-                            "57P03", "57014", "53100", "53200", "53300", "40001", "40P01",
-                            "55P03", "25006", "58030"}) {
+  for (const char* state :
+       {"08000", "08001", "08003", "08006", "08P01", "57P01", "57P02", "57P03", "57014", "53100",
+        "53200", "53300", "40001", "40P01", "55P03", "25006", "58030"}) {
     EXPECT_TRUE(IsRetryableSqlstate(state)) << state;
   }
   for (const char* state : {"", "0800", "22003", "23505", "23503", "42P01", "42501", "42703",
@@ -80,15 +80,15 @@ TEST(RetryPolicy, TargetSqlstates) {
 
 TEST(Backoff, CeilingDoublesFromMinToMax) {
   const BackoffPolicy policy{500ms, 30000ms};
-  const milliseconds expected[] = {500ms,  1000ms,  2000ms,  4000ms,  8000ms,
+  const milliseconds expected[] = {500ms,   1000ms,  2000ms,  4000ms, 8000ms,
                                    16000ms, 30000ms, 30000ms, 30000ms};
   for (unsigned attempt = 0; attempt < std::size(expected); ++attempt) {
     EXPECT_EQ(BackoffCeiling(policy, attempt), expected[attempt]) << attempt;
   }
-  EXPECT_EQ(BackoffCeiling(policy, 1000000), 30000ms);  // no overflow however long it fails
+  EXPECT_EQ(BackoffCeiling(policy, 1000000), 30000ms);     // no overflow however long it fails
   EXPECT_EQ(BackoffCeiling({2000ms, 1000ms}, 0), 2000ms);  // max below min: min
-  EXPECT_EQ(BackoffCeiling({0ms, 0ms}, 3), 1ms);             // never a busy loop
-  EXPECT_EQ(BackoffCeiling({100ms, 100ms}, 5), 100ms);       // a constant wait
+  EXPECT_EQ(BackoffCeiling({0ms, 0ms}, 3), 1ms);           // never a busy loop
+  EXPECT_EQ(BackoffCeiling({100ms, 100ms}, 5), 100ms);     // a constant wait
 }
 
 TEST(Backoff, JitterStaysBetweenHalfTheCeilingAndTheCeiling) {
@@ -125,10 +125,10 @@ TEST(Backoff, SequenceGrowsIsCappedAndResets) {
 
 TEST(Backoff, AConnectionWorkedWhenItProgressedOrLasted) {
   const BackoffPolicy policy{500ms, 30000ms};
-  EXPECT_TRUE(ConnectionWorked(policy, true, 0ms));       // something new written or committed
-  EXPECT_FALSE(ConnectionWorked(policy, false, 0ms));     // accepted, then failed at once
-  EXPECT_FALSE(ConnectionWorked(policy, false, 29s));     // nothing new, not long enough
-  EXPECT_TRUE(ConnectionWorked(policy, false, 30s));      // a quiet, healthy stream
+  EXPECT_TRUE(ConnectionWorked(policy, true, 0ms));            // something new written or committed
+  EXPECT_FALSE(ConnectionWorked(policy, false, 0ms));          // accepted, then failed at once
+  EXPECT_FALSE(ConnectionWorked(policy, false, 29s));          // nothing new, not long enough
+  EXPECT_TRUE(ConnectionWorked(policy, false, 30s));           // a quiet, healthy stream
   EXPECT_TRUE(ConnectionWorked({2000ms, 1000ms}, false, 2s));  // max below min: min
 }
 

@@ -396,10 +396,10 @@ TEST(TailCli, RefusedConnectionIsRetriedUntilStopped) {
   }
   kill(child.pid(), SIGTERM);
   EXPECT_EQ(child.Wait(), 0) << child.err();
-  EXPECT_NE(child.err().find("dblog: cannot connect to dblogd at 127.0.0.1:" +
-                             std::to_string(refusing.port()) +
-                             ": Connection refused; retrying in 0."),
-            std::string::npos)
+  EXPECT_NE(
+      child.err().find("dblog: cannot connect to dblogd at 127.0.0.1:" +
+                       std::to_string(refusing.port()) + ": Connection refused; retrying in 0."),
+      std::string::npos)
       << child.err();
   EXPECT_NE(child.err().find("(attempt 1)\n"), std::string::npos) << child.err();
   EXPECT_NE(child.err().find("(attempt 3)\n"), std::string::npos) << child.err();
@@ -479,7 +479,8 @@ TEST(TailCli, ReconnectsAndResumesAfterTheLastPositionWritten) {
             break;
           case 2:  // dblogd stopping
             EXPECT_EQ(resume(), std::make_pair(std::uint64_t{0x2000}, std::uint32_t{3}));
-            connection.Send(ErrorMessage(dblog::v1::Error::SHUTTING_DOWN, "dblogd is shutting down"));
+            connection.Send(
+                ErrorMessage(dblog::v1::Error::SHUTTING_DOWN, "dblogd is shutting down"));
             connection.Close();
             break;
           case 3:  // back: the third transaction, then Ctrl-C

@@ -37,8 +37,7 @@ struct Line {
 };
 
 // The text after `name":` up to the next `stop` (or the end), within `text`.
-std::optional<std::string> Field(const std::string& text, const std::string& name,
-                                 char stop) {
+std::optional<std::string> Field(const std::string& text, const std::string& name, char stop) {
   const std::string marker = "\"" + name + "\":";
   const auto at = text.find(marker);
   if (at == std::string::npos) return std::nullopt;
@@ -297,10 +296,10 @@ TEST_F(TailKeepsRunningTest, StartedBeforeDblogdPrintsEverythingOnceItIsUp) {
   CreateDblogd();
   tail_ = std::make_unique<TailProcess>(TailArgs({"--retry-min=0.05", "--retry-max=0.5"}));
   ASSERT_TRUE(tail_->WaitForErr("(attempt 3)", 60s)) << tail_->err();
-  EXPECT_NE(tail_->err().find("dblog: cannot connect to dblogd at 127.0.0.1:" +
-                              std::to_string(dblogd_->port()) +
-                              ": Connection refused; retrying in "),
-            std::string::npos)
+  EXPECT_NE(
+      tail_->err().find("dblog: cannot connect to dblogd at 127.0.0.1:" +
+                        std::to_string(dblogd_->port()) + ": Connection refused; retrying in "),
+      std::string::npos)
       << tail_->err();
   StartWriters();
   while (SourceCount("events") < 100) std::this_thread::sleep_for(20ms);
@@ -326,7 +325,8 @@ TEST_F(TailKeepsRunningTest, DblogdKilledUnderLoadPrintsEachPositionOnce) {
   // acknowledged and recorded: a loss from now on does not redo the bootstrap
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (db().scalar("SELECT coalesce(max(bootstrap_state), '') FROM dblog.consumers WHERE "
-                     "name = '" + consumer() + "'") != "done") {
+                     "name = '" +
+                     consumer() + "'") != "done") {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline);
     std::this_thread::sleep_for(20ms);
   }
@@ -396,10 +396,10 @@ TEST_F(TailKeepsRunningTest, BadTokenExitsAtOnce) {
   std::ofstream(token_file) << "the-right-token\n";
   StartDblogd({"--consumer-token-file=" + consumer() + "=" + token_file});
   tail_ = std::make_unique<TailProcess>(TailArgs({"--token", "a-wrong-token"}));
-  EXPECT_EQ(tail_->Wait(30s), 1) << "dblog tail keeps retrying a refused token:\n"
-                                 << tail_->err();
-  EXPECT_EQ(tail_->err(), "dblog: dblogd refused: AUTH_FAILED: wrong or missing token for consumer '" +
-                              consumer() + "'\n");
+  EXPECT_EQ(tail_->Wait(30s), 1) << "dblog tail keeps retrying a refused token:\n" << tail_->err();
+  EXPECT_EQ(tail_->err(),
+            "dblog: dblogd refused: AUTH_FAILED: wrong or missing token for consumer '" +
+                consumer() + "'\n");
   EXPECT_EQ(tail_->out(), "");
   // the right one streams
   tail_ = std::make_unique<TailProcess>(TailArgs({"--token-file", token_file}));
