@@ -46,6 +46,7 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       window_timer_(io),
       repair_progress_timer_(io),
       slot_wait_timer_(io),
+      shutdown_timer_(io),
       parse_block_(new char[kParseBlockBytes]),
       parse_arena_(ParseArenaOptions(parse_block_.get(), kParseBlockBytes)),
       txlog_(config.window_key_memory_bytes) {}
@@ -833,9 +834,15 @@ void Pipeline::Fail(Error::Code code, const std::string& message) {
 }
 
 void Pipeline::Shutdown() {
-  if (state_ == State::kDone) return;
-  session_->Fail(Error::SHUTTING_DOWN, "dblogd is shutting down");
-  Finish();
+  if (state_ == State::kDone || shutting_down_) return;
+  shutting_down_ = true;
+  // Acks the client sent before it read the Error are still on their way: they count, until
+  // the client closes or kShutdownAckGrace passes; then the final status update carries them.
+  session_->Fail(Error::SHUTTING_DOWN, "dblogd is shutting down", /*keep_acks=*/true);
+  shutdown_timer_.expires_after(kShutdownAckGrace);
+  shutdown_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->Finish();
+  });
 }
 
 void Pipeline::OnClosed() {
@@ -859,6 +866,7 @@ void Pipeline::Finish() {
   slot_creation_.reset();  // cancels a creation still waiting
   stats_->slot_creation_started_us = 0;
   slot_wait_timer_.cancel();
+  shutdown_timer_.cancel();
   heartbeat_timer_.cancel();
   status_timer_.cancel();
   reconnect_timer_.cancel();

@@ -54,8 +54,10 @@ class Pipeline : public server::SessionListener,
 
   // Prepares the slot and scope, answers Welcome (or an Error) and starts streaming.
   void Start();
-  // Graceful stop (SIGTERM): final status update to PostgreSQL, Error.SHUTTING_DOWN to the client.
+  // Graceful stop (SIGTERM): Error.SHUTTING_DOWN to the client, its acks taken until it closes
+  // (at most kShutdownAckGrace), then the final status update to PostgreSQL.
   void Shutdown();
+  static constexpr std::chrono::milliseconds kShutdownAckGrace{500};
 
   static std::string SlotName(const std::string& consumer) { return "dblog_" + consumer; }
 
@@ -141,6 +143,8 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer slot_wait_timer_;
   std::chrono::steady_clock::time_point slot_wait_logged_{};
   std::string slot_waiting_for_;
+  bool shutting_down_ = false;
+  boost::asio::steady_timer shutdown_timer_;
   // The plugin's batches are parsed into this arena, reset after each: no allocation per
   // value (but the buffers of strings too long to be stored inline).
   // Nothing may keep a pointer into a batch past OnData.
