@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "config/config.h"
+#include "consumer/pipeline.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 #include "server/server.h"
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
   try {
     boost::asio::io_context io;
     metrics::Registry registry;
-    server::Server server(io, *cfg, registry, tls);
+    server::Server server(io, *cfg, registry, consumer::MakeConsumerFactory(*cfg), tls);
     std::unique_ptr<metrics::HttpEndpoint> http;
     if (cfg->metrics) {
       boost::asio::ip::tcp::resolver resolver(io);

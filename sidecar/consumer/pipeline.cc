@@ -84,7 +84,7 @@ std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const
           {"message_max_bytes", std::to_string(config_.max_message_bytes)}};
 }
 
-std::set<std::string> UnconfiguredSlots(const config::Config& config) {
+std::set<std::string> UnconfiguredWithSlots(const config::Config& config) {
   std::string configured = "{";  // names are [a-z0-9_]: nothing to quote in the array literal
   for (const auto& [n, c] : config.consumers)
     configured += (configured.size() > 1 ? "," : "") + Pipeline::SlotName(n);
@@ -97,8 +97,22 @@ std::set<std::string> UnconfiguredSlots(const config::Config& config) {
       "   AND slot_name LIKE 'dblog\\_%' AND slot_name <> ALL ($1::text[])",
       {configured});
   std::set<std::string> names;
-  for (int i = 0; i < r.ntuples(); ++i) names.insert(std::string(r.value(i, 0)));
+  const std::string prefix = Pipeline::SlotName("");
+  for (int i = 0; i < r.ntuples(); ++i) names.insert(std::string(r.value(i, 0)).substr(prefix.size()));
   return names;
+}
+
+server::ConsumerFactory MakeConsumerFactory(const config::Config& config) {
+  server::ConsumerFactory f;
+  f.make = [&config](asio::io_context& io, const config::ConsumerConfig& consumer,
+                     std::shared_ptr<metrics::ConsumerStats> stats,
+                     std::shared_ptr<server::Session> session, const dblog::v1::Hello& hello,
+                     std::function<void(const std::string&)> on_finished) {
+    return std::make_shared<Pipeline>(io, config, consumer, std::move(stats), std::move(session),
+                                      hello, std::move(on_finished));
+  };
+  f.unconfigured_with_slots = [&config] { return UnconfiguredWithSlots(config); };
+  return f;
 }
 
 void Pipeline::Start() {
