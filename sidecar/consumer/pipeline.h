@@ -17,6 +17,7 @@
 #include <string>
 
 #include "bootstrap/copier.h"
+#include "consumer/slot_creation.h"
 #include "bootstrap/scope.h"
 #include "config/config.h"
 #include "emit/ack_tracker.h"
@@ -25,6 +26,7 @@
 #include "metrics/metrics.h"
 #include "pg/connection.h"
 #include "pg/replication_stream.h"
+#include "server/consumer.h"
 #include "server/session.h"
 #include "window/window.h"
 
@@ -41,7 +43,8 @@ class ResumeAheadError : public std::runtime_error {
 // Watermark messages: "dblog.watermark/<consumer>", content "lo:<window id>" or "hi:<id>".
 inline constexpr const char* kWatermarkPrefix = "dblog.watermark";
 
-class Pipeline : public server::SessionListener,
+class Pipeline : public server::Consumer,
+                 public server::SessionListener,
                  public pg::ReplicationStream::Handler,
                  public std::enable_shared_from_this<Pipeline> {
  public:
@@ -52,9 +55,11 @@ class Pipeline : public server::SessionListener,
   ~Pipeline() override;
 
   // Prepares the slot and scope, answers Welcome (or an Error) and starts streaming.
-  void Start();
-  // Graceful stop (SIGTERM): final status update to PostgreSQL, Error.SHUTTING_DOWN to the client.
-  void Shutdown();
+  void Start() override;
+  // Graceful stop (SIGTERM): Error.SHUTTING_DOWN to the client, its acks taken until it closes
+  // (at most kShutdownAckGrace), then the final status update to PostgreSQL.
+  void Shutdown() override;
+  static constexpr std::chrono::milliseconds kShutdownAckGrace{500};
 
   static std::string SlotName(const std::string& consumer) { return "dblog_" + consumer; }
 
@@ -69,9 +74,19 @@ class Pipeline : public server::SessionListener,
   void OnError(const std::exception& error) override;
   void OnEnd() override;
 
+  // Runs `step`, turning what it throws into the Error the client gets.
+  template <typename F>
+  void Guarded(F&& step);
   void Prepare();
   void Preflight(pg::Connection& sql);
-  void StartBootstrap(bool restarted);
+  // Creates the slot off this thread (slot_creation.h), then runs `next` (guarded) with it;
+  // meanwhile SlotWaitTick reports the wait.
+  void CreateSlotThen(bool export_snapshot, std::function<void(const pg::CreatedSlot&)> next);
+  void SlotWaitTick();
+  // What the slot creation waits for: the transactions blocking its walsender, for people.
+  std::string SlotCreationBlockers();
+  void BeginStreaming(bool slot_existed);
+  void StartBootstrap(const pg::CreatedSlot& created, bool restarted);
   void CopyTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
   void DrainCopy();
   void FinishBootstrap();
@@ -126,6 +141,12 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer window_timer_;
   boost::asio::steady_timer repair_progress_timer_;
+  std::unique_ptr<SlotCreation> slot_creation_;
+  boost::asio::steady_timer slot_wait_timer_;
+  std::chrono::steady_clock::time_point slot_wait_logged_{};
+  std::string slot_waiting_for_;
+  bool shutting_down_ = false;
+  boost::asio::steady_timer shutdown_timer_;
   // The plugin's batches are parsed into this arena, reset after each: no allocation per
   // value (but the buffers of strings too long to be stored inline).
   // Nothing may keep a pointer into a batch past OnData.
@@ -216,14 +237,13 @@ class Pipeline : public server::SessionListener,
 
 };
 
-// Slots of consumers that no --consumer names: slots of plugin dblog named dblog_* in the
-// source database other than the configured consumers' (so junk left by an earlier run counts
-// too). For --max-unconfigured-consumers; `has_own`: `name`'s slot is one of them. Opens a
-// short SQL connection (blocking); throws pg::Error when the source cannot be reached.
-struct UnconfiguredSlots {
-  long count = 0;
-  bool has_own = false;
-};
-UnconfiguredSlots CountUnconfiguredSlots(const config::Config& config, const std::string& name);
+// Consumers that no --consumer names but that have a slot (plugin dblog, named dblog_<name>,
+// in the source database; junk left by an earlier run counts too). For
+// --max-unconfigured-consumers. Opens a short SQL connection (blocking); throws pg::Error when
+// the source cannot be reached.
+std::set<std::string> UnconfiguredWithSlots(const config::Config& config);
+
+// What Server needs to make this folder's pipelines (main.cc hands it over).
+server::ConsumerFactory MakeConsumerFactory(const config::Config& config);
 
 }  // namespace dblog::consumer

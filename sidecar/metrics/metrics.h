@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "log/rate_limit.h"
-#include "server/accept_retry.h"
+#include "net/accept_retry.h"
 
 namespace dblog::metrics {
 
@@ -37,6 +37,7 @@ struct ConsumerStats {
   std::atomic<std::uint64_t> bootstraps_total{0};
   std::atomic<std::uint64_t> foreign_markers{0};    // watermark messages dblogd did not open
   std::atomic<std::uint64_t> window_redos{0};       // windows read again (fail closed)
+  std::atomic<std::int64_t> slot_creation_started_us{0};  // waiting to create the slot since; 0: not
 };
 
 class Registry {
@@ -96,7 +97,7 @@ class HttpEndpoint {
   Registry& registry_;
   // open connections; shared with each connection, which may outlive the endpoint
   std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
-  server::AcceptRetry retry_;
+  net::AcceptRetry retry_;
   log::RateLimited refused_log_{std::chrono::seconds(10)};
 };
 
