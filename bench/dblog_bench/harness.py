@@ -152,6 +152,17 @@ def wait_rusage(proc, timeout=None):
             raise TimeoutError(f"{proc.args[0]} did not finish in {timeout} s")
         time.sleep(0.005)
 
+def interrupt(proc, timeout):
+    """Stops a Popen child as Ctrl-C does (SIGINT); kills it if it has not exited after timeout
+    seconds."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

@@ -3,12 +3,11 @@ at a fixed rate: dblogd end to end against pg_recvlogical with test_decoding."""
 import datetime
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
 
-from ..harness import (Dblogd, SqlError, consumer_in_background, log, pgbench_cmd,
+from ..harness import (Dblogd, SqlError, consumer_in_background, interrupt, log, pgbench_cmd,
                        proc_hwm_kb, sql, tool, wait_for_quiet)
 from ..workloads import next_marker
 
@@ -84,12 +83,7 @@ def latency_recvlogical(ctx, rep, rate, seconds, script):
         next_marker()
         done.wait(120)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc, 15)
         for _ in range(100):
             try:
                 sql(f"SELECT pg_drop_replication_slot('{slot}');")

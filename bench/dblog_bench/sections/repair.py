@@ -2,12 +2,12 @@
 as fast as it goes, under the load at a fixed rate, and paced."""
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
 
-from ..harness import Dblogd, consumer_in_background, log, proc_hwm_kb, sql, tool, wait_for_quiet
+from ..harness import (Dblogd, consumer_in_background, interrupt, log, proc_hwm_kb, sql, tool,
+                       wait_for_quiet)
 from ..workloads import REPAIR_SCRIPT, TABLE_DDL, row_expr
 
 def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None):
@@ -67,12 +67,7 @@ def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None):
         done = res["done_us"] / 1e6  # the consumer lingered post_s seconds after it
         rss = proc_hwm_kb(d.proc.pid)
     finally:
-        pgb.send_signal(signal.SIGINT)
-        try:
-            pgb.wait(30)
-        except subprocess.TimeoutExpired:
-            pgb.kill()
-            pgb.wait()
+        interrupt(pgb, 30)
         tp.join(5)
         d.stop()
         sql(f"SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
