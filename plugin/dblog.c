@@ -64,6 +64,13 @@ PG_MODULE_MAGIC;
 #define DBLOG_SCHEMA "dblog"
 #define DBLOG_CONTROL_TABLE "request_queue"
 
+/*
+ * The refusal of a table without a key (keyless=error) has SQLSTATE 55000 and
+ * a detail that starts with this token: dblogd recognises the error by both
+ * (docs/plugin.md), so the words around them may change, these may not.
+ */
+#define DBLOG_KEYLESS_TOKEN "dblog_keyless_table"
+
 typedef struct TablePattern
 {
 	char	   *schema;			/* NULL: any */
@@ -551,7 +558,8 @@ get_rel_entry(DblogData *data, Relation relation)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("table \"%s.%s\" has no primary key or replica identity index",
 							entry->info.schema, entry->info.name),
-					 errdetail("dblog identifies rows by key; without one, updates and deletes cannot be applied correctly."),
+					 errdetail("%s: dblog identifies rows by key; without one, updates and deletes cannot be applied correctly.",
+							   DBLOG_KEYLESS_TOKEN),
 					 errhint("Add a primary key, use REPLICA IDENTITY USING INDEX on a unique index of NOT NULL columns, or leave the table out with the exclude_tables or keyless option.")));
 	}
 	entry->valid = true;
