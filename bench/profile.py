@@ -26,12 +26,12 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402
+from dblog_bench import harness, workloads  # noqa: E402
 
 
 def cpu_of(pid):
     try:
-        return bench.proc_cpu(pid)
+        return harness.proc_cpu(pid)
     except (FileNotFoundError, ProcessLookupError):
         return None
 
@@ -72,42 +72,43 @@ def main():
         contenders = None
     args = Args()
     args.dblogd, args.consumer, args.logdir = a.dblogd, a.consumer, a.outdir
-    ctx = bench.Ctx(args)
+    ctx = harness.Ctx(args)
     name = "prof"
-    bench.sql("CREATE EXTENSION IF NOT EXISTS dblog; CREATE SCHEMA IF NOT EXISTS bench;"
-              " CREATE TABLE IF NOT EXISTS bench.marker (id bigserial PRIMARY KEY,"
-              " at timestamptz DEFAULT clock_timestamp());"
-              "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
-              f" WHERE slot_name = 'dblog_{name}';"
-              f" DELETE FROM dblog.consumers WHERE name = '{name}';")
+    harness.sql("CREATE EXTENSION IF NOT EXISTS dblog; CREATE SCHEMA IF NOT EXISTS bench;"
+                " CREATE TABLE IF NOT EXISTS bench.marker (id bigserial PRIMARY KEY,"
+                " at timestamptz DEFAULT clock_timestamp());"
+                "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
+                f" WHERE slot_name = 'dblog_{name}';"
+                f" DELETE FROM dblog.consumers WHERE name = '{name}';")
     flags = ["--bootstrap=false", "--default-scope=bench.*"]
     until, expect = "bench.marker", None
     if a.workload == "bulk":
-        bench.sql("DROP TABLE IF EXISTS bench.t;" + bench.TABLE_DDL.format(name="bench.t"))
-        bench.sql(f"SELECT 1 FROM pg_create_logical_replication_slot('dblog_{name}', 'dblog')")
-        expect = bench.gen_bulk(a.size or 1_000_000)()
-        bench.next_marker()
+        harness.sql("DROP TABLE IF EXISTS bench.t;" + workloads.TABLE_DDL.format(name="bench.t"))
+        harness.sql(f"SELECT 1 FROM pg_create_logical_replication_slot('dblog_{name}', 'dblog')")
+        expect = workloads.gen_bulk(a.size or 1_000_000)()
+        workloads.next_marker()
     elif a.workload == "oltp":
-        bench.sql("DROP TABLE IF EXISTS bench.o;" + bench.TABLE_DDL.format(name="bench.o") +
-                  f" INSERT INTO bench.o SELECT {bench.row_expr('i')} FROM "
-                  f"generate_series(1::bigint, 100000) i;" + bench.OLTP_PROC)
-        bench.sql(f"SELECT 1 FROM pg_create_logical_replication_slot('dblog_{name}', 'dblog')")
-        expect = bench.gen_oltp(a.size or 100_000, 100000)()
-        bench.next_marker()
+        harness.sql("DROP TABLE IF EXISTS bench.o;" + workloads.TABLE_DDL.format(name="bench.o") +
+                    f" INSERT INTO bench.o SELECT {workloads.row_expr('i')} FROM "
+                    f"generate_series(1::bigint, 100000) i;" + workloads.OLTP_PROC)
+        harness.sql(f"SELECT 1 FROM pg_create_logical_replication_slot('dblog_{name}', 'dblog')")
+        expect = workloads.gen_oltp(a.size or 100_000, 100000)()
+        workloads.next_marker()
     else:
         n = a.size or 5_000_000
-        have = bench.sql("SELECT to_regclass('bench.big') IS NOT NULL")
+        have = harness.sql("SELECT to_regclass('bench.big') IS NOT NULL")
         if not (a.reuse and have == "t"):
-            bench.sql("DROP TABLE IF EXISTS bench.big;" + bench.TABLE_DDL.format(name="bench.big")
-                      + f"INSERT INTO bench.big SELECT {bench.row_expr('i')} FROM "
-                      f"generate_series(1::bigint, {n}) i; VACUUM ANALYZE bench.big; CHECKPOINT;")
-        expect = int(bench.sql("SELECT count(*) FROM bench.big"))
+            harness.sql("DROP TABLE IF EXISTS bench.big;"
+                        + workloads.TABLE_DDL.format(name="bench.big")
+                        + f"INSERT INTO bench.big SELECT {workloads.row_expr('i')} FROM "
+                        f"generate_series(1::bigint, {n}) i; VACUUM ANALYZE bench.big; CHECKPOINT;")
+        expect = int(harness.sql("SELECT count(*) FROM bench.big"))
         flags = [f"--consumer={name}=bench.big"]
         until = "bootstrap"
     print(f"workload: {a.workload}, {expect} rows/changes", flush=True)
 
     ctx.pm.settle()
-    d = bench.Dblogd(ctx, name, flags + a.flags.split())
+    d = harness.Dblogd(ctx, name, flags + a.flags.split())
     perf = None
     if a.perf:
         perf_path = os.path.join(a.outdir, f"perf-{a.workload}.data")
@@ -192,9 +193,9 @@ def main():
                                    capture_output=True, text=True)
                 print("\n".join(line for line in r.stdout.splitlines()
                                 if line.strip() and not line.startswith("#")))
-    bench.sql("SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
-              f" WHERE slot_name = 'dblog_{name}' AND NOT active;"
-              f" DELETE FROM dblog.consumers WHERE name = '{name}';")
+    harness.sql("SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
+                f" WHERE slot_name = 'dblog_{name}' AND NOT active;"
+                f" DELETE FROM dblog.consumers WHERE name = '{name}';")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@
 #   --no-docs / --docs   never / always write docs/benchmarks.md
 #   --quiet-wait S   before each timed run, wait up to S seconds (default 30, smoke 0) for the
 #               shared machine to be quiet (others' load under 0.3 cores)
-#   --contenders K,K  log throughput: only these contenders (keys as in bench/bench.py)
+#   --contenders K,K  log throughput: only these contenders (keys as in
+#               bench/dblog_bench/sections/log_throughput.py)
 #   --repair-chunk-size N   repair: dblogd --chunk-size (default: dblogd's default, 2000)
 #
 # Needs the anchors' plugins (postgresql-15-decoderbufs, postgresql-15-wal2json): bench/setup.sh.

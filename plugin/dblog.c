@@ -27,6 +27,9 @@
  * Transactions are decoded one at a time (no streaming of in-progress
  * transactions), so the per-transaction state lives in DblogData.
  *
+ * This file decides what is sent; how it looks is the writers' (proto.c,
+ * text.c, behind messages.h), what is known of a relation is relation.c's.
+ *
  * IDENTIFICATION
  *		  plugin/dblog.c
  *
@@ -34,6 +37,7 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -60,6 +64,13 @@ PG_MODULE_MAGIC;
 #define DBLOG_SCHEMA "dblog"
 #define DBLOG_CONTROL_TABLE "request_queue"
 
+/*
+ * The refusal of a table without a key (keyless=error) has SQLSTATE 55000 and
+ * a detail that starts with this token: dblogd recognises the error by both
+ * (docs/plugin.md), so the words around them may change, these may not.
+ */
+#define DBLOG_KEYLESS_TOKEN "dblog_keyless_table"
+
 typedef struct TablePattern
 {
 	char	   *schema;			/* NULL: any */
@@ -71,6 +82,7 @@ typedef struct DblogData
 	MemoryContext context;		/* reset after every callback */
 	MemoryContext cachecxt;		/* relation cache */
 	WriteFormat fmt;
+	const EventWriter *writer;	/* proto_writer or text_writer, as fmt.text says */
 	int			proto_version;
 	List	   *include;		/* of TablePattern */
 	List	   *exclude;
@@ -417,6 +429,7 @@ dblog_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_ini
 	parse_output_parameters(ctx->output_plugin_options, data);
 	initStringInfo(&data->batch);
 	MemoryContextSwitchTo(old);
+	data->writer = data->fmt.text ? &text_writer : &proto_writer;
 
 	opt->output_type = data->fmt.text ? OUTPUT_PLUGIN_TEXTUAL_OUTPUT
 		: OUTPUT_PLUGIN_BINARY_OUTPUT;
@@ -545,7 +558,8 @@ get_rel_entry(DblogData *data, Relation relation)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("table \"%s.%s\" has no primary key or replica identity index",
 							entry->info.schema, entry->info.name),
-					 errdetail("dblog identifies rows by key; without one, updates and deletes cannot be applied correctly."),
+					 errdetail("%s: dblog identifies rows by key; without one, updates and deletes cannot be applied correctly.",
+							   DBLOG_KEYLESS_TOKEN),
 					 errhint("Add a primary key, use REPLICA IDENTITY USING INDEX on a unique index of NOT NULL columns, or leave the table out with the exclude_tables or keyless option.")));
 	}
 	entry->valid = true;
@@ -607,7 +621,7 @@ ensure_begin(LogicalDecodingContext *ctx, DblogData *data, ReorderBufferTXN *txn
 	data->txn.end_lsn = txn->end_lsn;
 	data->txn.commit_time = txn->xact_time.commit_time;
 	data->txn.origin_id = txn->origin_id;
-	write_begin(&data->batch, &data->fmt, &data->txn);
+	data->writer->begin(&data->batch, &data->fmt, &data->txn);
 	event_written(ctx, data);
 }
 
@@ -617,7 +631,7 @@ ensure_relation(LogicalDecodingContext *ctx, DblogData *data, Relation relation,
 {
 	if (entry->sent)
 		return;
-	write_relation(&data->batch, &data->fmt, relation, &entry->info);
+	data->writer->relation(&data->batch, &data->fmt, relation, &entry->info);
 	entry->sent = true;
 	event_written(ctx, data);
 }
@@ -646,11 +660,42 @@ dblog_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr comm
 		return;
 	}
 	old = MemoryContextSwitchTo(data->context);
-	write_commit(&data->batch, &data->fmt, &data->txn, ++data->seq);
+	data->writer->commit(&data->batch, &data->fmt, &data->txn, ++data->seq);
 	flush_batch(ctx, data, true);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(data->context);
 	data->began = false;
+}
+
+static void
+deform(HeapTuple tuple, Relation rel, Datum **values, bool **nulls)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			n = Max(desc->natts, 1);
+
+	*values = palloc(sizeof(Datum) * n);
+	*nulls = palloc(sizeof(bool) * n);
+	heap_deform_tuple(tuple, desc, *values, *nulls);
+}
+
+/*
+ * The rows a change sends: the new row, the key (from the old tuple when the
+ * WAL carries one, else from the new row), and under REPLICA IDENTITY FULL
+ * the whole old row.
+ */
+static void
+change_rows(Relation relation, const RelInfo *info, HeapTuple newtuple, HeapTuple oldtuple,
+			ChangeRows *rows)
+{
+	memset(rows, 0, sizeof(ChangeRows));
+	if (newtuple != NULL)
+		deform(newtuple, relation, &rows->newv, &rows->newn);
+	if (oldtuple != NULL)
+		deform(oldtuple, relation, &rows->oldv, &rows->oldn);
+	rows->full = info->replident == 'f' && oldtuple != NULL;
+	rows->key_may_be_unchanged = oldtuple == NULL;
+	rows->keyv = oldtuple != NULL ? rows->oldv : rows->newv;
+	rows->keyn = oldtuple != NULL ? rows->oldn : rows->newn;
 }
 
 /* CHANGE callback */
@@ -664,6 +709,7 @@ dblog_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	HeapTuple	newtuple = NULL;
 	HeapTuple	oldtuple = NULL;
 	ChangeKind	kind;
+	ChangeRows	rows;
 
 	if (!entry->publish)
 		goto done;
@@ -695,8 +741,9 @@ dblog_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	ensure_begin(ctx, data, txn);
 	ensure_relation(ctx, data, relation, entry);
-	write_change(&data->batch, &data->fmt, &data->txn, ++data->seq, change->lsn,
-				 kind, relation, &entry->info, newtuple, oldtuple);
+	change_rows(relation, &entry->info, newtuple, oldtuple, &rows);
+	data->writer->change(&data->batch, &data->fmt, &data->txn, ++data->seq, change->lsn,
+						 kind, relation, &entry->info, &rows);
 	event_written(ctx, data);
 
 done:
@@ -729,9 +776,9 @@ dblog_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		ensure_begin(ctx, data, txn);
 		for (int i = 0; i < n; i++)
 			ensure_relation(ctx, data, published[i], (RelEntry *) infos[i]);
-		write_truncate(&data->batch, &data->fmt, &data->txn, ++data->seq, change->lsn,
-					   n, infos, change->data.truncate.cascade,
-					   change->data.truncate.restart_seqs);
+		data->writer->truncate(&data->batch, &data->fmt, &data->txn, ++data->seq, change->lsn,
+							   n, infos, change->data.truncate.cascade,
+							   change->data.truncate.restart_seqs);
 		event_written(ctx, data);
 	}
 	MemoryContextSwitchTo(old);
@@ -778,16 +825,16 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	if (transactional)
 	{
 		ensure_begin(ctx, data, txn);
-		write_message(&data->batch, &data->fmt, &data->txn, ++data->seq, message_lsn,
-					  true, prefix, message, message_size, omitted);
+		data->writer->message(&data->batch, &data->fmt, &data->txn, ++data->seq, message_lsn,
+							  true, prefix, message, message_size, omitted);
 		event_written(ctx, data);
 	}
 	else
 	{
 		/* decoded as it is read, outside any transaction's replay */
 		flush_batch(ctx, data, false);
-		write_message(&data->batch, &data->fmt, NULL, 0, message_lsn,
-					  false, prefix, message, message_size, omitted);
+		data->writer->message(&data->batch, &data->fmt, NULL, 0, message_lsn,
+							  false, prefix, message, message_size, omitted);
 		flush_batch(ctx, data, true);
 	}
 	MemoryContextSwitchTo(old);

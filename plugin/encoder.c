@@ -38,10 +38,6 @@
 PG_FUNCTION_INFO_V1(dblog_encode_row);
 PG_FUNCTION_INFO_V1(dblog_key_in);
 
-/* Seconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch. */
-#define UNIX_TO_PG_EPOCH_DAYS	(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)
-#define UNIX_TO_PG_EPOCH_USECS	((int64) UNIX_TO_PG_EPOCH_DAYS * USECS_PER_DAY)
-
 /* The settings output functions run under; see the file header. */
 typedef struct OutputSettings
 {

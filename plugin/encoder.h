@@ -18,8 +18,17 @@
 
 #include "access/htup.h"
 #include "access/tupdesc.h"
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+
+/*
+ * dblog.v1 counts dates and times from the Unix epoch (1970-01-01);
+ * PostgreSQL from its own (2000-01-01).  The distance, in days and in
+ * microseconds.
+ */
+#define UNIX_TO_PG_EPOCH_DAYS	(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)
+#define UNIX_TO_PG_EPOCH_USECS	((int64) UNIX_TO_PG_EPOCH_DAYS * USECS_PER_DAY)
 
 /* Value oneof members of dblog.v1.Value; the numbers are the field numbers. */
 typedef enum ValueField

@@ -35,6 +35,17 @@ SELECT data FROM pg_logical_slot_get_changes('regression_slot', NULL, NULL,
 INSERT INTO public.nokey VALUES (1);
 SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
     'format', 'text', 'include_coordinates', '0');
+-- ...that dblogd recognises by its SQLSTATE (55000) and the token its detail starts with
+-- (dblog_keyless_table), not by its words (docs/plugin.md)
+\set VERBOSITY sqlstate
+SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
+    'format', 'text', 'include_coordinates', '0');
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
+    'format', 'text', 'include_coordinates', '0');
+\set VERBOSITY terse
+\set SHOW_CONTEXT errors
 -- ...also with REPLICA IDENTITY FULL (a whole row is not a stable identity)...
 INSERT INTO public.full_nokey VALUES (1);
 SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,

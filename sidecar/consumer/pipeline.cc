@@ -780,13 +780,13 @@ void Pipeline::SendProgress() {
 }
 
 void Pipeline::OnError(const std::exception& error) {
-  // The plugin refuses a table in scope that has no key (it lost its primary key, say). Every
-  // reconnect decodes the same change again and fails the same way: retrying would stall the
-  // consumer silently, so tell it why and end its session.
+  // The plugin refuses a table in scope that has no key (it lost its primary key, say): SQLSTATE
+  // 55000 with a detail starting "dblog_keyless_table:" (docs/plugin.md). Every reconnect
+  // decodes the same change again and fails the same way: retrying would stall the consumer
+  // silently, so tell it why and end its session.
   const auto* pg_error = dynamic_cast<const pg::Error*>(&error);
   if (pg_error != nullptr && pg_error->sqlstate() == "55000" &&
-      pg_error->server_message().find("has no primary key or replica identity index") !=
-          std::string::npos) {
+      pg_error->detail().rfind("dblog_keyless_table:", 0) == 0) {
     Fail(Error::SCOPE_ERROR,
          "the stream cannot go on: " + pg_error->server_message() +
              " (it lost its key while in this consumer's scope). Its changes made without a key "
