@@ -1,0 +1,205 @@
+// tests/cpp/sidecar/protocol_rules_test.cc: the rules a consumer relies on (docs/protocol.md,
+// "Rules a consumer relies on"), each checked end to end against the real dblogd and cluster
+// through the real client library: when a consumer is caught up, Heartbeat.position before
+// anything was sent, acking exactly resume_after, resuming inside a transaction (and inside a
+// repair chunk's transaction), what BootstrapBegin.restarted and .tables say, a Truncate's
+// Relations, and the bounds of range chunks.
+#include <atomic>
+#include <thread>
+
+#include "client/position.h"
+#include "dblogd_fixture.h"
+
+namespace dblog::test {
+namespace {
+
+using namespace std::chrono_literals;
+using dblog::v1::StreamEvent;
+
+class ProtocolRulesTest : public DblogdTest {
+ protected:
+  std::string T(const std::string& table) const { return schema() + "." + table; }
+
+  // Connect, retrying while the previous connection's walsender still holds the slot.
+  client::Client ConnectRetrying(std::optional<dblog::v1::Position> resume_after = std::nullopt) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      try {
+        return Connect(resume_after);
+      } catch (const client::ServerError& e) {
+        if (std::chrono::steady_clock::now() > deadline ||
+            e.server_message().find("in use") == std::string::npos)
+          throw;
+        std::this_thread::sleep_for(100ms);
+      }
+    }
+  }
+
+  // Reads items until `done(item)` says so; returns every StreamEvent read (the last item
+  // included when it is one). Acks nothing. Fails the test after `timeout`.
+  std::vector<StreamEvent> ReadEvents(client::Client& c,
+                                      const std::function<bool(const client::Item&)>& done,
+                                      std::chrono::seconds timeout = 60s) {
+    std::vector<StreamEvent> events;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    client::Item item;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!c.Next(item)) {
+        ADD_FAILURE() << "the server closed the stream";
+        return events;
+      }
+      if (auto* ev = std::get_if<StreamEvent>(&item)) events.push_back(*ev);
+      if (done(item)) return events;
+    }
+    ADD_FAILURE() << "timed out reading the stream";
+    return events;
+  }
+
+  static bool IsCommitAt(const client::Item& item, std::uint64_t lsn) {
+    const auto* ev = std::get_if<StreamEvent>(&item);
+    return ev && ev->has_commit() && ev->commit().commit_lsn() >= lsn;
+  }
+
+  static std::string Pos(const dblog::v1::Position& p) {
+    return client::FormatPosition(p);
+  }
+};
+
+std::optional<dblog::v1::Position> PositionOf(const StreamEvent& ev) {
+  return client::Client::PositionOf(ev);
+}
+
+// ---- 4. Resuming inside a transaction ------------------------------------------------------
+
+// A consumer that acknowledged a position inside a transaction and resumes after it gets that
+// transaction's Begin first (at its own position, (commit_lsn, 0), at or before the resume
+// point: the one event ever sent at or before resume_after), then the transaction's events after
+// the resume point, byte for byte as the first connection got them.
+TEST_F(ProtocolRulesTest, ResumeInsideATransactionStartsWithItsBeginThenTheRest) {
+  db().exec("CREATE TABLE " + T("t") + " (id int PRIMARY KEY, v text)");
+  StartDblogd();
+  std::vector<StreamEvent> first;
+  dblog::v1::Position inside;
+  {
+    client::Client c = Connect();
+    Replay replay;
+    ReadUntil(c, replay, 0);  // the bootstrap, acknowledged
+    db().exec("INSERT INTO " + T("t") + " SELECT g, 'v' || g FROM generate_series(1, 5) g");
+    const std::uint64_t lsn = Sentinel();
+    std::vector<StreamEvent> all =
+        ReadEvents(c, [&](const client::Item& i) { return IsCommitAt(i, 0); });
+    for (const auto& ev : all)
+      if (!ev.has_relation()) first.push_back(ev);
+    ASSERT_EQ(first.size(), 7u);  // Begin, 5 inserts, Commit
+    ASSERT_TRUE(first[0].has_begin());
+    inside = *PositionOf(first[2]);  // the second insert
+    ASSERT_EQ(inside.seq(), 2u);
+    c.Ack(inside);  // allowed: any position sent
+    (void)lsn;
+  }
+  client::Client c = ConnectRetrying(inside);
+  std::vector<StreamEvent> again;
+  for (const auto& ev :
+       ReadEvents(c, [&](const client::Item& i) { return IsCommitAt(i, inside.commit_lsn()); }))
+    if (!ev.has_relation()) again.push_back(ev);
+  ASSERT_EQ(again.size(), 5u);  // Begin, inserts 3..5, Commit
+  EXPECT_TRUE(again[0].has_begin());
+  EXPECT_EQ(again[0].SerializeAsString(), first[0].SerializeAsString());
+  for (std::size_t i = 1; i < again.size(); ++i)
+    EXPECT_EQ(again[i].SerializeAsString(), first[i + 2].SerializeAsString()) << i;
+  // the Begin is at or before the resume point: it may not be acknowledged; what follows may
+  EXPECT_EQ(Pos(*PositionOf(again[0])), client::FormatPosition(
+                                            client::MakePosition(inside.commit_lsn(), 0)));
+  c.Ack(*PositionOf(again.back()));
+  EXPECT_NO_THROW(ReadEvents(c, [](const client::Item& i) {
+    return std::holds_alternative<dblog::v1::Heartbeat>(i);
+  }));
+}
+
+
+// A repair chunk sits in its high watermark's transaction, and is never sent again: a
+// reconnect decodes that transaction without it (the window is gone), so it comes as Begin +
+// Commit, the Commit at seq 1 instead of after the chunk: positions differ from the first
+// sending. A consumer that resumes inside it gets nothing of it (every event left is at or
+// before the resume point), and the chunk again in a later transaction: the request redoes
+// every chunk whose transaction's Commit was not acknowledged.
+TEST_F(ProtocolRulesTest, ResumeInsideARepairChunkGetsNoneOfItsTransactionAndTheChunkAgain) {
+  db().exec("CREATE TABLE " + T("r") + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + T("r") + " SELECT g, 'v' || g FROM generate_series(1, 3) g");
+  StartDblogd();
+  std::uint64_t chunk_lsn = 0;
+  dblog::v1::Position inside;
+  std::string request;
+  {
+    client::Client c = Connect();
+    Replay replay;
+    ReadUntil(c, replay, 0);
+    request = db().scalar("SELECT dblog.repair('" + T("r") + "')");
+    std::vector<StreamEvent> events;
+    for (const auto& ev : ReadEvents(c, [&](const client::Item& i) {
+           const auto* ev = std::get_if<StreamEvent>(&i);
+           if (ev && ev->has_chunk_begin()) chunk_lsn = ev->chunk_begin().commit_lsn();
+           return ev && ev->has_commit() && chunk_lsn != 0 && ev->commit().commit_lsn() == chunk_lsn;
+         })) {
+      if (chunk_lsn != 0 && PositionOf(ev) && PositionOf(ev)->commit_lsn() == chunk_lsn)
+        events.push_back(ev);
+    }
+    // Begin, ChunkBegin, 3 rows, ChunkEnd, Commit: the transaction holds nothing else
+    ASSERT_EQ(events.size(), 7u);
+    EXPECT_TRUE(events[0].has_begin());
+    EXPECT_TRUE(events[1].has_chunk_begin());
+    EXPECT_TRUE(events[5].has_chunk_end());
+    ASSERT_TRUE(events[6].has_commit());
+    EXPECT_EQ(events[6].commit().seq(), 6u);
+    inside = *PositionOf(events[2]);  // the chunk's first row
+    c.Ack(inside);
+  }
+  EXPECT_EQ(db().scalar("SELECT state FROM dblog.requests WHERE id = " + request), "queued");
+  {
+    // at-least-once (no resume_after): the transaction again, without its chunk
+    client::Client c = ConnectRetrying();
+    std::vector<StreamEvent> again;
+    for (const auto& ev : ReadEvents(c, [&](const client::Item& i) { return IsCommitAt(i, chunk_lsn); }))
+      if (PositionOf(ev) && PositionOf(ev)->commit_lsn() == chunk_lsn) again.push_back(ev);
+    ASSERT_EQ(again.size(), 2u);
+    EXPECT_TRUE(again[0].has_begin());
+    ASSERT_TRUE(again[1].has_commit());
+    EXPECT_EQ(again[1].commit().seq(), 1u);
+  }
+  // resuming inside the chunk: nothing of its transaction, the chunk again later, complete
+  client::Client c = ConnectRetrying(inside);
+  bool saw_old = false, last = false;
+  std::uint32_t rows = 0;
+  std::uint64_t redone_at = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  client::Item item;
+  while (!last && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(c.Next(item));
+    const auto* ev = std::get_if<StreamEvent>(&item);
+    if (!ev) continue;
+    if (PositionOf(*ev) && PositionOf(*ev)->commit_lsn() == chunk_lsn) saw_old = true;
+    if (ev->has_chunk_begin()) {
+      EXPECT_EQ(std::to_string(ev->chunk_begin().request_id()), request);
+      EXPECT_EQ(ev->chunk_begin().chunk(), 1u);
+      redone_at = ev->chunk_begin().commit_lsn();
+    }
+    if (ev->has_change() && ev->change().kind() == dblog::v1::Change::READ) ++rows;
+    if (ev->has_chunk_end()) last = ev->chunk_end().last();
+    if (ev->has_commit()) c.Ack(*PositionOf(*ev));
+  }
+  EXPECT_FALSE(saw_old);
+  EXPECT_TRUE(last);
+  EXPECT_GT(redone_at, chunk_lsn);
+  EXPECT_EQ(rows, 3u);
+  ReadEvents(c, [&](const client::Item& i) { return IsCommitAt(i, redone_at); }, 60s);
+  Replay replay;
+  const auto done_deadline = std::chrono::steady_clock::now() + 30s;
+  while (db().scalar("SELECT state FROM dblog.requests WHERE id = " + request) != "done" &&
+         std::chrono::steady_clock::now() < done_deadline) {
+    ReadUntil(c, replay, Sentinel());
+  }
+  EXPECT_EQ(db().scalar("SELECT state FROM dblog.requests WHERE id = " + request), "done");
+}
+
+}  // namespace
+}  // namespace dblog::test
