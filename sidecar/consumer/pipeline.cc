@@ -493,6 +493,9 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
   }
   if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
+  // The walsender sets a data message's WAL end (when at all) to the end of the transaction
+  // it completes: this message's events come before any heartbeat that says so.
+  source_lsn_ = std::max(source_lsn_, wal_end);
   // The plugin's own bytes of each Change, so that the emitter can forward them (a Change goes
   // out as it came, but for its seq) rather than serialize the parsed copy again.
   const std::vector<std::string_view> change_bytes =
@@ -548,6 +551,9 @@ void Pipeline::OnDrained() {
 void Pipeline::OnKeepalive(std::uint64_t wal_end) {
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
   if (state_ != State::kStreaming || !acks_) return;
+  // The walsender's keepalive carries how far it has decoded: every transaction committed
+  // before it was already sent to us (and by now through the emitter to the session).
+  source_lsn_ = std::max(source_lsn_, wal_end);
   ApplyConfirmable(acks_->OnIdle(wal_end, emitter_->in_transaction()));
 }
 
@@ -614,9 +620,13 @@ void Pipeline::Heartbeat() {
     if (!self->sent_since_heartbeat_ && self->emitter_) {
       dblog::v1::ServerMessage m;
       auto* hb = m.mutable_heartbeat();
-      *hb->mutable_position() = self->emitter_->last_position().ToProto();
+      // The last position sent, or the resume point while nothing was; absent when neither
+      // exists (nothing to acknowledge yet).
+      const emit::Position position = self->emitter_->last_position();
+      if (position != emit::Position{}) *hb->mutable_position() = position.ToProto();
       hb->set_server_time(NowMicros());
-      hb->set_source_lsn(self->stats_->source_wal_lsn);
+      // 0 during a bootstrap: the stream has not started, the copy is not complete
+      hb->set_source_lsn(self->state_ == State::kBootstrapping ? 0 : self->source_lsn_);
       self->session_->Send(m);
     }
     self->sent_since_heartbeat_ = false;

@@ -114,6 +114,10 @@ class Pipeline : public server::SessionListener,
   bool drain_posted_ = false;
 
   std::uint64_t confirmed_ = 0;
+  // How far this connection's stream has read the source's WAL (Heartbeat.source_lsn): every
+  // transaction committed before it was handed to the emitter and sent. Per connection, not
+  // the consumer's metric (which outlives it): a new connection starts again at 0.
+  std::uint64_t source_lsn_ = 0;
   bool paused_ = false;
   bool stream_started_once_ = false;
   bool status_soon_ = false;

@@ -5,6 +5,7 @@
 // repair chunk's transaction), what BootstrapBegin.restarted and .tables say, a Truncate's
 // Relations, and the bounds of range chunks.
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "client/position.h"
@@ -67,6 +68,165 @@ class ProtocolRulesTest : public DblogdTest {
 
 std::optional<dblog::v1::Position> PositionOf(const StreamEvent& ev) {
   return client::Client::PositionOf(ev);
+}
+
+// ---- 1. Caught up --------------------------------------------------------------------------
+
+// The rule to wait on: read X = pg_current_wal_lsn() on the source after the commits you care
+// about, then read the stream until Client::CaughtUp(X): at that moment every transaction the
+// source committed before X (in scope) has been received. Under a stream of in-scope commits
+// it is an event of a later transaction (or a Commit's end_lsn); on a quiet stream, a
+// heartbeat's source_lsn; after a bootstrap, its consistent point.
+TEST_F(ProtocolRulesTest, CaughtUpOnceTheStreamPassesTheSourcesWalPosition) {
+  db().exec("CREATE TABLE " + T("t") + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + T("t") + " VALUES (0, 'before')");
+  db().exec("DROP SCHEMA IF EXISTS " + schema() + "_out CASCADE");
+  db().exec("CREATE SCHEMA " + schema() + "_out");
+  db().exec("CREATE TABLE " + schema() + "_out.o (id int PRIMARY KEY)");
+  StartDblogd();
+  client::Client c = Connect();
+  EXPECT_EQ(c.received_through(), 0u);
+  std::uint64_t consistent_point = 0;
+  ReadEvents(c, [&](const client::Item& i) {
+    const auto* ev = std::get_if<StreamEvent>(&i);
+    if (ev && ev->has_bootstrap_begin()) consistent_point = ev->bootstrap_begin().consistent_point();
+    // the copy is not complete before BootstrapEnd, whatever arrives meanwhile
+    if (ev && ev->has_bootstrap_end()) return true;
+    EXPECT_EQ(c.received_through(), 0u);
+    return false;
+  });
+  EXPECT_EQ(c.received_through(), consistent_point);
+  EXPECT_TRUE(c.CaughtUp(consistent_point));
+
+  // a writer commits in-scope transactions as fast as it can; each time the consumer is caught
+  // up with the WAL position read after the writer's n-th commit, it holds all n of them
+  std::atomic<int> committed{0};
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    PgConn w(conninfo());
+    for (int i = 1; i <= 300 && !stop; ++i) {
+      w.exec("INSERT INTO " + T("t") + " VALUES (" + std::to_string(i) + ", 'v')");
+      committed = i;
+    }
+  });
+  int checks = 0;
+  std::set<std::int64_t> received;
+  while (committed < 300 && !HasFailure()) {
+    const int n = committed;
+    const std::uint64_t x = ParseLsnText(db().scalar("SELECT pg_current_wal_lsn()"));
+    client::Item item;
+    while (!c.CaughtUp(x)) {
+      ASSERT_TRUE(c.Next(item));
+      if (const auto* ev = std::get_if<StreamEvent>(&item); ev && ev->has_change())
+        received.insert(ev->change().new_row().values(0).int_value());
+    }
+    for (int i = 1; i <= n; ++i) ASSERT_TRUE(received.count(i)) << i << " of " << n;
+    ++checks;
+  }
+  stop = true;
+  writer.join();
+  EXPECT_GT(checks, 1);
+
+  // a quiet stream (only out-of-scope writes): the heartbeat's source_lsn catches it up
+  db().exec("INSERT INTO " + schema() + "_out.o VALUES (1)");
+  const std::uint64_t x = ParseLsnText(db().scalar("SELECT pg_current_wal_lsn()"));
+  bool heartbeat = false;
+  ReadEvents(c, [&](const client::Item& i) {
+    heartbeat |= std::holds_alternative<dblog::v1::Heartbeat>(i);
+    return c.CaughtUp(x);
+  }, 30s);
+  EXPECT_TRUE(c.CaughtUp(x));
+  db().exec("DROP SCHEMA " + schema() + "_out CASCADE");
+}
+
+// Heartbeat.source_lsn is this connection's: during a bootstrap it is 0 (the stream has not
+// started and the copy is not complete), even when an earlier connection of the same consumer
+// had read the source far beyond the new consistent point.
+TEST_F(ProtocolRulesTest, HeartbeatsDuringABootstrapClaimNothing) {
+  db().exec("CREATE TABLE " + T("t") + " (id int PRIMARY KEY, v text)");
+  StartDblogd({"--max-buffer-mb=1"});
+  {
+    client::Client c = Connect();
+    Replay replay;
+    ReadUntil(c, replay, 0);
+    Sentinel();
+    ReadEvents(c, [](const client::Item& i) {
+      const auto* hb = std::get_if<dblog::v1::Heartbeat>(&i);
+      return hb && hb->source_lsn() > 0;
+    });
+  }
+  db().exec("INSERT INTO " + T("t") + " SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g");
+  // the slot is lost: the next connection bootstraps again
+  for (int i = 0; i < 100; ++i) {
+    try {
+      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+      break;
+    } catch (const PgError&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  client::Client c = ConnectRetrying();
+  std::this_thread::sleep_for(2s);  // not reading: the copy stalls on the full buffer
+  int heartbeats = 0;
+  std::uint64_t consistent_point = 0;
+  ReadEvents(c, [&](const client::Item& i) {
+    if (const auto* hb = std::get_if<dblog::v1::Heartbeat>(&i)) {
+      ++heartbeats;
+      EXPECT_EQ(hb->source_lsn(), 0u);
+    }
+    const auto* ev = std::get_if<StreamEvent>(&i);
+    if (ev && ev->has_bootstrap_begin()) consistent_point = ev->bootstrap_begin().consistent_point();
+    if (ev && ev->has_bootstrap_end()) return true;
+    EXPECT_EQ(c.received_through(), 0u);
+    return false;
+  }, 120s);
+  EXPECT_GT(heartbeats, 0) << "no heartbeat arrived during the bootstrap: the test proves nothing";
+  EXPECT_EQ(c.received_through(), consistent_point);
+}
+
+// ---- 2. and 3. Heartbeat.position before anything was sent; acking resume_after ----------
+
+TEST_F(ProtocolRulesTest, HeartbeatBeforeAnythingIsSentCarriesTheResumePointWhichMayBeAcked) {
+  db().exec("CREATE TABLE " + T("t") + " (id int PRIMARY KEY, v text)");
+  StartDblogd();
+  dblog::v1::Position resume;
+  {
+    client::Client c = Connect();
+    Replay replay;
+    ReadUntil(c, replay, 0);
+    db().exec("INSERT INTO " + T("t") + " VALUES (1, 'one')");
+    ReadUntil(c, replay, Sentinel());
+    resume = *replay.last_position();
+  }
+  {
+    // with resume_after: the heartbeat carries it until something is sent; acking it (an ack
+    // equal to resume_after) is allowed, repeatedly
+    client::Client c = ConnectRetrying(resume);
+    client::Item item;
+    ASSERT_TRUE(c.Next(item));
+    const auto* hb = std::get_if<dblog::v1::Heartbeat>(&item);
+    ASSERT_NE(hb, nullptr) << "nothing new was committed: the first item is a heartbeat";
+    ASSERT_TRUE(hb->has_position());
+    EXPECT_EQ(Pos(hb->position()), Pos(resume));
+    c.Ack(resume);
+    c.Ack(hb->position());
+    ASSERT_TRUE(c.Next(item));
+    ASSERT_TRUE(std::holds_alternative<dblog::v1::Heartbeat>(item));
+    EXPECT_EQ(Pos(std::get<dblog::v1::Heartbeat>(item).position()), Pos(resume));
+    // and the stream goes on
+    db().exec("INSERT INTO " + T("t") + " VALUES (2, 'two')");
+    Replay replay;
+    ReadUntil(c, replay, Sentinel());
+  }
+  {
+    // without resume_after, on a slot at rest: nothing to acknowledge, no position
+    client::Client c = ConnectRetrying();
+    client::Item item;
+    ASSERT_TRUE(c.Next(item));
+    const auto* hb = std::get_if<dblog::v1::Heartbeat>(&item);
+    ASSERT_NE(hb, nullptr);
+    EXPECT_FALSE(hb->has_position());
+  }
 }
 
 // ---- 4. Resuming inside a transaction ------------------------------------------------------
