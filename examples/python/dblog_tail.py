@@ -231,6 +231,10 @@ def render(ev, rels, pb):
         if c.HasField("old_row"):
             line["old_row"] = rels.row(c.relation_oid, c.old_row)
     elif kind == "truncate":
+        # dblogd sends the Relation of every table a Truncate names before it
+        unknown = [o for o in ev.truncate.relation_oids if o not in rels.by_oid]
+        if unknown:
+            raise IOError("Truncate of relations %s before their Relation" % unknown)
         line["tables"] = [rels.name(o) for o in ev.truncate.relation_oids]
     elif kind == "message":
         m = ev.message

@@ -4,6 +4,7 @@
 // anything was sent, acking exactly resume_after, resuming inside a transaction (and inside a
 // repair chunk's transaction), what BootstrapBegin.restarted and .tables say, a Truncate's
 // Relations, and the bounds of range chunks.
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -359,6 +360,47 @@ TEST_F(ProtocolRulesTest, ResumeInsideARepairChunkGetsNoneOfItsTransactionAndThe
     ReadUntil(c, replay, Sentinel());
   }
   EXPECT_EQ(db().scalar("SELECT state FROM dblog.requests WHERE id = " + request), "done");
+}
+
+
+// ---- 6. A Truncate's Relations ------------------------------------------------------------
+
+// Every table a Truncate names has had its Relation sent on this connection before the
+// Truncate, even when nothing else of it was (a connection resumed after everything, so no
+// Relation at all so far), and only once.
+TEST_F(ProtocolRulesTest, TruncateComesAfterTheRelationOfEveryTableItNames) {
+  for (const std::string t : {"a", "b", "c"}) {
+    db().exec("CREATE TABLE " + T(t) + " (id int PRIMARY KEY)");
+    db().exec("INSERT INTO " + T(t) + " VALUES (1)");
+  }
+  StartDblogd();
+  dblog::v1::Position resume;
+  {
+    client::Client c = Connect();
+    Replay replay;
+    ReadUntil(c, replay, Sentinel());
+    resume = *replay.last_position();
+  }
+  client::Client c = ConnectRetrying(resume);
+  db().exec("INSERT INTO " + T("c") + " VALUES (2)");  // c's Relation goes out with this
+  db().exec("TRUNCATE " + T("a") + ", " + T("b") + ", " + T("c"));
+  const std::uint64_t lsn = Sentinel();
+  std::vector<std::uint32_t> relations;
+  bool truncated = false;
+  const std::set<std::uint32_t> named = {TableOid(db(), T("a")), TableOid(db(), T("b")),
+                                         TableOid(db(), T("c"))};
+  for (const auto& ev : ReadEvents(c, [&](const client::Item& i) { return IsCommitAt(i, lsn); })) {
+    if (ev.has_relation() && !truncated) relations.push_back(ev.relation().oid());
+    if (ev.has_truncate()) {
+      truncated = true;
+      const std::set<std::uint32_t> oids(ev.truncate().relation_oids().begin(),
+                                         ev.truncate().relation_oids().end());
+      EXPECT_EQ(oids, named);
+      for (std::uint32_t oid : oids)
+        EXPECT_EQ(std::count(relations.begin(), relations.end(), oid), 1) << oid;
+    }
+  }
+  EXPECT_TRUE(truncated);
 }
 
 }  // namespace
