@@ -243,8 +243,11 @@ def render(ev, rels, pb):
     elif kind == "commit":
         line.update(end_lsn=lsn(ev.commit.end_lsn))
     elif kind == "bootstrap_begin":
+        # A complete image of exactly these tables follows: a sink empties them first
+        # (restarted or not), then applies the READ rows.
         line.update(consistent_point=lsn(ev.bootstrap_begin.consistent_point),
-                    restarted=ev.bootstrap_begin.restarted)
+                    restarted=ev.bootstrap_begin.restarted,
+                    tables=["%s.%s" % (t.schema, t.name) for t in ev.bootstrap_begin.tables])
     elif kind == "bootstrap_end":
         line.update(rows={"%s.%s" % (t.schema, t.name): t.rows_copied
                           for t in ev.bootstrap_end.tables})

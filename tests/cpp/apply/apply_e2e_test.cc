@@ -717,6 +717,42 @@ TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
   EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("big") + " WHERE id = -1"), "0");
 }
 
+// A bootstrap is a complete image of BootstrapBegin.tables whatever `restarted` says: here the
+// source forgot the consumer (its slot and its row in dblog.consumers are gone), so the new
+// bootstrap has restarted = false, while the target holds rows from the earlier stream,
+// some of which the source deleted meanwhile (no stream carries those deletes). The applier
+// clears what the consumer wrote before applying the image.
+TEST_F(ApplyE2eTest, BootstrapOfAConsumerTheSourceForgotStillClearsTheTarget) {
+  db().exec("CREATE TABLE " + T("items") + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + T("items") + " SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  apply_->Signal(SIGTERM);
+  ASSERT_TRUE(apply_->Wait(30s));
+  for (int i = 0; i < 100; ++i) {
+    try {
+      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+      break;
+    } catch (const PgError&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  db().exec("DELETE FROM dblog.consumers WHERE name = '" + consumer() + "'");
+  db().exec("DELETE FROM " + T("items") + " WHERE id % 3 = 0");
+  db().exec("UPDATE " + T("items") + " SET v = 'changed' WHERE id % 5 = 0");
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  ExpectSameTable("items");
+  const std::string log = apply_->log();
+  EXPECT_EQ(log.find("(restarted)"), std::string::npos) << log;
+  EXPECT_NE(log.find("this consumer applied here before: clearing 2 target tables"),
+            std::string::npos)
+      << log;
+}
+
 // Repairs end to end: a target damaged on purpose (rows lost, changed, invented inside and
 // outside the source's key range) converges through whole-table, range and key repairs while
 // the source is being written. Range chunks delete what the source lacks; key chunks send

@@ -363,6 +363,69 @@ TEST_F(ProtocolRulesTest, ResumeInsideARepairChunkGetsNoneOfItsTransactionAndThe
 }
 
 
+// ---- 5. BootstrapBegin: restarted and tables --------------------------------------------
+
+// BootstrapBegin.tables lists every table in the consumer's scope at the consistent point,
+// empty ones too: the bootstrap is a complete image of exactly those. restarted says whether
+// dblogd knows of an earlier stream of this consumer (dblog.consumers): an unfinished
+// bootstrap, or a slot that was lost. A bootstrap ignores Hello.resume_after.
+TEST_F(ProtocolRulesTest, BootstrapBeginListsEveryTableInScopeAndSaysWhetherAnEarlierStreamExisted) {
+  db().exec("CREATE TABLE " + T("a") + " (id int PRIMARY KEY)");
+  db().exec("INSERT INTO " + T("a") + " VALUES (1), (2)");
+  db().exec("CREATE TABLE " + T("b") + " (id int PRIMARY KEY)");
+  StartDblogd();
+  const auto bootstrap = [&](client::Client& c) {
+    dblog::v1::BootstrapBegin begin;
+    ReadEvents(c, [&](const client::Item& i) {
+      const auto* ev = std::get_if<StreamEvent>(&i);
+      if (ev && ev->has_bootstrap_begin()) begin = ev->bootstrap_begin();
+      if (ev && ev->has_bootstrap_end()) c.Ack(*PositionOf(*ev));
+      return ev && ev->has_bootstrap_end();
+    });
+    std::set<std::string> tables;
+    for (const auto& t : begin.tables()) tables.insert(t.schema() + "." + t.name());
+    return std::make_pair(begin.restarted(), tables);
+  };
+  const auto drop_slot = [&] {
+    for (int i = 0; i < 100; ++i) {
+      try {
+        db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+        return;
+      } catch (const PgError&) {
+        std::this_thread::sleep_for(100ms);
+      }
+    }
+    FAIL() << "the slot stayed in use";
+  };
+  dblog::v1::Position old;
+  {
+    client::Client c = Connect();
+    EXPECT_TRUE(c.welcome().slot_created());
+    const auto [restarted, tables] = bootstrap(c);
+    EXPECT_FALSE(restarted);
+    EXPECT_EQ(tables, (std::set<std::string>{T("a"), T("b"), T("sentinel")}));
+    Replay replay;
+    ReadUntil(c, replay, Sentinel());
+    old = *replay.last_position();
+  }
+  // the slot is lost (dropped; invalidated or a failover alike): a new image, restarted
+  drop_slot();
+  db().exec("CREATE TABLE " + T("c") + " (id int PRIMARY KEY)");
+  {
+    client::Client c = ConnectRetrying(old);  // resume_after is ignored by a bootstrap
+    EXPECT_TRUE(c.welcome().slot_created());
+    EXPECT_FALSE(c.welcome().has_resume_from());
+    const auto [restarted, tables] = bootstrap(c);
+    EXPECT_TRUE(restarted);
+    EXPECT_EQ(tables, (std::set<std::string>{T("a"), T("b"), T("c"), T("sentinel")}));
+  }
+  // the source forgot the consumer altogether: restarted is false, though the sink has data
+  drop_slot();
+  db().exec("DELETE FROM dblog.consumers WHERE name = '" + consumer() + "'");
+  client::Client c = ConnectRetrying();
+  EXPECT_FALSE(bootstrap(c).first);
+}
+
 // ---- 6. A Truncate's Relations ------------------------------------------------------------
 
 // Every table a Truncate names has had its Relation sent on this connection before the
