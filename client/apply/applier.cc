@@ -1,7 +1,9 @@
 // client/apply/applier.cc: the stream -> target SQL mapping (see applier.h).
 #include "client/apply/applier.h"
 
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 
 #include "client/position.h"
 #include "client/relation_cache.h"
@@ -856,23 +858,48 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
   const auto key_column = [&](int k) -> const dblog::v1::Column& {
     return rel.columns(static_cast<int>(rel.key_columns(k)));
   };
+  const std::string display = table.target.Display();
+  const std::string chunk_name = "chunk " + std::to_string(begin.chunk()) + " of repair request " +
+                                 std::to_string(begin.request_id());
+  // Each key column compared as the source orders it: its collation, when it has one.
+  std::vector<std::string> collate(static_cast<std::size_t>(width));
+  if (begin.key_collations_size() != 0) {
+    if (begin.key_collations_size() != width)
+      throw StreamError("a repair chunk of " + display + " with " +
+                        std::to_string(begin.key_collations_size()) + " key collations for " +
+                        std::to_string(width) + " key columns");
+    for (int k = 0; k < width; ++k) {
+      const std::string& descriptor = begin.key_collations(k);
+      if (descriptor.empty()) continue;
+      const auto name = TargetCollation(descriptor);
+      if (!name) {
+        ++stats_.range_deletes_skipped;
+        log_("warning: " + chunk_name + ": key column " + key_column(k).name() + " of " + display +
+             " is ordered by the source's collation " + descriptor +
+             ", which the target does not have: rows of its range that the source lacks are not"
+             " deleted (a repair_keys request of such rows deletes them)");
+        return;
+      }
+      collate[static_cast<std::size_t>(k)] = " COLLATE " + *name;
+    }
+  }
   Params params;
   std::vector<std::string> conditions;
-  // A bound may name a prefix of the key: it compares that prefix, in key order.
+  // A bound is a whole key (dblogd never sends a prefix).
   const auto bound = [&](const Row& key, const char* op) {
     if (key.values_size() == 0) return;  // unbounded
-    if (key.values_size() > width)
-      throw StreamError("a repair chunk bound of " + table.target.Display() + " with " +
+    if (key.values_size() != width)
+      throw StreamError("a repair chunk bound of " + display + " with " +
                         std::to_string(key.values_size()) + " values for " + std::to_string(width) +
                         " key columns");
     std::string lhs, rhs;
     for (int k = 0; k < key.values_size(); ++k) {
       const auto& c = key_column(k);
       const auto text = ValueText(key.values(k));
-      if (!text)
-        throw StreamError("a repair chunk bound of " + table.target.Display() + " with a NULL");
+      if (!text) throw StreamError("a repair chunk bound of " + display + " with a NULL");
       params.push_back(text);
-      lhs += (k ? ", " : "") + std::string("t.") + QuoteIdent(c.name());
+      lhs += (k ? ", " : "") + std::string("t.") + QuoteIdent(c.name()) +
+             collate[static_cast<std::size_t>(k)];
       rhs += (k ? ", " : "") + Placeholder(params.size()) + "::" + c.type_name();
     }
     if (key.values_size() > 1) {
@@ -905,9 +932,6 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
                        ") WHERE " + match + ")");
   std::string where;
   for (const auto& c : conditions) where += (where.empty() ? "" : " AND ") + c;
-  const std::string display = table.target.Display();
-  const std::string chunk_name = "chunk " + std::to_string(begin.chunk()) + " of repair request " +
-                                 std::to_string(begin.request_id());
   Send("DELETE FROM " + table.quoted + " AS t WHERE " + where, params,
        "deleting the rows of " + display + " in the range of " + chunk_name +
            " that the source lacks",
@@ -917,6 +941,33 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
            log_("repair: " + chunk_name + " removed " + std::to_string(r.affected()) + " rows of " +
                 display + " that the source does not have");
        });
+}
+
+std::optional<std::string> Applier::TargetCollation(const std::string& descriptor) {
+  if (const auto it = collations_.find(descriptor); it != collations_.end()) return it->second;
+  std::optional<std::string> name;
+  const auto colon = descriptor.find(':');
+  const std::string provider = descriptor.substr(0, colon);
+  const std::string locale = colon == std::string::npos ? "" : descriptor.substr(colon + 1);
+  bool plain = !locale.empty();  // a locale name needs no quoting beyond '...'
+  for (const char c : locale)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.@=;:-", c));
+  if (provider == "libc" && (locale == "C" || locale == "POSIX")) {
+    name = "pg_catalog." + QuoteIdent(locale);  // byte order, in every database
+  } else if ((provider == "libc" || provider == "icu") && plain) {
+    const std::string qualified = "dblog_apply." + QuoteIdent(descriptor);
+    // Created at most once per target; a locale the target's system lacks fails here, inside
+    // a subtransaction, and leaves the collation missing.
+    Send("DO $dblog$BEGIN CREATE COLLATION IF NOT EXISTS " + qualified + " (provider = " +
+             provider + ", locale = '" + locale +
+             "'); EXCEPTION WHEN OTHERS THEN NULL; END$dblog$",
+         {}, "creating collation " + qualified + " in the target");
+    PgResult r = target_.QueryNow("SELECT pg_catalog.to_regcollation($1) IS NOT NULL", {qualified},
+                                  "looking up collation " + qualified + " in the target");
+    if (r.get(0, 0) == "t") name = qualified;
+  }
+  collations_[descriptor] = name;
+  return name;
 }
 
 }  // namespace dblog::apply

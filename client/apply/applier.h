@@ -25,7 +25,10 @@
 // Repair chunks: READ rows are upserts; DELETE rows deletes; at ChunkEnd of a range chunk the
 // target rows whose key is in [from_key, to_key] (bounds as flagged, absent = unbounded) that
 // were neither READ in the chunk nor listed in kept_keys are deleted. Key ranges are compared by
-// PostgreSQL with the columns' real types (row comparison), never in C++.
+// PostgreSQL with the columns' real types (row comparison), never in C++, each text column in
+// the source's collation (ChunkBegin.key_collations, created in dblog_apply as needed): the
+// target column's own collation may order differently. When the target cannot have that
+// collation the chunk's range deletion is skipped (logged, counted), never guessed.
 //
 // Batching: bootstrap rows of a table that was empty when the bootstrap reached it go in with
 // COPY (the connection leaves pipeline mode for it), in buffers of a few MB. Otherwise
@@ -90,6 +93,9 @@ struct ApplierStats {
   std::uint64_t truncates = 0;
   std::uint64_t statements = 0;
   std::uint64_t missing_rows = 0;  // unchanged-TOAST updates whose row the target lacked
+  // range chunks whose deletion was skipped: a key column's collation (ChunkBegin.
+  // key_collations) is not available in the target, so it cannot tell which rows are in range
+  std::uint64_t range_deletes_skipped = 0;
 };
 
 class Applier {
@@ -188,6 +194,10 @@ class Applier {
   void UpdateKeepingUnchanged(Table& table, const dblog::v1::Row& row);
   void MoveKeepingUnchanged(Table& table, const dblog::v1::Row& old_key, const dblog::v1::Row& row);
   void RangeDelete(Table& table, const dblog::v1::ChunkEnd& end);
+  // The target collation (SQL, e.g. pg_catalog."C") that orders like the source's collation
+  // `descriptor` (ChunkBegin.key_collations); created in dblog_apply when missing; nullopt
+  // when the target cannot have it (no such locale, no ICU).
+  std::optional<std::string> TargetCollation(const std::string& descriptor);
   void AddToBatch(Table& table, BatchKind kind, std::vector<std::optional<std::string>> values);
   void AddToCopy(Table& table, const dblog::v1::Row& row);
   void FlushBatch();  // sends whatever is pending: the COPY buffer or the batch
@@ -206,6 +216,7 @@ class Applier {
   std::unordered_map<std::uint32_t, Table> tables_;
   std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
   std::set<std::string> lossy_warned_;                        // lossy columns already warned about
+  std::map<std::string, std::optional<std::string>> collations_;  // TargetCollation's answers
   bool had_position_ = false;
 
   bool source_txn_open_ = false;

@@ -261,6 +261,10 @@ def render(ev, rels, pb):
         if b.HasField("to_key"):
             line["to_key"] = rels.key(b.relation_oid, b.to_key)
             line["to_inclusive"] = b.to_inclusive
+        if b.is_range:
+            # bounds are whole keys; compare them, per key column, in this collation
+            # ("" = the type's own order, "libc:C" = bytes; docs/protocol.md "Range chunks")
+            line["key_collations"] = list(b.key_collations)
     elif kind == "chunk_end":
         e = ev.chunk_end
         line.update(request_id=e.request_id, rows=e.rows, deletes=e.deletes, last=e.last,

@@ -169,6 +169,7 @@ class Pipeline : public server::SessionListener,
     bool truncated = false;             // a TRUNCATE of the table inside the window
     dblog::v1::Relation relation;
     std::string lower_bytes, upper_bytes;  // encoded range bounds
+    std::vector<std::string> key_collations;  // ChunkBegin.key_collations
     std::size_t total_keys = 0;
     std::chrono::steady_clock::time_point started{};  // for --repair-rows-per-second
     std::uint64_t rows_read = 0;

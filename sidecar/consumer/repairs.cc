@@ -76,6 +76,12 @@ std::vector<std::string> SplitHexList(std::string_view s) {
   return out;
 }
 
+// A request that cannot run as asked (not a failure of the source).
+class RequestError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
@@ -469,7 +475,7 @@ void Pipeline::StartWindow() {
   const std::string key = "(" + Join(tcols, ", ") + ")";
 
   OpenWindow w{window::Window(RandomId(), r.table_oid), {}, r.id, {}, {}, 0, false, false, {},
-               {}, {}};
+               {}, {}, {}};
   w.started = std::chrono::steady_clock::now();
   try {
     pg::Connection& sql = Sql();
@@ -478,12 +484,56 @@ void Pipeline::StartWindow() {
         "SELECT dblog.relation_info($4::oid),"
         " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(typed_resume, ", ") + ")) END,"
         " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(typed_from, ", ") + ")) END,"
-        " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END",
+        " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END,"
+        // the collation of every collatable column (attnum=descriptor, the descriptor hex
+        // encoded), for ChunkBegin.key_collations; the database's default resolved
+        " (SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
+        "    pg_catalog.convert_to(CASE"
+        "      WHEN co.collprovider = 'i' THEN 'icu:' || co.colliculocale"
+        "      WHEN co.collprovider = 'c' THEN 'libc:' || co.collcollate"
+        "      WHEN d.datlocprovider = 'i' THEN 'icu:' || d.daticulocale"
+        "      ELSE 'libc:' || d.datcollate END, 'UTF8'), 'hex'), ',')"
+        "    FROM pg_catalog.pg_attribute a"
+        "    JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation,"
+        "         pg_catalog.pg_database d"
+        "   WHERE a.attrelid = $4::oid AND a.attnum > 0 AND NOT a.attisdropped"
+        "     AND d.datname = pg_catalog.current_database())",
         {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
     w.relation.ParseFromString(bootstrap::UnhexBytea(rel.value(0, 0)));
     if (!rel.is_null(0, 1)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 1));
     else if (!rel.is_null(0, 2)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 2));
     if (!rel.is_null(0, 3)) w.upper_bytes = bootstrap::UnhexBytea(rel.value(0, 3));
+    // A bound names every key column (the request's key objects must): one whose value is
+    // NULL names a column the key did not have when the request was made.
+    for (const std::string* bound : {&w.lower_bytes, &w.upper_bytes}) {
+      dblog::v1::Row row;
+      row.ParseFromString(*bound);
+      for (const auto& v : row.values())
+        if (v.kind_case() == dblog::v1::Value::kNullValue || v.kind_case() ==
+                                                                  dblog::v1::Value::KIND_NOT_SET)
+          throw RequestError("the request's key does not name every column of the table's "
+                             "identity key (" + Join(r.key_columns, ", ") +
+                             "): the key changed since the request was made");
+    }
+    std::map<std::uint32_t, std::string> collations;
+    if (!rel.is_null(0, 4)) {
+      std::string_view list = rel.value(0, 4);
+      while (!list.empty()) {
+        const auto comma = list.find(',');
+        const std::string_view item = list.substr(0, comma);
+        const auto eq = item.find('=');
+        collations[static_cast<std::uint32_t>(std::stoul(std::string(item.substr(0, eq))))] =
+            SplitHexList(item.substr(eq + 1)).front();
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      }
+    }
+    for (std::uint32_t k : w.relation.key_columns()) {
+      const std::uint32_t attnum = k < static_cast<std::uint32_t>(w.relation.columns_size())
+                                       ? w.relation.columns(static_cast<int>(k)).attnum()
+                                       : 0;
+      const auto it = collations.find(attnum);
+      w.key_collations.push_back(it == collations.end() ? std::string() : it->second);
+    }
 
     std::string query;
     std::vector<std::optional<std::string>> params;
@@ -572,6 +622,14 @@ void Pipeline::StartWindow() {
     } else {
       w.last = rows.ntuples() < config_.chunk_size;
     }
+  } catch (const RequestError& e) {
+    // Nothing was written yet: the request itself cannot run.
+    log::Error("repair_failed", {{"consumer", consumer_.name}, {"request", r.id},
+                                 {"error", e.what()}});
+    FinishRequest(r.id, "failed", e.what());
+    requests_.pop_front();
+    ScheduleWindow();
+    return;
   } catch (const std::exception& e) {
     abandoned_windows_.insert(w.window.id());  // its low watermark may be in the log
     const bool lost = !sql_ || PQstatus(sql_->raw()) != CONNECTION_OK;
@@ -630,6 +688,7 @@ void Pipeline::CloseWindow() {
   begin.set_is_range(r.kind != "keys");
   begin.set_chunk(r.chunks + 1);
   if (r.kind != "keys") {
+    for (const auto& c : w.key_collations) begin.add_key_collations(c);
     if (!w.lower_bytes.empty()) {
       begin.mutable_from_key()->ParseFromString(w.lower_bytes);
       begin.set_from_inclusive(r.resume_key.empty());

@@ -753,6 +753,33 @@ TEST_F(ApplyE2eTest, BootstrapOfAConsumerTheSourceForgotStillClearsTheTarget) {
       << log;
 }
 
+// The source orders a text key with ICU's root collation ('a' < 'B'), the target table (created
+// by --create-tables in a C-locale database) with C ('B' < 'a'). A whole-table repair in
+// chunks of one row converges only when the range deletions compare keys as the source does
+// (ChunkBegin.key_collations): in C order a later chunk's range would hold rows an earlier
+// chunk had just repaired, and delete them.
+TEST_F(ApplyE2eTest, RangeRepairsCompareTextKeysInTheSourcesCollation) {
+  db().exec("CREATE TABLE " + T("words") + " (w text COLLATE \"und-x-icu\" PRIMARY KEY, n int)");
+  db().exec("INSERT INTO " + T("words") +
+            " VALUES ('a', 1), ('B', 2), ('c', 3), ('D', 4), ('e', 5), ('F', 6)");
+  StartDblogd({"--chunk-size=1"});
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  // damage: a row the source never had, a lost row
+  target().exec("INSERT INTO " + T("words") + " VALUES ('b', -1); DELETE FROM " + T("words") +
+                " WHERE w = 'D'");
+  const std::string id = db().scalar("SELECT dblog.repair('" + T("words") + "')");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "done") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << apply_->log();
+    std::this_thread::sleep_for(50ms);
+  }
+  WaitApplied(Sentinel());
+  ExpectSameTable("words");
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM pg_collation WHERE collname = 'icu:und'"), "1");
+}
+
 // Repairs end to end: a target damaged on purpose (rows lost, changed, invented inside and
 // outside the source's key range) converges through whole-table, range and key repairs while
 // the source is being written. Range chunks delete what the source lacks; key chunks send

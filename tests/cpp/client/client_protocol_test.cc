@@ -520,7 +520,9 @@ TEST(ClientStream, ABeginBeforeTheResumePointOfAnotherTransactionIsRefused) {
     options.resume_after = client::MakePosition(0x2000, 5);
     Client client = Client::Connect(options);
     Item item;
-    if (lsn == 0x2000) ASSERT_TRUE(client.Next(item));
+    if (lsn == 0x2000) {
+      ASSERT_TRUE(client.Next(item));
+    }
     EXPECT_THROW(client.Next(item), ProtocolError) << lsn;
   }
 }

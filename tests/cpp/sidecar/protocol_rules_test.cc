@@ -466,5 +466,80 @@ TEST_F(ProtocolRulesTest, TruncateComesAfterTheRelationOfEveryTableItNames) {
   EXPECT_TRUE(truncated);
 }
 
+
+// ---- 7. Range chunks: whole-key bounds, and the order to compare them in -----------------
+
+// A range chunk's bounds are whole keys (one value per key column, never NULL, never a
+// prefix), and ChunkBegin.key_collations says per key column how the source orders it.
+TEST_F(ProtocolRulesTest, RangeChunksHaveWholeKeyBoundsAndTheKeyColumnsCollations) {
+  db().exec("CREATE TABLE " + T("k") + " (w text COLLATE \"und-x-icu\", n int, c text COLLATE \"C\","
+            " d text, v int, PRIMARY KEY (w, n, c, d))");
+  db().exec("INSERT INTO " + T("k") + " SELECT 'w' || g % 3, g, 'c', 'd', g FROM generate_series(1, 7) g");
+  StartDblogd({"--chunk-size=3"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const std::string datcollate =
+      db().scalar("SELECT datcollate FROM pg_database WHERE datname = current_database()");
+  const std::string id = db().scalar("SELECT dblog.repair_range('" + T("k") +
+                                     "', '{\"w\": \"w0\", \"n\": 0, \"c\": \"\", \"d\": \"\"}', NULL)");
+  int chunks = 0;
+  bool last = false;
+  while (!last && !HasFailure()) {
+    ReadEvents(c, [&](const client::Item& i) -> bool {
+      const auto* ev = std::get_if<StreamEvent>(&i);
+      if (ev && ev->has_chunk_begin()) {
+        const auto& b = ev->chunk_begin();
+        ++chunks;
+        EXPECT_TRUE(b.is_range());
+        EXPECT_EQ(b.key_collations_size(), 4);
+        if (b.key_collations_size() != 4) return true;
+        EXPECT_EQ(b.key_collations(0), "icu:und");
+        EXPECT_EQ(b.key_collations(1), "");
+        EXPECT_EQ(b.key_collations(2), "libc:C");
+        EXPECT_EQ(b.key_collations(3), "libc:" + datcollate);  // the database's default
+        EXPECT_TRUE(b.has_from_key());  // the request's lower bound, then the last chunk's end
+        EXPECT_EQ(b.from_key().values_size(), 4);
+        if (b.has_to_key()) {
+          EXPECT_EQ(b.to_key().values_size(), 4);
+        }
+        for (const auto* bound : {&b.from_key(), &b.to_key()})
+          for (const auto& v : bound->values())
+            EXPECT_NE(v.kind_case(), dblog::v1::Value::kNullValue);
+      }
+      if (ev && ev->has_chunk_end()) last = ev->chunk_end().last();
+      if (ev && ev->has_commit()) c.Ack(*PositionOf(*ev));
+      return ev && ev->has_chunk_end();
+    });
+  }
+  EXPECT_EQ(chunks, 3);  // 7 rows, 3 per chunk
+}
+
+// A range request whose bounds no longer name every key column (the table's key changed after
+// the request was made) fails with an explanation, rather than compare against NULLs.
+TEST_F(ProtocolRulesTest, ARangeRequestWhoseKeyChangedFailsWithAnExplanation) {
+  db().exec("CREATE TABLE " + T("k") + " (a int, b int NOT NULL, PRIMARY KEY (a))");
+  db().exec("INSERT INTO " + T("k") + " SELECT g, g FROM generate_series(1, 5) g");
+  StartDblogd();
+  {
+    client::Client c = Connect();
+    Replay replay;
+    ReadUntil(c, replay, 0);
+  }
+  const std::string id =
+      db().scalar("SELECT dblog.repair_range('" + T("k") + "', '{\"a\": 2}', '{\"a\": 4}')");
+  db().exec("ALTER TABLE " + T("k") + " DROP CONSTRAINT k_pkey, ADD PRIMARY KEY (a, b)");
+  client::Client c = ConnectRetrying();
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  Replay replay;
+  while (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "failed") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
+    ReadUntil(c, replay, Sentinel());
+  }
+  EXPECT_NE(db().scalar("SELECT error FROM dblog.requests WHERE id = " + id)
+                .find("does not name every column of the table's identity key"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace dblog::test
