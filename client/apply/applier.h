@@ -21,7 +21,9 @@
 // differs from its new row's key deletes the old key first. Rows with unchanged-TOAST markers
 // never write those columns: an UPDATE at the same key sets only the other columns, an UPDATE
 // that moves the key moves the old row in one statement (DELETE .. RETURNING feeding the
-// INSERT) and keeps its unchanged columns. Truncate truncates the mapped target tables.
+// INSERT) and keeps its unchanged columns. When the target lacks that row, nothing is invented:
+// the update is counted (stats().missing_rows) and logged with its key and the exact
+// dblog.repair_keys call that restores the row. Truncate truncates the mapped target tables.
 // Repair chunks: READ rows are upserts; DELETE rows deletes; at ChunkEnd of a range chunk the
 // target rows whose key is in [from_key, to_key] (bounds as flagged, absent = unbounded) that
 // were neither READ in the chunk nor listed in kept_keys are deleted. Key ranges are compared by
@@ -92,7 +94,9 @@ struct ApplierStats {
   std::uint64_t range_deleted = 0;  // rows deleted by range chunks
   std::uint64_t truncates = 0;
   std::uint64_t statements = 0;
-  std::uint64_t missing_rows = 0;  // unchanged-TOAST updates whose row the target lacked
+  // UPDATEs keeping unchanged TOAST values of a row the target lacked: their other columns
+  // were not applied (each logged with the repair_keys call that restores the row)
+  std::uint64_t missing_rows = 0;
   // range chunks whose deletion was skipped: a key column's collation (ChunkBegin.
   // key_collations) is not available in the target, so it cannot tell which rows are in range
   std::uint64_t range_deletes_skipped = 0;
@@ -193,6 +197,9 @@ class Applier {
   void Delete(Table& table, const dblog::v1::Row& key);
   void UpdateKeepingUnchanged(Table& table, const dblog::v1::Row& row);
   void MoveKeepingUnchanged(Table& table, const dblog::v1::Row& old_key, const dblog::v1::Row& row);
+  // An update keeping unchanged TOAST values found no row at `key`: counted (missing_rows) and
+  // logged with the key and the dblog.repair_keys call that restores it.
+  void MissingRow(std::uint32_t oid, const dblog::v1::Row& key);
   void RangeDelete(Table& table, const dblog::v1::ChunkEnd& end);
   // The target collation (SQL, e.g. pg_catalog."C") that orders like the source's collation
   // `descriptor` (ChunkBegin.key_collations); created in dblog_apply when missing; nullopt

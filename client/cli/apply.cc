@@ -206,6 +206,13 @@ int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interru
            std::to_string(s.rows_written) + " rows written, " + std::to_string(s.rows_deleted) +
            " deleted, " + std::to_string(s.truncates) + " truncated tables" +
            (s.range_deleted ? ", " + std::to_string(s.range_deleted) + " removed by repairs" : "") +
+           (s.missing_rows ? ", " + std::to_string(s.missing_rows) +
+                                 " updates of rows the target lacks (not applied: see the"
+                                 " repair calls logged)"
+                           : "") +
+           (s.range_deletes_skipped ? ", " + std::to_string(s.range_deletes_skipped) +
+                                          " range deletions skipped (collation)"
+                                    : "") +
            (acked ? ", acknowledged through " + client::FormatPosition(*acked) : "");
   };
 

@@ -208,15 +208,25 @@ TEST_F(ApplierTest, UnchangedToastValuesAreNeverWritten) {
   EXPECT_EQ(Items(), "1:a2:10000 6:e2:5 20:b2:10000 ");
   EXPECT_EQ(target_->scalar("SELECT body = repeat('x', 10000) FROM src.items WHERE id = 20"), "t");
 
-  // a row the target lacks: nothing is invented, a warning says so
+  // a row the target lacks: nothing is invented; a warning names the key (the moved row's new
+  // one) and the repair that restores it, and it is counted. Also for an update that changes
+  // nothing but the kept values (nothing to write, the row looked for all the same).
   s.Begin();
   s.Update(kItems, R({Int(99)}), R({Int(99), Text("ghost"), Unchanged()}));
   s.Update(kItems, R({Int(98)}), R({Int(97), Text("ghost"), Unchanged()}));
+  s.Update(kItems, R({Int(96)}), R({Int(96), Unchanged(), Unchanged()}));
+  s.Update(kItems, R({Int(1)}), R({Int(1), Unchanged(), Unchanged()}));  // present: fine
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "1:a2:10000 6:e2:5 20:b2:10000 ");
-  EXPECT_EQ(applier->stats().missing_rows, 2u);
-  EXPECT_NE(log_.find("warning: an update of src.items keeps unchanged TOAST values"),
+  EXPECT_EQ(applier->stats().missing_rows, 3u);
+  for (const std::string key : {"99", "97", "96"})
+    EXPECT_NE(log_.find("warning: an update of src.items key {\"id\":" + key +
+                        "} keeps unchanged TOAST values of a row the target does not have"),
+              std::string::npos)
+        << log_;
+  EXPECT_NE(log_.find("(3 such updates so far). Restore the row from the source with: SELECT"
+                      " dblog.repair_keys('src.items', '[{\"id\":96}]', 'unit');"),
             std::string::npos)
       << log_;
 }
