@@ -264,10 +264,21 @@ void Client::Impl::Handshake() {
   Write(frame, deadline, true, "sending Hello to " + Peer());
 
   ServerMessage answer;
-  if (!ReadMessage(answer, deadline, "waiting for Welcome from " + Peer())) {
-    throw ProtocolError(Peer() + " closed the connection without answering Hello" +
-                        (options_.tls ? std::string(" (with TLS: did it refuse our certificate?)")
-                                      : std::string()));
+  Clock::time_point answer_deadline = deadline;
+  for (;;) {
+    if (!ReadMessage(answer, answer_deadline, "waiting for Welcome from " + Peer())) {
+      throw ProtocolError(Peer() + " closed the connection without answering Hello" +
+                          (options_.tls
+                               ? std::string(" (with TLS: did it refuse our certificate?)")
+                               : std::string()));
+    }
+    // While the consumer's slot is being created dblogd says so once a second: it is alive
+    // and waiting for the source, so the wait for Welcome starts again (docs/protocol.md).
+    if (answer.msg_case() != ServerMessage::kProgress ||
+        answer.progress().phase() != "creating_slot")
+      break;
+    if (options_.on_slot_wait) options_.on_slot_wait(answer.progress());
+    answer_deadline = Clock::now() + options_.connect_timeout;
   }
   reader_.AcceptWelcome(answer, options_.resume_after);
 }

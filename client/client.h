@@ -43,7 +43,12 @@ struct ConnectOptions {
   std::string tls_key_file;
   std::string tls_server_name;
   // Bounds the whole handshake: resolve, TCP connect, TLS, Hello, and the server's first answer.
+  // While dblogd reports that the consumer's slot is being created (Progress{phase:
+  // "creating_slot"}, once a second, only before Welcome), the wait for Welcome is unbounded:
+  // each report allows connect_timeout more.
   std::chrono::milliseconds connect_timeout{10000};
+  // Called with each of those reports (it names the transactions the creation waits for).
+  std::function<void(const dblog::v1::Progress&)> on_slot_wait;
   // Bounds each blocking read or write after the handshake: Next throws TransportError when no
   // bytes arrived for this long. Zero waits forever. A server that sends heartbeats makes a
   // few heartbeat intervals a safe value.

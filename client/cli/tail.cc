@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "client/cli/progress_bar.h"
@@ -226,6 +228,14 @@ void ReadServerFlags(const po::variables_map& vm, const Environment& env,
     if (token_file) connect.token = ReadTokenFile(*token_file, "DBLOG_TOKEN_FILE");
   }
   ReadTlsFlags(vm, env, connect);
+  // A new consumer's slot waits for the source's open transactions: say so (the first report,
+  // then every 30th, one a second) and keep waiting.
+  connect.on_slot_wait = [reports = std::make_shared<unsigned>(0)](const dblog::v1::Progress& p) {
+    if ((*reports)++ % 30 != 0) return;
+    std::cerr << "dblog: dblogd is creating this consumer's slot, which has waited "
+              << p.waiting_ms() / 1000 << " s for transactions open in the source to end: "
+              << p.waiting_for() << "\n";
+  };
 }
 
 void ReadTlsFlags(const po::variables_map& vm, const Environment& env,

@@ -350,6 +350,15 @@ def run(args):
         send(pb.ClientMessage(hello=hello))
 
         first = read_server_message()
+        # A new consumer's slot may wait for transactions open in the source: until Welcome,
+        # dblogd says so once a second (Progress phase "creating_slot"). Keep waiting.
+        while (first is not None and first.WhichOneof("msg") == "progress"
+               and first.progress.phase == "creating_slot"):
+            if first.progress.waiting_ms // 1000 % 30 == 1:
+                print("waiting: dblogd is creating the slot (%d s): %s"
+                      % (first.progress.waiting_ms // 1000, first.progress.waiting_for),
+                      file=sys.stderr, flush=True)
+            first = read_server_message()
         if first is None or first.WhichOneof("msg") != "welcome":
             raise IOError("expected Welcome, got %s" % (first and first.WhichOneof("msg")))
         w = first.welcome

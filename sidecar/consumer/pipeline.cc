@@ -6,6 +6,8 @@
 #include "pg/slot.h"
 #include "wire/frame.h"
 
+#include <thread>
+
 namespace dblog::consumer {
 namespace asio = boost::asio;
 using dblog::v1::Error;
@@ -43,6 +45,7 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       progress_timer_(io),
       window_timer_(io),
       repair_progress_timer_(io),
+      slot_wait_timer_(io),
       parse_block_(new char[kParseBlockBytes]),
       parse_arena_(ParseArenaOptions(parse_block_.get(), kParseBlockBytes)),
       txlog_(config.window_key_memory_bytes) {}
@@ -80,7 +83,7 @@ std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const
           {"message_max_bytes", std::to_string(config_.max_message_bytes)}};
 }
 
-UnconfiguredSlots CountUnconfiguredSlots(const config::Config& config, const std::string& name) {
+std::set<std::string> UnconfiguredSlots(const config::Config& config) {
   std::string configured = "{";  // names are [a-z0-9_]: nothing to quote in the array literal
   for (const auto& [n, c] : config.consumers)
     configured += (configured.size() > 1 ? "," : "") + Pipeline::SlotName(n);
@@ -88,18 +91,25 @@ UnconfiguredSlots CountUnconfiguredSlots(const config::Config& config, const std
   pg::Connection sql = pg::Connection::Open(config.source, false,
                                             {{"application_name", "dblogd admission"}});
   pg::Result r = sql.ExecParams(
-      "SELECT count(*), coalesce(bool_or(slot_name = $2), false) FROM pg_replication_slots"
+      "SELECT slot_name FROM pg_replication_slots"
       " WHERE plugin = 'dblog' AND database = current_database()"
       "   AND slot_name LIKE 'dblog\\_%' AND slot_name <> ALL ($1::text[])",
-      {configured, Pipeline::SlotName(name)});
-  return {std::stol(std::string(r.value(0, 0))), r.value(0, 1) == "t"};
+      {configured});
+  std::set<std::string> names;
+  for (int i = 0; i < r.ntuples(); ++i) names.insert(std::string(r.value(i, 0)));
+  return names;
 }
 
 void Pipeline::Start() {
   session_->Attach(this);
   stats_->connected = 1;
+  Guarded([this] { Prepare(); });
+}
+
+template <typename F>
+void Pipeline::Guarded(F&& step) {
   try {
-    Prepare();
+    step();
   } catch (const bootstrap::ScopeError& e) {
     Fail(Error::SCOPE_ERROR, e.what());
   } catch (const ResumeAheadError& e) {
@@ -123,7 +133,13 @@ void Pipeline::Prepare() {
         ": run ALTER EXTENSION dblog UPDATE there (as its owner; see docs/operations.md, "
         "\"Upgrading the extension\")");
   Preflight(sql);
-  const pg::SlotInfo slot = pg::GetSlot(sql, slot_);
+  pg::SlotInfo slot = pg::GetSlot(sql, slot_);
+  // This consumer's previous connection may have ended a moment ago: its walsender exits
+  // asynchronously. Give it a little time before calling the slot taken.
+  for (int i = 0; i < 20 && slot.exists && slot.active; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    slot = pg::GetSlot(sql, slot_);
+  }
   if (slot.exists && slot.active)
     throw std::runtime_error("slot " + slot_ + " is in use by another process (pid " +
                              std::to_string(slot.active_pid.value_or(0)) + ")");
@@ -140,15 +156,18 @@ void Pipeline::Prepare() {
                                       {"reason", "earlier bootstrap did not finish"}});
       pg::DropSlot(sql, slot_, true);
     }
-    StartBootstrap(state.has_value());
+    const bool restarted = state.has_value();
+    CreateSlotThen(true, [this, restarted](const pg::CreatedSlot& created) {
+      StartBootstrap(created, restarted);
+    });
     return;
   }
-
-  if (!slot.exists) {
-    repl_ = pg::Connection::Open(config_.source, true,
-                                 {{"application_name", "dblogd " + consumer_.name}});
-    const pg::CreatedSlot created = pg::CreateSlot(*repl_, slot_, "dblog", false);
-    sql.ExecParams(
+  if (slot.exists) {
+    confirmed_ = slot.confirmed_flush_lsn;
+    return BeginStreaming(true);
+  }
+  CreateSlotThen(false, [this](const pg::CreatedSlot& created) {
+    Sql().ExecParams(
         "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state, consistent_point)"
         " VALUES ($1, $2, $3, 'skipped', $4::pg_lsn) ON CONFLICT (name) DO UPDATE SET"
         " slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope, bootstrap_state = 'skipped',"
@@ -158,9 +177,100 @@ void Pipeline::Prepare() {
     confirmed_ = created.consistent_point;
     log::Info("slot_created", {{"consumer", consumer_.name}, {"slot", slot_},
                                {"consistent_point", pg::FormatLsn(created.consistent_point)}});
-  } else {
-    confirmed_ = slot.confirmed_flush_lsn;
+    BeginStreaming(false);
+  });
+}
+
+void Pipeline::CreateSlotThen(bool export_snapshot,
+                              std::function<void(const pg::CreatedSlot&)> next) {
+  pg::Connection repl = pg::Connection::Open(config_.source, true,
+                                             {{"application_name", "dblogd " + consumer_.name}});
+  stats_->slot_creation_started_us = NowMicros();
+  slot_creation_ = std::make_unique<SlotCreation>(
+      io_, std::move(repl), slot_, export_snapshot,
+      [this, next = std::move(next)](SlotCreation::Outcome outcome) {
+        const auto waited = slot_creation_->elapsed();
+        slot_creation_.reset();
+        slot_wait_timer_.cancel();
+        stats_->slot_creation_started_us = 0;
+        if (waited >= std::chrono::seconds(1) && state_ != State::kDone)
+          log::Info("slot_creation_done",
+                    {{"consumer", consumer_.name}, {"slot", slot_},
+                     {"waited_ms", std::chrono::duration_cast<std::chrono::milliseconds>(waited)
+                                       .count()},
+                     {"created", outcome.slot ? "true" : "false"}});
+        if (state_ == State::kDone) return;
+        repl_ = std::move(outcome.repl);
+        Guarded([&] {
+          if (outcome.error) std::rethrow_exception(outcome.error);
+          next(*outcome.slot);
+        });
+      });
+  slot_wait_timer_.expires_after(std::chrono::seconds(1));
+  slot_wait_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->SlotWaitTick();
+  });
+}
+
+// Once a second while the slot creation waits: the client hears it (so that it does not give
+// up waiting for Welcome), and dblogd's log names what it waits for (then every 30 s).
+void Pipeline::SlotWaitTick() {
+  if (!slot_creation_ || state_ == State::kDone) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto waited = slot_creation_->elapsed();
+  const bool log_now = slot_wait_logged_ == std::chrono::steady_clock::time_point{} ||
+                       now - slot_wait_logged_ >= std::chrono::seconds(30);
+  if (log_now) {
+    slot_waiting_for_ = SlotCreationBlockers();
+    slot_wait_logged_ = now;
+    log::Warn("slot_creation_waiting",
+              {{"consumer", consumer_.name}, {"slot", slot_},
+               {"waited_s", std::chrono::duration_cast<std::chrono::seconds>(waited).count()},
+               {"waiting_for", slot_waiting_for_},
+               {"message", "CREATE_REPLICATION_SLOT waits until every transaction that held an "
+                           "xid when it began has ended; other consumers are not affected"}});
   }
+  dblog::v1::ServerMessage m;
+  dblog::v1::Progress* p = m.mutable_progress();
+  p->set_phase("creating_slot");
+  p->set_waiting_ms(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+  p->set_waiting_for(slot_waiting_for_);
+  session_->Send(m);
+  slot_wait_timer_.expires_after(std::chrono::seconds(1));
+  slot_wait_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->SlotWaitTick();
+  });
+}
+
+std::string Pipeline::SlotCreationBlockers() {
+  try {
+    pg::Result r = Sql().ExecParams(
+        "SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''),"
+        "       coalesce(a.application_name, ''), coalesce(a.state, ''),"
+        "       coalesce(a.backend_xid::text, ''),"
+        "       coalesce(extract(epoch FROM now() - a.xact_start)::bigint::text, '')"
+        "  FROM pg_catalog.pg_stat_activity a"
+        " WHERE a.pid = ANY (pg_catalog.pg_blocking_pids($1::int)) ORDER BY a.xact_start",
+        {std::to_string(slot_creation_->backend_pid())});
+    std::string out;
+    for (int i = 0; i < r.ntuples(); ++i) {
+      if (!out.empty()) out += "; ";
+      out += "pid " + std::string(r.value(i, 0)) + " (database " + std::string(r.value(i, 1)) +
+             ", user " + std::string(r.value(i, 2)) + ", application '" +
+             std::string(r.value(i, 3)) + "', " + std::string(r.value(i, 4)) + ", xid " +
+             std::string(r.value(i, 5)) + ", transaction open " + std::string(r.value(i, 6)) +
+             " s)";
+    }
+    return out.empty() ? "no transaction holds it now (it is between two waits)" : out;
+  } catch (const std::exception& e) {
+    return std::string("unknown: ") + e.what();
+  }
+}
+
+// Streaming from a slot that exists (made just now, or by an earlier connection).
+void Pipeline::BeginStreaming(bool slot_existed) {
+  pg::Connection& sql = Sql();
   // A resume point the source has not reached was not made from this source's stream (another
   // cluster, a restored backup of the target, a typo): waiting for it would look like a
   // healthy, silent stream forever.
@@ -176,7 +286,7 @@ void Pipeline::Prepare() {
   }
   // refuses keyless tables before streaming
   const std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(sql, consumer_.scope);
-  if (slot.exists) CopyTablesAddedToScope(tables);
+  if (slot_existed) CopyTablesAddedToScope(tables);
 
   const emit::Position resume = emit::Position::FromProto(hello_.resume_after());
   acks_ = std::make_unique<emit::AckTracker>(confirmed_, resume);
@@ -185,7 +295,7 @@ void Pipeline::Prepare() {
   auto* w = welcome.mutable_welcome();
   w->set_protocol_version(dblog::v1::PROTOCOL_VERSION_1);
   w->set_slot(slot_);
-  w->set_slot_created(!slot.exists);
+  w->set_slot_created(!slot_existed);
   *w->mutable_resume_from() = resume.ToProto();
   w->set_confirmed_flush_lsn(confirmed_);
   for (const auto& p : consumer_.scope) w->add_scope(p.schema + "." + p.table);
@@ -273,13 +383,10 @@ void Pipeline::CopyTablesAddedToScope(const std::vector<bootstrap::Table>& table
   sql.Exec("COMMIT");
 }
 
-void Pipeline::StartBootstrap(bool restarted) {
+void Pipeline::StartBootstrap(const pg::CreatedSlot& created, bool restarted) {
   state_ = State::kBootstrapping;
   pg::Connection& sql = Sql();
-  repl_ = pg::Connection::Open(config_.source, true,
-                               {{"application_name", "dblogd " + consumer_.name}});
   // From here until every worker imported the snapshot, repl_ must stay idle.
-  const pg::CreatedSlot created = pg::CreateSlot(*repl_, slot_, "dblog", true);
   consistent_point_ = created.consistent_point;
   confirmed_ = created.consistent_point;
 
@@ -759,6 +866,9 @@ void Pipeline::Finish() {
                             {{"consumer", consumer_.name}});
   session_->Detach();
   if (copier_) copier_->Cancel();
+  slot_creation_.reset();  // cancels a creation still waiting
+  stats_->slot_creation_started_us = 0;
+  slot_wait_timer_.cancel();
   heartbeat_timer_.cancel();
   status_timer_.cancel();
   reconnect_timer_.cancel();

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "bootstrap/copier.h"
+#include "consumer/slot_creation.h"
 #include "bootstrap/scope.h"
 #include "config/config.h"
 #include "emit/ack_tracker.h"
@@ -69,9 +70,19 @@ class Pipeline : public server::SessionListener,
   void OnError(const std::exception& error) override;
   void OnEnd() override;
 
+  // Runs `step`, turning what it throws into the Error the client gets.
+  template <typename F>
+  void Guarded(F&& step);
   void Prepare();
   void Preflight(pg::Connection& sql);
-  void StartBootstrap(bool restarted);
+  // Creates the slot off this thread (slot_creation.h), then runs `next` (guarded) with it;
+  // meanwhile SlotWaitTick reports the wait.
+  void CreateSlotThen(bool export_snapshot, std::function<void(const pg::CreatedSlot&)> next);
+  void SlotWaitTick();
+  // What the slot creation waits for: the transactions blocking its walsender, for people.
+  std::string SlotCreationBlockers();
+  void BeginStreaming(bool slot_existed);
+  void StartBootstrap(const pg::CreatedSlot& created, bool restarted);
   void CopyTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
   void DrainCopy();
   void FinishBootstrap();
@@ -130,6 +141,10 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer window_timer_;
   boost::asio::steady_timer repair_progress_timer_;
+  std::unique_ptr<SlotCreation> slot_creation_;
+  boost::asio::steady_timer slot_wait_timer_;
+  std::chrono::steady_clock::time_point slot_wait_logged_{};
+  std::string slot_waiting_for_;
   // The plugin's batches are parsed into this arena, reset after each: no allocation per
   // value (but the buffers of strings too long to be stored inline).
   // Nothing may keep a pointer into a batch past OnData.
@@ -223,12 +238,8 @@ class Pipeline : public server::SessionListener,
 
 // Slots of consumers that no --consumer names: slots of plugin dblog named dblog_* in the
 // source database other than the configured consumers' (so junk left by an earlier run counts
-// too). For --max-unconfigured-consumers; `has_own`: `name`'s slot is one of them. Opens a
-// short SQL connection (blocking); throws pg::Error when the source cannot be reached.
-struct UnconfiguredSlots {
-  long count = 0;
-  bool has_own = false;
-};
-UnconfiguredSlots CountUnconfiguredSlots(const config::Config& config, const std::string& name);
+// too), by name. For --max-unconfigured-consumers. Opens a short SQL connection (blocking);
+// throws pg::Error when the source cannot be reached.
+std::set<std::string> UnconfiguredSlots(const config::Config& config);
 
 }  // namespace dblog::consumer

@@ -1,11 +1,12 @@
 // sidecar/log/rate_limit.h: log lines for events that can repeat without bound (a forged
 // marker per message, an accept() failing in a loop): at most one line per interval, the next
 // line telling how many were held back (`suppressed=N`).
-// Owns: the decision whether a line is written. Single-threaded (the io thread), no locks.
+// Owns: the decision whether a line is written. Thread-safe (one lock per call).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 
 #include "log/log.h"
 
@@ -22,6 +23,7 @@ class RateLimited {
   // whether it was written.
   bool Write(Level level, std::string_view event, std::initializer_list<Field> fields,
              Clock::time_point now = Clock::now()) {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (written_ && now - last_ < interval_) {
       ++suppressed_;
       return false;
@@ -38,10 +40,14 @@ class RateLimited {
     return Write(Level::kWarn, event, fields, now);
   }
   // Lines held back since the last one written.
-  std::uint64_t suppressed() const { return suppressed_; }
+  std::uint64_t suppressed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return suppressed_;
+  }
   // Writes a last line when some were held back (for example when the source of the lines
   // goes away), so that no count is lost.
   void Flush(Level level, std::string_view event, std::initializer_list<Field> fields) {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (suppressed_ == 0) return;
     const std::uint64_t held = suppressed_;
     suppressed_ = 0;
@@ -50,6 +56,7 @@ class RateLimited {
   }
 
  private:
+  mutable std::mutex mutex_;
   Clock::duration interval_;
   Clock::time_point last_{};
   bool written_ = false;

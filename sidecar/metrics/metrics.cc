@@ -124,6 +124,13 @@ std::string Registry::Render() const {
        [](const ConsumerStats& s, std::int64_t) {
          return double(s.bootstrap_rows_estimated.load());
        }},
+      {"dblog_slot_creation_wait_seconds", "gauge",
+       "How long the consumer's slot creation has waited for transactions open in the source "
+       "(0 when no slot is being created).",
+       [](const ConsumerStats& s, std::int64_t now) {
+         const auto since = s.slot_creation_started_us.load();
+         return since == 0 || now < since ? 0.0 : double(now - since) / 1e6;
+       }},
       {"dblog_bootstraps_total", "counter", "Bootstraps started.",
        [](const ConsumerStats& s, std::int64_t) { return double(s.bootstraps_total.load()); }},
       {"dblog_repair_window_redos_total", "counter",

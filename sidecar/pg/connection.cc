@@ -267,6 +267,21 @@ void Connection::SetNoticeHandler(std::function<void(const std::string&)> handle
 
 int Connection::socket() const { return conn_ ? PQsocket(conn_) : -1; }
 
+int Connection::backend_pid() const { return conn_ ? PQbackendPID(conn_) : 0; }
+
+Canceller::Canceller(const Connection& connection)
+    : cancel_(connection.raw() ? PQgetCancel(connection.raw()) : nullptr) {}
+
+Canceller::~Canceller() {
+  if (cancel_) PQfreeCancel(cancel_);
+}
+
+bool Canceller::Cancel() const {
+  if (!cancel_) return false;
+  char error[256];
+  return PQcancel(cancel_, error, sizeof error) == 1;
+}
+
 std::string Connection::error_message() const {
   return conn_ ? TrimNewlines(PQerrorMessage(conn_)) : std::string("no connection");
 }

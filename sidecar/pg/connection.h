@@ -161,6 +161,7 @@ class Connection {
   bool is_open() const { return conn_ != nullptr; }
   bool is_replication() const { return replication_; }
   int socket() const;  // PQsocket, -1 when closed
+  int backend_pid() const;  // PQbackendPID: the server process of this connection, 0 when closed
   PGconn* raw() const { return conn_; }
   // PQerrorMessage without its trailing newline.
   std::string error_message() const;
@@ -175,6 +176,22 @@ class Connection {
   bool replication_ = false;
   // On the heap so libpq's notice receiver argument survives moves of the Connection.
   std::unique_ptr<std::function<void(const std::string&)>> notice_handler_;
+};
+
+// Cancels what a connection is running, from any thread (PQcancel: a new connection to the
+// server asks it to cancel the current statement of this one's backend). Made while the
+// connection is idle; valid after the Connection moves, not after it is closed.
+class Canceller {
+ public:
+  explicit Canceller(const Connection& connection);
+  ~Canceller();
+  Canceller(const Canceller&) = delete;
+  Canceller& operator=(const Canceller&) = delete;
+  // Whether the request was delivered (the statement may have ended meanwhile anyway).
+  bool Cancel() const;
+
+ private:
+  PGcancel* cancel_ = nullptr;
 };
 
 }  // namespace dblog::pg

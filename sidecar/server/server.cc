@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include <algorithm>
+#include <set>
 
 #include "log/log.h"
 #include "server/handshake.h"
@@ -38,47 +39,109 @@ void Server::Start() {
   Accept();
 }
 
+Server::~Server() {
+  // Each thread stops, whatever it was doing; then its pipeline (if any) is destroyed here, and
+  // last the io_context with the handlers it did not run.
+  for (auto& [id, t] : threads_) t->Stop();
+  for (auto& [id, t] : threads_) t->Join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pipelines_.clear();
+  }
+  threads_.clear();
+}
+
+std::size_t Server::live_consumers() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pipelines_.size();
+}
+
 void Server::Shutdown() {
   shutting_down_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   accept_retry_.Cancel();
-  auto pipelines = pipelines_;
-  for (auto& [name, p] : pipelines) p->Shutdown();
+  std::vector<Live> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [name, l] : pipelines_)
+      if (l.pipeline) live.push_back(l);
+  }
+  name_freed_.notify_all();  // Hellos waiting for a name: refused now
+  for (auto& l : live) asio::post(*l.io, [p = l.pipeline] { p->Shutdown(); });
 }
 
 void Server::Accept() {
-  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || shutting_down_ || !acceptor_.is_open())
-      return;  // closed
-    if (ec) {  // out of file descriptors, or the like: the listener must not stop for good
-      accept_retry_.Failed(ec, [this] { Accept(); });
+  if (!next_) {
+    try {  // an io_context needs file descriptors (epoll, eventfd, timerfd)
+      next_ = std::make_unique<ConnectionThread>();
+    } catch (const boost::system::system_error& e) {
+      accept_retry_.Failed(e.code(), [this] { Accept(); });
       return;
     }
-    accept_retry_.Succeeded();
-    metrics_.connections_total++;
-    if (PendingHandshakes() >= config_.max_pending_handshakes) {
-      metrics_.handshakes_over_limit++;
-      over_limit_log_.Warn("consumer_connection_over_limit",
-                           {{"limit", config_.max_pending_handshakes}});
-      boost::system::error_code ignored;
-      socket.close(ignored);  // at once: no Error frame, nothing read
-      Accept();
-      return;
-    }
-    auto session = std::make_shared<Session>(
-        std::move(socket), std::chrono::seconds(10), config_.max_buffer_bytes / 2,
-        [this](std::shared_ptr<Session> s, const dblog::v1::Hello& hello) {
-          OnHello(std::move(s), hello);
-        },
-        [this] { metrics_.bad_frames++; }, tls_,
-        [this](const Session& s, Session::TlsFailure kind, const std::string& reason) {
-          OnTlsFailure(s, kind, reason);
-        });
-    pending_.push_back(session);
-    session->Start();
-    Accept();
+  }
+  acceptor_.async_accept(next_->io(), [this](boost::system::error_code ec, tcp::socket socket) {
+    OnAccepted(ec, std::move(socket));
   });
+}
+
+void Server::OnAccepted(boost::system::error_code ec, tcp::socket socket) {
+  if (ec == asio::error::operation_aborted || shutting_down_ || !acceptor_.is_open())
+    return;  // closed
+  if (ec) {  // out of file descriptors, or the like: the listener must not stop for good
+    accept_retry_.Failed(ec, [this] { Accept(); });
+    return;
+  }
+  accept_retry_.Succeeded();
+  metrics_.connections_total++;
+  if (PendingHandshakes() >= config_.max_pending_handshakes) {
+    metrics_.handshakes_over_limit++;
+    over_limit_log_.Warn("consumer_connection_over_limit",
+                         {{"limit", config_.max_pending_handshakes}});
+    boost::system::error_code ignored;
+    socket.close(ignored);  // at once: no Error frame, nothing read (next_ is used again)
+    Accept();
+    return;
+  }
+  const std::uint64_t id = ++next_id_;
+  ConnectionThread* thread = next_.get();
+  threads_[id] = std::move(next_);
+  asio::io_context& conn_io = thread->io();
+  // The connection's thread ends with its session: the session outlives its pipeline (which
+  // holds it), so once it is gone nothing of the connection is left to run.
+  std::shared_ptr<Session> session(
+      new Session(
+          std::move(socket), std::chrono::seconds(10), config_.max_buffer_bytes / 2,
+          [this, &conn_io](std::shared_ptr<Session> s, const dblog::v1::Hello& hello) {
+            OnHello(std::move(s), conn_io, hello);
+          },
+          [this] { metrics_.bad_frames++; }, tls_,
+          [this](const Session& s, Session::TlsFailure kind, const std::string& reason) {
+            OnTlsFailure(s, kind, reason);
+          }),
+      [thread](Session* s) {
+        delete s;
+        thread->Release();
+      });
+  pending_.push_back(session);
+  // Started before its thread runs: nothing of the session runs concurrently with this.
+  session->Start();
+  session.reset();
+  try {
+    thread->Start([this, id] { asio::post(io_, [this, id] { Reap(id); }); });
+  } catch (const std::system_error& e) {  // no thread to be had: drop the connection
+    log::Warn("consumer_connection_dropped", {{"reason", "cannot start its thread"},
+                                              {"error", e.what()}});
+    threads_.erase(id);  // destroys the session with the handlers it queued
+  }
+  Accept();
+}
+
+void Server::Reap(std::uint64_t id) {
+  auto it = threads_.find(id);
+  if (it == threads_.end()) return;
+  it->second->Join();
+  threads_.erase(it);
 }
 
 std::size_t Server::PendingHandshakes() {
@@ -118,28 +181,56 @@ void Server::OnTlsFailure(const Session& session, Session::TlsFailure kind,
                         {{"peer", session.peer()}, {"reason", what}, {"error", reason}});
 }
 
-void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& hello) {
+void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
+                     const dblog::v1::Hello& hello) {
   config::ConsumerConfig consumer;
   bool configured = false;
   HelloContext context;
   context.shutting_down = shutting_down_;
   context.peer_common_name = session->peer_common_name();
-  context.connected = [this](const std::string& name) { return pipelines_.count(name) != 0; };
-  if (auto refusal = CheckHello(hello, config_, context, &consumer, &configured))
-    return Refuse(*session, refusal->code, refusal->message);
+  {
+    // The checks and taking the name are one step: two connections of one name cannot both
+    // pass. A client that reconnects at once after losing its connection may be here before
+    // the old connection's thread has seen it close: wait a little for the name to be free.
+    std::unique_lock<std::mutex> lock(mutex_);
+    name_freed_.wait_for(lock, kReconnectGrace, [&] {
+      return shutting_down_ || pipelines_.count(hello.consumer()) == 0;
+    });
+    context.connected = [this](const std::string& name) { return pipelines_.count(name) != 0; };
+    if (auto refusal = CheckHello(hello, config_, context, &consumer, &configured))
+      return Refuse(*session, refusal->code, refusal->message);
+    pipelines_[consumer.name] = Live{nullptr, &io, configured};
+  }
+  auto release_name = [this, &consumer] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pipelines_.erase(consumer.name);
+    name_freed_.notify_all();
+  };
   if (!configured) {
-    // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number.
-    consumer::UnconfiguredSlots slots;
+    // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number,
+    // counting the slots that exist and the unnamed consumers being admitted or creating theirs.
+    std::lock_guard<std::mutex> admission(unconfigured_admission_);
+    std::set<std::string> slots;
     try {
-      slots = consumer::CountUnconfiguredSlots(config_, hello.consumer());
+      slots = consumer::UnconfiguredSlots(config_);
     } catch (const std::exception& e) {
+      release_name();
       return Refuse(*session, Error::SOURCE_ERROR, e.what());
     }
-    if (!slots.has_own && slots.count >= config_.max_unconfigured_consumers) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [name, l] : pipelines_)
+        if (!l.configured && name != consumer.name)
+          slots.insert(consumer::Pipeline::SlotName(name));
+    }
+    const bool has_own = slots.count(consumer::Pipeline::SlotName(consumer.name)) != 0;
+    const long count = static_cast<long>(slots.size()) - (has_own ? 1 : 0);
+    if (!has_own && count >= config_.max_unconfigured_consumers) {
+      release_name();
       metrics_.unconfigured_refused++;
       return Refuse(*session, Error::TOO_MANY_CONSUMERS,
                     "consumer '" + hello.consumer() + "' is not configured and " +
-                        std::to_string(slots.count) +
+                        std::to_string(count) +
                         " slots of consumers not named by --consumer exist already "
                         "(--max-unconfigured-consumers=" +
                         std::to_string(config_.max_unconfigured_consumers) +
@@ -150,12 +241,22 @@ void Server::OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& h
   log::Info("consumer_connected", {{"consumer", hello.consumer()}, {"peer", session->peer()},
                                    {"client", hello.client_name()}});
   auto pipeline = std::make_shared<consumer::Pipeline>(
-      io_, config_, consumer, metrics_.ForConsumer(consumer.name), session, hello,
+      io, config_, consumer, metrics_.ForConsumer(consumer.name), session, hello,
       [this, configured](const std::string& name) {
-        pipelines_.erase(name);
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          pipelines_.erase(name);
+          name_freed_.notify_all();
+        }
         if (!configured) metrics_.Forget(name);  // unnamed consumers' series live while connected
       });
-  pipelines_[consumer.name] = pipeline;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pipelines_[consumer.name].pipeline = pipeline;
+  }
+  // Shutdown() sets the flag before it reads the registry: either it saw this pipeline, or the
+  // flag is seen here.
+  if (shutting_down_) return pipeline->Shutdown();
   pipeline->Start();
 }
 

@@ -3,13 +3,18 @@
 // --tls-client-ca, token, scope configured, one live connection per name) and
 // hands accepted sessions to a consumer pipeline. At most --max-pending-handshakes connections
 // may wait for (or have failed) their handshake, TLS included, at a time; more are closed at
-// once.
-// Owns: the acceptor and the registry of live pipelines. Does not stream (consumer/).
+// once. Each connection lives on its own thread (connection_thread.h) from accept on: the
+// acceptor runs on the main io_context, a session and its pipeline on the connection's.
+// Owns: the acceptor, the connection threads and the registry of live pipelines (shared by
+// those threads: under mutex_). Does not stream (consumer/).
 #pragma once
 
 #include <boost/asio.hpp>
+#include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,6 +23,7 @@
 #include "log/rate_limit.h"
 #include "metrics/metrics.h"
 #include "server/accept_retry.h"
+#include "server/connection_thread.h"
 #include "server/session.h"
 
 namespace dblog::server {
@@ -27,31 +33,54 @@ class Server {
   // `tls`: the listener's context (server/tls.h) when --tls-cert is set, else null.
   Server(boost::asio::io_context& io, const config::Config& config, metrics::Registry& metrics,
          std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+  // Stops every connection thread (what they have not run is dropped) and joins them.
+  ~Server();
   void Start();
-  // Stops accepting and shuts every pipeline down gracefully.
+  // Stops accepting and shuts every pipeline down gracefully (on its own thread).
   void Shutdown();
   boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
-  std::size_t live_consumers() const { return pipelines_.size(); }
+  std::size_t live_consumers() const;
 
  private:
   void Accept();
+  void OnAccepted(boost::system::error_code ec, boost::asio::ip::tcp::socket socket);
   // Connections accepted that are not (yet) a consumer's, after forgetting closed ones.
   std::size_t PendingHandshakes();
-  void OnHello(std::shared_ptr<Session> session, const dblog::v1::Hello& hello);
+  // On the connection's thread.
+  void OnHello(std::shared_ptr<Session> session, boost::asio::io_context& io,
+               const dblog::v1::Hello& hello);
   void Refuse(Session& session, dblog::v1::Error::Code code, const std::string& message);
   void OnTlsFailure(const Session& session, Session::TlsFailure kind, const std::string& reason);
+  // The connection thread `id` ended: join it (on the main thread).
+  void Reap(std::uint64_t id);
 
-  boost::asio::io_context& io_;
+  boost::asio::io_context& io_;  // the acceptor's; each connection has its own
   const config::Config& config_;
   metrics::Registry& metrics_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
-  std::map<std::string, std::shared_ptr<consumer::Pipeline>> pipelines_;
-  std::vector<std::weak_ptr<Session>> pending_;  // sessions without a consumer yet
   AcceptRetry accept_retry_;
   log::RateLimited over_limit_log_{std::chrono::seconds(10)};
   log::RateLimited tls_failure_log_{std::chrono::seconds(10)};
-  bool shutting_down_ = false;
+  std::atomic<bool> shutting_down_{false};
+  // main thread only
+  std::vector<std::weak_ptr<Session>> pending_;  // sessions without a consumer yet
+  std::unique_ptr<ConnectionThread> next_;       // the next accepted socket's thread
+  std::map<std::uint64_t, std::unique_ptr<ConnectionThread>> threads_;
+  std::uint64_t next_id_ = 0;
+  // shared by the connection threads
+  struct Live {
+    std::shared_ptr<consumer::Pipeline> pipeline;  // null while admission runs (name taken)
+    boost::asio::io_context* io = nullptr;
+    bool configured = true;
+  };
+  // How long a Hello waits for an earlier connection of its name to end (it may have been lost
+  // a moment ago) before it is refused with ALREADY_CONNECTED.
+  static constexpr std::chrono::seconds kReconnectGrace{2};
+  mutable std::mutex mutex_;
+  std::condition_variable name_freed_;  // a name left pipelines_
+  std::map<std::string, Live> pipelines_;
+  std::mutex unconfigured_admission_;  // one --max-unconfigured-consumers decision at a time
 };
 
 }  // namespace dblog::server

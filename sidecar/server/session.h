@@ -1,12 +1,14 @@
 // sidecar/server/session.h: one consumer TCP connection, plaintext or TLS: the TLS handshake,
 // frame reading, the handshake deadline (TLS and Hello together), the outgoing queue and
 // closing with an Error frame.
+// Everything runs on the connection's thread, but unauthenticated(), which the acceptor reads.
 // Owns: the socket, its TLS stream and its bytes. Does not decide who may connect (Server) nor
 // what is sent (the consumer pipeline, through the one emitter).
 #pragma once
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -105,9 +107,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::size_t queued_bytes_ = 0;
   bool writing_ = false;
   bool hello_seen_ = false;
-  bool attached_ = false;  // a consumer's pipeline took it (Attach), ever
+  // read by the acceptor's thread (unauthenticated()), written on the connection's
+  std::atomic<bool> attached_{false};  // a consumer's pipeline took it (Attach), ever
   bool closing_ = false;  // Fail(): close after the queue is written
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};
   std::string peer_;
 };
 

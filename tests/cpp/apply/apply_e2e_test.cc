@@ -937,6 +937,62 @@ TEST_F(ApplyE2eTest, LargeTransactionStreamsInBoundedMemory) {
   EXPECT_LT(peak_kb, 64 * 1024) << "the applier seems to hold the transaction in memory";
 }
 
+// Issue 13, item 1: `dblog apply` into a database of the same cluster is inside a target
+// transaction for a large source transaction when a new consumer connects. The new slot waits
+// for every transaction with an xid, the applier's included; the applier waits for dblogd's
+// stream. With all consumers on one thread, dblogd's thread waited for the slot: a deadlock
+// that never ended. Now the new consumer's slot waits on its own, the applier finishes, and
+// then the slot is created.
+TEST_F(ApplyE2eTest, ANewConsumerWhileTheApplierHoldsATransactionDoesNotDeadlock) {
+  db().exec("CREATE TABLE " + T("big") + " (id int PRIMARY KEY, v text)");
+  const std::string other = consumer() + "_b";
+  db().exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE slot_name = 'dblog_" + other + "'");
+  db().exec("DELETE FROM dblog.consumers WHERE name = '" + other + "'");
+  StartDblogd({"--consumer=" + consumer() + "=" + schema() + ".*",
+               "--consumer=" + other + "=" + schema() + ".*"});
+  StartApply({"--create-tables"});
+  WaitApplied(Sentinel());
+  std::thread insert([this] {
+    PgConn source(conninfo());
+    source.exec("INSERT INTO " + T("big") +
+                " SELECT g, md5(g::text) FROM generate_series(1, 300000) g");
+  });
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{insert};
+  // The applier's target backend holds an xid: it is applying the large transaction.
+  PgConn probe(conninfo());
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  bool applying = false;
+  while (!applying && std::chrono::steady_clock::now() < deadline) {
+    applying = probe.scalar("SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = '" +
+                            target_db_ + "' AND backend_xid IS NOT NULL") == "t";
+    if (!applying) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(applying) << "the applier never opened its target transaction";
+  client::ConnectOptions o;
+  o.port = dblogd_->port();
+  o.consumer = other;
+  o.connect_timeout = 10s;
+  o.io_timeout = 30s;
+  int waits = 0;
+  o.on_slot_wait = [&](const dblog::v1::Progress&) { ++waits; };
+  client::Client b = client::Client::Connect(o);  // waits as long as the slot does
+  insert.join();
+  WaitApplied(Sentinel(), 180s);
+  ExpectSameTable("big");
+  Replay replay;
+  ReadUntil(b, replay, 0);  // b's bootstrap, from the slot's snapshot
+  ReadUntil(b, replay, Sentinel());
+  ExpectConverged(replay, {"big"});
+  std::cout << "the new consumer's slot waited for the applier: " << waits
+            << " creating_slot reports\n";
+}
+
 // The binary's exit codes without any server: 2 for a bad command line, 1 for an unreachable
 // target (one line), 0 for --help.
 TEST(ApplyCli, ExitCodes) {
