@@ -2,9 +2,11 @@
 // metrics endpoint on one io_context, and stops gracefully on SIGTERM/SIGINT.
 #include <boost/asio.hpp>
 #include <csignal>
+#include <functional>
 #include <iostream>
 
 #include "config/config.h"
+#include "consumer/pipeline.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 #include "server/server.h"
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
   try {
     boost::asio::io_context io;
     metrics::Registry registry;
-    server::Server server(io, *cfg, registry, tls);
+    server::Server server(io, *cfg, registry, consumer::MakeConsumerFactory(*cfg), tls);
     std::unique_ptr<metrics::HttpEndpoint> http;
     if (cfg->metrics) {
       boost::asio::ip::tcp::resolver resolver(io);
@@ -69,11 +71,24 @@ int main(int argc, char** argv) {
       const bool consumers_connected = server.live_consumers() > 0;
       server.Shutdown();
       if (http) http->Stop();
-      // Let final status updates and error frames go out, then stop (at once when no consumer
-      // was connected: there is nothing to send).
-      auto timer = std::make_shared<boost::asio::steady_timer>(
-          io, consumers_connected ? std::chrono::seconds(2) : std::chrono::seconds(0));
-      timer->async_wait([&io, timer](boost::system::error_code) { io.stop(); });
+      // Let error frames, the consumers' last acks and final status updates go: stop when every
+      // pipeline has finished (at once when none was connected), or after 2 s.
+      const auto deadline = std::chrono::steady_clock::now() +
+                            (consumers_connected ? std::chrono::seconds(2) : std::chrono::seconds(0));
+      auto timer = std::make_shared<boost::asio::steady_timer>(io);
+      auto wait = std::make_shared<std::function<void()>>();
+      *wait = [&io, &server, timer, deadline, wait] {
+        if (server.live_consumers() == 0 || std::chrono::steady_clock::now() >= deadline) {
+          io.stop();
+          *wait = nullptr;  // breaks the cycle
+          return;
+        }
+        timer->expires_after(std::chrono::milliseconds(20));
+        timer->async_wait([wait](boost::system::error_code) {
+          if (*wait) (*wait)();
+        });
+      };
+      (*wait)();
     });
     io.run();
     log::Info("stopped");

@@ -46,6 +46,7 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       window_timer_(io),
       repair_progress_timer_(io),
       slot_wait_timer_(io),
+      shutdown_timer_(io),
       parse_block_(new char[kParseBlockBytes]),
       parse_arena_(ParseArenaOptions(parse_block_.get(), kParseBlockBytes)),
       txlog_(config.window_key_memory_bytes) {}
@@ -83,7 +84,7 @@ std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const
           {"message_max_bytes", std::to_string(config_.max_message_bytes)}};
 }
 
-std::set<std::string> UnconfiguredSlots(const config::Config& config) {
+std::set<std::string> UnconfiguredWithSlots(const config::Config& config) {
   std::string configured = "{";  // names are [a-z0-9_]: nothing to quote in the array literal
   for (const auto& [n, c] : config.consumers)
     configured += (configured.size() > 1 ? "," : "") + Pipeline::SlotName(n);
@@ -96,8 +97,22 @@ std::set<std::string> UnconfiguredSlots(const config::Config& config) {
       "   AND slot_name LIKE 'dblog\\_%' AND slot_name <> ALL ($1::text[])",
       {configured});
   std::set<std::string> names;
-  for (int i = 0; i < r.ntuples(); ++i) names.insert(std::string(r.value(i, 0)));
+  const std::string prefix = Pipeline::SlotName("");
+  for (int i = 0; i < r.ntuples(); ++i) names.insert(std::string(r.value(i, 0)).substr(prefix.size()));
   return names;
+}
+
+server::ConsumerFactory MakeConsumerFactory(const config::Config& config) {
+  server::ConsumerFactory f;
+  f.make = [&config](asio::io_context& io, const config::ConsumerConfig& consumer,
+                     std::shared_ptr<metrics::ConsumerStats> stats,
+                     std::shared_ptr<server::Session> session, const dblog::v1::Hello& hello,
+                     std::function<void(const std::string&)> on_finished) {
+    return std::make_shared<Pipeline>(io, config, consumer, std::move(stats), std::move(session),
+                                      hello, std::move(on_finished));
+  };
+  f.unconfigured_with_slots = [&config] { return UnconfiguredWithSlots(config); };
+  return f;
 }
 
 void Pipeline::Start() {
@@ -843,9 +858,15 @@ void Pipeline::Fail(Error::Code code, const std::string& message) {
 }
 
 void Pipeline::Shutdown() {
-  if (state_ == State::kDone) return;
-  session_->Fail(Error::SHUTTING_DOWN, "dblogd is shutting down");
-  Finish();
+  if (state_ == State::kDone || shutting_down_) return;
+  shutting_down_ = true;
+  // Acks the client sent before it read the Error are still on their way: they count, until
+  // the client closes or kShutdownAckGrace passes; then the final status update carries them.
+  session_->Fail(Error::SHUTTING_DOWN, "dblogd is shutting down", /*keep_acks=*/true);
+  shutdown_timer_.expires_after(kShutdownAckGrace);
+  shutdown_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->Finish();
+  });
 }
 
 void Pipeline::OnClosed() {
@@ -869,6 +890,7 @@ void Pipeline::Finish() {
   slot_creation_.reset();  // cancels a creation still waiting
   stats_->slot_creation_started_us = 0;
   slot_wait_timer_.cancel();
+  shutdown_timer_.cancel();
   heartbeat_timer_.cancel();
   status_timer_.cancel();
   reconnect_timer_.cancel();

@@ -26,6 +26,7 @@
 #include "metrics/metrics.h"
 #include "pg/connection.h"
 #include "pg/replication_stream.h"
+#include "server/consumer.h"
 #include "server/session.h"
 #include "window/window.h"
 
@@ -42,7 +43,8 @@ class ResumeAheadError : public std::runtime_error {
 // Watermark messages: "dblog.watermark/<consumer>", content "lo:<window id>" or "hi:<id>".
 inline constexpr const char* kWatermarkPrefix = "dblog.watermark";
 
-class Pipeline : public server::SessionListener,
+class Pipeline : public server::Consumer,
+                 public server::SessionListener,
                  public pg::ReplicationStream::Handler,
                  public std::enable_shared_from_this<Pipeline> {
  public:
@@ -53,9 +55,11 @@ class Pipeline : public server::SessionListener,
   ~Pipeline() override;
 
   // Prepares the slot and scope, answers Welcome (or an Error) and starts streaming.
-  void Start();
-  // Graceful stop (SIGTERM): final status update to PostgreSQL, Error.SHUTTING_DOWN to the client.
-  void Shutdown();
+  void Start() override;
+  // Graceful stop (SIGTERM): Error.SHUTTING_DOWN to the client, its acks taken until it closes
+  // (at most kShutdownAckGrace), then the final status update to PostgreSQL.
+  void Shutdown() override;
+  static constexpr std::chrono::milliseconds kShutdownAckGrace{500};
 
   static std::string SlotName(const std::string& consumer) { return "dblog_" + consumer; }
 
@@ -145,6 +149,8 @@ class Pipeline : public server::SessionListener,
   boost::asio::steady_timer slot_wait_timer_;
   std::chrono::steady_clock::time_point slot_wait_logged_{};
   std::string slot_waiting_for_;
+  bool shutting_down_ = false;
+  boost::asio::steady_timer shutdown_timer_;
   // The plugin's batches are parsed into this arena, reset after each: no allocation per
   // value (but the buffers of strings too long to be stored inline).
   // Nothing may keep a pointer into a batch past OnData.
@@ -236,10 +242,13 @@ class Pipeline : public server::SessionListener,
 
 };
 
-// Slots of consumers that no --consumer names: slots of plugin dblog named dblog_* in the
-// source database other than the configured consumers' (so junk left by an earlier run counts
-// too), by name. For --max-unconfigured-consumers. Opens a short SQL connection (blocking);
-// throws pg::Error when the source cannot be reached.
-std::set<std::string> UnconfiguredSlots(const config::Config& config);
+// Consumers that no --consumer names but that have a slot (plugin dblog, named dblog_<name>,
+// in the source database; junk left by an earlier run counts too). For
+// --max-unconfigured-consumers. Opens a short SQL connection (blocking); throws pg::Error when
+// the source cannot be reached.
+std::set<std::string> UnconfiguredWithSlots(const config::Config& config);
+
+// What Server needs to make this folder's pipelines (main.cc hands it over).
+server::ConsumerFactory MakeConsumerFactory(const config::Config& config);
 
 }  // namespace dblog::consumer

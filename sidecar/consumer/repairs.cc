@@ -8,6 +8,7 @@
 #include "bootstrap/scope.h"
 #include "client/json.h"
 #include "consumer/pipeline.h"
+#include "consumer/chunk_query.h"
 #include "log/log.h"
 #include "pg/slot.h"
 #include "wire/frame.h"
@@ -25,68 +26,11 @@ std::string RandomId() {
   return buf;
 }
 
-// "col" -> col (the JSON key a quoted identifier stands for)
-std::string Unquote(const std::string& ident) {
-  if (ident.size() < 2 || ident.front() != '"') return ident;
-  std::string out;
-  for (std::size_t i = 1; i + 1 < ident.size(); ++i) {
-    out += ident[i];
-    if (ident[i] == '"') ++i;
-  }
-  return out;
-}
-
-std::string SqlLiteral(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += '\'';
-    out += c;
-  }
-  return out + "'";
-}
-
-// A text[] as one text value that no name can break: each element hex-encoded (its bytes in
-// the client encoding), ',' between them, '-' for NULL. Identifiers may hold any character
-// but NUL, so a separator character alone would not do.
-std::string HexList(const std::string& array) {
-  return "(SELECT pg_catalog.string_agg(coalesce(pg_catalog.encode(pg_catalog.textsend(e), "
-         "'hex'), '-'), ',' ORDER BY o) FROM pg_catalog.unnest(" +
-         array + ") WITH ORDINALITY AS u(e, o))";
-}
-
-// HexList's text back into its elements; NULL becomes kNoType.
-constexpr const char* kNoType = "\x02";
-std::vector<std::string> SplitHexList(std::string_view s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  for (;;) {
-    const auto sep = s.find(',', start);
-    const std::string_view hex = s.substr(start, sep == std::string_view::npos ? sep : sep - start);
-    if (hex == "-") {
-      out.emplace_back(kNoType);
-    } else {
-      std::string bytes;
-      for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-        bytes.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-      out.push_back(std::move(bytes));
-    }
-    if (sep == std::string_view::npos) break;
-    start = sep + 1;
-  }
-  return out;
-}
-
 // A request that cannot run as asked (not a failure of the source).
 class RequestError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string out;
-  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
-  return out;
-}
 
 }  // namespace
 
@@ -457,22 +401,12 @@ void Pipeline::StartWindow() {
     return;
   }
   const std::size_t n = r.key_columns.size();
-  std::vector<std::string> tcols, typed_resume, typed_from, typed_to, typed_asked;
-  for (std::size_t i = 0; i < n; ++i) {
-    tcols.push_back("t." + r.key_columns[i]);
-    const std::string& type = r.key_types[i];
-    // key values from JSON text through the type's input function (dblog._key_in), never a
-    // cast: a cast from text is the type owner's code when the type is theirs
-    const auto in = [&](const std::string& text) {
-      return "dblog._key_in(" + text + ", NULL::" + type + ")";
-    };
-    const std::string name = SqlLiteral(Unquote(r.key_columns[i]));
-    typed_resume.push_back(in("($1::jsonb)->>" + std::to_string(i)));
-    typed_from.push_back(in("($2::jsonb)->>" + name));
-    typed_to.push_back(in("($3::jsonb)->>" + name));
-    typed_asked.push_back(in("x.e->>" + name) + " AS k" + std::to_string(i));
-  }
-  const std::string key = "(" + Join(tcols, ", ") + ")";
+  ChunkRequest chunk_request{r.table, r.kind == "keys", r.key_columns, r.key_types,
+                             config_.chunk_size};
+  chunk_request.has_resume = !r.resume_key.empty();
+  chunk_request.has_from = !r.from_key.empty();
+  chunk_request.has_to = !r.to_key.empty();
+  const ChunkQueries queries = BuildChunkQueries(chunk_request);
 
   OpenWindow w{window::Window(RandomId(), r.table_oid), {}, r.id, {}, {}, 0, false, false, {},
                {}, {}, {}};
@@ -480,24 +414,7 @@ void Pipeline::StartWindow() {
   try {
     pg::Connection& sql = Sql();
     // the plugin's description of the table (for the emitter) and the chunk's bounds, encoded
-    pg::Result rel = sql.ExecParams(
-        "SELECT dblog.relation_info($4::oid),"
-        " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(typed_resume, ", ") + ")) END,"
-        " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(typed_from, ", ") + ")) END,"
-        " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END,"
-        // the collation of every collatable column (attnum=descriptor, the descriptor hex
-        // encoded), for ChunkBegin.key_collations; the database's default resolved
-        " (SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
-        "    pg_catalog.convert_to(CASE"
-        "      WHEN co.collprovider = 'i' THEN 'icu:' || co.colliculocale"
-        "      WHEN co.collprovider = 'c' THEN 'libc:' || co.collcollate"
-        "      WHEN d.datlocprovider = 'i' THEN 'icu:' || d.daticulocale"
-        "      ELSE 'libc:' || d.datcollate END, 'UTF8'), 'hex'), ',')"
-        "    FROM pg_catalog.pg_attribute a"
-        "    JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation,"
-        "         pg_catalog.pg_database d"
-        "   WHERE a.attrelid = $4::oid AND a.attnum > 0 AND NOT a.attisdropped"
-        "     AND d.datname = pg_catalog.current_database())",
+    pg::Result rel = sql.ExecParams(queries.bounds,
         {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
     w.relation.ParseFromString(bootstrap::UnhexBytea(rel.value(0, 0)));
     if (!rel.is_null(0, 1)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 1));
@@ -512,8 +429,12 @@ void Pipeline::StartWindow() {
         if (v.kind_case() == dblog::v1::Value::kNullValue || v.kind_case() ==
                                                                   dblog::v1::Value::KIND_NOT_SET)
           throw RequestError("the request's key does not name every column of the table's "
-                             "identity key (" + Join(r.key_columns, ", ") +
-                             "): the key changed since the request was made");
+                             "identity key (" + [&r] {
+                               std::string names;
+                               for (const auto& c : r.key_columns)
+                                 names += (names.empty() ? "" : ", ") + c;
+                               return names;
+                             }() + "): the key changed since the request was made");
     }
     std::map<std::uint32_t, std::string> collations;
     if (!rel.is_null(0, 4)) {
@@ -535,52 +456,13 @@ void Pipeline::StartWindow() {
       w.key_collations.push_back(it == collations.end() ? std::string() : it->second);
     }
 
-    std::string query;
-    std::vector<std::optional<std::string>> params;
-    if (r.kind == "keys") {
-      query = "WITH asked AS (SELECT x.ord, " + Join(typed_asked, ", ") +
-              " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(e, ord)"
-              " WHERE x.ord > $2 AND x.ord <= $3)"
-              " SELECT dblog.encode_row(ROW(" +
-              [&] {
-                std::vector<std::string> ks;
-                for (std::size_t i = 0; i < n; ++i) ks.push_back("a.k" + std::to_string(i));
-                return Join(ks, ", ");
-              }() +
-              ")), CASE WHEN t." + r.key_columns[0] +
-              " IS NULL THEN NULL ELSE dblog.encode_row(t.*) END,"
-              " (SELECT jsonb_array_length($1::jsonb))::text"
-              " FROM asked a LEFT JOIN ONLY " + r.table + " t ON " + key + " OPERATOR(pg_catalog.=) (" +
-              [&] {
-                std::vector<std::string> ks;
-                for (std::size_t i = 0; i < n; ++i) ks.push_back("a.k" + std::to_string(i));
-                return Join(ks, ", ");
-              }() +
-              ") ORDER BY a.ord";
-      params = {r.keys, std::to_string(r.keys_done),
-                std::to_string(r.keys_done + static_cast<std::size_t>(config_.chunk_size))};
-    } else {
-      std::vector<std::string> conds;
-      if (!r.resume_key.empty())
-        conds.push_back(key + " OPERATOR(pg_catalog.>) (" + Join(typed_resume, ", ") + ")");
-      else if (!r.from_key.empty())
-        conds.push_back(key + " OPERATOR(pg_catalog.>=) (" + Join(typed_from, ", ") + ")");
-      if (!r.to_key.empty())
-        conds.push_back(key + " OPERATOR(pg_catalog.<) (" + Join(typed_to, ", ") + ")");
-      // The key's values also come back as text: dblogd writes the JSON array of the last
-      // row's key (where the next chunk resumes) itself, rather than have the server build
-      // one for every row.
-      std::vector<std::string> key_text;
-      // the type's output function, not a cast to text (again: a cast may be the owner's code)
-      for (const auto& c : tcols) key_text.push_back("pg_catalog.format('%s', " + c + ")");
-      query = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t.*), " +
-              Join(key_text, ", ") + " FROM ONLY " + r.table + " t" +
-              // every parameter is referenced, used or not (PostgreSQL insists)
-              " WHERE length($1::text || $2::text || $3::text) >= 0" +
-              (conds.empty() ? "" : " AND " + Join(conds, " AND ")) + " ORDER BY " +
-              Join(tcols, ", ") + " LIMIT " + std::to_string(config_.chunk_size);
-      params = {r.resume_key, r.from_key, r.to_key};
-    }
+    const std::vector<std::optional<std::string>> params =
+        r.kind == "keys"
+            ? std::vector<std::optional<std::string>>{r.keys, std::to_string(r.keys_done),
+                                                      std::to_string(
+                                                          r.keys_done + static_cast<std::size_t>(
+                                                                            config_.chunk_size))}
+            : std::vector<std::optional<std::string>>{r.resume_key, r.from_key, r.to_key};
 
     // 1. low watermark  2. the chunk, with its snapshot  3. high watermark
     sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
@@ -588,7 +470,7 @@ void Pipeline::StartWindow() {
     sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     w.chunk.snapshot =
         window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
-    pg::Result rows = sql.ExecParams(query, params, pg::ResultFormat::kBinary);
+    pg::Result rows = sql.ExecParams(queries.rows, params, pg::ResultFormat::kBinary);
     sql.Exec("COMMIT");
     sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
                    {WatermarkPrefix(), "hi:" + w.window.id()});

@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "log/rate_limit.h"
-#include "server/accept_retry.h"
+#include "net/accept_retry.h"
 
 namespace dblog::metrics {
 
@@ -97,7 +97,7 @@ class HttpEndpoint {
   Registry& registry_;
   // open connections; shared with each connection, which may outlive the endpoint
   std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
-  server::AcceptRetry retry_;
+  net::AcceptRetry retry_;
   log::RateLimited refused_log_{std::chrono::seconds(10)};
 };
 

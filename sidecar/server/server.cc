@@ -22,8 +22,9 @@ tcp::endpoint Resolve(asio::io_context& io, const config::Endpoint& e) {
 }  // namespace
 
 Server::Server(asio::io_context& io, const config::Config& config, metrics::Registry& metrics,
-               std::shared_ptr<asio::ssl::context> tls)
-    : io_(io), config_(config), metrics_(metrics), acceptor_(io, Resolve(io, config.listen)),
+               ConsumerFactory consumers, std::shared_ptr<asio::ssl::context> tls)
+    : io_(io), config_(config), metrics_(metrics), consumers_(std::move(consumers)),
+      acceptor_(io, Resolve(io, config.listen)),
       tls_(std::move(tls)),
       accept_retry_(io, "consumers", metrics.accept_errors_consumers) {}
 
@@ -210,9 +211,9 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
     // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number,
     // counting the slots that exist and the unnamed consumers being admitted or creating theirs.
     std::lock_guard<std::mutex> admission(unconfigured_admission_);
-    std::set<std::string> slots;
+    std::set<std::string> names;
     try {
-      slots = consumer::UnconfiguredSlots(config_);
+      names = consumers_.unconfigured_with_slots();
     } catch (const std::exception& e) {
       release_name();
       return Refuse(*session, Error::SOURCE_ERROR, e.what());
@@ -220,11 +221,10 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const auto& [name, l] : pipelines_)
-        if (!l.configured && name != consumer.name)
-          slots.insert(consumer::Pipeline::SlotName(name));
+        if (!l.configured && name != consumer.name) names.insert(name);
     }
-    const bool has_own = slots.count(consumer::Pipeline::SlotName(consumer.name)) != 0;
-    const long count = static_cast<long>(slots.size()) - (has_own ? 1 : 0);
+    const bool has_own = names.count(consumer.name) != 0;
+    const long count = static_cast<long>(names.size()) - (has_own ? 1 : 0);
     if (!has_own && count >= config_.max_unconfigured_consumers) {
       release_name();
       metrics_.unconfigured_refused++;
@@ -240,8 +240,8 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
 
   log::Info("consumer_connected", {{"consumer", hello.consumer()}, {"peer", session->peer()},
                                    {"client", hello.client_name()}});
-  auto pipeline = std::make_shared<consumer::Pipeline>(
-      io, config_, consumer, metrics_.ForConsumer(consumer.name), session, hello,
+  std::shared_ptr<Consumer> pipeline = consumers_.make(
+      io, consumer, metrics_.ForConsumer(consumer.name), session, hello,
       [this, configured](const std::string& name) {
         {
           std::lock_guard<std::mutex> lock(mutex_);

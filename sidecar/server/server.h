@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "config/config.h"
-#include "consumer/pipeline.h"
 #include "log/rate_limit.h"
 #include "metrics/metrics.h"
-#include "server/accept_retry.h"
+#include "net/accept_retry.h"
 #include "server/connection_thread.h"
+#include "server/consumer.h"
 #include "server/session.h"
 
 namespace dblog::server {
@@ -31,8 +31,9 @@ namespace dblog::server {
 class Server {
  public:
   // `tls`: the listener's context (server/tls.h) when --tls-cert is set, else null.
+  // `consumers` makes the pipelines of admitted consumers (consumer/, wired by main.cc).
   Server(boost::asio::io_context& io, const config::Config& config, metrics::Registry& metrics,
-         std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+         ConsumerFactory consumers, std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   // Stops every connection thread (what they have not run is dropped) and joins them.
   ~Server();
   void Start();
@@ -57,9 +58,10 @@ class Server {
   boost::asio::io_context& io_;  // the acceptor's; each connection has its own
   const config::Config& config_;
   metrics::Registry& metrics_;
+  ConsumerFactory consumers_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
-  AcceptRetry accept_retry_;
+  net::AcceptRetry accept_retry_;
   log::RateLimited over_limit_log_{std::chrono::seconds(10)};
   log::RateLimited tls_failure_log_{std::chrono::seconds(10)};
   std::atomic<bool> shutting_down_{false};
@@ -70,7 +72,7 @@ class Server {
   std::uint64_t next_id_ = 0;
   // shared by the connection threads
   struct Live {
-    std::shared_ptr<consumer::Pipeline> pipeline;  // null while admission runs (name taken)
+    std::shared_ptr<Consumer> pipeline;  // null while admission runs (name taken)
     boost::asio::io_context* io = nullptr;
     bool configured = true;
   };

@@ -104,7 +104,10 @@ void Session::Read() {
 }
 
 void Session::OnBytes(std::size_t n) {
-  if (closing_) {  // draining after an Error frame: discard until the client closes
+  // Draining after an Error frame: discard until the client closes (but its acks, when the
+  // Error was sent with keep_acks).
+  bool draining = closing_ && !keep_acks_;
+  if (draining) {
     Read();
     return;
   }
@@ -113,7 +116,8 @@ void Session::OnBytes(std::size_t n) {
   std::string error;
   for (;;) {
     if (closed_) return;
-    if (closing_) {
+    draining = closing_ && !keep_acks_;
+    if (draining) {
       Read();
       return;
     }
@@ -122,6 +126,10 @@ void Session::OnBytes(std::size_t n) {
         Read();
         return;
       case wire::FrameDecoder::Status::kError:
+        if (closing_) {  // no second Error frame: stop taking acks, drain
+          keep_acks_ = false;
+          break;
+        }
         ProtocolError(Error::BAD_FRAME, error);
         return;
       case wire::FrameDecoder::Status::kFrame:
@@ -134,6 +142,10 @@ void Session::OnBytes(std::size_t n) {
 void Session::HandleFrame(std::string_view payload) {
   dblog::v1::ClientMessage message;
   const ClientFrame frame = ParseClientFrame(payload, hello_seen_, listener_ != nullptr, &message);
+  if (closing_ && frame.kind != ClientFrame::Kind::kAck) {
+    keep_acks_ = false;  // only acks are taken after the Error frame
+    return;
+  }
   switch (frame.kind) {
     case ClientFrame::Kind::kError:
       ProtocolError(frame.code, frame.error);
@@ -172,8 +184,9 @@ void Session::Send(const dblog::v1::ServerMessage& message) {
   SendFrame(std::move(frame));
 }
 
-void Session::Fail(Error::Code code, const std::string& message) {
+void Session::Fail(Error::Code code, const std::string& message, bool keep_acks) {
   if (closed_ || closing_) return;
+  keep_acks_ = keep_acks;
   dblog::v1::ServerMessage m;
   m.mutable_error()->set_code(code);
   m.mutable_error()->set_message(message);

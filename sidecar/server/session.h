@@ -59,8 +59,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // (the length and the message's leading bytes) and `body` (the rest).
   void SendFrame(std::string head, std::string body);
   void Send(const dblog::v1::ServerMessage& message);
-  // Sends an Error frame, then closes once it is written.
-  void Fail(dblog::v1::Error::Code code, const std::string& message);
+  // Sends an Error frame, then closes once it is written (and the client closed, or 2 s).
+  // With `keep_acks`, Acks that arrive meanwhile (sent before the client read the Error) still
+  // reach the listener; other bytes are discarded either way.
+  void Fail(dblog::v1::Error::Code code, const std::string& message, bool keep_acks = false);
   void Close();
 
   std::size_t queued_bytes() const { return queued_bytes_; }
@@ -110,6 +112,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // read by the acceptor's thread (unauthenticated()), written on the connection's
   std::atomic<bool> attached_{false};  // a consumer's pipeline took it (Attach), ever
   bool closing_ = false;  // Fail(): close after the queue is written
+  bool keep_acks_ = false;  // Fail(..., keep_acks): acks still count while closing
   std::atomic<bool> closed_{false};
   std::string peer_;
 };

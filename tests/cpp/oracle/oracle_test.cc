@@ -2,7 +2,9 @@
 // workload on several tables (single and composite keys, several key and value types, TOASTed
 // values, NULLs; inserts, updates, deletes, key changes, truncates, small and large
 // transactions, rollbacks, two concurrent sessions) runs while a consumer bootstraps and
-// `dblog apply` applies its stream into a second database. Meanwhile, at seeded moments:
+// `dblog apply` applies its stream into a second database. During the bootstrap a repair is
+// requested, and in half the seeds dblogd is killed right after (the bootstrap is redone from a
+// new slot; the request must still run). Then, at seeded moments:
 // repairs (table, range, keys) are requested, dblogd and the applier are killed with SIGKILL and
 // restarted, PostgreSQL is restarted once, and a target table is damaged on purpose and then
 // repaired. At the end the workload stops, the applier catches up, and every table is compared
@@ -150,6 +152,10 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   db().exec("CREATE TABLE " + s + ".t_uuid (id uuid PRIMARY KEY, d date, f float8, nul text)");
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 50; ++i) RandomTransaction(db(), s, rng);
+  // Rows outside the writers' keys, so that the bootstrap takes long enough for what is done
+  // during it (below) to land inside it.
+  db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
+            "generate_series(1000000, 1030000) g");
 
   target_db_ = "oracle_" + std::to_string(getpid());
   db().exec("DROP DATABASE IF EXISTS " + target_db_);
@@ -163,6 +169,35 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
                       "--target=" + target, "--create-tables"},
                      tmpl);
   apply.Start();
+  int dblogd_kills = 0, apply_kills = 0, repairs = 0, bootstrap_kills = 0;
+  std::vector<std::uint64_t> requests;
+  // Issue 13, item 2: a repair requested while the bootstrap copies, and in half the seeds
+  // dblogd killed before the bootstrap can end, so that it is redone from a new slot. Every
+  // request must still run (checked with the others at the end).
+  {  // the consumer exists once its bootstrap began (a repair before names no consumer)
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    while (db().scalar("SELECT count(*) FROM dblog.consumers WHERE name = '" + consumer() +
+                       "'") == "0") {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the bootstrap never began";
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 100));
+  requests.push_back(std::stoull(db().scalar(
+      "SELECT dblog.repair('" + s + "." +
+      std::vector<std::string>{"t_int", "t_comp", "t_uuid"}[rng() % 3] + "')")));
+  ++repairs;
+  if (rng() % 2 == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 150));
+    dblogd_->Signal(SIGKILL);
+    dblogd_->Wait();
+    // killed before the bootstrap was done: the next connection redoes it from a new slot
+    if (db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
+                    "'") != "done")
+      ++bootstrap_kills;
+    dblogd_->Start();
+    ++dblogd_kills;
+  }
 
   std::atomic<bool> stop{false};
   std::vector<std::thread> writers;
@@ -195,8 +230,6 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   const char* pgdata = std::getenv("DBLOG_TEST_PGDATA");
   const char* bindir = std::getenv("DBLOG_TEST_PG_BINDIR");
   bool restarted_pg = false, damaged = false;
-  int dblogd_kills = 0, apply_kills = 0, repairs = 0;
-  std::vector<std::uint64_t> requests;
   while (std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 700));
     apply.Supervise();
@@ -308,10 +341,10 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
     }
   }
   RecordProperty("seed", std::to_string(seed));
-  std::printf("oracle seed %llu: %d dblogd kills, %d apply kills (%d starts), %d repairs, "
-              "PostgreSQL restarted: %s\n",
-              static_cast<unsigned long long>(seed), dblogd_kills, apply_kills, apply.starts(),
-              repairs, restarted_pg ? "yes" : "no");
+  std::printf("oracle seed %llu: %d dblogd kills (%d during the bootstrap, after a repair was "
+              "requested), %d apply kills (%d starts), %d repairs, PostgreSQL restarted: %s\n",
+              static_cast<unsigned long long>(seed), dblogd_kills, bootstrap_kills, apply_kills,
+              apply.starts(), repairs, restarted_pg ? "yes" : "no");
   if (!HasFailure()) unlink(tmpl);
 }
 

@@ -400,6 +400,56 @@ TEST_F(RepairTest, RepairRequestedDuringABootstrapThatIsRedoneStillRuns) {
   EXPECT_GT(replay.chunks_seen(), 0u);
 }
 
+// Issue 13 (2), the other ways a request could be missed. dblogd is down when the request is
+// committed: its consumer resumes from its slot, whose position is before the request's commit,
+// so the request comes in the log (and is in the queue anyway).
+TEST_F(RepairTest, RepairRequestedWhileDblogdIsDownRuns) {
+  db().exec("CREATE TABLE " + schema() + ".t (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' FROM generate_series(1, 1000) g");
+  StartDblogd({"--chunk-size=300"});
+  Replay replay;
+  std::optional<dblog::v1::Position> acked;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, Sentinel());
+    acked = replay.last_position();
+  }
+  dblogd_->Stop();
+  const std::uint64_t id = Request("dblog.repair('" + schema() + ".t')");
+  db().exec("UPDATE " + schema() + ".t SET v = 'after' WHERE id % 10 = 0");
+  dblogd_->Start();
+  client::Client c = Connect(acked);
+  StreamUntilRequests(c, replay, {id});
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"t"});
+  EXPECT_GT(replay.chunks_seen(), 0u);
+}
+
+// The slot is dropped (by an operator, or lost) after the request was committed and before the
+// consumer took it: the consumer's next connection bootstraps again from a new slot that starts
+// after the request; the request is taken from the queue when that bootstrap ends.
+TEST_F(RepairTest, RepairRequestedBeforeTheSlotWasRecreatedRuns) {
+  db().exec("CREATE TABLE " + schema() + ".t (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' FROM generate_series(1, 1000) g");
+  StartDblogd({"--chunk-size=300"});
+  {
+    client::Client c = Connect();
+    Replay first;
+    ReadUntil(c, first, Sentinel());
+  }
+  dblogd_->Stop();
+  const std::uint64_t id = Request("dblog.repair('" + schema() + ".t')");
+  db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+  dblogd_->Start();
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);  // the new bootstrap
+  EXPECT_TRUE(replay.restarted_seen());
+  StreamUntilRequests(c, replay, {id});
+  ExpectConverged(replay, {"t"});
+  EXPECT_GT(replay.chunks_seen(), 0u);
+}
+
 TEST_F(RepairTest, TableAddedToScopeIsCopiedThroughWindows) {
   db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
   db().exec("CREATE TABLE " + schema() + ".b (id int PRIMARY KEY, v text)");

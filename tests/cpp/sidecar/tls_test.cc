@@ -135,6 +135,18 @@ class TlsTest : public DblogdTest {
   }
 
   double Metric(const std::string& series) const { return MetricValue(dblogd_->Metrics(), series); }
+  // A failed handshake is counted on its connection's thread once the server side sees it
+  // fail, which may be after the client gave up: the value once it reaches `expected`, or
+  // after 10 s whatever it is then.
+  double SettledMetric(const std::string& series, double expected) const {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    double v = Metric(series);
+    while (v != expected && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      v = Metric(series);
+    }
+    return v;
+  }
 
   // Streams this test's table to convergence over `c`.
   void StreamAndConverge(client::Client& c) {
@@ -182,7 +194,7 @@ TEST_F(TlsTest, PlaintextClientIsToldTlsIsRequiredAndOthersAreServed) {
     EXPECT_NE(std::string(e.what()).find("requires TLS"), std::string::npos) << e.what();
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));  // at once, not by a timeout
-  EXPECT_EQ(Metric("dblog_tls_handshake_failures_total{reason=\"plaintext\"}"), 1);
+  EXPECT_EQ(SettledMetric("dblog_tls_handshake_failures_total{reason=\"plaintext\"}", 1), 1);
   EXPECT_EQ(CountLogEvents(dblogd_->log(), "consumer_tls_failed"), 1);
   client::Client c = client::Client::Connect(Options());
   StreamAndConverge(c);
@@ -214,7 +226,7 @@ TEST_F(TlsTest, ClientRefusesAServerItDoesNotTrust) {
     }
   }
   // dblogd saw the clients abort their handshakes, and still serves.
-  EXPECT_EQ(Metric("dblog_tls_handshake_failures_total{reason=\"handshake\"}"), 3);
+  EXPECT_EQ(SettledMetric("dblog_tls_handshake_failures_total{reason=\"handshake\"}", 3), 3);
   client::Client c = client::Client::Connect(Options());
   StreamAndConverge(c);
 }
@@ -238,7 +250,7 @@ TEST_F(TlsTest, ClientCertificatesFromTheCaNamingTheConsumer) {
     }
     EXPECT_THROW(client::Client::Connect(o), client::ClientError) << cert;
   }
-  EXPECT_EQ(Metric("dblog_tls_handshake_failures_total{reason=\"handshake\"}"), 2);
+  EXPECT_EQ(SettledMetric("dblog_tls_handshake_failures_total{reason=\"handshake\"}", 2), 2);
 
   // A certificate of the CA opens only the consumer its CN names (configured or not).
   client::ConnectOptions other = Options(consumer() + "_other");
@@ -322,7 +334,7 @@ TEST_F(TlsTest, StalledHandshakesAreClosedByTheDeadlineAndCountedAsPending) {
     close(fd);
   }
   EXPECT_GE(Clock::now() - start, std::chrono::seconds(9));
-  EXPECT_EQ(Metric("dblog_tls_handshake_failures_total{reason=\"timeout\"}"), 3);
+  EXPECT_EQ(SettledMetric("dblog_tls_handshake_failures_total{reason=\"timeout\"}", 3), 3);
   StreamAndConverge(c);
   // Handshakes go on after the cap freed up: a second connection as the same consumer gets
   // through TLS and to its (refused) Hello.

@@ -1,8 +1,9 @@
-// sidecar/server/accept_retry.h: what a listener does when accept() fails for a reason other
+// sidecar/net/accept_retry.h: what a listener does when accept() fails for a reason other
 // than being closed (EMFILE, ENFILE, ENOBUFS, ...): log it (at most one line per 10 s, with the
 // count held back), count it, and accept again after a backoff (10 ms doubling to 1 s, back to
 // 10 ms after an accept succeeds). Without it a listener would stop for good at the first
 // failure. Used by the consumer listener (Server) and the /metrics endpoint.
+// net/ owns what both listeners share; it depends on log/ only.
 #pragma once
 
 #include <atomic>
@@ -14,7 +15,7 @@
 
 #include "log/rate_limit.h"
 
-namespace dblog::server {
+namespace dblog::net {
 
 class AcceptRetry {
  public:
@@ -49,4 +50,4 @@ class AcceptRetry {
   std::chrono::milliseconds delay_ = kFirstDelay;
 };
 
-}  // namespace dblog::server
+}  // namespace dblog::net

@@ -1,0 +1,131 @@
+// sidecar/consumer/chunk_query.cc: the SQL of one repair chunk (see chunk_query.h).
+#include "consumer/chunk_query.h"
+
+#include <stdexcept>
+
+namespace dblog::consumer {
+namespace {
+
+// "col" -> col (the JSON key a quoted identifier stands for)
+std::string Unquote(const std::string& ident) {
+  if (ident.size() < 2 || ident.front() != '"') return ident;
+  std::string out;
+  for (std::size_t i = 1; i + 1 < ident.size(); ++i) {
+    out += ident[i];
+    if (ident[i] == '"') ++i;
+  }
+  return out;
+}
+
+std::string SqlLiteral(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+}  // namespace
+
+ChunkQueries BuildChunkQueries(const ChunkRequest& r) {
+  const std::size_t n = r.key_columns.size();
+  if (n == 0 || r.key_types.size() != n)
+    throw std::invalid_argument("a chunk needs one type per key column");
+  std::vector<std::string> tcols, typed_resume, typed_from, typed_to, typed_asked, asked_cols;
+  for (std::size_t i = 0; i < n; ++i) {
+    tcols.push_back("t." + r.key_columns[i]);
+    const auto in = [&](const std::string& text) {
+      return "dblog._key_in(" + text + ", NULL::" + r.key_types[i] + ")";
+    };
+    const std::string name = SqlLiteral(Unquote(r.key_columns[i]));
+    typed_resume.push_back(in("($1::jsonb)->>" + std::to_string(i)));
+    typed_from.push_back(in("($2::jsonb)->>" + name));
+    typed_to.push_back(in("($3::jsonb)->>" + name));
+    typed_asked.push_back(in("x.e->>" + name) + " AS k" + std::to_string(i));
+    asked_cols.push_back("a.k" + std::to_string(i));
+  }
+  const std::string key = "(" + Join(tcols, ", ") + ")";
+
+  ChunkQueries q;
+  q.bounds = "SELECT dblog.relation_info($4::oid),"
+             " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(typed_resume, ", ") + ")) END,"
+             " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(typed_from, ", ") + ")) END,"
+             " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END,"
+             // the collation of every collatable column (attnum=descriptor, the descriptor hex
+             // encoded), for ChunkBegin.key_collations; the database's default resolved
+             " (SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
+             "    pg_catalog.convert_to(CASE"
+             "      WHEN co.collprovider = 'i' THEN 'icu:' || co.colliculocale"
+             "      WHEN co.collprovider = 'c' THEN 'libc:' || co.collcollate"
+             "      WHEN d.datlocprovider = 'i' THEN 'icu:' || d.daticulocale"
+             "      ELSE 'libc:' || d.datcollate END, 'UTF8'), 'hex'), ',')"
+             "    FROM pg_catalog.pg_attribute a"
+             "    JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation,"
+             "         pg_catalog.pg_database d"
+             "   WHERE a.attrelid = $4::oid AND a.attnum > 0 AND NOT a.attisdropped"
+             "     AND d.datname = pg_catalog.current_database())";
+  if (r.keys) {
+    q.rows = "WITH asked AS (SELECT x.ord, " + Join(typed_asked, ", ") +
+             " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(e, ord)"
+             " WHERE x.ord > $2 AND x.ord <= $3)"
+             " SELECT dblog.encode_row(ROW(" + Join(asked_cols, ", ") +
+             ")), CASE WHEN t." + r.key_columns[0] +
+             " IS NULL THEN NULL ELSE dblog.encode_row(t.*) END,"
+             " (SELECT jsonb_array_length($1::jsonb))::text"
+             " FROM asked a LEFT JOIN ONLY " + r.table + " t ON " + key +
+             " OPERATOR(pg_catalog.=) (" + Join(asked_cols, ", ") + ") ORDER BY a.ord";
+    return q;
+  }
+  std::vector<std::string> conds;
+  if (r.has_resume)
+    conds.push_back(key + " OPERATOR(pg_catalog.>) (" + Join(typed_resume, ", ") + ")");
+  else if (r.has_from)
+    conds.push_back(key + " OPERATOR(pg_catalog.>=) (" + Join(typed_from, ", ") + ")");
+  if (r.has_to) conds.push_back(key + " OPERATOR(pg_catalog.<) (" + Join(typed_to, ", ") + ")");
+  // The key's values also come back as text: dblogd writes the JSON array of the last row's
+  // key (where the next chunk resumes) itself, rather than have the server build one per row.
+  std::vector<std::string> key_text;
+  for (const auto& c : tcols) key_text.push_back("pg_catalog.format('%s', " + c + ")");
+  q.rows = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t.*), " +
+           Join(key_text, ", ") + " FROM ONLY " + r.table + " t" +
+           // every parameter is referenced, used or not (PostgreSQL insists)
+           " WHERE length($1::text || $2::text || $3::text) >= 0" +
+           (conds.empty() ? "" : " AND " + Join(conds, " AND ")) + " ORDER BY " +
+           Join(tcols, ", ") + " LIMIT " + std::to_string(r.chunk_size);
+  return q;
+}
+
+std::string HexList(const std::string& array) {
+  return "(SELECT pg_catalog.string_agg(coalesce(pg_catalog.encode(pg_catalog.textsend(e), "
+         "'hex'), '-'), ',' ORDER BY o) FROM pg_catalog.unnest(" +
+         array + ") WITH ORDINALITY AS u(e, o))";
+}
+
+std::vector<std::string> SplitHexList(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const auto sep = s.find(',', start);
+    const std::string_view hex = s.substr(start, sep == std::string_view::npos ? sep : sep - start);
+    if (hex == "-") {
+      out.emplace_back(kNoType);
+    } else {
+      std::string bytes;
+      for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+        bytes.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+      out.push_back(std::move(bytes));
+    }
+    if (sep == std::string_view::npos) break;
+    start = sep + 1;
+  }
+  return out;
+}
+
+}  // namespace dblog::consumer

@@ -1,0 +1,58 @@
+// sidecar/consumer/chunk_query.h: the SQL of one repair chunk, built from a request's key
+// columns and types. Pure (no connection): tests/cpp/consumer/chunk_query_test.cc checks the
+// text, and the repair tests run it.
+// Owns: the rules every chunk statement follows, whatever a user named their table, columns
+// and types: columns through the alias `t` and its `t.*` row (no column can capture the alias);
+// key values read by the type's input function (`dblog._key_in`, never a cast, which may be
+// the type owner's code) and written by its output function (`format('%s', ...)`); comparison
+// operators schema-qualified (`OPERATOR(pg_catalog.>)`); `ONLY` (a partition or child is its own
+// table); every parameter referenced (PostgreSQL insists).
+// Also: the hex list that carries key names and types out of the catalogs (HexList, and
+// SplitHexList to read it back).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dblog::consumer {
+
+struct ChunkRequest {
+  std::string table;                     // qualified, as regclass prints it
+  bool keys = false;                     // a key list (else a table or a range)
+  std::vector<std::string> key_columns;  // quoted identifiers, key order
+  std::vector<std::string> key_types;    // as format_type prints them, same order
+  std::int64_t chunk_size = 0;
+  // Which bounds the rows query has (a table or range chunk): the row after the resume key
+  // (which wins over the from key), from the from key, below the to key. Given as plain
+  // comparisons, so that the key's index serves them.
+  bool has_resume = false, has_from = false, has_to = false;
+};
+
+struct ChunkQueries {
+  // $1 resume key (JSON array of text, '' = none), $2 from key and $3 to key (JSON objects by
+  // column name, '' = none), $4 the table's oid. One row: dblog.relation_info of the table, then
+  // the encoded resume, from and to bounds (NULL where the parameter is ''), then the collation
+  // of each collatable column as "attnum=hex,..." (hex: "<provider>:<locale>" in UTF-8, the
+  // database's default resolved; NULL when none), for ChunkBegin.key_collations.
+  std::string bounds;
+  // keys: $1 the keys (JSON array of objects), $2 keys done, $3 keys done + chunk size; rows:
+  // the asked key (encoded), its row (encoded, NULL when absent), the number of keys.
+  // Otherwise: $1 resume key, $2 from key, $3 to key as above; rows in key order, at most
+  // chunk_size: the key (encoded), the row (encoded), then each key value as text.
+  std::string rows;
+};
+
+// Throws std::invalid_argument when key_columns and key_types differ in length or are empty.
+ChunkQueries BuildChunkQueries(const ChunkRequest& request);
+
+// A text[] SQL expression as one text value that no name can break: each element hex-encoded
+// (its bytes in the client encoding), ',' between them, '-' for NULL. Identifiers may hold any
+// character but NUL, so a separator character alone would not do.
+std::string HexList(const std::string& array_expression);
+// HexList's text back into its elements; NULL becomes kNoType.
+inline constexpr const char* kNoType = "\x02";
+std::vector<std::string> SplitHexList(std::string_view text);
+
+}  // namespace dblog::consumer

@@ -1,0 +1,120 @@
+// tests/cpp/consumer/chunk_query_test.cc: the SQL of a repair chunk (consumer/chunk_query.h),
+// as text: the rules that keep user-chosen names and types from changing what it does. The
+// repair and security tests run these statements against PostgreSQL.
+#include "consumer/chunk_query.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace dblog::consumer {
+namespace {
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::size_t Count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+ChunkRequest Range() {
+  ChunkRequest r;
+  r.table = "\"my schema\".\"T\"";
+  r.key_columns = {"\"t\"", "id"};
+  r.key_types = {"text", "public.my_enum"};
+  r.chunk_size = 2000;
+  return r;
+}
+
+TEST(ChunkQuery, ColumnsGoThroughTheAliasAndRowsThroughTStar) {
+  const ChunkQueries q = BuildChunkQueries(Range());
+  // a column named t is t."t", never the alias itself
+  EXPECT_TRUE(Has(q.rows, "dblog.encode_row(ROW(t.\"t\", t.id))")) << q.rows;
+  EXPECT_TRUE(Has(q.rows, "dblog.encode_row(t.*)")) << q.rows;
+  EXPECT_TRUE(Has(q.rows, "FROM ONLY \"my schema\".\"T\" t")) << q.rows;
+  EXPECT_TRUE(Has(q.rows, "ORDER BY t.\"t\", t.id LIMIT 2000")) << q.rows;
+}
+
+TEST(ChunkQuery, KeyValuesUseTheTypesInputAndOutputFunctionsNeverACast) {
+  ChunkRequest r = Range();
+  r.has_resume = true;
+  const ChunkQueries q = BuildChunkQueries(r);
+  EXPECT_TRUE(Has(q.rows, "dblog._key_in(($1::jsonb)->>1, NULL::public.my_enum)")) << q.rows;
+  EXPECT_TRUE(Has(q.rows, "pg_catalog.format('%s', t.id)")) << q.rows;
+  // the type is named only as NULL::type, the input function's type argument
+  EXPECT_EQ(Count(q.rows, "::public.my_enum"), Count(q.rows, "NULL::public.my_enum")) << q.rows;
+  EXPECT_FALSE(Has(q.rows, "t.id::text")) << q.rows;
+  // from/to bounds by column name (the JSON key a quoted identifier stands for)
+  EXPECT_TRUE(Has(q.bounds, "dblog._key_in(($2::jsonb)->>'t', NULL::text)")) << q.bounds;
+  EXPECT_TRUE(Has(q.bounds, "dblog.relation_info($4::oid)")) << q.bounds;
+  // and every collatable column's collation, for ChunkBegin.key_collations
+  EXPECT_TRUE(Has(q.bounds, "JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation"))
+      << q.bounds;
+}
+
+TEST(ChunkQuery, OperatorsAreSchemaQualifiedAndResumeWinsOverFrom) {
+  ChunkRequest r = Range();
+  r.has_resume = r.has_from = r.has_to = true;
+  const ChunkQueries q = BuildChunkQueries(r);
+  EXPECT_TRUE(Has(q.rows, "(t.\"t\", t.id) OPERATOR(pg_catalog.>) (")) << q.rows;
+  EXPECT_FALSE(Has(q.rows, "OPERATOR(pg_catalog.>=)")) << "the resume key replaces the from key";
+  EXPECT_TRUE(Has(q.rows, "OPERATOR(pg_catalog.<) (")) << q.rows;
+  EXPECT_FALSE(Has(q.rows, " > ") || Has(q.rows, " < ")) << "an unqualified operator: " << q.rows;
+
+  r.has_resume = false;
+  const ChunkQueries from = BuildChunkQueries(r);
+  EXPECT_TRUE(Has(from.rows, "OPERATOR(pg_catalog.>=) (")) << from.rows;
+}
+
+TEST(ChunkQuery, EveryParameterIsReferencedWithoutBounds) {
+  const ChunkQueries q = BuildChunkQueries(Range());
+  for (const char* p : {"$1", "$2", "$3"}) EXPECT_TRUE(Has(q.rows, p)) << p << ": " << q.rows;
+  EXPECT_FALSE(Has(q.rows, "OPERATOR(")) << "no bound asked, none applied: " << q.rows;
+}
+
+TEST(ChunkQuery, KeyListsJoinTheAskedKeysInOrder) {
+  ChunkRequest r = Range();
+  r.keys = true;
+  const ChunkQueries q = BuildChunkQueries(r);
+  EXPECT_TRUE(Has(q.rows, "jsonb_array_elements($1::jsonb) WITH ORDINALITY")) << q.rows;
+  EXPECT_TRUE(Has(q.rows, "x.ord > $2 AND x.ord <= $3")) << q.rows;
+  EXPECT_TRUE(Has(q.rows, "LEFT JOIN ONLY \"my schema\".\"T\" t ON (t.\"t\", t.id) "
+                          "OPERATOR(pg_catalog.=) (a.k0, a.k1)"))
+      << q.rows;
+  EXPECT_TRUE(Has(q.rows, "ORDER BY a.ord")) << q.rows;
+  EXPECT_TRUE(Has(q.rows, "CASE WHEN t.\"t\" IS NULL THEN NULL ELSE dblog.encode_row(t.*) END"))
+      << q.rows;
+}
+
+TEST(ChunkQuery, QuotesInColumnNamesStayInsideTheirLiteral) {
+  ChunkRequest r = Range();
+  r.key_columns = {"\"a'b\"\"c\"", "id"};  // the column a'b"c
+  r.has_from = true;
+  const ChunkQueries q = BuildChunkQueries(r);
+  EXPECT_TRUE(Has(q.bounds, "->>'a''b\"c'")) << q.bounds;
+}
+
+TEST(ChunkQuery, RefusesMismatchedKeys) {
+  ChunkRequest r = Range();
+  r.key_types.pop_back();
+  EXPECT_THROW(BuildChunkQueries(r), std::invalid_argument);
+  r.key_columns.clear();
+  r.key_types.clear();
+  EXPECT_THROW(BuildChunkQueries(r), std::invalid_argument);
+}
+
+TEST(HexList, SplitsWhatTheServerJoined) {
+  // "a,b" and "\x01" hex-encoded, then NULL
+  const auto parts = SplitHexList("612c62,01,-");
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0], "a,b");
+  EXPECT_EQ(parts[1], "\x01");
+  EXPECT_EQ(parts[2], kNoType);
+  EXPECT_TRUE(Has(HexList("k.key_columns"), "pg_catalog.unnest(k.key_columns)"));
+}
+
+}  // namespace
+}  // namespace dblog::consumer
