@@ -554,7 +554,15 @@ void Pipeline::FinishBootstrap() {
     log::Error("repair_load_failed", {{"consumer", consumer_.name}, {"error", e.what()}});
     sql_.reset();
   }
-  StartStream();
+  // Called from the copy's drain: nothing above catches. A stream that cannot start (the
+  // source went away, or the slot was dropped meanwhile) is retried like a lost source,
+  // never an exception out of the connection's thread (which would end dblogd).
+  try {
+    StartStream();
+  } catch (const std::exception& e) {
+    state_ = State::kStreaming;  // so that SourceLost schedules the attempts
+    SourceLost(e.what());
+  }
 }
 
 void Pipeline::MarkBootstrapDone() {
