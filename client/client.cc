@@ -27,6 +27,14 @@ using dblog::v1::StreamEvent;
 
 namespace {
 
+// A failed read or write: an error of TLS itself (an alert from the server, such as a client
+// certificate it requires or refuses, or a corrupt record) is a TlsError; the rest (reset,
+// broken pipe, ...) a TransportError.
+[[noreturn]] void ThrowTransport(const std::string& what, const boost::system::error_code& ec) {
+  if (ec.category() == asio::error::get_ssl_category()) throw TlsError(what + ": " + ec.message());
+  throw TransportError(what + ": " + ec.message());
+}
+
 std::string CodeName(dblog::v1::Error::Code code) {
   const std::string& name = dblog::v1::Error::Code_Name(code);
   return name.empty() ? "CODE_" + std::to_string(static_cast<int>(code)) : name;
@@ -44,6 +52,12 @@ void Interrupter::Interrupt() {
   if (interrupted_) return;
   interrupted_ = true;
   if (waker_) waker_();
+  woken_.notify_all();
+}
+
+bool Interrupter::WaitFor(std::chrono::milliseconds duration) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return woken_.wait_for(lock, duration, [this] { return interrupted_; });
 }
 
 bool Interrupter::interrupted() const {
@@ -170,7 +184,7 @@ void Client::Impl::Write(const std::string& bytes, Deadline deadline, bool inter
     asio::async_write(socket_, asio::buffer(bytes), on_written);
   }
   Run(done, deadline, interruptible, what, [this] { CancelSocket(); });
-  if (result) throw TransportError(what + ": " + result.message());
+  if (result) ThrowTransport(what, result);
 }
 
 std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
@@ -191,7 +205,7 @@ std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
   // dblogd closes TLS connections without close_notify: a truncated TLS stream is an end like
   // any other, and a frame cut in half is still caught by the decoder.
   if (result == asio::error::eof || result == asio::ssl::error::stream_truncated) return 0;
-  if (result) throw TransportError(what + ": " + result.message());
+  if (result) ThrowTransport(what, result);
   reader_.Feed(read_buffer_.data(), received);
   return received;
 }
@@ -203,8 +217,8 @@ bool Client::Impl::ReadMessage(ServerMessage& message, Deadline deadline, const 
     // A fresh deadline per read: io_timeout bounds silence, not the length of a batch.
     if (ReadSome(deadline ? deadline : IoDeadline(), what) == 0) {
       if (reader_.buffered() != 0) {
-        throw ProtocolError(Peer() + " closed the connection in the middle of a frame (" +
-                            std::to_string(reader_.buffered()) + " bytes of it received)");
+        throw ConnectionClosed(Peer() + " closed the connection in the middle of a frame (" +
+                               std::to_string(reader_.buffered()) + " bytes of it received)");
       }
       return false;
     }
@@ -267,10 +281,10 @@ void Client::Impl::Handshake() {
   Clock::time_point answer_deadline = deadline;
   for (;;) {
     if (!ReadMessage(answer, answer_deadline, "waiting for Welcome from " + Peer())) {
-      throw ProtocolError(Peer() + " closed the connection without answering Hello" +
-                          (options_.tls
-                               ? std::string(" (with TLS: did it refuse our certificate?)")
-                               : std::string()));
+      throw ConnectionClosed(Peer() + " closed the connection without answering Hello" +
+                             (options_.tls
+                                  ? std::string(" (with TLS: did it refuse our certificate?)")
+                                  : std::string()));
     }
     // While the consumer's slot is being created dblogd says so once a second: it is alive
     // and waiting for the source, so the wait for Welcome starts again (docs/protocol.md).
@@ -294,26 +308,25 @@ void Client::Impl::StartTls(Clock::time_point deadline) {
   boost::system::error_code ec;
   if (options_.tls_ca_file.empty()) {
     ctx.set_default_verify_paths(ec);
-    if (ec) throw TransportError("TLS: cannot load the system's trusted CAs: " + ec.message());
+    if (ec) throw TlsError("TLS: cannot load the system's trusted CAs: " + ec.message());
   } else {
     ctx.load_verify_file(options_.tls_ca_file, ec);
     if (ec) {
-      throw TransportError("TLS: cannot load CA file " + options_.tls_ca_file + ": " +
-                           ec.message());
+      throw TlsError("TLS: cannot load CA file " + options_.tls_ca_file + ": " + ec.message());
     }
   }
   if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
-    throw TransportError("TLS: a client certificate needs its key, and a key its certificate");
+    throw TlsError("TLS: a client certificate needs its key, and a key its certificate");
   }
   if (!options_.tls_cert_file.empty()) {
     ctx.use_certificate_chain_file(options_.tls_cert_file, ec);
     if (ec) {
-      throw TransportError("TLS: cannot load certificate " + options_.tls_cert_file + ": " +
-                           ec.message());
+      throw TlsError("TLS: cannot load certificate " + options_.tls_cert_file + ": " +
+                     ec.message());
     }
     ctx.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
     if (ec) {
-      throw TransportError("TLS: cannot load key " + options_.tls_key_file + ": " + ec.message());
+      throw TlsError("TLS: cannot load key " + options_.tls_key_file + ": " + ec.message());
     }
   }
   const std::string name =
@@ -330,7 +343,7 @@ void Client::Impl::StartTls(Clock::time_point deadline) {
           ? SSL_set1_host(ssl_handle, name.c_str()) &
                 static_cast<int>(SSL_set_tlsext_host_name(ssl_handle, name.c_str()))  // + SNI
           : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_handle), name.c_str());
-  if (named != 1) throw TransportError("TLS: cannot verify the server as '" + name + "'");
+  if (named != 1) throw TlsError("TLS: cannot verify the server as '" + name + "'");
 
   bool done = false;
   boost::system::error_code result;
@@ -342,6 +355,9 @@ void Client::Impl::StartTls(Clock::time_point deadline) {
   if (result) {
     std::string why = result.message();
     const long verify = SSL_get_verify_result(tls_->native_handle());
+    // A connection closed or reset during the handshake may be a server that was killed (or
+    // one that refused our certificate without an alert): retryable. The rest is not.
+    bool cut = false;
     if (verify != X509_V_OK) {
       why = std::string("the server's certificate was not accepted: ") +
             X509_verify_cert_error_string(verify) + " (expected a certificate for '" + name +
@@ -352,8 +368,11 @@ void Client::Impl::StartTls(Clock::time_point deadline) {
       why = "the server closed the connection (" + result.message() +
             "; is it dblogd with TLS, and does it want a client certificate this one does not "
             "satisfy?)";
+      cut = true;
     }
-    throw TransportError("TLS handshake with " + Peer() + " failed: " + why);
+    const std::string message = "TLS handshake with " + Peer() + " failed: " + why;
+    if (cut) throw TransportError(message);
+    throw TlsError(message);
   }
 }
 
@@ -368,8 +387,8 @@ bool Client::Impl::NextRef(ItemRef& item) {
       // A fresh deadline per read: io_timeout bounds silence, not the length of a batch.
       if (ReadSome(IoDeadline(), "reading from " + Peer()) == 0) {
         if (reader_.buffered() != 0) {
-          throw ProtocolError(Peer() + " closed the connection in the middle of a frame (" +
-                              std::to_string(reader_.buffered()) + " bytes of it received)");
+          throw ConnectionClosed(Peer() + " closed the connection in the middle of a frame (" +
+                                 std::to_string(reader_.buffered()) + " bytes of it received)");
         }
         state_ = State::kClosed;
         return false;

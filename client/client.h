@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -81,12 +82,29 @@ class ProtocolError : public ClientError {
   using ClientError::ClientError;
 };
 
+// The server closed the connection in the middle of a frame, or without answering Hello. A
+// ProtocolError by the letter (the stream is cut), but also exactly what a server that was
+// killed looks like, so retry.h counts it as a lost connection, not a broken server.
+class ConnectionClosed : public ProtocolError {
+ public:
+  using ProtocolError::ProtocolError;
+};
+
 // The network failed: resolve, connect, read or write errors, timeouts, a TLS handshake that
 // failed (the server's certificate not trusted or not for this host, a client certificate
 // refused) or TLS files that cannot be loaded.
 class TransportError : public ClientError {
  public:
   using ClientError::ClientError;
+};
+
+// The TransportErrors of TLS that another attempt would meet again: TLS files that cannot be
+// loaded, the server's certificate not accepted (not from the CA, not for this name, expired),
+// a handshake the server or OpenSSL refused with an alert. A handshake cut by a closed
+// connection is a plain TransportError (a server that was killed looks the same).
+class TlsError : public TransportError {
+ public:
+  using TransportError::TransportError;
 };
 
 // A blocking call was cut short by Interrupter::Interrupt. The connection stays usable for
@@ -103,12 +121,16 @@ class Interrupter {
   // Thread-safe and idempotent. The blocked call (or the next one) throws Interrupted.
   void Interrupt();
   bool interrupted() const;
+  // Sleeps for `duration` unless interrupted first (or already). True when interrupted: the
+  // wait between two connection attempts (retry.h) ends at once on SIGINT/SIGTERM.
+  bool WaitFor(std::chrono::milliseconds duration);
 
  private:
   friend class Client;
   void SetWaker(std::function<void()> waker);  // empty function: unregister
 
   mutable std::mutex mutex_;
+  std::condition_variable woken_;
   bool interrupted_ = false;
   std::function<void()> waker_;
 };

@@ -615,6 +615,12 @@ void Applier::Stop() {
   target_.Drain();
 }
 
+void Applier::Release() {
+  Stop();
+  target_.Query("SELECT pg_advisory_unlock(hashtext('dblog apply'), hashtext($1))",
+                {options_.consumer}, "releasing the consumer's advisory lock on the target");
+}
+
 // ---- rows --------------------------------------------------------------------------------
 
 Row Applier::KeyOf(const Table& table, const Row& row) const {

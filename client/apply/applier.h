@@ -128,6 +128,10 @@ class Applier {
   // Ends cleanly: rolls back an open target transaction (its source transaction comes again
   // after a restart) and waits for everything before it.
   void Stop();
+  // Stop(), then releases the consumer's advisory lock, so that the next Applier (on a new
+  // connection) can Start at once: what dblog apply does before it reconnects. Throws
+  // TargetError when the target is gone (the lock goes with its session).
+  void Release();
 
   const std::optional<dblog::v1::Position>& durable() const { return durable_; }
   const ApplierStats& stats() const { return stats_; }

@@ -17,9 +17,21 @@ namespace {
 constexpr std::size_t kMaxInFlight = 512;
 constexpr std::size_t kDrainInFlightTo = 256;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
+// libpq's messages end with a newline and some span lines ("server closed the connection
+// unexpectedly\n\tThis probably means ..."): one line, for a log line per event.
+std::string OneLine(std::string s) {
+  std::string out;
+  bool space = false;
+  for (const char c : s) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = true;
+      continue;
+    }
+    if (space && !out.empty()) out.push_back(' ');
+    space = false;
+    out.push_back(c);
+  }
+  return out;
 }
 
 std::string Field(const PGresult* result, int code) {
@@ -55,6 +67,35 @@ std::uint64_t PgResult::affected() const {
   return n && *n ? std::strtoull(n, nullptr, 10) : 0;
 }
 
+std::string ConnectFailureSqlstate(std::string_view message, bool needs_password) {
+  const auto has = [message](std::string_view text) {
+    return message.find(text) != std::string_view::npos;
+  };
+  if (needs_password || has("password authentication failed") || has("no password supplied") ||
+      has("password is required"))
+    return "28P01";
+  if (has("no pg_hba.conf entry") || (has("role \"") && has("\" does not exist"))) return "28000";
+  if (has("database \"") && has("\" does not exist")) return "3D000";
+  return "08001";
+}
+
+std::optional<std::string> ConninfoError(const std::string& conninfo) {
+  // Open() passes it as an expanded dbname: libpq reads it as a connection string only when it
+  // has a '=' or a URI prefix; anything else is a database name, which needs no check.
+  if (conninfo.find('=') == std::string::npos && conninfo.rfind("postgresql://", 0) != 0 &&
+      conninfo.rfind("postgres://", 0) != 0)
+    return std::nullopt;
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (options != nullptr) {
+    PQconninfoFree(options);
+    return std::nullopt;
+  }
+  std::string message = error != nullptr ? OneLine(error) : "out of memory";
+  PQfreemem(error);
+  return message;
+}
+
 PgConnection PgConnection::Open(const std::string& conninfo, const std::string& application_name) {
   // application_name only as a fallback: a conninfo that names one wins.
   const char* keys[] = {"dbname", "fallback_application_name", nullptr};
@@ -63,8 +104,9 @@ PgConnection PgConnection::Open(const std::string& conninfo, const std::string& 
   c.conn_.reset(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
   if (!c.conn_) throw TargetError("cannot connect to the target: out of memory", "");
   if (PQstatus(c.conn_.get()) != CONNECTION_OK) {
-    throw TargetError("cannot connect to the target: " + Trim(PQerrorMessage(c.conn_.get())),
-                      "08001");
+    const std::string message = OneLine(PQerrorMessage(c.conn_.get()));
+    throw TargetError("cannot connect to the target: " + message,
+                      ConnectFailureSqlstate(message, PQconnectionNeedsPassword(c.conn_.get())));
   }
   PQsetNoticeProcessor(
       c.conn_.get(), [](void*, const char*) {}, nullptr);
@@ -73,8 +115,8 @@ PgConnection PgConnection::Open(const std::string& conninfo, const std::string& 
 
 void PgConnection::Fail(const PGresult* result, const std::string& what) {
   std::string primary = Field(result, PG_DIAG_MESSAGE_PRIMARY);
-  if (primary.empty()) primary = Trim(result ? PQresultErrorMessage(result) : "");
-  if (primary.empty() && conn_) primary = Trim(PQerrorMessage(conn_.get()));
+  if (primary.empty()) primary = OneLine(result ? PQresultErrorMessage(result) : "");
+  if (primary.empty() && conn_) primary = OneLine(PQerrorMessage(conn_.get()));
   if (primary.empty()) primary = "unknown failure";
   std::string message = (what.empty() ? std::string("target") : what) + ": " + primary;
   const std::string detail = Field(result, PG_DIAG_MESSAGE_DETAIL);
@@ -278,7 +320,7 @@ void PgConnection::DrainTo(std::size_t max) {
 std::string PgConnection::QuoteLiteral(std::string_view text) const {
   char* quoted = PQescapeLiteral(conn_.get(), text.data(), text.size());
   if (quoted == nullptr)
-    throw TargetError("cannot quote a literal: " + Trim(PQerrorMessage(conn_.get())), "");
+    throw TargetError("cannot quote a literal: " + OneLine(PQerrorMessage(conn_.get())), "");
   std::string out(quoted);
   PQfreemem(quoted);
   return out;

@@ -63,6 +63,17 @@ class PgResult {
 
 using Params = std::vector<std::optional<std::string>>;  // text parameters; nullopt is NULL
 
+// libpq reports a failed connection as text only. The SQLSTATE the server had for it, as far as
+// its (English) message tells: 28P01 a password refused or missing, 28000 no pg_hba.conf entry
+// or an unknown role, 3D000 an unknown database; anything else (refused, unreachable, the
+// server starting or stopping, a message in another language) 08001. retry.h retries 08001
+// only.
+std::string ConnectFailureSqlstate(std::string_view message, bool needs_password);
+
+// Why `conninfo` is not a valid connection string or URI (libpq's words), or nullopt (also for
+// a plain database name, which is what Open() takes a value without '=' or URI prefix for).
+std::optional<std::string> ConninfoError(const std::string& conninfo);
+
 // The target connection. Setup work runs statement by statement (Exec/Query, outside pipeline
 // mode); the apply loop switches to pipeline mode once (StartPipeline) and from then on every
 // statement goes through Send*, with results checked in order as they arrive.
@@ -71,7 +82,8 @@ class PgConnection {
   // What to do with a statement's successful result (e.g. look at the affected row count).
   using Check = std::function<void(const PgResult&)>;
 
-  // PQconnectdb with expand_dbname (key=value or URI). Throws TargetError.
+  // PQconnectdb with expand_dbname (key=value or URI). Throws TargetError, with the SQLSTATE of
+  // ConnectFailureSqlstate.
   static PgConnection Open(const std::string& conninfo, const std::string& application_name);
 
   PgConnection() = default;

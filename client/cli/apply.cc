@@ -55,7 +55,9 @@ po::options_description ApplyFlags() {
       ("schema-map", po::value<std::vector<std::string>>()->value_name("FROM=TO")->composing(),
        "apply tables of source schema FROM into target schema TO (repeatable)")
       ("batch-rows", po::value<std::string>()->value_name("N"),
-       "rows per multi-row statement (default 1000); a bootstrap commits every 20 batches")
+       "rows per multi-row statement (default 1000); a bootstrap commits every 20 batches");
+  AddRetryFlags(flags);
+  flags.add_options()
       ("help,h", "show this help and exit");
   // clang-format on
   return flags;
@@ -88,13 +90,24 @@ std::string ApplyHelp() {
           "numeric, integer, float, varchar or timestamp) stops the run before anything is\n"
           "applied to its table, unless --allow-lossy-columns is given.\n"
           "\n"
+          "It keeps running: when dblogd or the target is not up yet, restarts, or a connection\n"
+          "is lost, it says why on stderr, rolls back the open target transaction and\n"
+          "reconnects (waits of 0.5 s doubling to 30 s, with jitter), resuming after the\n"
+          "position stored in the target: nothing is applied twice or skipped. Errors retrying\n"
+          "cannot fix exit at once: a refused token, an unknown consumer, a scope error, a\n"
+          "protocol violation, TLS that cannot be set up, a target table that does not fit,\n"
+          "a target that refuses a row or a statement, a refused target password, a target\n"
+          "database that does not exist. With --once the first loss ends it, as a script may\n"
+          "want.\n"
+          "\n"
        << ApplyFlags()
        << "\n"
           "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE), DBLOG_TLS,\n"
           "DBLOG_TLS_CA, DBLOG_TLS_CERT, DBLOG_TLS_KEY, DBLOG_TLS_SERVER_NAME, DBLOG_TARGET give\n"
           "defaults.\n"
-          "Exit status: 0 when dblogd ends the stream or on SIGINT/SIGTERM (an open target\n"
-          "transaction is rolled back), 1 on errors, 2 on a bad command line.\n";
+          "Exit status: 0 on SIGINT/SIGTERM (an open target transaction is rolled back; with\n"
+          "--once also when dblogd ends the stream between transactions), 1 on an error\n"
+          "retrying cannot fix (with --once: on any error), 2 on a bad command line.\n";
   return help.str();
 }
 
@@ -120,6 +133,9 @@ std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>
     throw UsageError("--target is required (a libpq connection string, e.g. 'dbname=replica')");
   }
   if (options.target.empty()) throw UsageError("--target is empty");
+  if (const auto error = apply::ConninfoError(options.target)) {
+    throw UsageError("invalid --target: " + *error);
+  }
 
   ReadServerFlags(vm, env, options.connect);
 
@@ -142,78 +158,186 @@ std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>
         ParseNumber(vm["batch-rows"].as<std::string>(), 1, 100000, "--batch-rows"));
   }
   options.applier.bootstrap_commit_rows = 20 * options.applier.batch_rows;
+  ReadRetryFlags(vm, options.retry, options.connect);
   return options;
 }
 
-int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interrupter> interrupter,
-             std::FILE* err) {
-  const auto log = [err](const std::string& line) {
-    std::fprintf(err, "dblog apply: %s\n", line.c_str());
-    std::fflush(err);
+namespace {
+
+// One run of `dblog apply`, over as many connections to dblogd and to the target as it takes.
+// The resume point of every connection is the position stored in the target: after any loss
+// the applier is built again on a new target connection, and Start() reads it.
+class ApplyRun {
+ public:
+  ApplyRun(const ApplyCommandOptions& options, std::shared_ptr<client::Interrupter> interrupter,
+           std::FILE* err)
+      : options_(options), interrupter_(std::move(interrupter)), err_(err) {}
+
+  int Run();
+
+ private:
+  // How one attempt ended.
+  struct End {
+    enum Kind { kStopped, kClosed, kFailed } kind;
+    std::string message;
+    bool retryable = false;
+    int status = 0;  // kStopped: the exit status
   };
-  const auto fail = [&](const std::string& message) {
-    log("error: " + message);
+
+  End Session();
+  void Log(const std::string& line) const {
+    std::fprintf(err_, "dblog apply: %s\n", line.c_str());
+    std::fflush(err_);
+  }
+  int Fail(const std::string& message) const {
+    Log("error: " + message);
     return 1;
-  };
+  }
+  // Ends the current applier: rolls back its open target transaction, releases the consumer's
+  // lock; on a target that is gone, just drops the connection (the server ends the session).
+  void Discard();
+  std::string Summary() const;
 
-  std::optional<apply::Applier> applier;
-  std::optional<Position> stored;
+  const ApplyCommandOptions& options_;
+  std::shared_ptr<client::Interrupter> interrupter_;
+  std::FILE* err_;
+
+  std::optional<apply::Applier> applier_;  // kept across failed connections to dblogd
+  std::optional<Position> stored_;         // what its Start() read: Hello.resume_after
+  apply::ApplierStats done_;               // of the appliers discarded so far
+  std::optional<Position> acked_;          // the last position acknowledged, any connection
+  bool progressed_ = false;  // the current connection committed something new in the target
+  std::optional<std::chrono::steady_clock::time_point> connected_at_;  // of the current one
+};
+
+void ApplyRun::Discard() {
+  if (!applier_) return;
   try {
-    applier.emplace(
-        apply::PgConnection::Open(options.target, "dblog apply " + options.connect.consumer),
-        options.applier, log);
-    stored = applier->Start();
-  } catch (const std::exception& e) {
-    return fail(e.what());
+    applier_->Release();
+  } catch (const std::exception&) {
+    // The target connection failed: whatever committed stays, the rest is rolled back by the
+    // server when the session ends.
   }
-  if (stored) {
-    log("resuming after " + client::FormatPosition(*stored) + " (stored in the target)");
-  } else {
-    log("no stored position for consumer " + options.connect.consumer +
-        " in the target: starting where dblogd has it");
-  }
+  const apply::ApplierStats& s = applier_->stats();
+  done_.transactions += s.transactions;
+  done_.rows_written += s.rows_written;
+  done_.rows_deleted += s.rows_deleted;
+  done_.range_deleted += s.range_deleted;
+  done_.truncates += s.truncates;
+  done_.statements += s.statements;
+  done_.missing_rows += s.missing_rows;
+  done_.range_deletes_skipped += s.range_deletes_skipped;
+  applier_.reset();
+}
 
-  client::ConnectOptions connect = options.connect;
-  connect.resume_after = stored;
+std::string ApplyRun::Summary() const {
+  apply::ApplierStats s = done_;
+  if (applier_) {
+    const apply::ApplierStats& c = applier_->stats();
+    s.transactions += c.transactions;
+    s.rows_written += c.rows_written;
+    s.rows_deleted += c.rows_deleted;
+    s.range_deleted += c.range_deleted;
+    s.truncates += c.truncates;
+    s.missing_rows += c.missing_rows;
+    s.range_deletes_skipped += c.range_deletes_skipped;
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  char cpu[64];
+  std::snprintf(cpu, sizeof cpu, "%.2f s cpu, ",
+                static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                    static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
+  return std::string(cpu) + std::to_string(s.transactions) + " target transactions, " +
+         std::to_string(s.rows_written) + " rows written, " + std::to_string(s.rows_deleted) +
+         " deleted, " + std::to_string(s.truncates) + " truncated tables" +
+         (s.range_deleted ? ", " + std::to_string(s.range_deleted) + " removed by repairs" : "") +
+         (s.missing_rows ? ", " + std::to_string(s.missing_rows) +
+                               " updates of rows the target lacks (not applied: see the repair"
+                               " calls logged)"
+                         : "") +
+         (s.range_deletes_skipped ? ", " + std::to_string(s.range_deletes_skipped) +
+                                        " range deletions skipped (collation)"
+                                  : "") +
+         (acked_ ? ", acknowledged through " + client::FormatPosition(*acked_) : "");
+}
+
+int ApplyRun::Run() {
+  client::Backoff backoff(options_.retry.backoff);
+  for (;;) {
+    const End end = Session();
+    if (end.kind == End::kStopped) {
+      Discard();
+      return end.status;
+    }
+    if (end.kind == End::kFailed && (!end.retryable || options_.retry.once)) {
+      Discard();
+      return Fail(end.message);
+    }
+    const auto connected_for = connected_at_ ? std::chrono::steady_clock::now() - *connected_at_
+                                             : std::chrono::steady_clock::duration::zero();
+    if (client::ConnectionWorked(options_.retry.backoff, progressed_, connected_for)) {
+      backoff.Reset();
+    }
+    if (!WaitToRetry(
+            backoff, *interrupter_, [this](const std::string& line) { Log(line); }, end.message)) {
+      Discard();
+      Log("stopped by signal: " + Summary());
+      return 0;
+    }
+  }
+}
+
+ApplyRun::End ApplyRun::Session() {
+  progressed_ = false;
+  connected_at_.reset();
+  if (!applier_) {
+    try {
+      applier_.emplace(
+          apply::PgConnection::Open(options_.target, "dblog apply " + options_.connect.consumer),
+          options_.applier, [this](const std::string& line) { Log(line); });
+      stored_ = applier_->Start();
+    } catch (const apply::TargetError& e) {
+      applier_.reset();
+      return {End::kFailed, e.what(), client::IsRetryableSqlstate(e.sqlstate())};
+    } catch (const std::exception& e) {
+      applier_.reset();
+      return {End::kFailed, e.what(), false};
+    }
+    if (stored_) {
+      Log("resuming after " + client::FormatPosition(*stored_) + " (stored in the target)");
+    } else {
+      Log("no stored position for consumer " + options_.connect.consumer +
+          " in the target: starting where dblogd has it");
+    }
+  }
+  apply::Applier& applier = *applier_;
+
+  client::ConnectOptions connect = options_.connect;
+  connect.resume_after = stored_;
   std::optional<client::Client> connection;
   try {
-    connection.emplace(client::Client::Connect(connect, interrupter));
+    connection.emplace(client::Client::Connect(connect, interrupter_));
   } catch (const client::Interrupted&) {
-    return 0;
+    Log("stopped by signal: " + Summary());
+    return {End::kStopped, {}, false, 0};
   } catch (const std::exception& e) {
-    return fail(e.what());
+    // Nothing was applied: the applier (and its target connection) waits for the next attempt.
+    return {End::kFailed, e.what(), client::IsRetryable(e)};
   }
   client::Client& stream = *connection;
-  log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
+  connected_at_ = std::chrono::steady_clock::now();
+  Log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
       stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
 
-  std::optional<Position> acked = stored;  // the server has everything up to it already
+  std::optional<Position> acked = stored_;  // the server has everything up to it already
   const auto acknowledge = [&] {
-    const auto& durable = applier->durable();
+    const auto& durable = applier.durable();
     if (!durable || (acked && ComparePositions(*durable, *acked) <= 0)) return;
+    progressed_ = true;  // committed in the target beyond where this connection started
     stream.Ack(*durable);
     acked = *durable;
-  };
-  const auto summary = [&] {
-    const auto& s = applier->stats();
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    char cpu[64];
-    std::snprintf(cpu, sizeof cpu, "%.2f s cpu, ",
-                  static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-                      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
-    return std::string(cpu) + std::to_string(s.transactions) + " target transactions, " +
-           std::to_string(s.rows_written) + " rows written, " + std::to_string(s.rows_deleted) +
-           " deleted, " + std::to_string(s.truncates) + " truncated tables" +
-           (s.range_deleted ? ", " + std::to_string(s.range_deleted) + " removed by repairs" : "") +
-           (s.missing_rows ? ", " + std::to_string(s.missing_rows) +
-                                 " updates of rows the target lacks (not applied: see the"
-                                 " repair calls logged)"
-                           : "") +
-           (s.range_deletes_skipped ? ", " + std::to_string(s.range_deletes_skipped) +
-                                          " range deletions skipped (collation)"
-                                    : "") +
-           (acked ? ", acknowledged through " + client::FormatPosition(*acked) : "");
+    acked_ = *durable;
   };
 
   client::ItemRef item;  // valid until the next NextRef: used at once, never kept
@@ -227,56 +351,79 @@ int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interru
         // stream gets a heartbeat, which waits (below): acks lag by at most one of them.
         const auto now = std::chrono::steady_clock::now();
         if (now - last_wait >= kAckWait) {
-          applier->WaitForCommits();
+          applier.WaitForCommits();
           last_wait = now;
         } else {
-          applier->Poll();
+          applier.Poll();
         }
         acknowledge();
       }
       if (!stream.NextRef(item)) break;
       if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
         const StreamEvent* event = *ref;
-        applier->Apply(*event);
+        applier.Apply(*event);
         if (event->has_commit() || event->has_bootstrap_end()) {
-          applier->Poll();
+          applier.Poll();
           acknowledge();
         }
       } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
         const dblog::v1::Heartbeat* heartbeat = *hb;
-        applier->OnHeartbeat(*heartbeat);
-        applier->WaitForCommits();
+        applier.OnHeartbeat(*heartbeat);
+        applier.WaitForCommits();
         last_wait = std::chrono::steady_clock::now();
         acknowledge();
       }
     }
     // A connection closed between frames is a clean end only between transactions; in the
-    // middle of one (or of the bootstrap) dblogd went away (killed, say) and this is an error.
-    const bool cut = applier->in_source_transaction();
-    applier->Stop();
-    acknowledge();
-    if (cut) {
-      return fail(
-          "dblogd closed the connection in the middle of a transaction (rolled back; "
-          "it comes again on the next run): " +
-          summary());
+    // middle of one (or of the bootstrap) dblogd went away (killed, say).
+    const bool cut = applier.in_source_transaction();
+    if (options_.retry.once) {
+      applier.Stop();
+      acknowledge();
+      if (cut) {
+        return {End::kFailed,
+                "dblogd closed the connection in the middle of a transaction (rolled back; "
+                "it comes again on the next run): " +
+                    Summary(),
+                false};
+      }
+      Log("dblogd closed the stream: " + Summary());
+      return {End::kStopped, {}, false, 0};
     }
-    log("dblogd closed the stream: " + summary());
-    return 0;
+    const std::string message =
+        "dblogd at " + connect.host + ":" + std::to_string(connect.port) +
+        " closed the connection" +
+        (cut ? " in the middle of a transaction (rolled back; it comes again)" : "");
+    Discard();
+    return {End::kClosed, message, true};
   } catch (const client::Interrupted&) {
     try {
-      applier->Stop();
+      applier.Stop();
       acknowledge();
     } catch (const std::exception& e) {
-      return fail(e.what());
+      return {End::kFailed, e.what(), false};
     }
-    log("stopped by signal: " + summary());
-    return 0;
-  } catch (const std::exception& e) {
+    Log("stopped by signal: " + Summary());
+    return {End::kStopped, {}, false, 0};
+  } catch (const apply::TargetError& e) {
     // Whatever committed stays committed; nothing more is acknowledged (the target may be
-    // unreachable), the next run resumes from the stored position.
-    return fail(e.what());
+    // unreachable), the next connection resumes from the stored position.
+    const bool retryable = client::IsRetryableSqlstate(e.sqlstate());
+    Discard();
+    return {End::kFailed, e.what(), retryable};
+  } catch (const std::exception& e) {
+    const bool retryable = client::IsRetryable(e);  // client errors; the applier's are final
+    Discard();
+    return {End::kFailed, e.what(), retryable};
   }
+}
+
+}  // namespace
+
+int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interrupter> interrupter,
+             std::FILE* err) {
+  ApplyRun run(options, std::move(interrupter), err);
+  return run.Run();
 }
 
 }  // namespace dblog::cli

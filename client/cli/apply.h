@@ -21,6 +21,7 @@ struct ApplyCommandOptions {
   client::ConnectOptions connect;
   std::string target;  // libpq conninfo or URI
   apply::ApplierOptions applier;
+  RetryOptions retry;
 };
 
 std::string ApplyHelp();
@@ -30,9 +31,12 @@ std::string ApplyHelp();
 std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>& args,
                                                   const Environment& env, std::ostream& help_out);
 
-// Runs until dblogd closes the stream (0), an error (1, one line on `err`), or `interrupter`
-// fires (0, after rolling back an open target transaction and acknowledging what committed).
-// Notable events are logged on `err`, one line each.
+// Runs until `interrupter` fires (0, after rolling back an open target transaction and
+// acknowledging what committed) or an error retrying cannot fix (1, one line on `err`). A lost
+// connection to dblogd or to the target is retried (logged on `err`): the applier starts again
+// on a new target connection and resumes after the position stored in the target. With
+// options.retry.once the first loss ends the run instead: 0 when dblogd closed the stream
+// between transactions, 1 otherwise. Notable events are logged on `err`, one line each.
 int RunApply(const ApplyCommandOptions& options, std::shared_ptr<client::Interrupter> interrupter,
              std::FILE* err);
 

@@ -55,7 +55,9 @@ po::options_description TailFlags() {
        "repeatable (default: no messages)")
       ("ack-every", po::value<std::string>()->value_name("N"),
        "acknowledge at every Nth commit / bootstrap end instead of every one (default 1); "
-       "heartbeats are always acknowledged")
+       "heartbeats are always acknowledged");
+  AddRetryFlags(flags);
+  flags.add_options()
       ("help,h", "show this help and exit");
   // clang-format on
   return flags;
@@ -127,6 +129,74 @@ bool IsValidConsumerName(const std::string& name) {
   return true;
 }
 
+std::chrono::milliseconds ParseSeconds(const std::string& text, double min, double max,
+                                       const std::string& what) {
+  const auto dot = text.find('.');
+  const std::string whole = text.substr(0, dot);
+  const std::string fraction = dot == std::string::npos ? "" : text.substr(dot + 1);
+  const bool decimal =
+      !whole.empty() && whole.size() <= 9 &&
+      whole.find_first_not_of("0123456789") == std::string::npos &&
+      (dot == std::string::npos || (!fraction.empty() && fraction.size() <= 3 &&
+                                    fraction.find_first_not_of("0123456789") == std::string::npos));
+  const double seconds = decimal ? std::strtod(text.c_str(), nullptr) : -1;
+  if (!decimal || seconds < min || seconds > max) {
+    std::ostringstream range;
+    range << min << " to " << max;
+    throw UsageError("invalid " + what + " '" + text + "': expected seconds from " + range.str() +
+                     " (at most 3 decimals)");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000 + 0.5));
+}
+
+void AddRetryFlags(po::options_description& flags) {
+  // clang-format off
+  flags.add_options()
+      ("once", po::bool_switch(),
+       "exit at the first lost or refused connection instead of reconnecting (as before "
+       "sinks kept running): for scripts")
+      ("retry-min", po::value<std::string>()->value_name("SECONDS"),
+       "the first wait before reconnecting (default 0.5); it doubles at every failed attempt, "
+       "each wait a random point between half of it and all of it")
+      ("retry-max", po::value<std::string>()->value_name("SECONDS"),
+       "the longest wait before reconnecting (default 30)")
+      ("idle-timeout", po::value<std::string>()->value_name("SECONDS"),
+       "a connection to dblogd silent for this long counts as lost (default 60: a dozen of "
+       "dblogd's heartbeats; keep it above dblogd's --heartbeat-interval); 0 waits forever");
+  // clang-format on
+}
+
+void ReadRetryFlags(const po::variables_map& vm, RetryOptions& retry,
+                    client::ConnectOptions& connect) {
+  retry.once = vm["once"].as<bool>();
+  if (vm.count("retry-min")) {
+    retry.backoff.min =
+        ParseSeconds(vm["retry-min"].as<std::string>(), 0.001, 86400, "--retry-min");
+  }
+  if (vm.count("retry-max")) {
+    retry.backoff.max =
+        ParseSeconds(vm["retry-max"].as<std::string>(), 0.001, 86400, "--retry-max");
+  }
+  if (retry.backoff.max < retry.backoff.min) {
+    if (vm.count("retry-max")) throw UsageError("--retry-max must not be below --retry-min");
+    retry.backoff.max = retry.backoff.min;  // only --retry-min, above the default maximum
+  }
+  connect.io_timeout = kDefaultIdleTimeout;
+  if (vm.count("idle-timeout")) {
+    connect.io_timeout =
+        ParseSeconds(vm["idle-timeout"].as<std::string>(), 0, 86400, "--idle-timeout");
+  }
+}
+
+bool WaitToRetry(client::Backoff& backoff, client::Interrupter& interrupter,
+                 const std::function<void(const std::string&)>& log, const std::string& reason) {
+  if (interrupter.interrupted()) return false;
+  const std::chrono::milliseconds wait = backoff.Next();
+  log(reason + "; retrying in " + client::FormatWait(wait) + " (attempt " +
+      std::to_string(backoff.attempts()) + ")");
+  return !interrupter.WaitFor(wait);
+}
+
 std::string TailHelp() {
   std::ostringstream help;
   help << "Usage: dblog tail --consumer NAME [options]\n"
@@ -134,16 +204,34 @@ std::string TailHelp() {
           "Follows a consumer's change stream from dblogd and prints one JSON object per event\n"
           "on stdout (NDJSON). A position is acknowledged only after every line up to it has\n"
           "been written and flushed: at commits, at the end of a bootstrap, and at heartbeats.\n"
-          "Stopping (Ctrl-C, SIGTERM) or a crash never acknowledges unwritten lines; lines\n"
-          "written after the last acknowledgement are sent again on the next connection.\n"
+          "Stopping (Ctrl-C, SIGTERM) or a crash never acknowledges unwritten lines; a new\n"
+          "dblog tail gets the lines written after the last acknowledgement again.\n"
+          "\n"
+          "It keeps running: when dblogd is not up yet, restarts, or the connection is lost,\n"
+          "it says why on stderr and reconnects (waits of 0.5 s doubling to 30 s, with\n"
+          "jitter), resuming after the last line it wrote. No line with a position is written\n"
+          "twice, and none is skipped as long as dblogd sends the stream the same way again.\n"
+          "It does, except:\n"
+          "  - a transaction that carried a repair chunk, cut by the loss after the chunk\n"
+          "    began: the rest of it (chunk rows, chunk_end, commit) never comes, and the\n"
+          "    chunk comes again later, in a new window, at new positions;\n"
+          "  - a bootstrap cut by the loss or whose end was not acknowledged yet: dblogd\n"
+          "    copies again (bootstrap_begin with \"restarted\":true, every row, new positions);\n"
+          "  - the consumer's scope changed while disconnected (dblogd restarted with another\n"
+          "    --consumer value): the transactions sent again may differ.\n"
+          "A relation line identical to the last one of its table is not written again.\n"
+          "Errors retrying cannot fix exit at once: a refused token, an unknown consumer, a\n"
+          "scope error, a protocol violation, TLS that cannot be set up, stdout closed. With\n"
+          "--once the first loss ends it, as a script may want.\n"
           "\n"
        << TailFlags()
        << "\n"
           "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE), DBLOG_TLS,\n"
           "DBLOG_TLS_CA, DBLOG_TLS_CERT, DBLOG_TLS_KEY, DBLOG_TLS_SERVER_NAME give defaults for\n"
           "the flags of the same names.\n"
-          "Exit status: 0 when dblogd ends the stream or on SIGINT/SIGTERM, 1 on errors,\n"
-          "2 on a bad command line.\n"
+          "Exit status: 0 on SIGINT/SIGTERM (with --once also when dblogd ends the stream\n"
+          "cleanly), 1 on an error retrying cannot fix (with --once: on any error), 2 on a bad\n"
+          "command line.\n"
           "While a bootstrap copies rows and stderr is a terminal, a progress line is shown on\n"
           "stderr.\n";
   return help.str();
@@ -304,90 +392,216 @@ std::optional<TailOptions> ParseTailArgs(const std::vector<std::string>& args,
     options.ack_every = static_cast<unsigned>(
         ParseNumber(vm["ack-every"].as<std::string>(), 1, 1000000000, "--ack-every"));
   }
+  ReadRetryFlags(vm, options.retry, options.connect);
   return options;
 }
 
-int RunTail(const TailOptions& options, std::shared_ptr<client::Interrupter> interrupter,
-            std::FILE* out, std::FILE* err) {
-  ProgressDisplay progress(err, isatty(fileno(err)) == 1, isatty(fileno(out)) == 1);
-  const auto fail = [&](const std::string& message) {
-    progress.Clear();
-    std::fflush(out);  // what was rendered is shown; it was not acknowledged
-    // One line, whatever the server put in its Error message (a newline, an escape sequence).
-    std::fprintf(err, "dblog: %s\n", PrintableText(message).c_str());
-    return 1;
+namespace {
+
+// One run of `dblog tail`, over as many connections as it takes. What it has written survives
+// a lost connection, so the next one resumes after it.
+class TailRun {
+ public:
+  TailRun(const TailOptions& options, std::shared_ptr<client::Interrupter> interrupter,
+          std::FILE* out, std::FILE* err)
+      : options_(options),
+        interrupter_(std::move(interrupter)),
+        out_(out),
+        err_(err),
+        progress_(err, isatty(fileno(err)) == 1, isatty(fileno(out)) == 1) {}
+
+  int Run();
+
+ private:
+  // How one connection ended.
+  struct End {
+    enum Kind { kInterrupted, kClosed, kFailed } kind;
+    std::string message;     // kFailed: what went wrong
+    bool retryable = false;  // kFailed: another connection may get past it
+    bool fatal = false;      // kFailed: writing stdout failed; nothing more may be acked
   };
 
-  std::optional<client::Client> connection;
-  try {
-    connection.emplace(client::Client::Connect(options.connect, interrupter));
-  } catch (const client::Interrupted&) {
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
-  client::Client& stream = *connection;
-
-  Position acked = stream.welcome().resume_from();  // never ack at or before this again
-  std::optional<Position> unacked;                  // written and flushed, not yet acked
-  unsigned boundaries_since_ack = 0;
+  End Session();
+  int Fail(const std::string& message);
+  void Note(const std::string& message);
   // The only way anything is acknowledged: flush first, so the ack never covers a line that is
   // still in our buffer.
-  const auto acknowledge = [&](const Position& position) {
-    if (ComparePositions(position, acked) <= 0) return;
-    FlushOut(out);
-    stream.Ack(position);
-    acked = position;
-    unacked.reset();
-    boundaries_since_ack = 0;
-  };
+  void Acknowledge(client::Client& stream, const Position& position);
 
-  client::RelationCache relations;
+  const TailOptions& options_;
+  std::shared_ptr<client::Interrupter> interrupter_;
+  std::FILE* out_;
+  std::FILE* err_;
+  ProgressDisplay progress_;
+  client::RelationCache relations_;
+
+  // Across connections:
+  std::optional<Position> written_;  // the last positioned event handled (written or not shown)
+  std::optional<Position> resume_;   // the last Commit/BootstrapEnd written: Hello.resume_after
+  bool progressed_ = false;          // the current connection brought a line not written before
+  std::optional<std::chrono::steady_clock::time_point> connected_at_;  // of the current one
+  int connections_ = 0;
+
+  // Per connection:
+  Position acked_;                   // never ack at or before this again
+  std::optional<Position> unacked_;  // written and flushed, not yet acked
+  unsigned boundaries_since_ack_ = 0;
+};
+
+int TailRun::Fail(const std::string& message) {
+  progress_.Clear();
+  std::fflush(out_);  // what was rendered is shown; it was not acknowledged
+  // One line, whatever the server put in its Error message (a newline, an escape sequence).
+  std::fprintf(err_, "dblog: %s\n", PrintableText(message).c_str());
+  return 1;
+}
+
+void TailRun::Note(const std::string& message) {
+  progress_.Clear();
+  std::fprintf(err_, "dblog: %s\n", PrintableText(message).c_str());
+  std::fflush(err_);
+}
+
+void TailRun::Acknowledge(client::Client& stream, const Position& position) {
+  if (ComparePositions(position, acked_) <= 0) return;
+  FlushOut(out_);
+  stream.Ack(position);
+  acked_ = position;
+  unacked_.reset();
+  boundaries_since_ack_ = 0;
+}
+
+int TailRun::Run() {
+  client::Backoff backoff(options_.retry.backoff);
+  for (;;) {
+    const End end = Session();
+    if (end.kind == End::kInterrupted) return 0;
+    std::string reason;
+    if (end.kind == End::kClosed) {
+      progress_.Clear();
+      try {
+        FlushOut(out_);
+      } catch (const std::exception& e) {
+        return Fail(e.what());
+      }
+      if (options_.retry.once) return 0;  // dblogd ended the stream without an error
+      reason = "dblogd at " + options_.connect.host + ":" + std::to_string(options_.connect.port) +
+               " closed the connection";
+    } else {
+      if (end.fatal || !end.retryable || options_.retry.once) return Fail(end.message);
+      reason = end.message;
+      try {
+        FlushOut(out_);  // what was written before the loss is out before we wait
+      } catch (const std::exception& e) {
+        return Fail(e.what());
+      }
+    }
+    const auto connected_for = connected_at_ ? std::chrono::steady_clock::now() - *connected_at_
+                                             : std::chrono::steady_clock::duration::zero();
+    if (client::ConnectionWorked(options_.retry.backoff, progressed_, connected_for)) {
+      backoff.Reset();
+    }
+    if (!WaitToRetry(
+            backoff, *interrupter_, [this](const std::string& line) { Note(line); }, reason)) {
+      return 0;  // stopped while waiting: everything written was flushed
+    }
+  }
+}
+
+TailRun::End TailRun::Session() {
+  progressed_ = false;
+  connected_at_.reset();
+  client::ConnectOptions connect = options_.connect;
+  if (resume_) connect.resume_after = resume_;
+  std::optional<client::Client> connection;
+  try {
+    connection.emplace(client::Client::Connect(connect, interrupter_));
+  } catch (const client::Interrupted&) {
+    return {End::kInterrupted, {}};
+  } catch (const std::exception& e) {
+    return {End::kFailed, e.what(), client::IsRetryable(e)};
+  }
+  client::Client& stream = *connection;
+  connected_at_ = std::chrono::steady_clock::now();
+  if (++connections_ > 1) {
+    Note("reconnected to dblogd at " + connect.host + ":" + std::to_string(connect.port) +
+         (written_ ? "; resuming after " + client::FormatPosition(*written_) +
+                         " (the last position written)"
+                   : std::string("; nothing written yet")));
+  }
+
+  acked_ = stream.welcome().resume_from();
+  unacked_.reset();
+  boundaries_since_ack_ = 0;
   client::ItemRef item;  // valid until the next NextRef: used at once, never kept
   std::string line;
   try {
     for (;;) {
       // Flush before blocking on the network, so a quiet stream is never held in our buffer.
-      if (!stream.HasBufferedItems()) FlushOut(out);
+      if (!stream.HasBufferedItems()) FlushOut(out_);
       if (!stream.NextRef(item)) break;
       if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
         const StreamEvent* event = *ref;
-        relations.Observe(*event);
+        const std::optional<Position> position = client::PositionOf(*event);
+        // Written before the connection was lost: dblogd sends the interrupted transaction (or
+        // the transactions after the last acknowledgement) again from its start.
+        if (position && written_ && ComparePositions(*position, *written_) <= 0) continue;
+        bool show = true;
+        if (event->has_relation()) {
+          // Sent again on every connection: an unchanged definition is not news.
+          const dblog::v1::Relation* known = relations_.Find(event->relation().oid());
+          show = known == nullptr ||
+                 known->SerializeAsString() != event->relation().SerializeAsString();
+        }
+        relations_.Observe(*event);
         line.clear();
-        if (client::RenderEvent(*event, relations, options.render, &line)) {
-          progress.BeforeOutput();
-          WriteOut(out, line);
+        if (show && client::RenderEvent(*event, relations_, options_.render, &line)) {
+          progress_.BeforeOutput();
+          WriteOut(out_, line);
+        }
+        if (position) {
+          written_ = position;
+          progressed_ = true;
         }
         if (event->has_commit() || event->has_bootstrap_end()) {
-          if (event->has_bootstrap_end()) progress.Clear();
-          unacked = client::PositionOf(*event);
-          if (++boundaries_since_ack >= options.ack_every) acknowledge(*unacked);
+          if (event->has_bootstrap_end()) progress_.Clear();
+          resume_ = position;
+          unacked_ = position;
+          if (++boundaries_since_ack_ >= options_.ack_every) Acknowledge(stream, *unacked_);
         }
       } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
         const dblog::v1::Heartbeat* heartbeat = *hb;
         // Its position is the last one sent; everything up to it has been rendered above.
-        if (heartbeat->has_position()) acknowledge(heartbeat->position());
+        if (heartbeat->has_position()) Acknowledge(stream, heartbeat->position());
       } else if (const auto* const* pr = std::get_if<const dblog::v1::Progress*>(&item)) {
         const dblog::v1::Progress* report = *pr;
-        FlushOut(out);  // lines before the report reach a shared terminal before the bar
-        progress.Show(*report);
+        FlushOut(out_);  // lines before the report reach a shared terminal before the bar
+        progress_.Show(*report);
       }
     }
-    progress.Clear();
-    FlushOut(out);
-    return 0;  // dblogd ended the stream without an error
+    return {End::kClosed, {}};
   } catch (const client::Interrupted&) {
-    progress.Clear();
+    progress_.Clear();
     try {
-      FlushOut(out);
-      if (unacked) acknowledge(*unacked);  // a final ack of what --ack-every held back
+      FlushOut(out_);
+      if (unacked_) Acknowledge(stream, *unacked_);  // a final ack of what --ack-every held back
     } catch (const std::exception& e) {
-      return fail(e.what());
+      return {End::kFailed, e.what(), false, true};
     }
-    return 0;
+    return {End::kInterrupted, {}};
+  } catch (const OutputError& e) {
+    return {End::kFailed, e.what(), false, true};
   } catch (const std::exception& e) {
-    return fail(e.what());
+    return {End::kFailed, e.what(), client::IsRetryable(e)};
   }
+}
+
+}  // namespace
+
+int RunTail(const TailOptions& options, std::shared_ptr<client::Interrupter> interrupter,
+            std::FILE* out, std::FILE* err) {
+  TailRun run(options, std::move(interrupter), out, err);
+  return run.Run();
 }
 
 }  // namespace dblog::cli

@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -17,6 +18,7 @@
 
 #include "client/client.h"
 #include "client/ndjson.h"
+#include "client/retry.h"
 
 namespace dblog::cli {
 
@@ -26,10 +28,21 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How a sink keeps running (--once, --retry-min, --retry-max; --idle-timeout is
+// ConnectOptions::io_timeout): see client/retry.h.
+struct RetryOptions {
+  bool once = false;  // exit at the first loss, as before retries existed
+  client::BackoffPolicy backoff;
+};
+
+// --idle-timeout's default: a dozen of dblogd's heartbeat intervals (5 s by default).
+constexpr std::chrono::seconds kDefaultIdleTimeout{60};
+
 struct TailOptions {
   client::ConnectOptions connect;
   client::RenderOptions render;
   unsigned ack_every = 1;  // acknowledge at every Nth Commit / BootstrapEnd
+  RetryOptions retry;
 };
 
 // Looks up an environment variable; nullopt when unset.
@@ -68,12 +81,30 @@ void ReadServerFlags(const boost::program_options::variables_map& vm, const Envi
 void AddTlsFlags(boost::program_options::options_description& flags);
 void ReadTlsFlags(const boost::program_options::variables_map& vm, const Environment& env,
                   client::ConnectOptions& connect);
+// --once, --retry-min, --retry-max, --idle-timeout: declared by AddRetryFlags, read by
+// ReadRetryFlags (--idle-timeout into connect.io_timeout).
+void AddRetryFlags(boost::program_options::options_description& flags);
+void ReadRetryFlags(const boost::program_options::variables_map& vm, RetryOptions& retry,
+                    client::ConnectOptions& connect);
+// Seconds as a strict decimal ("0.5", "30"; digits and at most one '.') within [min, max],
+// else UsageError naming `what`.
+std::chrono::milliseconds ParseSeconds(const std::string& text, double min, double max,
+                                       const std::string& what);
+
+// Between two connection attempts of a sink: logs `reason` with the wait ("<reason>; retrying
+// in 0.43 s (attempt 3)") and waits it out. False when `interrupter` fired (before or during
+// the wait): the command stops.
+bool WaitToRetry(client::Backoff& backoff, client::Interrupter& interrupter,
+                 const std::function<void(const std::string&)>& log, const std::string& reason);
 
 // True for names dblogd accepts: [a-z][a-z0-9_]{0,47}.
 bool IsValidConsumerName(const std::string& name);
 
-// Runs the tail loop until the server closes the stream (0), an error (1, one line on `err`),
-// or `interrupter` fires (0, after a final acknowledgement of what was written).
+// Runs the tail loop until `interrupter` fires (0, after a final acknowledgement of what was
+// written) or an error retrying cannot fix (1, one line on `err`). A lost connection is
+// retried (logged on `err`) and the stream resumes after the last line written; with
+// options.retry.once the first loss ends the run instead: 0 when dblogd closed the stream
+// cleanly, 1 otherwise.
 int RunTail(const TailOptions& options, std::shared_ptr<client::Interrupter> interrupter,
             std::FILE* out, std::FILE* err);
 

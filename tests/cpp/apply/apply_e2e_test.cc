@@ -729,13 +729,14 @@ TEST_F(ApplyE2eTest, LossyTargetColumnsAreRefusedUnlessAllowed) {
 }
 
 // dblogd killed in the middle of a bootstrap: the next one is flagged restarted, and the
-// applier clears what the first attempt applied (and a stray row) before converging.
+// applier clears what the first attempt applied (and a stray row) before converging. The
+// applier keeps running through it: it retries until dblogd is back.
 TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
   db().exec("CREATE TABLE " + T("big") + " (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + T("big") +
             " SELECT g, repeat('v', 50) FROM generate_series(1, 300000) g");
   StartDblogd({"--max-buffer-mb=1"});
-  StartApply({"--create-tables", "--batch-rows=500"});
+  StartApply({"--create-tables", "--batch-rows=500", "--retry-max=1"});
   // some bootstrap batches are committed in the target
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (StoredPosition().empty() && std::chrono::steady_clock::now() < deadline)
@@ -743,9 +744,9 @@ TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
   ASSERT_FALSE(StoredPosition().empty()) << apply_->log();
   dblogd_->Signal(SIGKILL);
   dblogd_->Wait();
-  auto status = apply_->Wait(30s);
-  ASSERT_TRUE(status);
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  // the applier noticed, rolled back its open batch and waits for dblogd
+  ASSERT_TRUE(apply_->WaitForLog("cannot connect to dblogd", 30s)) << apply_->log();
+  EXPECT_FALSE(apply_->Exited()) << apply_->log();
   const long partial = std::stol(target().scalar("SELECT count(*) FROM " + T("big")));
   EXPECT_GT(partial, 0);
   EXPECT_LT(partial, 300000);
@@ -754,7 +755,6 @@ TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
   db().exec("DELETE FROM " + T("big") + " WHERE id % 777 = 0");
 
   dblogd_->Start();
-  StartApply({"--create-tables", "--batch-rows=500"});
   ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
   WaitApplied(Sentinel());
   ExpectSameTable("big");
@@ -828,6 +828,240 @@ TEST_F(ApplyE2eTest, RangeRepairsCompareTextKeysInTheSourcesCollation) {
   WaitApplied(Sentinel());
   ExpectSameTable("words");
   EXPECT_EQ(target().scalar("SELECT count(*) FROM pg_collation WHERE collname = 'icu:und'"), "1");
+}
+
+// ---- keeping running (issue 13, 4): losses of dblogd and of the target ------------------
+
+// A source with a counter and one event row per increment (every transaction: counter n + 1,
+// event n), and the same tables in the target with an audit trigger: every row the applier
+// inserts or updates in `events` is logged. Event rows are written once at the source, so a
+// transaction applied twice leaves an event logged twice.
+class ApplyKeepsRunningTest : public ApplyE2eTest {
+ protected:
+  void CreateTables() {
+    for (PgConn* side : {&db(), &target()}) {
+      if (side == &target()) side->exec("CREATE SCHEMA IF NOT EXISTS " + schema());
+      side->exec("CREATE TABLE IF NOT EXISTS " + T("counter") + " (id int PRIMARY KEY, n bigint)");
+      side->exec("CREATE TABLE IF NOT EXISTS " + T("events") +
+                 " (n bigint PRIMARY KEY, at timestamptz)");
+      side->exec("CREATE TABLE IF NOT EXISTS " + T("big") + " (id bigint PRIMARY KEY, v text)");
+    }
+    db().exec("INSERT INTO " + T("counter") + " VALUES (1, 0)");
+    target().exec("CREATE TABLE " + T("audit") + " (n bigint, op text)");
+    target().exec("CREATE FUNCTION " + T("log_event") +
+                  "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO " + T("audit") +
+                  " VALUES (NEW.n, TG_OP); RETURN NULL; END $$");
+    target().exec("CREATE TRIGGER audit AFTER INSERT OR UPDATE ON " + T("events") +
+                  " FOR EACH ROW EXECUTE FUNCTION " + T("log_event") + "()");
+  }
+  // Increments until stopped, one transaction each.
+  void StartWriter() {
+    writer_ = std::thread([this] {
+      PgConn w(conninfo());
+      while (!stop_)
+        w.exec("WITH c AS (UPDATE " + T("counter") +
+               " SET n = n + 1 WHERE id = 1 RETURNING n)"
+               " INSERT INTO " +
+               T("events") + " SELECT n, now() FROM c");
+    });
+  }
+  void StopWriter() {
+    stop_ = true;
+    if (writer_.joinable()) writer_.join();
+  }
+  void TearDown() override {
+    StopWriter();
+    ApplyE2eTest::TearDown();
+  }
+  long TargetEvents() {
+    try {
+      return std::stol(target().scalar("SELECT count(*) FROM " + T("events")));
+    } catch (const PgError&) {
+      return 0;
+    }
+  }
+  // Waits until the target has at least `n` events (the applier is applying).
+  void WaitForEvents(long n) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (TargetEvents() < n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "the target did not get " << n << " events\n"
+          << apply_->log();
+      ASSERT_FALSE(apply_->Exited()) << apply_->log();
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  void WaitForSourceEvents(long n) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::stol(db().scalar("SELECT count(*) FROM " + T("events"))) < n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  // dblogd recorded the bootstrap as done (acknowledged): a loss from now on does not redo it.
+  void WaitForBootstrapDone() {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (db().scalar("SELECT coalesce(max(bootstrap_state), '') FROM dblog.consumers WHERE "
+                       "name = '" +
+                       consumer() + "'") != "done") {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << apply_->log();
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  // The outcome: the target equals the source, no increment is missing, and no event was
+  // applied twice.
+  void ExpectEverythingOnce() {
+    WaitApplied(Sentinel());
+    ExpectSameTable("counter");
+    ExpectSameTable("events");
+    ExpectSameTable("big");
+    EXPECT_EQ(target().scalar("SELECT count(*) = max(n) FROM " + T("events")), "t");
+    EXPECT_EQ(target().scalar("SELECT count(*) || ' ' || count(DISTINCT n) FROM " + T("audit")),
+              target().scalar("SELECT count(*) || ' ' || count(*) FROM " + T("events")))
+        << "events applied more than once: "
+        << target().scalar(
+               "SELECT string_agg(n || ' x' || c, ', ') FROM (SELECT n, count(*) c"
+               " FROM " +
+               T("audit") + " GROUP BY n HAVING count(*) > 1 LIMIT 10) d");
+    EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("audit") + " WHERE op <> 'INSERT'"), "0");
+  }
+  int Count(const std::string& text) {
+    const std::string log = apply_->log();
+    int n = 0;
+    for (auto at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+    return n;
+  }
+
+  std::atomic<bool> stop_{false};
+  std::thread writer_;
+};
+
+// (1) dblog apply started before dblogd: it retries, logging why, until dblogd is up, then
+// bootstraps and applies everything.
+TEST_F(ApplyKeepsRunningTest, StartedBeforeDblogdAppliesEverythingOnceItIsUp) {
+  CreateTables();
+  CreateDblogd();
+  StartApply({"--create-tables", "--retry-min=0.05", "--retry-max=0.5"});
+  ASSERT_TRUE(apply_->WaitForLog("(attempt 3)", 60s)) << apply_->log();
+  EXPECT_NE(
+      apply_->log().find("dblog apply: cannot connect to dblogd at 127.0.0.1:" +
+                         std::to_string(dblogd_->port()) + ": Connection refused; retrying in "),
+      std::string::npos)
+      << apply_->log();
+  StartWriter();  // changes while dblogd is down: the bootstrap copies them
+  WaitForSourceEvents(100);
+  dblogd_->Start();
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
+  WaitForEvents(TargetEvents() + 100);  // and live changes after it
+  StopWriter();
+  ExpectEverythingOnce();
+  EXPECT_FALSE(apply_->Exited()) << apply_->log();
+}
+
+// (2) dblogd SIGKILLed and restarted while a workload runs (once while a 150 000-row
+// transaction is being applied), and the target's session killed: the applier reconnects each
+// time and resumes from the position stored in the target. At the end the target equals the
+// source and no transaction was applied twice.
+TEST_F(ApplyKeepsRunningTest, DblogdAndTargetLossesUnderLoadApplyEverythingOnce) {
+  CreateTables();
+  StartDblogd();
+  StartApply({"--create-tables", "--retry-min=0.05", "--retry-max=0.5"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitForBootstrapDone();  // a bootstrap redone would truncate the target (and not the audit)
+  db().exec("INSERT INTO " + T("big") +
+            " SELECT g, repeat('b', 40) FROM generate_series(1, 150000) g");
+  {
+    // the applier is inside a target transaction (most likely the big one): kill dblogd then
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (target().scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                           "'dblog apply " +
+                           consumer() + "' AND backend_xid IS NOT NULL") == "0" &&
+           target().scalar("SELECT count(*) FROM " + T("big")) == "0") {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << apply_->log();
+      std::this_thread::sleep_for(5ms);
+    }
+    dblogd_->Signal(SIGKILL);
+    dblogd_->Wait();
+    dblogd_->Start();
+  }
+  StartWriter();
+  for (int round = 0; round < 4; ++round) {
+    WaitForEvents(TargetEvents() + 200);
+    if (round % 2 == 0) {
+      dblogd_->Signal(SIGKILL);
+      dblogd_->Wait();
+      dblogd_->Start();
+    } else {
+      // the target ends the applier's session (as a restart or a failover would)
+      target().exec(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+          " WHERE application_name = 'dblog apply " +
+          consumer() + "'");
+    }
+  }
+  WaitForEvents(TargetEvents() + 200);  // applying again after the last loss
+  StopWriter();
+  ExpectEverythingOnce();
+  EXPECT_FALSE(apply_->Exited()) << apply_->log();
+  // each loss was logged with its reason, and each reconnection resumed from the target
+  EXPECT_GE(Count("; retrying in "), 4) << apply_->log();
+  EXPECT_GE(Count("resuming after "), 4) << apply_->log();
+  EXPECT_NE(apply_->log().find("terminating connection due to administrator command"),
+            std::string::npos)
+      << apply_->log();
+}
+
+// (3) --once: the first loss ends the run, with status 1 and the reason.
+TEST_F(ApplyKeepsRunningTest, OnceExitsAtTheFirstLoss) {
+  CreateTables();
+  StartDblogd();
+  StartApply({"--once"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  dblogd_->Stop();  // SIGTERM: consumers get SHUTTING_DOWN
+  auto status = apply_->Wait(30s);
+  ASSERT_TRUE(status) << apply_->log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  EXPECT_NE(apply_->log().find("dblog apply: error: dblogd refused: SHUTTING_DOWN"),
+            std::string::npos)
+      << apply_->log();
+  EXPECT_EQ(apply_->log().find("; retrying in"), std::string::npos) << apply_->log();
+  // and with dblogd not up at all
+  StartApply({"--once"});
+  status = apply_->Wait(30s);
+  ASSERT_TRUE(status) << apply_->log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  EXPECT_NE(apply_->log().find("dblog apply: error: cannot connect to dblogd"), std::string::npos)
+      << apply_->log();
+}
+
+// (4) Errors retrying cannot fix end the run at once, without --once: a refused token, a
+// target database that does not exist.
+TEST_F(ApplyKeepsRunningTest, ErrorsRetryingCannotFixExitAtOnce) {
+  CreateTables();
+  const std::string token_file = ::testing::TempDir() + "dblog_apply_token_" + consumer();
+  std::ofstream(token_file) << "the-right-token\n";
+  StartDblogd({"--consumer-token-file=" + consumer() + "=" + token_file});
+  StartApply({"--token", "a-wrong-token"});
+  auto status = apply_->Wait(30s);
+  ASSERT_TRUE(status) << "dblog apply keeps retrying a refused token:\n" << apply_->log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  EXPECT_NE(apply_->log().find("dblog apply: error: dblogd refused: AUTH_FAILED"),
+            std::string::npos)
+      << apply_->log();
+  EXPECT_EQ(apply_->log().find("; retrying in"), std::string::npos) << apply_->log();
+
+  apply_ = std::make_unique<ApplyProcess>(std::vector<std::string>{
+      "--consumer", consumer(), "--port", std::to_string(dblogd_->port()), "--token-file",
+      token_file, "--target", conninfo() + " dbname=" + target_db_ + "_missing"});
+  apply_->Start();
+  status = apply_->Wait(30s);
+  ASSERT_TRUE(status) << "dblog apply keeps retrying a missing database:\n" << apply_->log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << apply_->log();
+  EXPECT_NE(apply_->log().find("dblog apply: error: cannot connect to the target"),
+            std::string::npos)
+      << apply_->log();
+  EXPECT_NE(apply_->log().find("does not exist"), std::string::npos) << apply_->log();
+  std::remove(token_file.c_str());
 }
 
 // Repairs end to end: a target damaged on purpose (rows lost, changed, invented inside and
@@ -993,8 +1227,8 @@ TEST_F(ApplyE2eTest, ANewConsumerWhileTheApplierHoldsATransactionDoesNotDeadlock
             << " creating_slot reports\n";
 }
 
-// The binary's exit codes without any server: 2 for a bad command line, 1 for an unreachable
-// target (one line), 0 for --help.
+// The binary's exit codes without any server: 2 for a bad command line (a --target libpq
+// cannot parse included), 1 for an unreachable target with --once (one line), 0 for --help.
 TEST(ApplyCli, ExitCodes) {
   const auto run = [](const std::string& args, std::string* err) {
     char tmpl[] = "/tmp/dblog-apply-cli-XXXXXX";
@@ -1014,9 +1248,36 @@ TEST(ApplyCli, ExitCodes) {
   EXPECT_NE(err.find("--target is required"), std::string::npos) << err;
   EXPECT_NE(err.find("Try 'dblog apply --help'."), std::string::npos) << err;
   EXPECT_EQ(run("--consumer c1 --target x --batch-rows 0", &err), 2);
+  EXPECT_EQ(run("--consumer c1 --target 'host=h bogus=1'", &err), 2);
+  EXPECT_NE(err.find("invalid --target: invalid connection option \"bogus\""), std::string::npos)
+      << err;
+  EXPECT_EQ(run("--consumer c1 --target 'port=5432 host'", &err), 2);
+  EXPECT_EQ(run("--consumer c1 --retry-min 0 --target x", &err), 2);
   EXPECT_EQ(run("--help", &err), 0);
-  EXPECT_EQ(run("--consumer c1 --target 'host=127.0.0.1 port=1 connect_timeout=2'", &err), 1);
+  EXPECT_EQ(run("--consumer c1 --target 'host=127.0.0.1 port=1 connect_timeout=2' --once", &err),
+            1);
   EXPECT_EQ(err.rfind("dblog apply: error: cannot connect to the target", 0), 0u) << err;
+  // Without --once an unreachable target is retried (each attempt logged) until stopped.
+  {
+    char tmpl[] = "/tmp/dblog-apply-cli-XXXXXX";
+    close(mkstemp(tmpl));
+    const int status = std::system(
+        (std::string(DBLOG_PATH) +
+         " apply --consumer c1 --target 'host=127.0.0.1 port=1 connect_timeout=2' --retry-min "
+         "0.01 --retry-max 0.02 >/dev/null 2>" +
+         tmpl + " & pid=$!; sleep 1; kill -TERM $pid; wait $pid")
+            .c_str());
+    std::ifstream in(tmpl);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    err = ss.str();
+    unlink(tmpl);
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << err;
+  }
+  EXPECT_EQ(err.rfind("dblog apply: cannot connect to the target: ", 0), 0u) << err;
+  EXPECT_NE(err.find("; retrying in 0.0"), std::string::npos) << err;
+  EXPECT_NE(err.find("(attempt 3)"), std::string::npos) << err;
+  EXPECT_NE(err.find("dblog apply: stopped by signal"), std::string::npos) << err;
 }
 
 // ---- rates (DBLOG_APPLY_BENCH=1) -----------------------------------------------------------

@@ -124,6 +124,28 @@ TEST(ApplyFlags, Tls) {  // the same flags and environment as dblog tail (tail_o
   EXPECT_NE(cli::ApplyHelp().find("--tls-ca"), std::string::npos);
 }
 
+TEST(ApplyFlags, Retry) {  // the same flags as dblog tail (tail_options_test: TailArgs.Retry)
+  auto o = Parse({"--consumer", "c1", "--target", "x"});
+  ASSERT_TRUE(o);
+  EXPECT_FALSE(o->retry.once);
+  EXPECT_EQ(o->retry.backoff.min, std::chrono::milliseconds(500));
+  EXPECT_EQ(o->retry.backoff.max, std::chrono::milliseconds(30000));
+  EXPECT_EQ(o->connect.io_timeout, std::chrono::milliseconds(60000));
+  o = Parse({"--consumer", "c1", "--target", "x", "--once", "--retry-min", "1", "--retry-max", "10",
+             "--idle-timeout", "0"});
+  ASSERT_TRUE(o);
+  EXPECT_TRUE(o->retry.once);
+  EXPECT_EQ(o->retry.backoff.min, std::chrono::milliseconds(1000));
+  EXPECT_EQ(o->retry.backoff.max, std::chrono::milliseconds(10000));
+  EXPECT_EQ(o->connect.io_timeout, std::chrono::milliseconds(0));
+  EXPECT_THROW(Parse({"--consumer", "c1", "--target", "x", "--retry-max", "0"}), cli::UsageError);
+  EXPECT_THROW(Parse({"--consumer", "c1", "--target", "host=h bogus=1"}), cli::UsageError);
+  const std::string help = cli::ApplyHelp();
+  for (const char* text : {"--once", "--retry-min", "--retry-max", "--idle-timeout",
+                           "It keeps running", "nothing is applied twice or skipped"})
+    EXPECT_NE(help.find(text), std::string::npos) << text << "\n" << help;
+}
+
 TEST(ApplyFlags, ParsesEverything) {
   auto o = Parse({"--consumer", "c1", "--target", "dbname=x", "--port", "7000", "--create-tables",
                   "--schema-map", "a=b", "--schema-map=c=d", "--batch-rows", "50"});

@@ -117,27 +117,30 @@ void FakeConnection::SendRaw(std::string_view bytes) {
   }
 }
 
-FakeServer::FakeServer(Script script) {
+FakeServer::FakeServer(Script script, int connections) {
   listen_fd_ = ListenOnLoopback(&port_);
   if (listen_fd_ < 0) {
     ADD_FAILURE() << "fake dblogd: cannot listen on 127.0.0.1: " << std::strerror(errno);
     return;
   }
-  thread_ = std::thread([this, script = std::move(script)] {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    if (PollFor(listen_fd_, POLLIN, deadline) <= 0) {
-      ADD_FAILURE() << "fake dblogd: no client connected within 10 s";
-      return;
+  thread_ = std::thread([this, script = std::move(script), connections] {
+    for (int i = 0; i < connections; ++i) {
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      if (PollFor(listen_fd_, POLLIN, deadline) <= 0) {
+        ADD_FAILURE() << "fake dblogd: no client connected within 10 s (connection " << i + 1
+                      << " of " << connections << ")";
+        return;
+      }
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) {
+        ADD_FAILURE() << "fake dblogd: accept failed: " << std::strerror(errno);
+        return;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      FakeConnection connection(fd);
+      script(connection);
     }
-    const int fd = ::accept(listen_fd_, nullptr, nullptr);
-    if (fd < 0) {
-      ADD_FAILURE() << "fake dblogd: accept failed: " << std::strerror(errno);
-      return;
-    }
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    FakeConnection connection(fd);
-    script(connection);
   });
 }
 

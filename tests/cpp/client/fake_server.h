@@ -1,8 +1,9 @@
 // tests/cpp/client/fake_server.h: a scripted stand-in for dblogd in the client's tests. It
-// listens on 127.0.0.1 (ephemeral port), accepts one connection on its own thread and runs a
-// test-supplied script that reads ClientMessages and writes ServerMessages with wire/frame.
-// Every wait is bounded (poll with a timeout), so a misbehaving client fails a test, never
-// hangs it. Owns: the listening socket, the accepted connection, the script's thread.
+// listens on 127.0.0.1 (ephemeral port), accepts one connection (or a given number, one after
+// the other) on its own thread and runs a test-supplied script that reads ClientMessages and writes
+// ServerMessages with wire/frame. Every wait is bounded (poll with a timeout), so a misbehaving
+// client fails a test, never hangs it. Owns: the listening socket, the accepted connection, the
+// script's thread.
 #pragma once
 
 #include <chrono>
@@ -49,7 +50,10 @@ class FakeServer {
  public:
   using Script = std::function<void(FakeConnection&)>;
 
-  explicit FakeServer(Script script);
+  // Accepts `connections` connections one after the other (each within 10 s of the previous
+  // one's end) and runs `script` on each: a client that reconnects meets the same script
+  // again (it can count its calls).
+  explicit FakeServer(Script script, int connections = 1);
   ~FakeServer();  // joins the script's thread
   FakeServer(const FakeServer&) = delete;
   FakeServer& operator=(const FakeServer&) = delete;

@@ -1,7 +1,8 @@
 // tests/cpp/client/tail_cli_test.cc: the `dblog` executable end to end against the fake dblogd:
 // NDJSON on stdout, acknowledgements only after the lines are written (checked by reading the
 // child's stdout at the moment the Ack arrives), --ack-every, heartbeats, SIGINT/SIGTERM,
-// exit codes 0/1/2 and one-line errors. The binary's path comes from CMake (DBLOG_CLI_PATH).
+// exit codes 0/1/2 and one-line errors, reconnecting (resume point, nothing written twice),
+// --once. The binary's path comes from CMake (DBLOG_CLI_PATH).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -96,6 +97,12 @@ class Cli {
     std::lock_guard<std::mutex> lock(mutex_);
     Drain(out_fd_, &out_);
     return out_;
+  }
+
+  std::string StderrSoFar() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Drain(err_fd_, &err_);
+    return err_;
   }
 
   // Waits until stdout contains `text`, bounded.
@@ -204,7 +211,7 @@ TEST(TailCli, PrintsNdjsonAndAcksOnlyWrittenLines) {
     ASSERT_TRUE(ReadAck(connection, 0x3000, 0));
     connection.Close();
   });
-  Cli child({"tail", "--consumer", "orders"},
+  Cli child({"tail", "--consumer", "orders", "--once"},
             {"DBLOG_PORT=" + Port(server), "DBLOG_TOKEN=from-env"});
   cli = &child;
   EXPECT_EQ(child.Wait(), 0) << child.err();
@@ -297,7 +304,7 @@ TEST(TailCli, BootstrapIsAcknowledgedAtItsEnd) {
     ASSERT_TRUE(ReadAck(connection, kConsistentPoint, 2));
     connection.Close();
   });
-  Cli child({"tail", "--consumer", "orders", "--port", Port(server)});
+  Cli child({"tail", "--consumer", "orders", "--port", Port(server), "--once"});
   EXPECT_EQ(child.Wait(), 0) << child.err();
   EXPECT_EQ(std::count(child.out().begin(), child.out().end(), '\n'), 7) << child.out();
   EXPECT_NE(child.out().find(R"({"position":{"commit_lsn":"0/4FFF","seq":2},"op":"read",)"
@@ -350,7 +357,7 @@ TEST(TailCli, RefusalWithControlCharactersStaysOneLine) {
   EXPECT_EQ(child.err(), "dblog: dblogd refused: AUTH_FAILED: bad?token?[2J\n");
 }
 
-TEST(TailCli, TruncatedStreamIsAnErrorAfterTheWrittenLines) {
+TEST(TailCli, TruncatedStreamIsAnErrorAfterTheWrittenLinesWithOnce) {
   FakeServer server([](FakeConnection& connection) {
     ClientMessage hello;
     ASSERT_TRUE(connection.Read(&hello));
@@ -359,19 +366,168 @@ TEST(TailCli, TruncatedStreamIsAnErrorAfterTheWrittenLines) {
     connection.SendRaw(std::string_view("\x10\x1a", 2));  // 16 bytes announced, 1 sent
     connection.Close();
   });
-  Cli child({"tail", "--consumer", "orders", "--port", Port(server)});
+  Cli child({"tail", "--consumer", "orders", "--port", Port(server), "--once"});
   EXPECT_EQ(child.Wait(), 1);
   EXPECT_NE(child.err().find("in the middle of a frame"), std::string::npos) << child.err();
   EXPECT_EQ(std::count(child.err().begin(), child.err().end(), '\n'), 1) << child.err();
   EXPECT_NE(child.out().find(R"("op":"begin")"), std::string::npos);
 }
 
-TEST(TailCli, ConnectionRefusedExitsOne) {
+TEST(TailCli, ConnectionRefusedExitsOneWithOnce) {
   RefusingPort refusing;
-  Cli child({"tail", "--consumer", "orders", "--port", std::to_string(refusing.port())});
+  Cli child({"tail", "--consumer", "orders", "--port", std::to_string(refusing.port()), "--once"});
   EXPECT_EQ(child.Wait(), 1);
   EXPECT_EQ(child.err().rfind("dblog: cannot connect to dblogd at 127.0.0.1:", 0), 0u)
       << child.err();
+}
+
+// Without --once a refused connection is retried, each attempt logged with its reason and
+// wait, until a signal stops it (exit 0).
+TEST(TailCli, RefusedConnectionIsRetriedUntilStopped) {
+  RefusingPort refusing;
+  Cli child({"tail", "--consumer", "orders", "--port", std::to_string(refusing.port()),
+             "--retry-min", "0.01", "--retry-max", "0.05"});
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::string err;
+  while (std::chrono::steady_clock::now() < deadline) {
+    err = child.StderrSoFar();
+    if (err.find("(attempt 3)") != std::string::npos) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  kill(child.pid(), SIGTERM);
+  EXPECT_EQ(child.Wait(), 0) << child.err();
+  EXPECT_NE(
+      child.err().find("dblog: cannot connect to dblogd at 127.0.0.1:" +
+                       std::to_string(refusing.port()) + ": Connection refused; retrying in 0."),
+      std::string::npos)
+      << child.err();
+  EXPECT_NE(child.err().find("(attempt 1)\n"), std::string::npos) << child.err();
+  EXPECT_NE(child.err().find("(attempt 3)\n"), std::string::npos) << child.err();
+  EXPECT_EQ(child.out(), "");
+}
+
+// Refusals retrying cannot fix end the run at once, without --once, with dblogd's message.
+TEST(TailCli, RefusalsThatRetryingCannotFixExitAtOnce) {
+  for (const auto code : {dblog::v1::Error::UNKNOWN_CONSUMER, dblog::v1::Error::SCOPE_ERROR,
+                          dblog::v1::Error::PROTOCOL_VIOLATION}) {
+    FakeServer server([code](FakeConnection& connection) {
+      ClientMessage hello;
+      ASSERT_TRUE(connection.Read(&hello));
+      connection.Send(ErrorMessage(code, "no"));
+      connection.Close();
+    });
+    Cli child({"tail", "--consumer", "orders", "--port", Port(server)});
+    EXPECT_EQ(child.Wait(), 1);
+    EXPECT_EQ(child.err(),
+              "dblog: dblogd refused: " + dblog::v1::Error::Code_Name(code) + ": no\n");
+  }
+}
+
+// The resume rules, against a scripted dblogd that loses the connection three ways: a clean
+// close inside a transaction, a frame cut in half, a refusal while shutting down. Each time
+// tail reconnects with Hello.resume_after = the last commit written, and of what dblogd sends
+// again it writes only what comes after the last position it wrote: every position once, and
+// the relation once.
+TEST(TailCli, ReconnectsAndResumesAfterTheLastPositionWritten) {
+  std::atomic<Cli*> cli{nullptr};
+  std::atomic<int> connections{0};
+  FakeServer server(
+      [&](FakeConnection& connection) {
+        const int n = connections++;
+        ClientMessage hello;
+        ASSERT_TRUE(connection.Read(&hello));
+        dblog::v1::ServerMessage welcome = WelcomeMessage();
+        if (hello.hello().has_resume_after()) {
+          *welcome.mutable_welcome()->mutable_resume_from() = hello.hello().resume_after();
+        }
+        const auto resume = [&]() {
+          return std::make_pair(hello.hello().resume_after().commit_lsn(),
+                                hello.hello().resume_after().seq());
+        };
+        // The second transaction as dblogd sends it, from its start: Begin, two inserts, Commit.
+        const auto second = [&](bool whole) {
+          dblog::v1::ServerMessage m = BatchMessage({BeginEvent(0x2000, 772, kTime, 0x2030)});
+          *m.mutable_events()->add_events() =
+              RelationEvent(16384, "public", "items", {{"id", "integer"}, {"name", "text"}}, {0});
+          for (std::uint32_t seq = 1; seq <= (whole ? 2u : 1u); ++seq) {
+            StreamEvent insert = ChangeEvent(Change::INSERT, 16384, 0x2000, seq, 772, kTime);
+            *insert.mutable_change()->mutable_new_row() =
+                MakeRow({IntValue(10 + seq), TextValue("n")});
+            *m.mutable_events()->add_events() = insert;
+          }
+          if (whole) *m.mutable_events()->add_events() = CommitEvent(0x2000, 3, 772, kTime, 0x2030);
+          return m;
+        };
+        switch (n) {
+          case 0:  // the first transaction, then half of the second, then a clean close
+            EXPECT_FALSE(hello.hello().has_resume_after());
+            connection.Send(welcome);
+            connection.Send(Transaction(0x1000, 771, 1, true));
+            ASSERT_TRUE(ReadAck(connection, 0x1000, 2));
+            connection.Send(second(false));
+            ASSERT_TRUE(cli.load()->WaitForStdout(R"("commit_lsn":"0/2000","seq":1})"));
+            connection.Close();
+            break;
+          case 1:  // from the last commit written: the second again, whole; then a cut frame
+            EXPECT_EQ(resume(), std::make_pair(std::uint64_t{0x1000}, std::uint32_t{2}));
+            connection.Send(welcome);
+            connection.Send(HeartbeatMessage(0x1000, 2));  // the resume point: nothing to ack
+            connection.Send(second(true));
+            ASSERT_TRUE(ReadAck(connection, 0x2000, 3));
+            connection.SendRaw(std::string_view("\x10\x1a", 2));  // 16 bytes announced, 1 sent
+            connection.Close();
+            break;
+          case 2:  // dblogd stopping
+            EXPECT_EQ(resume(), std::make_pair(std::uint64_t{0x2000}, std::uint32_t{3}));
+            connection.Send(
+                ErrorMessage(dblog::v1::Error::SHUTTING_DOWN, "dblogd is shutting down"));
+            connection.Close();
+            break;
+          case 3:  // back: the third transaction, then Ctrl-C
+            EXPECT_EQ(resume(), std::make_pair(std::uint64_t{0x2000}, std::uint32_t{3}));
+            connection.Send(welcome);
+            connection.Send(Transaction(0x3000, 773, 3, true));  // its Relation again, unchanged
+            ASSERT_TRUE(ReadAck(connection, 0x3000, 2));
+            kill(cli.load()->pid(), SIGINT);
+            EXPECT_TRUE(connection.WaitForEof());
+            break;
+        }
+      },
+      4);
+  Cli child({"tail", "--consumer", "orders", "--port", Port(server), "--relations", "--retry-min",
+             "0.01", "--retry-max", "0.02"});
+  cli = &child;
+  EXPECT_EQ(child.Wait(), 0) << child.err();
+  server.Join();
+  EXPECT_EQ(connections.load(), 4);
+  const std::string& out = child.out();
+  const auto count = [&out](const std::string& text) {
+    std::size_t n = 0;
+    for (auto at = out.find(text); at != std::string::npos; at = out.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(R"("op":"relation")"), 1u) << out;
+  for (const char* position :
+       {R"({"commit_lsn":"0/1000","seq":0})", R"({"commit_lsn":"0/1000","seq":1})",
+        R"({"commit_lsn":"0/1000","seq":2})", R"({"commit_lsn":"0/2000","seq":0})",
+        R"({"commit_lsn":"0/2000","seq":1})", R"({"commit_lsn":"0/2000","seq":2})",
+        R"({"commit_lsn":"0/2000","seq":3})", R"({"commit_lsn":"0/3000","seq":0})",
+        R"({"commit_lsn":"0/3000","seq":1})", R"({"commit_lsn":"0/3000","seq":2})"}) {
+    EXPECT_EQ(count(std::string(R"({"position":)") + position), 1u) << position << "\n" << out;
+  }
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 11) << out;
+  const std::string& err = child.err();
+  EXPECT_NE(err.find(" closed the connection; retrying in "), std::string::npos) << err;
+  EXPECT_NE(err.find("in the middle of a frame (2 bytes of it received); retrying in "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("dblogd refused: SHUTTING_DOWN: dblogd is shutting down; retrying in "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("reconnected to dblogd at 127.0.0.1:" + Port(server) +
+                     "; resuming after 0/2000:1 (the last position written)"),
+            std::string::npos)
+      << err;
 }
 
 TEST(TailCli, CommandLineErrorsExitTwo) {

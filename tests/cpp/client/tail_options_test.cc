@@ -140,6 +140,36 @@ TEST(TailArgs, Tls) {
   for (const auto& f : {ca, cert, key}) std::remove(f.c_str());
 }
 
+TEST(TailArgs, Retry) {
+  using std::chrono::milliseconds;
+  TailOptions o = Parse({"--consumer", "c"});
+  EXPECT_FALSE(o.retry.once);
+  EXPECT_EQ(o.retry.backoff.min, milliseconds(500));
+  EXPECT_EQ(o.retry.backoff.max, milliseconds(30000));
+  EXPECT_EQ(o.connect.io_timeout, milliseconds(60000));
+  o = Parse({"--consumer", "c", "--once", "--retry-min", "0.25", "--retry-max", "120",
+             "--idle-timeout", "17.5"});
+  EXPECT_TRUE(o.retry.once);
+  EXPECT_EQ(o.retry.backoff.min, milliseconds(250));
+  EXPECT_EQ(o.retry.backoff.max, milliseconds(120000));
+  EXPECT_EQ(o.connect.io_timeout, milliseconds(17500));
+  EXPECT_EQ(Parse({"--consumer", "c", "--idle-timeout", "0"}).connect.io_timeout, milliseconds(0));
+  EXPECT_EQ(Parse({"--consumer", "c", "--retry-min", "2", "--retry-max", "2"}).retry.backoff.max,
+            milliseconds(2000));
+  for (const char* bad : {"0", "-1", "x", "", ".5", "1.", "1.2345", "1e3", "86401", " 1"}) {
+    EXPECT_NE(UsageErrorOf({"--consumer", "c", "--retry-min", bad}).find("invalid --retry-min"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--idle-timeout", "-1"}).find("--idle-timeout"),
+            std::string::npos);
+  EXPECT_EQ(UsageErrorOf({"--consumer", "c", "--retry-min", "10", "--retry-max", "5"}),
+            "--retry-max must not be below --retry-min");
+  // above the default maximum (30 s): the maximum follows
+  EXPECT_EQ(Parse({"--consumer", "c", "--retry-min", "31"}).retry.backoff.max, milliseconds(31000));
+  EXPECT_NE(UsageErrorOf({"--consumer", "c", "--once=yes"}).find("once"), std::string::npos);
+}
+
 TEST(TailArgs, TokenFileFromTheEnvironment) {
   const std::string path = ::testing::TempDir() + "dblog_tail_token_env";
   std::ofstream(path) << "env-file\n";
@@ -160,7 +190,8 @@ TEST(TailArgs, Help) {
   EXPECT_FALSE(ParseTailArgs({"--help"}, FakeEnvironment({}), help));
   for (const char* flag :
        {"--consumer", "--host", "--port", "--token", "--token-file", "--relations", "--ack-every",
-        "--help", "DBLOG_HOST", "DBLOG_PORT", "DBLOG_TOKEN", "DBLOG_TOKEN_FILE"}) {
+        "--once", "--retry-min", "--retry-max", "--idle-timeout", "--help", "DBLOG_HOST",
+        "DBLOG_PORT", "DBLOG_TOKEN", "DBLOG_TOKEN_FILE"}) {
     EXPECT_NE(help.str().find(flag), std::string::npos) << flag;
   }
 }

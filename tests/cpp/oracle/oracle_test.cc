@@ -56,7 +56,8 @@ class ApplyProcess {
     }
     ++starts_;
   }
-  // Restarts it if it exited (after a dblogd or PostgreSQL restart it may).
+  // Restarts it if it exited. It reconnects by itself after a dblogd or PostgreSQL restart, so
+  // it exits only on an error retrying cannot fix (the oracle then shows what follows).
   void Supervise() {
     int status;
     if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {

@@ -408,6 +408,11 @@ void DblogdTest::TearDown() {
 }
 
 DblogdProcess& DblogdTest::StartDblogd(std::vector<std::string> extra) {
+  CreateDblogd(std::move(extra)).Start();
+  return *dblogd_;
+}
+
+DblogdProcess& DblogdTest::CreateDblogd(std::vector<std::string> extra) {
   const std::vector<std::string> defaults = {"--source=" + conninfo_,
                                              "--consumer=" + consumer_ + "=" + schema_ + ".*",
                                              "--status-interval=0.5", "--heartbeat-interval=0.5",
@@ -422,7 +427,6 @@ DblogdProcess& DblogdTest::StartDblogd(std::vector<std::string> extra) {
   args.insert(args.end(), extra.begin(), extra.end());
   dblogd_ = std::make_unique<DblogdProcess>(args);
   dblogd_->set_fd_limit(dblogd_fd_limit_);
-  dblogd_->Start();
   return *dblogd_;
 }
 

@@ -98,6 +98,8 @@ class DblogdTest : public ::testing::Test {
 
   // Starts dblogd with a consumer whose scope is this test's schema, plus extra flags.
   DblogdProcess& StartDblogd(std::vector<std::string> extra = {});
+  // The same dblogd, not started yet (its ports are chosen): a sink can be pointed at it first.
+  DblogdProcess& CreateDblogd(std::vector<std::string> extra = {});
   client::Client Connect(std::optional<dblog::v1::Position> resume_after = std::nullopt,
                          const std::string& name = "");
   // Reads items into `replay` until a Commit whose commit_lsn >= lsn (or BootstrapEnd when
