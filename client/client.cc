@@ -90,6 +90,7 @@ class Client::Impl {
   bool HasBufferedItems();
   void Ack(const Position& position);
   const dblog::v1::Welcome& welcome() const { return reader_.welcome(); }
+  std::uint64_t received_through() const { return reader_.received_through(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -443,6 +444,7 @@ bool Client::Next(Item& item) {
   return true;
 }
 bool Client::HasBufferedItems() const { return impl_->HasBufferedItems(); }
+std::uint64_t Client::received_through() const { return impl_->received_through(); }
 void Client::Ack(const Position& position) { impl_->Ack(position); }
 
 std::optional<Position> Client::PositionOf(const StreamEvent& event) {

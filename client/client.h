@@ -180,6 +180,18 @@ class Client {
   // sends nothing.
   void Ack(const dblog::v1::Position& position);
 
+  // How far this consumer is caught up with the source: every transaction the source committed
+  // (in the consumer's scope) before this LSN has been handed out by Next, on this connection
+  // or, through Hello.resume_after, before it (docs/protocol.md, "Caught up"). It rises with
+  // each event of a later transaction (its commit_lsn), each Commit (its end_lsn), BootstrapEnd
+  // (the consistent point), a non-transactional Message (its LSN) and Heartbeat.source_lsn;
+  // never during a bootstrap. 0 until then.
+  std::uint64_t received_through() const;
+  // received_through() >= lsn: the consumer has everything the source committed before `lsn`.
+  // To wait for what the source has committed now: read lsn = pg_current_wal_lsn() on the
+  // source, then call Next until CaughtUp(lsn) (on a quiet source, the next Heartbeat does it).
+  bool CaughtUp(std::uint64_t lsn) const { return received_through() >= lsn; }
+
   // The event's (commit_lsn, seq); nullopt for events without one (see position.h).
   static std::optional<dblog::v1::Position> PositionOf(const dblog::v1::StreamEvent& event);
 

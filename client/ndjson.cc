@@ -344,21 +344,28 @@ bool RenderEvent(const StreamEvent& event, const RelationCache& relations,
       json.Key("op").String("chunk_begin");
       json.Key("request_id").Uint(chunk.request_id());
       WriteTable(json, relations, chunk.relation_oid());
+      json.Key("chunk").Uint(chunk.chunk());
       json.Key("is_range").Bool(chunk.is_range());
       if (chunk.is_range()) {
         const Relation* relation = relations.Find(chunk.relation_oid());
-        json.Key("from_key");  // inclusive; null: unbounded
+        json.Key("from_key");  // null: unbounded
         if (chunk.has_from_key()) {
           WriteKey(json, relation, chunk.from_key());
         } else {
           json.Null();
         }
-        json.Key("to_key");  // exclusive; null: unbounded
+        json.Key("from_inclusive").Bool(chunk.from_inclusive());
+        json.Key("to_key");  // null: unbounded
         if (chunk.has_to_key()) {
           WriteKey(json, relation, chunk.to_key());
         } else {
           json.Null();
         }
+        json.Key("to_inclusive").Bool(chunk.to_inclusive());
+        // how the source orders each key column (docs/protocol.md, "Range chunks")
+        json.Key("key_collations").BeginArray();
+        for (const auto& collation : chunk.key_collations()) json.String(collation);
+        json.EndArray();
       }
       break;
     }
@@ -369,6 +376,13 @@ bool RenderEvent(const StreamEvent& event, const RelationCache& relations,
       WriteTable(json, relations, chunk.relation_oid());
       json.Key("rows").Uint(chunk.rows());
       json.Key("deletes").Uint(chunk.deletes());
+      if (chunk.kept_keys_size() > 0) {  // range chunks: keys the log carried; keep them
+        const Relation* relation = relations.Find(chunk.relation_oid());
+        json.Key("kept_keys").BeginArray();
+        for (const auto& key : chunk.kept_keys()) WriteKey(json, relation, key);
+        json.EndArray();
+      }
+      json.Key("last").Bool(chunk.last());
       break;
     }
     case StreamEvent::EVENT_NOT_SET:

@@ -1,6 +1,8 @@
 // client/stream_reader.cc: server bytes to items (see stream_reader.h).
 #include "client/stream_reader.h"
 
+#include <algorithm>
+
 #include "client/position.h"
 
 namespace dblog::client {
@@ -70,11 +72,50 @@ void StreamReader::AcceptWelcome(const ServerMessage& answer,
 void StreamReader::CheckPosition(const StreamEvent& event) {
   const auto position = PositionOf(event);
   if (!position) return;
+  // Resuming inside a transaction: its Begin comes first, at its own position (commit_lsn, 0),
+  // at or before the resume point; its events after the resume point follow.
+  const bool resumed_begin = !positioned_ && event.has_begin() &&
+                             last_position_.commit_lsn() != 0 &&
+                             event.begin().commit_lsn() == last_position_.commit_lsn();
+  positioned_ = true;
+  if (resumed_begin) return;
   if (ComparePositions(*position, last_position_) <= 0) {
     throw ProtocolError(peer_ + " sent an event at " + FormatPosition(*position) +
                         ", not after the previous position " + FormatPosition(last_position_));
   }
   last_position_ = *position;
+}
+
+void StreamReader::NoteReached(const StreamEvent& event) {
+  // The stream is in commit order: an event of the transaction committed at C means every
+  // transaction committed before C was handed out; its Commit, that it is complete too (nothing
+  // commits between C and end_lsn). The bootstrap's rows sit below the consistent point but
+  // mean nothing until BootstrapEnd: then everything committed before the consistent point is
+  // in the copy.
+  const auto reach = [this](std::uint64_t lsn) {
+    if (lsn > through_) through_ = lsn;
+  };
+  switch (event.event_case()) {
+    case StreamEvent::kBootstrapBegin:
+      in_bootstrap_ = true;
+      return;
+    case StreamEvent::kBootstrapEnd:
+      in_bootstrap_ = false;
+      reach(event.bootstrap_end().consistent_point());
+      return;
+    case StreamEvent::kCommit:
+      reach(event.commit().end_lsn() != 0 ? event.commit().end_lsn() : event.commit().commit_lsn());
+      return;
+    default:
+      break;
+  }
+  if (in_bootstrap_) return;
+  if (const auto position = PositionOf(event)) reach(position->commit_lsn());
+}
+
+std::uint64_t StreamReader::received_through() const {
+  // What the consumer had before this connection: everything committed before its resume point.
+  return std::max(through_, welcome_.resume_from().commit_lsn());
 }
 
 bool StreamReader::NextItem(ItemRef& item) {
@@ -86,6 +127,7 @@ bool StreamReader::NextItem(ItemRef& item) {
         throw ProtocolError(peer_ + " sent an event of a kind this client does not know");
       }
       CheckPosition(event);
+      NoteReached(event);
       item = &event;
       return true;
     }
@@ -100,6 +142,10 @@ bool StreamReader::NextItem(ItemRef& item) {
         batch_next_ = 0;
         continue;
       case ServerMessage::kHeartbeat:
+        // Everything the source committed before source_lsn was sent ahead of the heartbeat
+        // (not during a bootstrap: the copy is incomplete until BootstrapEnd).
+        if (!in_bootstrap_ && message->heartbeat().source_lsn() > through_)
+          through_ = message->heartbeat().source_lsn();
         item = &message->heartbeat();
         return true;
       case ServerMessage::kProgress:

@@ -45,10 +45,16 @@ class StreamReader {
   // Bytes fed but not yet parsed (nonzero at a clean close: the server cut a frame).
   std::size_t buffered() const { return decoder_.buffered(); }
 
+  // Client::received_through: every transaction the source committed before this LSN has been
+  // handed out (or was had before, per Welcome.resume_from).
+  std::uint64_t received_through() const;
+
  private:
   static constexpr std::size_t kArenaBlockBytes = 1u << 20;
 
   void CheckPosition(const dblog::v1::StreamEvent& event);
+  // What the item handed out tells about received_through().
+  void NoteReached(const dblog::v1::StreamEvent& event);
 
   std::string peer_;
   wire::FrameDecoder decoder_{wire::kMaxServerFrame};
@@ -61,6 +67,9 @@ class StreamReader {
   const dblog::v1::EventBatch* batch_ = nullptr;  // being handed out, from batch_next_ on
   int batch_next_ = 0;
   dblog::v1::Position last_position_;  // of the last event handed out (from Welcome.resume_from)
+  bool positioned_ = false;            // a positioned event was handed out
+  bool in_bootstrap_ = false;          // between BootstrapBegin and BootstrapEnd
+  std::uint64_t through_ = 0;          // received_through(), from what was handed out
 };
 
 }  // namespace dblog::client

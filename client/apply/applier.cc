@@ -1,9 +1,12 @@
 // client/apply/applier.cc: the stream -> target SQL mapping (see applier.h).
 #include "client/apply/applier.h"
 
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 
 #include "client/position.h"
+#include "client/repair_call.h"
 #include "client/relation_cache.h"
 
 namespace dblog::apply {
@@ -21,7 +24,7 @@ constexpr char kProgressStatement[] = "dblog_apply_progress";
 constexpr char kRegisterStatement[] = "dblog_apply_register";
 constexpr char kBeginStatement[] = "dblog_apply_begin";
 constexpr char kCommitStatement[] = "dblog_apply_commit";
-constexpr std::uint64_t kMissingRowsLogged = 10;
+constexpr std::uint64_t kMissingRowsLogged = 100;  // one line each; then one per 1000
 constexpr std::size_t kCopyBufferBytes = 4u << 20;
 
 bool HasUnchanged(const Row& row) {
@@ -782,28 +785,64 @@ void Applier::UpdateKeepingUnchanged(Table& table, const Row& row) {
     set += (set.empty() ? "" : ", ") + QuoteIdent(rel.columns(i).name()) + " = " +
            Placeholder(params.size()) + "::" + rel.columns(i).type_name();
   }
-  if (set.empty()) return;  // only unchanged values besides the key: nothing to write
   std::string where;
+  Params key_params;
   for (int k = 0; k < rel.key_columns_size(); ++k) {
     const int pos = static_cast<int>(rel.key_columns(k));
     const Value& v = row.values(pos);
     if (v.kind_case() == Value::kUnchanged)
       throw StreamError("an update of " + table.target.Display() +
                         " whose key value is an unchanged-TOAST marker and no old key");
-    params.push_back(ValueText(v));
+    key_params.push_back(ValueText(v));
     where += (k ? " AND " : "") + QuoteIdent(rel.columns(pos).name()) + " = " +
-             Placeholder(params.size()) + "::" + rel.columns(pos).type_name();
+             Placeholder((set.empty() ? 0 : params.size()) + key_params.size()) +
+             "::" + rel.columns(pos).type_name();
   }
-  const std::string display = table.target.Display();
+  const Row key = KeyOf(table, row);
+  if (set.empty()) {
+    // Only unchanged values besides the key: nothing to write, but the row must be there.
+    Send("SELECT FROM " + table.quoted + " WHERE " + where, key_params,
+         "looking for a row of " + table.target.Display() + " (its unchanged TOAST values)",
+         [this, oid = rel.oid(), key](const PgResult& r) {
+           if (r.rows() == 0) MissingRow(oid, key);
+         });
+    return;
+  }
+  params.insert(params.end(), key_params.begin(), key_params.end());
   Send("UPDATE " + table.quoted + " SET " + set + " WHERE " + where, params,
-       "updating a row of " + display + " (keeping its unchanged TOAST values)",
-       [this, display](const PgResult& r) {
+       "updating a row of " + table.target.Display() + " (keeping its unchanged TOAST values)",
+       [this, oid = rel.oid(), key](const PgResult& r) {
          ++stats_.rows_written;
-         if (r.affected() == 0 && ++stats_.missing_rows <= kMissingRowsLogged)
-           log_("warning: an update of " + display +
-                " keeps unchanged TOAST values of a row the target does not have: skipped"
-                " (a repair of the table restores it)");
+         if (r.affected() == 0) MissingRow(oid, key);
        });
+}
+
+void Applier::MissingRow(std::uint32_t oid, const Row& key) {
+  const Table& table = tables_.at(oid);  // the latest definition: the callback runs later
+  // The source kept TOAST values the WAL did not carry: only the row we lack had them. Nothing
+  // is invented; the row stays missing until the source writes it whole again, or a repair of
+  // its key copies it (REPLICA IDENTITY FULL at the source avoids this: docs/protocol.md).
+  const std::uint64_t n = ++stats_.missing_rows;
+  if (n > kMissingRowsLogged && n % 1000 != 0) return;
+  std::string key_text, call;
+  try {
+    key_text = client::KeyJson(table.relation, key);
+    call = client::RepairKeysCall(table.relation, {key}, options_.consumer);
+  } catch (const std::exception& e) {
+    key_text = "(" + std::string(e.what()) + ")";
+  }
+  if (n > kMissingRowsLogged) {
+    log_("warning: " + std::to_string(n) + " updates so far kept unchanged TOAST values of rows" +
+         " the target does not have (the latest: " + table.target.Display() + " key " + key_text +
+         "); only the first " + std::to_string(kMissingRowsLogged) +
+         " were logged one by one. Restore the table from the source with: " +
+         client::RepairTableCall(table.relation, options_.consumer));
+    return;
+  }
+  log_("warning: an update of " + table.target.Display() + " key " + key_text +
+       " keeps unchanged TOAST values of a row the target does not have: its other columns were"
+       " not applied (" + std::to_string(n) + " such update" + (n == 1 ? "" : "s") +
+       " so far). Restore the row from the source with: " + call);
 }
 
 void Applier::MoveKeepingUnchanged(Table& table, const Row& old_key, const Row& row) {
@@ -843,15 +882,13 @@ void Applier::MoveKeepingUnchanged(Table& table, const Row& old_key, const Row& 
                           " RETURNING t.*) INSERT INTO " + table.quoted + " (" + columns +
                           ") OVERRIDING SYSTEM VALUE SELECT " + select + " FROM old ON CONFLICT (" +
                           keys + ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
-  const std::string display = table.target.Display();
+  const Row key = KeyOf(table, row);  // where the row belongs now
   Send(sql, params,
-       "moving a row of " + display + " to its new key (keeping its unchanged TOAST values)",
-       [this, display](const PgResult& r) {
+       "moving a row of " + table.target.Display() +
+           " to its new key (keeping its unchanged TOAST values)",
+       [this, oid = rel.oid(), key](const PgResult& r) {
          ++stats_.rows_written;
-         if (r.affected() == 0 && ++stats_.missing_rows <= kMissingRowsLogged)
-           log_("warning: a key change of " + display +
-                " keeps unchanged TOAST values of a row the target does not have: skipped"
-                " (a repair of the table restores it)");
+         if (r.affected() == 0) MissingRow(oid, key);
        });
 }
 
@@ -862,23 +899,48 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
   const auto key_column = [&](int k) -> const dblog::v1::Column& {
     return rel.columns(static_cast<int>(rel.key_columns(k)));
   };
+  const std::string display = table.target.Display();
+  const std::string chunk_name = "chunk " + std::to_string(begin.chunk()) + " of repair request " +
+                                 std::to_string(begin.request_id());
+  // Each key column compared as the source orders it: its collation, when it has one.
+  std::vector<std::string> collate(static_cast<std::size_t>(width));
+  if (begin.key_collations_size() != 0) {
+    if (begin.key_collations_size() != width)
+      throw StreamError("a repair chunk of " + display + " with " +
+                        std::to_string(begin.key_collations_size()) + " key collations for " +
+                        std::to_string(width) + " key columns");
+    for (int k = 0; k < width; ++k) {
+      const std::string& descriptor = begin.key_collations(k);
+      if (descriptor.empty()) continue;
+      const auto name = TargetCollation(descriptor);
+      if (!name) {
+        ++stats_.range_deletes_skipped;
+        log_("warning: " + chunk_name + ": key column " + key_column(k).name() + " of " + display +
+             " is ordered by the source's collation " + descriptor +
+             ", which the target does not have: rows of its range that the source lacks are not"
+             " deleted (a repair_keys request of such rows deletes them)");
+        return;
+      }
+      collate[static_cast<std::size_t>(k)] = " COLLATE " + *name;
+    }
+  }
   Params params;
   std::vector<std::string> conditions;
-  // A bound may name a prefix of the key: it compares that prefix, in key order.
+  // A bound is a whole key (dblogd never sends a prefix).
   const auto bound = [&](const Row& key, const char* op) {
     if (key.values_size() == 0) return;  // unbounded
-    if (key.values_size() > width)
-      throw StreamError("a repair chunk bound of " + table.target.Display() + " with " +
+    if (key.values_size() != width)
+      throw StreamError("a repair chunk bound of " + display + " with " +
                         std::to_string(key.values_size()) + " values for " + std::to_string(width) +
                         " key columns");
     std::string lhs, rhs;
     for (int k = 0; k < key.values_size(); ++k) {
       const auto& c = key_column(k);
       const auto text = ValueText(key.values(k));
-      if (!text)
-        throw StreamError("a repair chunk bound of " + table.target.Display() + " with a NULL");
+      if (!text) throw StreamError("a repair chunk bound of " + display + " with a NULL");
       params.push_back(text);
-      lhs += (k ? ", " : "") + std::string("t.") + QuoteIdent(c.name());
+      lhs += (k ? ", " : "") + std::string("t.") + QuoteIdent(c.name()) +
+             collate[static_cast<std::size_t>(k)];
       rhs += (k ? ", " : "") + Placeholder(params.size()) + "::" + c.type_name();
     }
     if (key.values_size() > 1) {
@@ -911,9 +973,6 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
                        ") WHERE " + match + ")");
   std::string where;
   for (const auto& c : conditions) where += (where.empty() ? "" : " AND ") + c;
-  const std::string display = table.target.Display();
-  const std::string chunk_name = "chunk " + std::to_string(begin.chunk()) + " of repair request " +
-                                 std::to_string(begin.request_id());
   Send("DELETE FROM " + table.quoted + " AS t WHERE " + where, params,
        "deleting the rows of " + display + " in the range of " + chunk_name +
            " that the source lacks",
@@ -923,6 +982,33 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
            log_("repair: " + chunk_name + " removed " + std::to_string(r.affected()) + " rows of " +
                 display + " that the source does not have");
        });
+}
+
+std::optional<std::string> Applier::TargetCollation(const std::string& descriptor) {
+  if (const auto it = collations_.find(descriptor); it != collations_.end()) return it->second;
+  std::optional<std::string> name;
+  const auto colon = descriptor.find(':');
+  const std::string provider = descriptor.substr(0, colon);
+  const std::string locale = colon == std::string::npos ? "" : descriptor.substr(colon + 1);
+  bool plain = !locale.empty();  // a locale name needs no quoting beyond '...'
+  for (const char c : locale)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.@=;:-", c));
+  if (provider == "libc" && (locale == "C" || locale == "POSIX")) {
+    name = "pg_catalog." + QuoteIdent(locale);  // byte order, in every database
+  } else if ((provider == "libc" || provider == "icu") && plain) {
+    const std::string qualified = "dblog_apply." + QuoteIdent(descriptor);
+    // Created at most once per target; a locale the target's system lacks fails here, inside
+    // a subtransaction, and leaves the collation missing.
+    Send("DO $dblog$BEGIN CREATE COLLATION IF NOT EXISTS " + qualified + " (provider = " +
+             provider + ", locale = '" + locale +
+             "'); EXCEPTION WHEN OTHERS THEN NULL; END$dblog$",
+         {}, "creating collation " + qualified + " in the target");
+    PgResult r = target_.QueryNow("SELECT pg_catalog.to_regcollation($1) IS NOT NULL", {qualified},
+                                  "looking up collation " + qualified + " in the target");
+    if (r.get(0, 0) == "t") name = qualified;
+  }
+  collations_[descriptor] = name;
+  return name;
 }
 
 }  // namespace dblog::apply

@@ -21,11 +21,16 @@
 // differs from its new row's key deletes the old key first. Rows with unchanged-TOAST markers
 // never write those columns: an UPDATE at the same key sets only the other columns, an UPDATE
 // that moves the key moves the old row in one statement (DELETE .. RETURNING feeding the
-// INSERT) and keeps its unchanged columns. Truncate truncates the mapped target tables.
+// INSERT) and keeps its unchanged columns. When the target lacks that row, nothing is invented:
+// the update is counted (stats().missing_rows) and logged with its key and the exact
+// dblog.repair_keys call that restores the row. Truncate truncates the mapped target tables.
 // Repair chunks: READ rows are upserts; DELETE rows deletes; at ChunkEnd of a range chunk the
 // target rows whose key is in [from_key, to_key] (bounds as flagged, absent = unbounded) that
 // were neither READ in the chunk nor listed in kept_keys are deleted. Key ranges are compared by
-// PostgreSQL with the columns' real types (row comparison), never in C++.
+// PostgreSQL with the columns' real types (row comparison), never in C++, each text column in
+// the source's collation (ChunkBegin.key_collations, created in dblog_apply as needed): the
+// target column's own collation may order differently. When the target cannot have that
+// collation the chunk's range deletion is skipped (logged, counted), never guessed.
 //
 // Batching: bootstrap rows of a table that was empty when the bootstrap reached it go in with
 // COPY (the connection leaves pipeline mode for it), in buffers of a few MB. Otherwise
@@ -89,7 +94,12 @@ struct ApplierStats {
   std::uint64_t range_deleted = 0;  // rows deleted by range chunks
   std::uint64_t truncates = 0;
   std::uint64_t statements = 0;
-  std::uint64_t missing_rows = 0;  // unchanged-TOAST updates whose row the target lacked
+  // UPDATEs keeping unchanged TOAST values of a row the target lacked: their other columns
+  // were not applied (each logged with the repair_keys call that restores the row)
+  std::uint64_t missing_rows = 0;
+  // range chunks whose deletion was skipped: a key column's collation (ChunkBegin.
+  // key_collations) is not available in the target, so it cannot tell which rows are in range
+  std::uint64_t range_deletes_skipped = 0;
 };
 
 class Applier {
@@ -191,7 +201,14 @@ class Applier {
   void Delete(Table& table, const dblog::v1::Row& key);
   void UpdateKeepingUnchanged(Table& table, const dblog::v1::Row& row);
   void MoveKeepingUnchanged(Table& table, const dblog::v1::Row& old_key, const dblog::v1::Row& row);
+  // An update keeping unchanged TOAST values found no row at `key`: counted (missing_rows) and
+  // logged with the key and the dblog.repair_keys call that restores it.
+  void MissingRow(std::uint32_t oid, const dblog::v1::Row& key);
   void RangeDelete(Table& table, const dblog::v1::ChunkEnd& end);
+  // The target collation (SQL, e.g. pg_catalog."C") that orders like the source's collation
+  // `descriptor` (ChunkBegin.key_collations); created in dblog_apply when missing; nullopt
+  // when the target cannot have it (no such locale, no ICU).
+  std::optional<std::string> TargetCollation(const std::string& descriptor);
   void AddToBatch(Table& table, BatchKind kind, std::vector<std::optional<std::string>> values);
   void AddToCopy(Table& table, const dblog::v1::Row& row);
   void FlushBatch();  // sends whatever is pending: the COPY buffer or the batch
@@ -210,6 +227,7 @@ class Applier {
   std::unordered_map<std::uint32_t, Table> tables_;
   std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
   std::set<std::string> lossy_warned_;                        // lossy columns already warned about
+  std::map<std::string, std::optional<std::string>> collations_;  // TargetCollation's answers
   bool had_position_ = false;
 
   bool source_txn_open_ = false;

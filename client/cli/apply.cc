@@ -226,6 +226,7 @@ void ApplyRun::Discard() {
   done_.truncates += s.truncates;
   done_.statements += s.statements;
   done_.missing_rows += s.missing_rows;
+  done_.range_deletes_skipped += s.range_deletes_skipped;
   applier_.reset();
 }
 
@@ -238,6 +239,8 @@ std::string ApplyRun::Summary() const {
     s.rows_deleted += c.rows_deleted;
     s.range_deleted += c.range_deleted;
     s.truncates += c.truncates;
+    s.missing_rows += c.missing_rows;
+    s.range_deletes_skipped += c.range_deletes_skipped;
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -249,6 +252,13 @@ std::string ApplyRun::Summary() const {
          std::to_string(s.rows_written) + " rows written, " + std::to_string(s.rows_deleted) +
          " deleted, " + std::to_string(s.truncates) + " truncated tables" +
          (s.range_deleted ? ", " + std::to_string(s.range_deleted) + " removed by repairs" : "") +
+         (s.missing_rows ? ", " + std::to_string(s.missing_rows) +
+                               " updates of rows the target lacks (not applied: see the repair"
+                               " calls logged)"
+                         : "") +
+         (s.range_deletes_skipped ? ", " + std::to_string(s.range_deletes_skipped) +
+                                        " range deletions skipped (collation)"
+                                  : "") +
          (acked_ ? ", acknowledged through " + client::FormatPosition(*acked_) : "");
 }
 

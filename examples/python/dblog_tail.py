@@ -10,13 +10,16 @@ installs both. Nothing generated is checked in: the Python modules for proto/dbl
 are generated with `protoc --python_out` into a temporary directory at start.
 
     /usr/bin/python3 examples/python/dblog_tail.py --consumer demo [--host H] [--port P]
-        [--token-file F | --token T] [--resume-after LSN:SEQ]
+        [--token-file F | --token T] [--resume-after LSN:SEQ] [--until-lsn LSN] [--no-ack]
         [--tls] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
 
 With --tls (implied by the other --tls-* flags) the connection is TLS, as dblogd --tls-cert
 wants: the server's certificate must chain to --tls-ca (default: the system's trusted CAs)
 and name the host (or --tls-server-name); --tls-cert/--tls-key present a client certificate
 (dblogd --tls-client-ca: its CN must be the consumer name).
+
+With --until-lsn it exits once it is caught up with that LSN of the source: every transaction
+committed before it has been printed (and acknowledged).
 
 Exit status: 0 when dblogd closes the stream or on SIGINT/SIGTERM, 1 on an Error frame or
 any other failure, 2 for a bad command line. On exit the last acknowledged position is
@@ -127,6 +130,14 @@ def lsn(n):
     return "%X/%X" % (n >> 32, n & 0xFFFFFFFF)
 
 
+def parse_lsn(text):
+    """'0/16B3748' -> int."""
+    hi, sep, lo = text.partition("/")
+    if not sep:
+        raise argparse.ArgumentTypeError("not an LSN: %r (expected e.g. 0/16B3748)" % text)
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
 def parse_position(text, pb):
     """'0/16B3748:3' -> Position."""
     lsn_text, _, seq = text.rpartition(":")
@@ -231,6 +242,10 @@ def render(ev, rels, pb):
         if c.HasField("old_row"):
             line["old_row"] = rels.row(c.relation_oid, c.old_row)
     elif kind == "truncate":
+        # dblogd sends the Relation of every table a Truncate names before it
+        unknown = [o for o in ev.truncate.relation_oids if o not in rels.by_oid]
+        if unknown:
+            raise IOError("Truncate of relations %s before their Relation" % unknown)
         line["tables"] = [rels.name(o) for o in ev.truncate.relation_oids]
     elif kind == "message":
         m = ev.message
@@ -239,8 +254,11 @@ def render(ev, rels, pb):
     elif kind == "commit":
         line.update(end_lsn=lsn(ev.commit.end_lsn))
     elif kind == "bootstrap_begin":
+        # A complete image of exactly these tables follows: a sink empties them first
+        # (restarted or not), then applies the READ rows.
         line.update(consistent_point=lsn(ev.bootstrap_begin.consistent_point),
-                    restarted=ev.bootstrap_begin.restarted)
+                    restarted=ev.bootstrap_begin.restarted,
+                    tables=["%s.%s" % (t.schema, t.name) for t in ev.bootstrap_begin.tables])
     elif kind == "bootstrap_end":
         line.update(rows={"%s.%s" % (t.schema, t.name): t.rows_copied
                           for t in ev.bootstrap_end.tables})
@@ -254,6 +272,10 @@ def render(ev, rels, pb):
         if b.HasField("to_key"):
             line["to_key"] = rels.key(b.relation_oid, b.to_key)
             line["to_inclusive"] = b.to_inclusive
+        if b.is_range:
+            # bounds are whole keys; compare them, per key column, in this collation
+            # ("" = the type's own order, "libc:C" = bytes; docs/protocol.md "Range chunks")
+            line["key_collations"] = list(b.key_collations)
     elif kind == "chunk_end":
         e = ev.chunk_end
         line.update(request_id=e.request_id, rows=e.rows, deletes=e.deletes, last=e.last,
@@ -298,6 +320,8 @@ def run(args):
 
     def ack(position):
         nonlocal acked
+        if args.no_ack:
+            return
         key = (position.commit_lsn, position.seq)
         if acked is not None and key <= acked:
             return  # acks must not go backwards; an equal one is pointless
@@ -316,6 +340,7 @@ def run(args):
         return msg
 
     status = 0
+    through = 0
     try:
         hello = pb.Hello(protocol_version=pb.PROTOCOL_VERSION_1, consumer=args.consumer,
                          token=args.token or "", client_name="dblog_tail.py/0.1")
@@ -347,7 +372,12 @@ def run(args):
         last = (w.resume_from.commit_lsn, w.resume_from.seq)
         if acked and acked > last:
             last = acked
-        while True:
+        positioned = False  # a positioned event arrived on this connection
+        # Caught up: every transaction the source committed before `through` has been printed
+        # (docs/protocol.md, "Caught up"). What we had before: everything before resume_from.
+        through = w.resume_from.commit_lsn
+        in_bootstrap = False
+        while not (args.until_lsn is not None and through >= args.until_lsn):
             msg = read_server_message()
             if msg is None:
                 break  # dblogd closed the stream cleanly
@@ -356,18 +386,38 @@ def run(args):
                 for ev in msg.events.events:
                     pos = position_of(ev)
                     if pos is not None:
-                        if pos <= last:
+                        # Resuming inside a transaction: its Begin comes first, at its own
+                        # position (commit_lsn, 0), at or before the resume point.
+                        resumed_begin = (not positioned and ev.WhichOneof("event") == "begin"
+                                         and last[0] != 0 and pos[0] == last[0])
+                        positioned = True
+                        if pos <= last and not resumed_begin:
                             raise IOError("position %s:%d is not after %s:%d"
                                           % (lsn(pos[0]), pos[1], lsn(last[0]), last[1]))
-                        last = pos
+                        last = max(last, pos)
                     print(json.dumps(render(ev, rels, pb), separators=(",", ":")))
                     which = ev.WhichOneof("event")
                     if which in ("commit", "bootstrap_end"):
                         ack(pb.Position(commit_lsn=pos[0], seq=pos[1]))
+                    # commit order: an event of the transaction committed at C means every
+                    # earlier one was sent; a Commit, that it is complete (up to its end_lsn);
+                    # the bootstrap counts at its end, up to its consistent point
+                    if which == "bootstrap_begin":
+                        in_bootstrap = True
+                    elif which == "bootstrap_end":
+                        in_bootstrap = False
+                        through = max(through, ev.bootstrap_end.consistent_point)
+                    elif which == "commit":
+                        through = max(through, ev.commit.end_lsn or ev.commit.commit_lsn)
+                    elif pos is not None and not in_bootstrap:
+                        through = max(through, pos[0])
             elif kind == "heartbeat":
-                p = msg.heartbeat.position
-                if p.commit_lsn or p.seq:
-                    ack(p)  # everything sent before it was printed
+                # absent before anything can be acknowledged; else the last position sent (or
+                # the resume point): everything before it was printed
+                if msg.heartbeat.HasField("position"):
+                    ack(msg.heartbeat.position)
+                if not in_bootstrap:  # everything committed before source_lsn was sent
+                    through = max(through, msg.heartbeat.source_lsn)
             elif kind == "progress":
                 t = msg.progress.tables
                 print("progress %s: %d of ~%d rows" % (
@@ -391,6 +441,8 @@ def run(args):
         sock.close()
     if acked is not None:
         print("acked %s:%d" % (lsn(acked[0]), acked[1]), file=sys.stderr)
+    if status == 0 and args.until_lsn is not None and through >= args.until_lsn:
+        print("caught up with %s" % lsn(args.until_lsn), file=sys.stderr)
     return status
 
 
@@ -455,6 +507,12 @@ def main():
                         "(default $DBLOG_TLS_SERVER_NAME, else --host)")
     p.add_argument("--resume-after", metavar="LSN:SEQ",
                    help="the last position you applied, e.g. 0/16B3748:4")
+    p.add_argument("--no-ack", action="store_true",
+                   help="acknowledge nothing: look at the stream without moving the slot")
+    p.add_argument("--until-lsn", metavar="LSN", type=parse_lsn,
+                   help="exit (0) once every transaction the source committed before LSN has "
+                        "been printed, e.g. the source's pg_current_wal_lsn() taken after "
+                        "the commits you wait for")
     p.add_argument("--proto-dir", default=DEFAULT_PROTO_DIR,
                    help="directory holding dblog/v1/*.proto (default: the repository's)")
     args = p.parse_args()

@@ -57,7 +57,20 @@ ChunkQueries BuildChunkQueries(const ChunkRequest& r) {
   q.bounds = "SELECT dblog.relation_info($4::oid),"
              " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(typed_resume, ", ") + ")) END,"
              " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(typed_from, ", ") + ")) END,"
-             " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END";
+             " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END,"
+             // the collation of every collatable column (attnum=descriptor, the descriptor hex
+             // encoded), for ChunkBegin.key_collations; the database's default resolved
+             " (SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
+             "    pg_catalog.convert_to(CASE"
+             "      WHEN co.collprovider = 'i' THEN 'icu:' || co.colliculocale"
+             "      WHEN co.collprovider = 'c' THEN 'libc:' || co.collcollate"
+             "      WHEN d.datlocprovider = 'i' THEN 'icu:' || d.daticulocale"
+             "      ELSE 'libc:' || d.datcollate END, 'UTF8'), 'hex'), ',')"
+             "    FROM pg_catalog.pg_attribute a"
+             "    JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation,"
+             "         pg_catalog.pg_database d"
+             "   WHERE a.attrelid = $4::oid AND a.attnum > 0 AND NOT a.attisdropped"
+             "     AND d.datname = pg_catalog.current_database())";
   if (r.keys) {
     q.rows = "WITH asked AS (SELECT x.ord, " + Join(typed_asked, ", ") +
              " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(e, ord)"

@@ -33,7 +33,9 @@ struct ChunkRequest {
 struct ChunkQueries {
   // $1 resume key (JSON array of text, '' = none), $2 from key and $3 to key (JSON objects by
   // column name, '' = none), $4 the table's oid. One row: dblog.relation_info of the table, then
-  // the encoded resume, from and to bounds (NULL where the parameter is '').
+  // the encoded resume, from and to bounds (NULL where the parameter is ''), then the collation
+  // of each collatable column as "attnum=hex,..." (hex: "<provider>:<locale>" in UTF-8, the
+  // database's default resolved; NULL when none), for ChunkBegin.key_collations.
   std::string bounds;
   // keys: $1 the keys (JSON array of objects), $2 keys done, $3 keys done + chunk size; rows:
   // the asked key (encoded), its row (encoded, NULL when absent), the number of keys.

@@ -554,7 +554,15 @@ void Pipeline::FinishBootstrap() {
     log::Error("repair_load_failed", {{"consumer", consumer_.name}, {"error", e.what()}});
     sql_.reset();
   }
-  StartStream();
+  // Called from the copy's drain: nothing above catches. A stream that cannot start (the
+  // source went away, or the slot was dropped meanwhile) is retried like a lost source,
+  // never an exception out of the connection's thread (which would end dblogd).
+  try {
+    StartStream();
+  } catch (const std::exception& e) {
+    state_ = State::kStreaming;  // so that SourceLost schedules the attempts
+    SourceLost(e.what());
+  }
 }
 
 void Pipeline::MarkBootstrapDone() {
@@ -615,6 +623,9 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
   }
   if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
+  // The walsender sets a data message's WAL end (when at all) to the end of the transaction
+  // it completes: this message's events come before any heartbeat that says so.
+  source_lsn_ = std::max(source_lsn_, wal_end);
   // The plugin's own bytes of each Change, so that the emitter can forward them (a Change goes
   // out as it came, but for its seq) rather than serialize the parsed copy again.
   const std::vector<std::string_view> change_bytes =
@@ -670,6 +681,9 @@ void Pipeline::OnDrained() {
 void Pipeline::OnKeepalive(std::uint64_t wal_end) {
   if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
   if (state_ != State::kStreaming || !acks_) return;
+  // The walsender's keepalive carries how far it has decoded: every transaction committed
+  // before it was already sent to us (and by now through the emitter to the session).
+  source_lsn_ = std::max(source_lsn_, wal_end);
   ApplyConfirmable(acks_->OnIdle(wal_end, emitter_->in_transaction()));
 }
 
@@ -736,9 +750,13 @@ void Pipeline::Heartbeat() {
     if (!self->sent_since_heartbeat_ && self->emitter_) {
       dblog::v1::ServerMessage m;
       auto* hb = m.mutable_heartbeat();
-      *hb->mutable_position() = self->emitter_->last_position().ToProto();
+      // The last position sent, or the resume point while nothing was; absent when neither
+      // exists (nothing to acknowledge yet).
+      const emit::Position position = self->emitter_->last_position();
+      if (position != emit::Position{}) *hb->mutable_position() = position.ToProto();
       hb->set_server_time(NowMicros());
-      hb->set_source_lsn(self->stats_->source_wal_lsn);
+      // 0 during a bootstrap: the stream has not started, the copy is not complete
+      hb->set_source_lsn(self->state_ == State::kBootstrapping ? 0 : self->source_lsn_);
       self->session_->Send(m);
     }
     self->sent_since_heartbeat_ = false;

@@ -129,6 +129,10 @@ class Pipeline : public server::Consumer,
   bool drain_posted_ = false;
 
   std::uint64_t confirmed_ = 0;
+  // How far this connection's stream has read the source's WAL (Heartbeat.source_lsn): every
+  // transaction committed before it was handed to the emitter and sent. Per connection, not
+  // the consumer's metric (which outlives it): a new connection starts again at 0.
+  std::uint64_t source_lsn_ = 0;
   bool paused_ = false;
   bool stream_started_once_ = false;
   bool status_soon_ = false;
@@ -186,6 +190,7 @@ class Pipeline : public server::Consumer,
     bool truncated = false;             // a TRUNCATE of the table inside the window
     dblog::v1::Relation relation;
     std::string lower_bytes, upper_bytes;  // encoded range bounds
+    std::vector<std::string> key_collations;  // ChunkBegin.key_collations
     std::size_t total_keys = 0;
     std::chrono::steady_clock::time_point started{};  // for --repair-rows-per-second
     std::uint64_t rows_read = 0;

@@ -26,6 +26,12 @@ std::string RandomId() {
   return buf;
 }
 
+// A request that cannot run as asked (not a failure of the source).
+class RequestError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace
 
 std::string Pipeline::KeyBytes(std::uint32_t relation_oid, const dblog::v1::Row& row) const {
@@ -403,7 +409,7 @@ void Pipeline::StartWindow() {
   const ChunkQueries queries = BuildChunkQueries(chunk_request);
 
   OpenWindow w{window::Window(RandomId(), r.table_oid), {}, r.id, {}, {}, 0, false, false, {},
-               {}, {}};
+               {}, {}, {}};
   w.started = std::chrono::steady_clock::now();
   try {
     pg::Connection& sql = Sql();
@@ -414,6 +420,41 @@ void Pipeline::StartWindow() {
     if (!rel.is_null(0, 1)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 1));
     else if (!rel.is_null(0, 2)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 2));
     if (!rel.is_null(0, 3)) w.upper_bytes = bootstrap::UnhexBytea(rel.value(0, 3));
+    // A bound names every key column (the request's key objects must): one whose value is
+    // NULL names a column the key did not have when the request was made.
+    for (const std::string* bound : {&w.lower_bytes, &w.upper_bytes}) {
+      dblog::v1::Row row;
+      row.ParseFromString(*bound);
+      for (const auto& v : row.values())
+        if (v.kind_case() == dblog::v1::Value::kNullValue || v.kind_case() ==
+                                                                  dblog::v1::Value::KIND_NOT_SET)
+          throw RequestError("the request's key does not name every column of the table's "
+                             "identity key (" + [&r] {
+                               std::string names;
+                               for (const auto& c : r.key_columns)
+                                 names += (names.empty() ? "" : ", ") + c;
+                               return names;
+                             }() + "): the key changed since the request was made");
+    }
+    std::map<std::uint32_t, std::string> collations;
+    if (!rel.is_null(0, 4)) {
+      std::string_view list = rel.value(0, 4);
+      while (!list.empty()) {
+        const auto comma = list.find(',');
+        const std::string_view item = list.substr(0, comma);
+        const auto eq = item.find('=');
+        collations[static_cast<std::uint32_t>(std::stoul(std::string(item.substr(0, eq))))] =
+            SplitHexList(item.substr(eq + 1)).front();
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      }
+    }
+    for (std::uint32_t k : w.relation.key_columns()) {
+      const std::uint32_t attnum = k < static_cast<std::uint32_t>(w.relation.columns_size())
+                                       ? w.relation.columns(static_cast<int>(k)).attnum()
+                                       : 0;
+      const auto it = collations.find(attnum);
+      w.key_collations.push_back(it == collations.end() ? std::string() : it->second);
+    }
 
     const std::vector<std::optional<std::string>> params =
         r.kind == "keys"
@@ -463,6 +504,14 @@ void Pipeline::StartWindow() {
     } else {
       w.last = rows.ntuples() < config_.chunk_size;
     }
+  } catch (const RequestError& e) {
+    // Nothing was written yet: the request itself cannot run.
+    log::Error("repair_failed", {{"consumer", consumer_.name}, {"request", r.id},
+                                 {"error", e.what()}});
+    FinishRequest(r.id, "failed", e.what());
+    requests_.pop_front();
+    ScheduleWindow();
+    return;
   } catch (const std::exception& e) {
     abandoned_windows_.insert(w.window.id());  // its low watermark may be in the log
     const bool lost = !sql_ || PQstatus(sql_->raw()) != CONNECTION_OK;
@@ -521,6 +570,7 @@ void Pipeline::CloseWindow() {
   begin.set_is_range(r.kind != "keys");
   begin.set_chunk(r.chunks + 1);
   if (r.kind != "keys") {
+    for (const auto& c : w.key_collations) begin.add_key_collations(c);
     if (!w.lower_bytes.empty()) {
       begin.mutable_from_key()->ParseFromString(w.lower_bytes);
       begin.set_from_inclusive(r.resume_key.empty());

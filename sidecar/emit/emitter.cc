@@ -332,6 +332,12 @@ void Emitter::BeginChunk(const dblog::v1::Relation& rel, dblog::v1::ChunkBegin c
     Fail("BeginChunk for relation " + std::to_string(chunk.relation_oid()) +
          " with the Relation of " + std::to_string(rel.oid()));
   RememberRelation(rel);
+  // A range's bounds are whole keys, never a prefix: consumers compare them value by value.
+  if (chunk.has_from_key()) RequireKeyWidth(rel, chunk.from_key(), "ChunkBegin.from_key");
+  if (chunk.has_to_key()) RequireKeyWidth(rel, chunk.to_key(), "ChunkBegin.to_key");
+  if (chunk.key_collations_size() != 0 && chunk.key_collations_size() != rel.key_columns_size())
+    Fail("ChunkBegin with " + std::to_string(chunk.key_collations_size()) +
+         " key collations for a key of " + std::to_string(rel.key_columns_size()) + " columns");
   chunk_ = Chunk{true, chunk.request_id(), rel.oid(), 0, 0};
   const Position pos = NextPosition();
   if (!Admit(pos)) return;

@@ -87,8 +87,10 @@ class Emitter {
   // chunk's events take that transaction's next seqs. No log event may arrive while a chunk is
   // open. `chunk`'s position fields are assigned here, relation_oid is rel.oid().
   // The seqs after a chunk depend on the chunk, so they are only stable across reconnects if
-  // the chunk is: a window that was not finished is redone under a new bracket. A consumer
-  // resuming inside a chunk gets the rest of it without a new ChunkBegin.
+  // the chunk is. It never is: a reconnect abandons the window, so the high watermark's
+  // transaction is decoded again without a chunk (Begin + Commit at seq 1), and a consumer
+  // resuming inside the chunk gets nothing of that transaction; the request redoes the chunk
+  // under a new window (docs/protocol.md, "Resuming inside a transaction").
   void BeginChunk(const dblog::v1::Relation& rel, dblog::v1::ChunkBegin chunk);
   // A surviving row (READ), row_bytes embedded verbatim as in EmitCopiedRow.
   void EmitChunkRow(std::string_view row_bytes);

@@ -11,7 +11,9 @@ connection resuming after the acknowledged position gets nothing old again and p
 repair requested while it was away, that a refused handshake is reported, and that a
 consumer's own token is read from --token-file or DBLOG_TOKEN_FILE, and that the client
 speaks TLS (--tls-ca, a client certificate for --tls-client-ca; certificates made with the
-openssl command) and refuses a server it does not trust. Also reads /metrics.
+openssl command) and refuses a server it does not trust. Also reads /metrics. And the rules
+a consumer relies on (docs/protocol.md): caught up with an LSN (--until-lsn, through events
+and heartbeats), BootstrapBegin's tables, resuming inside a transaction (its Begin first).
 
 Run by tests/run.sh after the C++ tests, with Debian's /usr/bin/python3 (python3-protobuf).
 Needs the environment tests/cluster.sh exports (DBLOG_TEST_CONNINFO, PGHOST, PGPORT, ...);
@@ -296,6 +298,72 @@ class ProtocolTest(unittest.TestCase):
         self.assertIn('dblog_consumer_connected{consumer="%s"} 1' % CONSUMER, metrics)
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(timeout=20), 0)
+
+    def test_rules_a_consumer_relies_on(self):
+        self.run_showing_log(self.rules_a_consumer_relies_on)
+
+    def run_until_exit(self, what, **kwargs):
+        """Runs the client until it exits by itself (retrying while dblogd still ends the last
+        connection, or its walsender still holds the slot); returns (lines, stderr)."""
+        for attempt in range(50):
+            proc = self.client(**kwargs)
+            out, err = proc.communicate(timeout=TIMEOUT)
+            if proc.returncode == 0:
+                return [json.loads(l) for l in out.splitlines()], err
+            busy = "in use by another process" in err or "ALREADY_CONNECTED" in err
+            if not busy or attempt == 49:
+                self.fail("%s: exit %d: %s" % (what, proc.returncode, err))
+            time.sleep(0.2)
+
+    def rules_a_consumer_relies_on(self):
+        """docs/protocol.md, "Rules a consumer relies on", as the example client follows them."""
+        t = SCHEMA + ".items"
+        # caught up (--until-lsn): everything the source committed before the LSN is printed,
+        # then the client exits on its own; after a bootstrap, at its consistent point
+        psql("INSERT INTO %s VALUES (2, 'two'), (3, 'three'), (4, 'four')" % t)  # one transaction
+        until = psql("SELECT pg_current_wal_lsn()")
+        lines, err = self.run_until_exit("first run", extra=["--until-lsn", until])
+        self.assertIn("caught up with %s" % until, err)
+        self.assertEqual(sorted(e["key"]["id"] for e in lines if e["op"] in ("read", "insert")),
+                         [1, 2, 3, 4])
+        begin = [e for e in lines if e["op"] == "bootstrap_begin"][0]
+        self.assertEqual(begin["tables"], [t])  # the tables the image covers, to clear first
+        resume = [l for l in err.splitlines() if l.startswith("acked ")][-1].split()[1]
+
+        # a transaction of three inserts, then a quiet stream: caught up by heartbeats
+        psql("INSERT INTO %s VALUES (5, 'five'), (6, 'six'), (7, 'seven')" % t)
+        psql("CREATE TABLE public.py_protocol_out (id int)")
+        self.addCleanup(psql, "DROP TABLE IF EXISTS public.py_protocol_out")
+        psql("INSERT INTO public.py_protocol_out VALUES (1)")  # out of scope
+        until = psql("SELECT pg_current_wal_lsn()")
+        lines, err = self.run_until_exit("second run", resume_after=resume,
+                                         extra=["--until-lsn", until, "--no-ack"])
+        inserts = [e for e in lines if e["op"] == "insert"]
+        self.assertEqual([e["key"]["id"] for e in inserts], [5, 6, 7])
+        self.assertIn("caught up with %s" % until, err)
+        self.assertNotIn("Error", err)
+
+        # resuming inside that transaction (after its second insert): its Begin comes first,
+        # at (commit_lsn, 0), before the resume point; then only what follows the resume point
+        inside = inserts[1]["pos"]
+        lines, err = self.run_until_exit("resumed inside a transaction", resume_after=inside,
+                                         extra=["--until-lsn", until])
+        positioned = [e for e in lines if e["pos"] is not None]
+        self.assertEqual(positioned[0]["op"], "begin")
+        self.assertEqual(pos_value(positioned[0]["pos"]), (pos_value(inside)[0], 0))
+        self.assertEqual([(e["op"], e.get("key")) for e in positioned[1:3]],
+                         [("insert", {"id": 7}), ("commit", None)])
+        self.assertTrue(all(pos_value(e["pos"]) > pos_value(inside) for e in positioned[1:]))
+
+        # nothing new (out-of-scope writes only): caught up by heartbeats, nothing printed, and
+        # the position stays the resume point
+        psql("INSERT INTO public.py_protocol_out VALUES (2)")
+        until = psql("SELECT pg_current_wal_lsn()")
+        end = [e for e in lines if e["op"] == "commit"][0]["pos"]
+        lines, err = self.run_until_exit("resumed at the end", resume_after=end,
+                                         extra=["--until-lsn", until])
+        self.assertEqual(lines, [])
+        self.assertIn("acked %s" % end, err)
 
     def test_consumer_token_from_a_file(self):
         self.run_showing_log(self.consumer_token_from_a_file)

@@ -208,15 +208,25 @@ TEST_F(ApplierTest, UnchangedToastValuesAreNeverWritten) {
   EXPECT_EQ(Items(), "1:a2:10000 6:e2:5 20:b2:10000 ");
   EXPECT_EQ(target_->scalar("SELECT body = repeat('x', 10000) FROM src.items WHERE id = 20"), "t");
 
-  // a row the target lacks: nothing is invented, a warning says so
+  // a row the target lacks: nothing is invented; a warning names the key (the moved row's new
+  // one) and the repair that restores it, and it is counted. Also for an update that changes
+  // nothing but the kept values (nothing to write, the row looked for all the same).
   s.Begin();
   s.Update(kItems, R({Int(99)}), R({Int(99), Text("ghost"), Unchanged()}));
   s.Update(kItems, R({Int(98)}), R({Int(97), Text("ghost"), Unchanged()}));
+  s.Update(kItems, R({Int(96)}), R({Int(96), Unchanged(), Unchanged()}));
+  s.Update(kItems, R({Int(1)}), R({Int(1), Unchanged(), Unchanged()}));  // present: fine
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "1:a2:10000 6:e2:5 20:b2:10000 ");
-  EXPECT_EQ(applier->stats().missing_rows, 2u);
-  EXPECT_NE(log_.find("warning: an update of src.items keeps unchanged TOAST values"),
+  EXPECT_EQ(applier->stats().missing_rows, 3u);
+  for (const std::string key : {"99", "97", "96"})
+    EXPECT_NE(log_.find("warning: an update of src.items key {\"id\":" + key +
+                        "} keeps unchanged TOAST values of a row the target does not have"),
+              std::string::npos)
+        << log_;
+  EXPECT_NE(log_.find("(3 such updates so far). Restore the row from the source with: SELECT"
+                      " dblog.repair_keys('src.items', '[{\"id\":96}]', 'unit');"),
             std::string::npos)
       << log_;
 }
@@ -326,14 +336,59 @@ TEST_F(ApplierTest, RangeChunkOnACompositeKeyComparesRowsInPostgres) {
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Pairs(), "a/1=0 a/2=0 a/3=0 b/2=1 c/1=0 c/2=0 c/3=0 ");
-  // a bound on a key prefix: everything from ("c") on
+  // a bound is a whole key: a prefix is refused, never guessed at
   s.Begin();
   const auto prefix = R({Text("c")});
   s.ChunkBegin(kPairs, true, &prefix, true, nullptr, false, 2);
   s.ChunkEnd(kPairs, {R({Text("c"), Int(2)})}, 2);
   s.Commit();
+  EXPECT_THROW(Run(*applier, s), StreamError);
+}
+
+// The target's text column is in collation C ('B' < 'a'); the source orders the key with ICU's
+// root collation ('a' < 'B'): the chunk's range is the source's.
+TEST_F(ApplierTest, RangeChunkComparesKeysInTheSourcesCollation) {
+  auto applier = NewApplier();
+  StreamBuilder s;
+  s.Relation(pairs_);
+  s.Begin();
+  for (const char* k1 : {"B", "a", "c"}) s.Insert(kPairs, R({Int(0), Text(k1), Int(1)}));
+  s.Commit();
   Run(*applier, s);
-  EXPECT_EQ(Pairs(), "a/1=0 a/2=0 a/3=0 b/2=1 c/2=0 ");
+  // [(a, 1), (c, 1)) in ICU order holds a and B; only a was read: B is gone at the source
+  s.Begin();
+  const auto from = R({Text("a"), Int(1)});
+  const auto to = R({Text("c"), Int(1)});
+  s.ChunkBegin(kPairs, true, &from, true, &to, false, 1, {"icu:und", ""});
+  s.Read(kPairs, R({Int(1), Text("a"), Int(1)}));
+  s.ChunkEnd(kPairs, {});
+  s.Commit();
+  Run(*applier, s);
+  EXPECT_EQ(Pairs(), "a/1=1 c/1=0 ");
+  EXPECT_EQ(target_->scalar("SELECT count(*) FROM pg_collation WHERE collname = 'icu:und'"), "1");
+  // libc:C is byte order: [(B, 1), (a, 1)] holds nothing else
+  s.Begin();
+  s.Insert(kPairs, R({Int(2), Text("B"), Int(1)}));
+  s.Commit();
+  const auto b = R({Text("B"), Int(1)});
+  s.Begin();
+  s.ChunkBegin(kPairs, true, &b, true, &from, true, 2, {"libc:C", ""});
+  s.ChunkEnd(kPairs, {R({Text("B"), Int(1)}), R({Text("a"), Int(1)})}, 2);
+  s.Commit();
+  Run(*applier, s);
+  EXPECT_EQ(Pairs(), "B/1=2 a/1=1 c/1=0 ");
+  // a collation the target cannot have: the chunk deletes nothing, says so and counts it
+  s.Begin();
+  s.ChunkBegin(kPairs, true, nullptr, false, nullptr, false, 3, {"libc:xx_NOWHERE.utf8", ""});
+  s.ChunkEnd(kPairs, {}, 3);
+  s.Commit();
+  Run(*applier, s);
+  EXPECT_EQ(Pairs(), "B/1=2 a/1=1 c/1=0 ");
+  EXPECT_EQ(applier->stats().range_deletes_skipped, 1u);
+  EXPECT_NE(log_.find("ordered by the source's collation libc:xx_NOWHERE.utf8, which the target"
+                      " does not have"),
+            std::string::npos)
+      << log_;
 }
 
 TEST_F(ApplierTest, KeyListChunkTouchesOnlyItsKeys) {

@@ -396,6 +396,56 @@ TEST_F(ApplyE2eTest, UnchangedToastKeepsTheTargetsValue) {
   EXPECT_EQ(apply_->log().find("warning"), std::string::npos) << apply_->log();
 }
 
+// An UPDATE that keeps an unchanged TOAST value, for a row the target lost: nothing can be
+// applied (the value is in no event), so the applier counts it and logs the key and the exact
+// dblog.repair_keys call; running that call on the source restores the row. With REPLICA
+// IDENTITY FULL the update carries the whole row and restores it by itself.
+TEST_F(ApplyE2eTest, UpdateOfAMissingRowWithUnchangedToastIsReportedWithTheRepairThatFixesIt) {
+  for (const std::string t : {"docs", "docs_full"}) {
+    db().exec("CREATE TABLE " + T(t) + " (id int PRIMARY KEY, note text, body text)");
+    db().exec("ALTER TABLE " + T(t) + " ALTER COLUMN body SET STORAGE EXTERNAL");
+    db().exec("INSERT INTO " + T(t) +
+              " SELECT g, 'n', repeat(md5(g::text), 400) FROM generate_series(1, 5) g");
+  }
+  db().exec("ALTER TABLE " + T("docs_full") + " REPLICA IDENTITY FULL");
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  target().exec("DELETE FROM " + T("docs") + " WHERE id = 2; DELETE FROM " + T("docs_full") +
+                " WHERE id = 2");
+  db().exec("UPDATE " + T("docs") + " SET note = 'changed' WHERE id = 2");  // body unchanged
+  db().exec("UPDATE " + T("docs_full") + " SET note = 'changed' WHERE id = 2");
+  WaitApplied(Sentinel());
+  ExpectSameTable("docs_full");  // FULL: the update carried the whole row
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("docs") + " WHERE id = 2"), "0");
+
+  const std::string call = "SELECT dblog.repair_keys('" + T("docs") + "', '[{\"id\":2}]', '" +
+                           consumer() + "');";
+  const std::string line = "warning: an update of " + T("docs") +
+                           " key {\"id\":2} keeps unchanged TOAST values of a row the target does"
+                           " not have: its other columns were not applied (1 such update so far)."
+                           " Restore the row from the source with: " + call;
+  ASSERT_TRUE(apply_->WaitForLog(line, 10s)) << apply_->log();
+  EXPECT_EQ(apply_->log().find("docs_full key"), std::string::npos) << apply_->log();
+  // the call, as logged, run on the source: the row comes back whole
+  db().exec(call);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (target().scalar("SELECT count(*) FROM " + T("docs") + " WHERE id = 2") != "1") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << apply_->log();
+    std::this_thread::sleep_for(50ms);
+  }
+  WaitApplied(Sentinel());
+  ExpectSameTable("docs");
+  // counted, and reported when the applier stops
+  apply_->Signal(SIGTERM);
+  ASSERT_TRUE(apply_->Wait(30s));
+  EXPECT_NE(apply_->log().find(", 1 updates of rows the target lacks (not applied: see the repair"
+                               " calls logged)"),
+            std::string::npos)
+      << apply_->log();
+}
+
 constexpr const char* kTypesDdl = R"sql(
   CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
   CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
@@ -715,6 +765,69 @@ TEST_F(ApplyE2eTest, RestartedBootstrapClearsTheTargetAndConverges) {
       std::string::npos)
       << log;
   EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("big") + " WHERE id = -1"), "0");
+}
+
+// A bootstrap is a complete image of BootstrapBegin.tables whatever `restarted` says: here the
+// source forgot the consumer (its slot and its row in dblog.consumers are gone), so the new
+// bootstrap has restarted = false, while the target holds rows from the earlier stream,
+// some of which the source deleted meanwhile (no stream carries those deletes). The applier
+// clears what the consumer wrote before applying the image.
+TEST_F(ApplyE2eTest, BootstrapOfAConsumerTheSourceForgotStillClearsTheTarget) {
+  db().exec("CREATE TABLE " + T("items") + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + T("items") + " SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  apply_->Signal(SIGTERM);
+  ASSERT_TRUE(apply_->Wait(30s));
+  for (int i = 0; i < 100; ++i) {
+    try {
+      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+      break;
+    } catch (const PgError&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  db().exec("DELETE FROM dblog.consumers WHERE name = '" + consumer() + "'");
+  db().exec("DELETE FROM " + T("items") + " WHERE id % 3 = 0");
+  db().exec("UPDATE " + T("items") + " SET v = 'changed' WHERE id % 5 = 0");
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  ExpectSameTable("items");
+  const std::string log = apply_->log();
+  EXPECT_EQ(log.find("(restarted)"), std::string::npos) << log;
+  EXPECT_NE(log.find("this consumer applied here before: clearing 2 target tables"),
+            std::string::npos)
+      << log;
+}
+
+// The source orders a text key with ICU's root collation ('a' < 'B'), the target table (created
+// by --create-tables in a C-locale database) with C ('B' < 'a'). A whole-table repair in
+// chunks of one row converges only when the range deletions compare keys as the source does
+// (ChunkBegin.key_collations): in C order a later chunk's range would hold rows an earlier
+// chunk had just repaired, and delete them.
+TEST_F(ApplyE2eTest, RangeRepairsCompareTextKeysInTheSourcesCollation) {
+  db().exec("CREATE TABLE " + T("words") + " (w text COLLATE \"und-x-icu\" PRIMARY KEY, n int)");
+  db().exec("INSERT INTO " + T("words") +
+            " VALUES ('a', 1), ('B', 2), ('c', 3), ('D', 4), ('e', 5), ('F', 6)");
+  StartDblogd({"--chunk-size=1"});
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  // damage: a row the source never had, a lost row
+  target().exec("INSERT INTO " + T("words") + " VALUES ('b', -1); DELETE FROM " + T("words") +
+                " WHERE w = 'D'");
+  const std::string id = db().scalar("SELECT dblog.repair('" + T("words") + "')");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "done") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << apply_->log();
+    std::this_thread::sleep_for(50ms);
+  }
+  WaitApplied(Sentinel());
+  ExpectSameTable("words");
+  EXPECT_EQ(target().scalar("SELECT count(*) FROM pg_collation WHERE collname = 'icu:und'"), "1");
 }
 
 // ---- keeping running (issue 13, 4): losses of dblogd and of the target ------------------

@@ -127,8 +127,10 @@ class StreamBuilder {
     commit.set_seq(++seq_);
   }
   void ChunkBegin(std::uint32_t oid, bool is_range, const dblog::v1::Row* from, bool from_inclusive,
-                  const dblog::v1::Row* to, bool to_inclusive, std::uint64_t request = 1) {
+                  const dblog::v1::Row* to, bool to_inclusive, std::uint64_t request = 1,
+                  std::vector<std::string> key_collations = {}) {
     auto& c = *Add().mutable_chunk_begin();
+    for (auto& k : key_collations) c.add_key_collations(k);
     c.set_request_id(request);
     c.set_relation_oid(oid);
     c.set_commit_lsn(lsn_);

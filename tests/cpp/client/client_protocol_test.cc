@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "client/client.h"
+#include "client/position.h"
 #include "fake_server.h"
 #include "test_events.h"
 #include "wire/frame.h"
@@ -478,6 +479,96 @@ TEST(ClientStream, NothingAtOrBeforeResumeAfter) {
   Client client = Client::Connect(options);
   Item item;
   EXPECT_THROW(client.Next(item), ProtocolError);  // (0x2000, 5) is the resume point itself
+}
+
+// Resuming inside a transaction: its Begin comes first at (commit_lsn, 0), at or before the
+// resume point; then only positions after the resume point. Only that transaction's Begin, and
+// only first.
+TEST(ClientStream, TheBeginOfTheTransactionResumedInsideComesFirst) {
+  FakeServer server([](FakeConnection& connection) {
+    ASSERT_TRUE(Welcome(connection));
+    connection.Send(BatchMessage({BeginEvent(0x2000, 771, kTime, 0x2100), InsertEvent(0x2000, 6, 1),
+                                  CommitEvent(0x2000, 7, 771, kTime, 0x2100)}));
+    connection.WaitForEof();
+  });
+  ConnectOptions options = Options(server.port());
+  options.resume_after = client::MakePosition(0x2000, 5);
+  Client client = Client::Connect(options);
+  Item item;
+  ASSERT_TRUE(client.Next(item));
+  EXPECT_TRUE(std::get<StreamEvent>(item).has_begin());
+  ASSERT_TRUE(client.Next(item));
+  EXPECT_EQ(std::get<StreamEvent>(item).change().seq(), 6u);
+  ASSERT_TRUE(client.Next(item));
+  EXPECT_TRUE(std::get<StreamEvent>(item).has_commit());
+  EXPECT_EQ(client.received_through(), 0x2100u);
+}
+
+TEST(ClientStream, ABeginBeforeTheResumePointOfAnotherTransactionIsRefused) {
+  for (const std::uint64_t lsn : {0x1000u, 0x2000u}) {
+    FakeServer server([lsn](FakeConnection& connection) {
+      ASSERT_TRUE(Welcome(connection));
+      // 0x1000: another transaction's Begin; 0x2000: the right one, but not first
+      if (lsn == 0x1000) {
+        connection.Send(BatchMessage({BeginEvent(lsn, 771, kTime, lsn + 0x100)}));
+      } else {
+        connection.Send(BatchMessage({InsertEvent(0x2000, 6, 1), BeginEvent(lsn, 771, kTime, 0)}));
+      }
+      connection.WaitForEof();
+    });
+    ConnectOptions options = Options(server.port());
+    options.resume_after = client::MakePosition(0x2000, 5);
+    Client client = Client::Connect(options);
+    Item item;
+    if (lsn == 0x2000) {
+      ASSERT_TRUE(client.Next(item));
+    }
+    EXPECT_THROW(client.Next(item), ProtocolError) << lsn;
+  }
+}
+
+// received_through: what was had before (resume_from), then each later transaction's
+// commit_lsn, a Commit's end_lsn, a heartbeat's source_lsn; a bootstrap counts only at its end.
+TEST(ClientStream, ReceivedThroughFollowsTheStreamAndHeartbeats) {
+  FakeServer server([](FakeConnection& connection) {
+    ClientMessage hello;
+    ASSERT_TRUE(connection.Read(&hello));
+    dblog::v1::ServerMessage welcome = WelcomeMessage();
+    *welcome.mutable_welcome()->mutable_resume_from() = client::MakePosition(0x500, 3);
+    connection.Send(welcome);
+    connection.Send(HeartbeatMessage(0x500, 3));  // source_lsn 0x1500
+    connection.Send(BatchMessage({BeginEvent(0x2000, 771, kTime, 0x2100), InsertEvent(0x2000, 1, 1),
+                                  CommitEvent(0x2000, 2, 771, kTime, 0x2100)}));
+    dblog::v1::StreamEvent begin;
+    begin.mutable_bootstrap_begin()->set_consistent_point(0x9000);
+    dblog::v1::StreamEvent row = ChangeEvent(Change::READ, 16384, 0x8FFF, 1, 0, 0);
+    dblog::v1::StreamEvent end;
+    end.mutable_bootstrap_end()->set_consistent_point(0x9000);
+    end.mutable_bootstrap_end()->set_commit_lsn(0x8FFF);
+    end.mutable_bootstrap_end()->set_seq(2);
+    connection.Send(BatchMessage({begin, row}));
+    connection.Send(HeartbeatMessage(0x8FFF, 1));  // source_lsn 0x9FFF: ignored inside
+    connection.Send(BatchMessage({end}));
+    connection.WaitForEof();
+  });
+  Client client = Client::Connect(Options(server.port()));
+  EXPECT_EQ(client.received_through(), 0x500u);
+  Item item;
+  ASSERT_TRUE(client.Next(item));  // heartbeat
+  EXPECT_EQ(client.received_through(), 0x1500u);
+  EXPECT_TRUE(client.CaughtUp(0x1500));
+  EXPECT_FALSE(client.CaughtUp(0x1501));
+  ASSERT_TRUE(client.Next(item));  // Begin
+  EXPECT_EQ(client.received_through(), 0x2000u);
+  ASSERT_TRUE(client.Next(item));  // insert
+  ASSERT_TRUE(client.Next(item));  // Commit
+  EXPECT_EQ(client.received_through(), 0x2100u);
+  ASSERT_TRUE(client.Next(item));  // BootstrapBegin
+  ASSERT_TRUE(client.Next(item));  // a copied row
+  ASSERT_TRUE(client.Next(item));  // heartbeat inside the bootstrap
+  EXPECT_EQ(client.received_through(), 0x2100u);
+  ASSERT_TRUE(client.Next(item));  // BootstrapEnd
+  EXPECT_EQ(client.received_through(), 0x9000u);
 }
 
 TEST(ClientStream, SilenceBeyondIoTimeoutFails) {

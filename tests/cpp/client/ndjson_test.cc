@@ -277,11 +277,14 @@ TEST_F(RenderTest, Chunks) {
   chunk.set_commit_lsn(kLsn);
   chunk.set_seq(1);
   chunk.set_is_range(true);
+  chunk.set_chunk(2);
   *chunk.mutable_from_key() = MakeRow({IntValue(1)});
+  chunk.add_key_collations("");
   EXPECT_EQ(Render(range),
             R"({"position":{"commit_lsn":"0/16B3748","seq":1},"op":"chunk_begin",)"
-            R"("request_id":7,"table":"public.items","is_range":true,"from_key":{"id":1},)"
-            R"("to_key":null})");
+            R"("request_id":7,"table":"public.items","chunk":2,"is_range":true,)"
+            R"("from_key":{"id":1},"from_inclusive":false,"to_key":null,"to_inclusive":false,)"
+            R"("key_collations":[""]})");
 
   StreamEvent list;
   list.mutable_chunk_begin()->set_request_id(8);
@@ -289,7 +292,7 @@ TEST_F(RenderTest, Chunks) {
   list.mutable_chunk_begin()->set_commit_lsn(kLsn);
   list.mutable_chunk_begin()->set_seq(1);
   EXPECT_EQ(Render(list), R"({"position":{"commit_lsn":"0/16B3748","seq":1},"op":"chunk_begin",)"
-                          R"("request_id":8,"table":"public.items","is_range":false})");
+                          R"("request_id":8,"table":"public.items","chunk":0,"is_range":false})");
 
   StreamEvent end;
   auto& chunk_end = *end.mutable_chunk_end();
@@ -299,8 +302,11 @@ TEST_F(RenderTest, Chunks) {
   chunk_end.set_seq(12);
   chunk_end.set_rows(10);
   chunk_end.set_deletes(1);
+  *chunk_end.add_kept_keys() = MakeRow({IntValue(4)});
+  chunk_end.set_last(true);
   EXPECT_EQ(Render(end), R"({"position":{"commit_lsn":"0/16B3748","seq":12},"op":"chunk_end",)"
-                         R"("request_id":7,"table":"public.items","rows":10,"deletes":1})");
+                         R"("request_id":7,"table":"public.items","rows":10,"deletes":1,)"
+                         R"("kept_keys":[{"id":4}],"last":true})");
 }
 
 TEST_F(RenderTest, RelationsOnlyOnRequest) {

@@ -50,6 +50,9 @@ TEST(ChunkQuery, KeyValuesUseTheTypesInputAndOutputFunctionsNeverACast) {
   // from/to bounds by column name (the JSON key a quoted identifier stands for)
   EXPECT_TRUE(Has(q.bounds, "dblog._key_in(($2::jsonb)->>'t', NULL::text)")) << q.bounds;
   EXPECT_TRUE(Has(q.bounds, "dblog.relation_info($4::oid)")) << q.bounds;
+  // and every collatable column's collation, for ChunkBegin.key_collations
+  EXPECT_TRUE(Has(q.bounds, "JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation"))
+      << q.bounds;
 }
 
 TEST(ChunkQuery, OperatorsAreSchemaQualifiedAndResumeWinsOverFrom) {
