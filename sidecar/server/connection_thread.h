@@ -12,6 +12,7 @@
 #include <boost/asio.hpp>
 #include <atomic>
 #include <functional>
+#include <string>
 #include <thread>
 
 namespace dblog::server {
@@ -36,10 +37,18 @@ class ConnectionThread {
   boost::asio::io_context& io() { return io_; }
 
   // Runs the io_context on a new thread; `on_exit` is called on that thread when run()
-  // returns (after Release, or Stop).
-  void Start(std::function<void()> on_exit) {
-    thread_ = std::thread([this, on_exit = std::move(on_exit)] {
-      io_.run();
+  // returns (after Release, or Stop). An exception that escapes a handler ends this thread's
+  // run() only: `on_error` is called with it (on this thread), then `on_exit`; the other
+  // connections go on (on the main io_context it would have stopped the whole process).
+  void Start(std::function<void()> on_exit, std::function<void(const std::string&)> on_error) {
+    thread_ = std::thread([this, on_exit = std::move(on_exit), on_error = std::move(on_error)] {
+      try {
+        io_.run();
+      } catch (const std::exception& e) {
+        if (on_error) on_error(e.what());
+      } catch (...) {
+        if (on_error) on_error("an exception of unknown type");
+      }
       if (on_exit) on_exit();
     });
   }

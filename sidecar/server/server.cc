@@ -129,13 +129,43 @@ void Server::OnAccepted(boost::system::error_code ec, tcp::socket socket) {
   session->Start();
   session.reset();
   try {
-    thread->Start([this, id] { asio::post(io_, [this, id] { Reap(id); }); });
+    thread->Start([this, id] { asio::post(io_, [this, id] { Reap(id); }); },
+                  [this, &conn_io](const std::string& error) { ConnectionFailed(conn_io, error); });
   } catch (const std::system_error& e) {  // no thread to be had: drop the connection
     log::Warn("consumer_connection_dropped", {{"reason", "cannot start its thread"},
                                               {"error", e.what()}});
     threads_.erase(id);  // destroys the session with the handlers it queued
   }
   Accept();
+}
+
+void Server::ConnectionFailed(asio::io_context& io, const std::string& error) {
+  // Forget the connection's consumer (its name is free again); its pipeline is destroyed here,
+  // on its own thread, which closes its source connections; what is left of the connection
+  // goes with the io_context when the thread is reaped.
+  std::vector<std::shared_ptr<Consumer>> gone;
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = pipelines_.begin(); it != pipelines_.end();) {
+      if (it->second.io != &io) {
+        ++it;
+        continue;
+      }
+      if (it->second.pipeline) gone.push_back(it->second.pipeline);
+      names.push_back(it->first);
+      if (!it->second.configured) metrics_.Forget(it->first);
+      it = pipelines_.erase(it);
+    }
+  }
+  name_freed_.notify_all();
+  std::string consumers;
+  for (const auto& n : names) consumers += (consumers.empty() ? "" : ",") + n;
+  log::Error("consumer_connection_failed",
+             {{"consumer", consumers}, {"error", error},
+              {"message", "an unexpected error ended this connection; other consumers go on. "
+                          "Please report it with this line"}});
+  gone.clear();
 }
 
 void Server::Reap(std::uint64_t id) {

@@ -52,6 +52,8 @@ class Server {
                const dblog::v1::Hello& hello);
   void Refuse(Session& session, dblog::v1::Error::Code code, const std::string& message);
   void OnTlsFailure(const Session& session, Session::TlsFailure kind, const std::string& reason);
+  // An exception escaped a handler of the connection running on `io` (on its thread).
+  void ConnectionFailed(boost::asio::io_context& io, const std::string& error);
   // The connection thread `id` ended: join it (on the main thread).
   void Reap(std::uint64_t id);
 
