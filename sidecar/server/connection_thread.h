@@ -65,10 +65,11 @@ class ConnectionThread {
   bool started() const { return thread_.joinable(); }
 
  private:
+  // First, so that it outlives io_: destroying io_ may destroy a session, whose Release reads it.
+  std::atomic<bool> dying_{false};
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::thread thread_;
-  std::atomic<bool> dying_{false};
 };
 
 }  // namespace dblog::server
