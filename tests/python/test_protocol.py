@@ -365,6 +365,36 @@ class ProtocolTest(unittest.TestCase):
         self.assertEqual(lines, [])
         self.assertIn("acked %s" % end, err)
 
+    def test_waits_while_the_slot_is_created(self):
+        self.run_showing_log(self.waits_while_the_slot_is_created)
+
+    def waits_while_the_slot_is_created(self):
+        """docs/protocol.md, "Waiting for the slot": Progress{creating_slot} frames before
+        Welcome while CREATE_REPLICATION_SLOT waits for an open transaction; the client keeps
+        waiting and streams once it ends."""
+        holder = subprocess.Popen(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        self.procs.append(holder)
+        holder.stdin.write("BEGIN; SELECT txid_current();\n")
+        holder.stdin.flush()
+        until = psql("SELECT pg_current_wal_lsn()")
+        proc = self.client(extra=["--until-lsn", until])
+        deadline = time.time() + TIMEOUT
+        while psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                   " AND query LIKE 'CREATE_REPLICATION_SLOT%%dblog_%s%%'" % CONSUMER) == "0":
+            self.assertLess(time.time(), deadline, "the slot creation never waited")
+            time.sleep(0.05)
+        time.sleep(2.5)  # the first report comes after a second of waiting
+        self.assertIsNone(proc.poll(), "the client gave up while the slot was being created")
+        holder.stdin.write("COMMIT;\n")
+        holder.stdin.close()
+        holder.wait(timeout=TIMEOUT)
+        out, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("waiting: dblogd is creating the slot", err)
+        self.assertIn("welcome slot=dblog_%s slot_created=True" % CONSUMER, err)
+        self.assertIn("caught up with %s" % until, err)
+
     def test_consumer_token_from_a_file(self):
         self.run_showing_log(self.consumer_token_from_a_file)
 
