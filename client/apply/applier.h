@@ -100,6 +100,18 @@ struct ApplierStats {
   // range chunks whose deletion was skipped: a key column's collation (ChunkBegin.
   // key_collations) is not available in the target, so it cannot tell which rows are in range
   std::uint64_t range_deletes_skipped = 0;
+
+  ApplierStats& operator+=(const ApplierStats& o) {
+    transactions += o.transactions;
+    rows_written += o.rows_written;
+    rows_deleted += o.rows_deleted;
+    range_deleted += o.range_deleted;
+    truncates += o.truncates;
+    statements += o.statements;
+    missing_rows += o.missing_rows;
+    range_deletes_skipped += o.range_deletes_skipped;
+    return *this;
+  }
 };
 
 class Applier {

@@ -218,30 +218,13 @@ void ApplyRun::Discard() {
     // The target connection failed: whatever committed stays, the rest is rolled back by the
     // server when the session ends.
   }
-  const apply::ApplierStats& s = applier_->stats();
-  done_.transactions += s.transactions;
-  done_.rows_written += s.rows_written;
-  done_.rows_deleted += s.rows_deleted;
-  done_.range_deleted += s.range_deleted;
-  done_.truncates += s.truncates;
-  done_.statements += s.statements;
-  done_.missing_rows += s.missing_rows;
-  done_.range_deletes_skipped += s.range_deletes_skipped;
+  done_ += applier_->stats();
   applier_.reset();
 }
 
 std::string ApplyRun::Summary() const {
   apply::ApplierStats s = done_;
-  if (applier_) {
-    const apply::ApplierStats& c = applier_->stats();
-    s.transactions += c.transactions;
-    s.rows_written += c.rows_written;
-    s.rows_deleted += c.rows_deleted;
-    s.range_deleted += c.range_deleted;
-    s.truncates += c.truncates;
-    s.missing_rows += c.missing_rows;
-    s.range_deletes_skipped += c.range_deletes_skipped;
-  }
+  if (applier_) s += applier_->stats();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   char cpu[64];

@@ -211,6 +211,8 @@ class Pipeline : public server::Consumer,
   void RecordKeys(const dblog::v1::Change& change);
   void ScheduleWindow();
   void StartWindow();
+  // The oldest request cannot run: logged, recorded as failed, dropped; the next one goes on.
+  void FailFrontRequest(const std::string& error);
   void CloseWindow();
   void RecordProgress(const PendingProgress& p);
   void FinishRequest(std::uint64_t id, const std::string& state, const std::string& error);

@@ -369,6 +369,14 @@ std::string Pipeline::WatermarkPrefix() const {
   return std::string(kWatermarkPrefix) + "/" + consumer_.name;
 }
 
+void Pipeline::FailFrontRequest(const std::string& error) {
+  log::Error("repair_failed", {{"consumer", consumer_.name}, {"request", requests_.front().id},
+                               {"error", error}});
+  FinishRequest(requests_.front().id, "failed", error);
+  requests_.pop_front();
+  ScheduleWindow();
+}
+
 void Pipeline::StartWindow() {
   if (window_ || requests_.empty() || state_ != State::kStreaming) return;
   if (std::chrono::steady_clock::now() < next_window_at_) {
@@ -506,12 +514,7 @@ void Pipeline::StartWindow() {
     }
   } catch (const RequestError& e) {
     // Nothing was written yet: the request itself cannot run.
-    log::Error("repair_failed", {{"consumer", consumer_.name}, {"request", r.id},
-                                 {"error", e.what()}});
-    FinishRequest(r.id, "failed", e.what());
-    requests_.pop_front();
-    ScheduleWindow();
-    return;
+    return FailFrontRequest(e.what());
   } catch (const std::exception& e) {
     abandoned_windows_.insert(w.window.id());  // its low watermark may be in the log
     const bool lost = !sql_ || PQstatus(sql_->raw()) != CONNECTION_OK;
@@ -530,12 +533,7 @@ void Pipeline::StartWindow() {
       });
       return;
     }
-    log::Error("repair_failed", {{"consumer", consumer_.name}, {"request", r.id},
-                                 {"error", e.what()}});
-    FinishRequest(r.id, "failed", e.what());
-    requests_.pop_front();
-    ScheduleWindow();
-    return;
+    return FailFrontRequest(e.what());
   }
   if (r.chunks == 0 && r.rows == 0)
     log::Info("repair_started", {{"consumer", consumer_.name}, {"request", r.id},
