@@ -31,6 +31,15 @@ void AppendFrame(std::string& out, const google::protobuf::MessageLite& message)
   message.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&out[start]));
 }
 
+std::string FieldFrameHead(std::uint32_t field_number, std::size_t field_size) {
+  std::string message_head;
+  AppendVarint(message_head, field_number << 3 | 2);  // wire type 2: length-delimited
+  AppendVarint(message_head, field_size);
+  std::string head;
+  AppendVarint(head, message_head.size() + field_size);
+  return head + message_head;
+}
+
 void FrameDecoder::Feed(const char* data, std::size_t size) {
   if (!error_.empty()) return;
   // Compact once the consumed prefix dominates, so the buffer stays about one frame large.
