@@ -7,17 +7,6 @@
 
 namespace dblog::wire {
 
-std::size_t AppendVarint(std::string& out, std::uint64_t value) {
-  std::size_t n = 0;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-    ++n;
-  }
-  out.push_back(static_cast<char>(value));
-  return n + 1;
-}
-
 void AppendFrame(std::string& out, std::string_view payload) {
   AppendVarint(out, payload.size());
   out.append(payload.data(), payload.size());

@@ -104,7 +104,7 @@ void Bookkeeping::RecordSkippedBootstrap(const std::string& slot,
       " VALUES ($1, $2, $3, 'skipped', $4::pg_lsn) ON CONFLICT (name) DO UPDATE SET"
       " slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope, bootstrap_state = 'skipped',"
       " consistent_point = EXCLUDED.consistent_point",
-      {consumer_.name, slot, scope_, pg::FormatLsn(consistent_point)});
+      {consumer_.name, slot, scope_, common::FormatLsn(consistent_point)});
 }
 
 void Bookkeeping::RecordBootstrapStarted(const std::string& slot,
@@ -116,7 +116,7 @@ void Bookkeeping::RecordBootstrapStarted(const std::string& slot,
       " ON CONFLICT (name) DO UPDATE SET slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope,"
       " bootstrap_state = 'copying', consistent_point = EXCLUDED.consistent_point,"
       " bootstrap_started_at = now(), bootstrap_done_at = NULL, rows_copied = NULL",
-      {consumer_.name, slot, scope_, pg::FormatLsn(consistent_point)});
+      {consumer_.name, slot, scope_, common::FormatLsn(consistent_point)});
 }
 
 bool Bookkeeping::MarkBootstrapDone(std::uint64_t rows) {
@@ -178,7 +178,7 @@ std::string Bookkeeping::Blockers(int pid) {
 }
 
 std::uint64_t Bookkeeping::CurrentWalInsertLsn() {
-  return pg::ParseLsn(std::string(
+  return common::ParseLsn(std::string(
       Sql().Exec("SELECT pg_catalog.pg_current_wal_insert_lsn()::text").value(0, 0)));
 }
 

@@ -165,7 +165,7 @@ void Pipeline::Prepare() {
     bookkeeping_.RecordSkippedBootstrap(slot_, created.consistent_point);
     confirmed_ = created.consistent_point;
     log::Info("slot_created", {{"consumer", consumer_.name}, {"slot", slot_},
-                               {"consistent_point", pg::FormatLsn(created.consistent_point)}});
+                               {"consistent_point", common::FormatLsn(created.consistent_point)}});
     BeginStreaming(false);
   });
 }
@@ -242,8 +242,8 @@ void Pipeline::BeginStreaming(bool slot_existed) {
     const std::uint64_t wal = bookkeeping_.CurrentWalInsertLsn();
     if (hello_.resume_after().commit_lsn() > wal)
       throw ResumeAheadError(
-          "Hello.resume_after " + emit::FormatLsn(hello_.resume_after().commit_lsn()) +
-          " is ahead of the source's WAL (" + emit::FormatLsn(wal) +
+          "Hello.resume_after " + common::FormatLsn(hello_.resume_after().commit_lsn()) +
+          " is ahead of the source's WAL (" + common::FormatLsn(wal) +
           "): it does not come from this source's stream; resume from a position this source "
           "sent, or start a new consumer");
   }
@@ -260,8 +260,8 @@ void Pipeline::BeginStreaming(bool slot_existed) {
   SendWelcome(!slot_existed, &resume);
   stats_->confirmed_lsn = confirmed_;
   log::Info("consumer_streaming", {{"consumer", consumer_.name}, {"slot", slot_},
-                                   {"from", pg::FormatLsn(confirmed_)},
-                                   {"resume_after", emit::FormatLsn(resume.commit_lsn) + "#" +
+                                   {"from", common::FormatLsn(confirmed_)},
+                                   {"resume_after", common::FormatLsn(resume.commit_lsn) + "#" +
                                                         std::to_string(resume.seq)}});
   repairs_->LoadQueued();
   StartStream();
@@ -312,7 +312,7 @@ void Pipeline::StartBootstrap(const pg::CreatedSlot& created, bool restarted) {
   }
   log::Info("bootstrap_started",
             {{"consumer", consumer_.name}, {"slot", slot_},
-             {"consistent_point", pg::FormatLsn(consistent_point_)},
+             {"consistent_point", common::FormatLsn(consistent_point_)},
              {"tables", plan.tables.size()}, {"tasks", plan.tasks.size()},
              {"workers", config_.copy_workers}, {"rows_estimated", estimated_total},
              {"restarted", restarted ? "true" : "false"}});
@@ -389,7 +389,7 @@ void Pipeline::FinishBootstrap() {
   stats_->bootstrap_running = 0;
   log::Info("bootstrap_copied", {{"consumer", consumer_.name}, {"rows", total},
                                  {"bytes", bytes},
-                                 {"consistent_point", pg::FormatLsn(consistent_point_)}});
+                                 {"consistent_point", common::FormatLsn(consistent_point_)}});
   // Requests committed before this slot's consistent point are not in its stream: a bootstrap
   // redone from a new slot would never see one made during the earlier attempt. Take them
   // from the queue (those the stream does carry are known by id and not loaded twice).
@@ -744,7 +744,7 @@ void Pipeline::Shutdown() {
 
 void Pipeline::OnClosed() {
   log::Info("consumer_disconnected", {{"consumer", consumer_.name},
-                                      {"confirmed", pg::FormatLsn(confirmed_)}});
+                                      {"confirmed", common::FormatLsn(confirmed_)}});
   Finish();
 }
 

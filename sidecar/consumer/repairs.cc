@@ -5,7 +5,7 @@
 #include <random>
 
 #include "bootstrap/scope.h"
-#include "client/json.h"
+#include "common/json.h"
 #include "consumer/chunk_query.h"
 #include "consumer/watermark.h"
 #include "emit/key.h"
@@ -213,7 +213,7 @@ void Repairs::IgnoreMarker(const dblog::v1::Message& m, const char* kind) {
                            {{"consumer", consumer_.name},
                             {"kind", kind},
                             {"prefix", m.prefix().substr(0, 80)},
-                            {"lsn", pg::FormatLsn(m.lsn())}});
+                            {"lsn", common::FormatLsn(m.lsn())}});
 }
 
 // ---- the pipeline's lifecycle ------------------------------------------------------------
@@ -416,7 +416,7 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
     std::string json = "[";
     for (std::size_t i = 0; i < r.key_columns.size(); ++i) {
       if (i > 0) json += ", ";
-      client::AppendJsonString(json, rows.value(last, static_cast<int>(2 + i)));
+      common::AppendJsonString(json, rows.value(last, static_cast<int>(2 + i)));
     }
     w.last_key = json + "]";
   }
