@@ -118,8 +118,8 @@ std::optional<Position> Applier::Start() {
       " CREATE TABLE IF NOT EXISTS dblog_apply.tables ("
       "   consumer text, table_schema text, table_name text,"
       "   added_at timestamptz NOT NULL DEFAULT now(),"
-      "   PRIMARY KEY (consumer, table_schema, table_name));"
-      " COMMIT",
+      "   PRIMARY KEY (consumer, table_schema, table_name));" +
+          std::string(kRelationMapDdl) + " COMMIT",
       "creating the dblog_apply schema in the target");
   target_.Query("INSERT INTO dblog_apply.progress (consumer) VALUES ($1) ON CONFLICT DO NOTHING",
                 {options_.consumer}, "creating the consumer's progress row");
@@ -135,6 +135,24 @@ std::optional<Position> Applier::Start() {
       target_.Query("SELECT table_schema, table_name FROM dblog_apply.tables WHERE consumer = $1",
                     {options_.consumer}, "reading the consumer's tables");
   for (int i = 0; i < tables.rows(); ++i) registered_.insert({tables.get(i, 0), tables.get(i, 1)});
+  PgResult relations = target_.Query(
+      "SELECT relation_oid::text, table_schema, table_name FROM dblog_apply.relations"
+      " WHERE consumer = $1",
+      {options_.consumer}, "reading the consumer's relation mapping");
+  for (int i = 0; i < relations.rows(); ++i)
+    mappings_[static_cast<std::uint32_t>(std::stoul(relations.get(i, 0)))].target =
+        TargetName{relations.get(i, 1), relations.get(i, 2)};
+  PgResult columns = target_.Query(
+      "SELECT relation_oid::text, attnum, column_name, type_name, dropped"
+      " FROM dblog_apply.columns WHERE consumer = $1 ORDER BY relation_oid, attnum",
+      {options_.consumer}, "reading the consumer's column mapping");
+  for (int i = 0; i < columns.rows(); ++i) {
+    const auto it = mappings_.find(static_cast<std::uint32_t>(std::stoul(columns.get(i, 0))));
+    if (it == mappings_.end()) continue;
+    it->second.columns.push_back(
+        MappedColumn{static_cast<std::uint32_t>(std::stoul(columns.get(i, 1))), columns.get(i, 2),
+                     columns.get(i, 3), columns.get(i, 4) == "t"});
+  }
 
   target_.StartPipeline();
   target_.SendPrepare(kProgressStatement,
@@ -439,12 +457,165 @@ Applier::Table& Applier::TableFor(std::uint32_t oid, const char* what) {
   if (it == tables_.end())
     throw StreamError(std::string(what) + " for relation oid " + std::to_string(oid) +
                       " that no Relation described");
-  if (!it->second.prepared) PrepareTable(it->second);
+  if (!it->second.prepared) {
+    // Schema changes it brings land in the target transaction of its source transaction.
+    BeginTarget();
+    PrepareTable(it->second);
+  }
   return it->second;
+}
+
+bool Applier::TargetTableExists(const TargetName& name) {
+  PgResult r = target_.Query(
+      "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2)",
+      {name.schema, name.name}, "looking up target table " + name.Display());
+  return r.get(0, 0) == "t";
+}
+
+void Applier::MoveRegistration(const TargetName& from, const TargetName& to) {
+  if (!registered_.erase({from.schema, from.name})) return;
+  Send("DELETE FROM dblog_apply.tables WHERE consumer = $1 AND table_schema = $2"
+       " AND table_name = $3",
+       {options_.consumer, from.schema, from.name},
+       "moving the registration of " + from.Display() + " in dblog_apply.tables");
+  target_.SendPrepared(kRegisterStatement, {options_.consumer, to.schema, to.name},
+                       "registering " + to.Display() + " in dblog_apply.tables");
+  registered_.insert({to.schema, to.name});
+}
+
+void Applier::SaveMapping(std::uint32_t oid, const RelationMapping& mapping) {
+  const std::string oid_text = std::to_string(oid);
+  Send("INSERT INTO dblog_apply.relations (consumer, relation_oid, table_schema, table_name)"
+       " VALUES ($1, $2::oid, $3, $4) ON CONFLICT (consumer, relation_oid) DO UPDATE SET"
+       " table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,"
+       " updated_at = now()",
+       {options_.consumer, oid_text, mapping.target.schema, mapping.target.name},
+       "storing the target table of relation " + oid_text);
+  TextArray attnums, names, types, dropped;
+  for (const MappedColumn& c : mapping.columns) {
+    attnums.Add(std::string_view(std::to_string(c.attnum)));
+    names.Add(std::string_view(c.name));
+    types.Add(std::string_view(c.type));
+    dropped.Add(std::string_view(c.dropped ? "t" : "f"));
+  }
+  Send("DELETE FROM dblog_apply.columns WHERE consumer = $1 AND relation_oid = $2::oid",
+       {options_.consumer, oid_text}, "storing the target columns of relation " + oid_text);
+  Send("INSERT INTO dblog_apply.columns (consumer, relation_oid, attnum, column_name, type_name,"
+       " dropped) SELECT $1, $2::oid, u.a, u.n, u.t, u.d FROM ROWS FROM ("
+       " pg_catalog.unnest($3::int[]), pg_catalog.unnest($4::text[]),"
+       " pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::boolean[])) AS u(a, n, t, d)",
+       {options_.consumer, oid_text, attnums.Take(), names.Take(), types.Take(), dropped.Take()},
+       "storing the target columns of relation " + oid_text);
+  mappings_[oid] = mapping;
+}
+
+void Applier::MoveAside(const TargetName& name, std::uint32_t except) {
+  for (auto& [oid, mapping] : mappings_) {
+    if (oid == except || mapping.target != name) continue;
+    const TargetName aside{name.schema, AsideName(name.name, oid)};
+    if (TargetTableExists(name)) {
+      target_.Exec("ALTER TABLE " + name.Quoted() + " RENAME TO " + QuoteIdent(aside.name),
+                   "renaming target table " + name.Display() + " to " + aside.Display());
+      MoveRegistration(name, aside);
+    }
+    log_("target table " + name.Display() + " was applied from source relation oid " +
+         std::to_string(oid) + ", and the source now has another table of that name (oid " +
+         std::to_string(except) + "): renamed it to " + aside.Display() +
+         " (if the source dropped that table, drop it; if the source renamed it, it follows at"
+         " that table's next change)");
+    RelationMapping moved = mapping;
+    moved.target = aside;
+    const std::uint32_t moved_oid = oid;
+    SaveMapping(moved_oid, moved);
+    if (const auto t = tables_.find(moved_oid); t != tables_.end()) t->second.prepared = false;
+    return;  // one oid per target name
+  }
+}
+
+void Applier::RenameTargetTable(std::uint32_t oid, const std::string& source,
+                                const TargetName& from, const TargetName& to) {
+  if (!TargetTableExists(from)) {
+    if (TargetTableExists(to)) {
+      log_("the source renamed " + from.Display() + " (relation oid " + std::to_string(oid) +
+           ") to " + source + "; target table " + to.Display() + " already has the new name");
+      MoveRegistration(from, to);
+      return;
+    }
+    throw SchemaError("the source renamed the table applied into target table " + from.Display() +
+                      " (relation oid " + std::to_string(oid) + ") to " + source + ", and " +
+                      from.Display() +
+                      " is not in the target: restore it (or rename it to " + to.Display() +
+                      " yourself), then start dblog apply again; nothing of this source"
+                      " transaction was applied and the stored position was not advanced");
+  }
+  MoveAside(to, oid);
+  if (TargetTableExists(to))
+    throw SchemaError("the source renamed the table applied into target table " + from.Display() +
+                      " (relation oid " + std::to_string(oid) + ") to " + source +
+                      ", and the target already has a table " + to.Display() +
+                      " that this consumer did not apply into: rename or drop it, then start dblog"
+                      " apply again; nothing of this source transaction was applied and the"
+                      " stored position was not advanced");
+  TargetName at = from;
+  if (from.name != to.name) {
+    target_.Exec("ALTER TABLE " + from.Quoted() + " RENAME TO " + QuoteIdent(to.name),
+                 "renaming target table " + from.Display() + " to " + to.name);
+    at.name = to.name;
+  }
+  if (from.schema != to.schema) {
+    if (options_.create_tables)
+      target_.Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(to.schema),
+                   "creating target schema " + to.schema);
+    target_.Exec("ALTER TABLE " + at.Quoted() + " SET SCHEMA " + QuoteIdent(to.schema),
+                 "moving target table " + at.Display() + " to schema " + to.schema);
+  }
+  MoveRegistration(from, to);
+  log_("renamed target table " + from.Display() + " to " + to.Display() + ": the source renamed" +
+       " relation oid " + std::to_string(oid) + " to " + source);
+}
+
+RelationMapping Applier::FollowIdentity(Table& table) {
+  const Relation& rel = table.relation;
+  const std::uint32_t oid = rel.oid();
+  const std::string source = rel.schema() + "." + rel.name();
+  std::vector<MappedColumn> before;
+  if (const auto it = mappings_.find(oid); it == mappings_.end()) {
+    MoveAside(table.target, oid);  // first sight: adopted by name
+  } else {
+    before = it->second.columns;
+    if (it->second.target != table.target)
+      RenameTargetTable(oid, source, it->second.target, table.target);
+  }
+  RelationMapping mapping{table.target, ColumnsOf(rel)};
+  if (before.empty() || !TargetTableExists(table.target)) return mapping;
+  std::map<std::string, std::string> types;
+  PgResult r = target_.Query(
+      "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)"
+      " FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+      " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
+      {table.target.schema, table.target.name},
+      "reading the columns of target table " + table.target.Display());
+  for (int i = 0; i < r.rows(); ++i) types[r.get(i, 0)] = r.get(i, 1);
+  const ColumnPlan plan = PlanColumns(before, rel, table.target, types, options_.dropped_columns,
+                                      options_.allow_lossy_columns);
+  for (const std::string& statement : plan.statements)
+    target_.Exec(statement, "following a schema change of " + source +
+                                " in target table " + table.target.Display());
+  for (const std::string& note : plan.notes) log_(note);
+  for (const std::string& column : plan.added)
+    log_("note: the source added column " + column + " to " + source +
+         ": rows it does not write again keep NULL in target table " + table.target.Display() +
+         " (also when the source filled them with a default); when it did, restore them with: " +
+         client::RepairTableCall(rel, options_.consumer));
+  mapping.columns = plan.columns;
+  return mapping;
 }
 
 void Applier::PrepareTable(Table& table) {
   FlushBatch();
+  RelationMapping mapping = FollowIdentity(table);
   const TargetTableFit fit = PrepareTargetTable(
       target_, table.relation, table.target,
       TargetTableOptions{options_.create_tables, options_.allow_lossy_columns}, log_);
@@ -544,6 +715,10 @@ void Applier::PrepareTable(Table& table) {
                       "DELETE FROM " + table.quoted + " WHERE " + match_one, rel.key_columns_size(),
                       "preparing the delete from " + table.target.Display());
   table.registered = registered_.count({table.target.schema, table.target.name}) > 0;
+  if (const auto it = mappings_.find(rel.oid());
+      it == mappings_.end() || it->second.target != mapping.target ||
+      it->second.columns != mapping.columns)
+    SaveMapping(rel.oid(), mapping);
   table.prepared = true;
 }
 

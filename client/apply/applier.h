@@ -45,8 +45,13 @@
 // Memory: one batch or COPY buffer, the unanswered statements (bounded in pg.h) and, in a range
 // chunk, the chunk's keys. A source transaction of any size streams through.
 //
-// Owns: the target connection, the target's dblog_apply schema (progress, tables), the
-// per-table statements. Does not read the network: the caller feeds events and acknowledges
+// Schema changes: a table's changed Relation is followed by identity (relation_map.h) at the
+// table's next use, in the target transaction of the source transaction that carries it; a
+// change that cannot be applied safely throws SchemaError before anything of that transaction
+// is committed.
+//
+// Owns: the target connection, the target's dblog_apply schema (progress, tables, the relation
+// and column mapping), the per-table statements. Does not read the network: the caller feeds events and acknowledges
 // durable() positions.
 #pragma once
 
@@ -62,6 +67,7 @@
 #include <vector>
 
 #include "client/apply/pg.h"
+#include "client/apply/relation_map.h"
 #include "client/apply/sql_text.h"
 #include "client/apply/target_schema.h"
 #include "dblog/v1/consumer.pb.h"
@@ -74,6 +80,8 @@ struct ApplierOptions {
   // Target columns whose type cannot hold every source value (column_types.h) are refused
   // before anything is applied to their table; with this they are used, with one warning each.
   bool allow_lossy_columns = false;
+  // A column the source dropped: dropped in the target too, or kept (--keep-dropped-columns).
+  DroppedColumns dropped_columns = DroppedColumns::kDrop;
   SchemaMap schema_map;
   std::size_t batch_rows = 1000;              // rows per multi-row statement
   std::size_t batch_bytes = 8u << 20;         // bytes of value text per statement
@@ -204,6 +212,17 @@ class Applier {
 
   Table& TableFor(std::uint32_t oid, const char* what);
   void PrepareTable(Table& table);
+  // Changes the target to the table's Relation as identified by oid and attnums (relation_map.h)
+  // and returns the mapping to store once the table fits.
+  RelationMapping FollowIdentity(Table& table);
+  void RenameTargetTable(std::uint32_t oid, const std::string& source, const TargetName& from,
+                         const TargetName& to);
+  // Renames the target table `name` to <name>_dblog_<oid> when another relation oid than
+  // `except` is mapped to it.
+  void MoveAside(const TargetName& name, std::uint32_t except);
+  bool TargetTableExists(const TargetName& name);
+  void SaveMapping(std::uint32_t oid, const RelationMapping& mapping);
+  void MoveRegistration(const TargetName& from, const TargetName& to);
   void Register(Table& table);
   void BeginTarget();
   void CommitTarget(const dblog::v1::Position& position);
@@ -238,6 +257,7 @@ class Applier {
   Log log_;
   std::unordered_map<std::uint32_t, Table> tables_;
   std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
+  std::unordered_map<std::uint32_t, RelationMapping> mappings_;  // dblog_apply.relations, columns
   std::set<std::string> lossy_warned_;                        // lossy columns already warned about
   std::map<std::string, std::optional<std::string>> collations_;  // TargetCollation's answers
   bool had_position_ = false;
