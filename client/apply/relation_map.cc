@@ -40,165 +40,191 @@ std::vector<MappedColumn> ColumnsOf(const dblog::v1::Relation& relation) {
   return out;
 }
 
-ColumnPlan PlanColumns(const std::vector<MappedColumn>& before, const dblog::v1::Relation& relation,
-                       const TargetName& table,
-                       const std::map<std::string, std::string>& target_types,
-                       DroppedColumns policy, bool allow_lossy_columns) {
-  ColumnPlan plan;
-  const std::string display = table.Display();
-  const std::string alter = "ALTER TABLE " + table.Quoted() + " ";
-  std::map<std::uint32_t, const dblog::v1::Column*> now;
-  for (const auto& c : relation.columns()) {
-    if (c.attnum() == 0)
-      throw SchemaError("source table " + relation.schema() + "." + relation.name() + ": column " +
-                        c.name() +
-                        " arrived without its attnum (a plugin older than the column identity);"
-                        " update the dblog extension at the source");
-    now[c.attnum()] = &c;
-  }
-  std::map<std::string, std::string> names = target_types;  // the target's columns as we go
-  std::vector<MappedColumn> kept;                           // dropped at the source, kept here
-  const auto move_aside = [&](MappedColumn& column) {
-    const std::string aside = AsideName(column.name, column.attnum);
-    plan.statements.push_back(alter + "RENAME COLUMN " + QuoteIdent(column.name) + " TO " +
-                              QuoteIdent(aside));
-    plan.notes.push_back("renamed kept column " + column.name + " of target table " + display +
-                         " (dropped at the source) to " + aside +
-                         ": a new source column has its name");
-    names[aside] = names[column.name];
-    names.erase(column.name);
-    column.name = aside;
-  };
+namespace {
 
-  // Columns gone at the source.
-  for (const MappedColumn& b : before) {
-    if (now.count(b.attnum)) continue;
+// PlanColumns' steps, in order: columns dropped at the source, renames (with kept columns moved
+// out of the way), type changes, new columns. `names_` follows the target's columns (name ->
+// type) as the planned statements will leave them.
+class ColumnPlanner {
+ public:
+  ColumnPlanner(const std::vector<MappedColumn>& before, const dblog::v1::Relation& relation,
+                const TargetName& table, const std::map<std::string, std::string>& target_types)
+      : before_(before),
+        relation_(relation),
+        table_(table),
+        source_(relation.schema() + "." + relation.name()),
+        display_(table.Display()),
+        alter_("ALTER TABLE " + table.Quoted() + " "),
+        names_(target_types) {
+    for (const auto& c : relation.columns()) {
+      if (c.attnum() == 0)
+        throw SchemaError("source table " + source_ + ": column " + c.name() +
+                          " arrived without its attnum (a plugin older than the column"
+                          " identity); update the dblog extension at the source");
+      now_[c.attnum()] = &c;
+    }
+    for (const MappedColumn& b : before) known_.insert(b.attnum);
+  }
+
+  void Dropped(DroppedColumns policy);
+  void Renamed();
+  void TypesChanged(bool allow_lossy_columns);
+  ColumnPlan Finish();
+
+ private:
+  void MoveAside(MappedColumn& column);
+  void Add(std::string statement, std::string note) {
+    plan_.statements.push_back(std::move(statement));
+    plan_.notes.push_back(std::move(note));
+  }
+
+  const std::vector<MappedColumn>& before_;
+  const dblog::v1::Relation& relation_;
+  const TargetName& table_;
+  const std::string source_, display_, alter_;
+  std::map<std::string, std::string> names_;
+  std::map<std::uint32_t, const dblog::v1::Column*> now_;  // attnum -> source column now
+  std::set<std::uint32_t> known_;                          // attnums mapped before
+  std::vector<MappedColumn> kept_;                         // dropped at the source, kept here
+  ColumnPlan plan_;
+};
+
+void ColumnPlanner::MoveAside(MappedColumn& column) {
+  const std::string aside = AsideName(column.name, column.attnum);
+  Add(alter_ + "RENAME COLUMN " + QuoteIdent(column.name) + " TO " + QuoteIdent(aside),
+      "renamed kept column " + column.name + " of target table " + display_ +
+          " (dropped at the source) to " + aside + ": a new source column has its name");
+  names_[aside] = names_[column.name];
+  names_.erase(column.name);
+  column.name = aside;
+}
+
+void ColumnPlanner::Dropped(DroppedColumns policy) {
+  for (const MappedColumn& b : before_) {
+    if (now_.count(b.attnum)) continue;
     if (b.dropped) {
-      kept.push_back(b);
+      kept_.push_back(b);
       continue;
     }
-    if (!names.count(b.name)) continue;  // the target does not have it (any more)
+    if (!names_.count(b.name)) continue;  // the target does not have it (any more)
     if (policy == DroppedColumns::kDrop) {
-      plan.statements.push_back(alter + "DROP COLUMN " + QuoteIdent(b.name));
-      plan.notes.push_back("dropped column " + b.name + " of target table " + display +
-                           ": the source dropped it (--keep-dropped-columns keeps such columns)");
-      names.erase(b.name);
+      Add(alter_ + "DROP COLUMN " + QuoteIdent(b.name),
+          "dropped column " + b.name + " of target table " + display_ +
+              ": the source dropped it (--keep-dropped-columns keeps such columns)");
+      names_.erase(b.name);
     } else {
-      plan.statements.push_back(alter + "ALTER COLUMN " + QuoteIdent(b.name) + " DROP NOT NULL");
-      plan.notes.push_back("kept column " + b.name + " of target table " + display +
-                           " that the source dropped: rows written from now on leave it NULL");
+      Add(alter_ + "ALTER COLUMN " + QuoteIdent(b.name) + " DROP NOT NULL",
+          "kept column " + b.name + " of target table " + display_ +
+              " that the source dropped: rows written from now on leave it NULL");
       MappedColumn k = b;
       k.dropped = true;
-      kept.push_back(k);
+      kept_.push_back(k);
     }
   }
+}
 
-  // Renamed columns, and kept columns in the way of a name the source uses now.
-  std::map<std::string, std::string> renames;  // old -> new
-  std::set<std::string> renamed_from;
-  for (const MappedColumn& b : before) {
-    const auto it = now.find(b.attnum);
-    if (it == now.end() || b.dropped || b.name == it->second->name()) continue;
-    if (!names.count(b.name)) continue;  // the target lacks it: a new column to it
-    renames[b.name] = it->second->name();
-    renamed_from.insert(b.name);
+void ColumnPlanner::Renamed() {
+  std::map<std::string, std::pair<std::string, std::uint32_t>> renames;  // old -> new, attnum
+  for (const MappedColumn& b : before_) {
+    const auto it = now_.find(b.attnum);
+    if (it == now_.end() || b.dropped || b.name == it->second->name()) continue;
+    if (!names_.count(b.name)) continue;  // the target lacks it: a new column to it
+    renames[b.name] = {it->second->name(), b.attnum};
   }
-  std::set<std::uint32_t> known;
-  for (const MappedColumn& b : before) known.insert(b.attnum);
-  for (const auto& c : relation.columns()) {
-    const bool is_new = !known.count(c.attnum());
-    const bool is_rename_target = [&] {
-      for (const auto& [from, to] : renames)
-        if (to == c.name()) return true;
-      return false;
-    }();
-    if (!is_new && !is_rename_target) continue;
-    for (MappedColumn& k : kept)
-      if (k.name == c.name()) move_aside(k);
-    if (is_rename_target && names.count(c.name()) && !renamed_from.count(c.name()))
-      throw SchemaError("the source renamed a column of " + relation.schema() + "." +
-                        relation.name() + " to " + c.name() + ", and target table " + display +
+  // Kept columns in the way of a name the source uses now; target columns the source does not
+  // send in the way of a rename.
+  for (const auto& c : relation_.columns()) {
+    bool is_rename_target = false;
+    for (const auto& [from, to] : renames) is_rename_target |= to.first == c.name();
+    if (known_.count(c.attnum()) && !is_rename_target) continue;
+    for (MappedColumn& k : kept_)
+      if (k.name == c.name()) MoveAside(k);
+    if (is_rename_target && names_.count(c.name()) && !renames.count(c.name()))
+      throw SchemaError("the source renamed a column of " + source_ + " to " + c.name() +
+                        ", and target table " + display_ +
                         " already has a column of that name that the source does not send:"
                         " rename or drop it in the target, then start dblog apply again");
   }
-  const bool swap = std::any_of(renames.begin(), renames.end(), [&](const auto& r) {
-    return names.count(r.second) > 0;  // its new name is still taken by another being renamed
-  });
-  std::map<std::string, std::string> types_after = names;
-  for (const auto& [from, to] : renames) types_after.erase(from);
-  for (const auto& [from, to] : renames) types_after[to] = names.at(from);
-  if (swap) {
-    for (const auto& [from, to] : renames) {
-      const auto it = std::find_if(before.begin(), before.end(),
-                                   [&](const MappedColumn& b) { return b.name == from; });
-      const std::string tmp = AsideName("dblog_tmp", it->attnum);
-      plan.statements.push_back(alter + "RENAME COLUMN " + QuoteIdent(from) + " TO " +
-                                QuoteIdent(tmp));
-    }
-  }
-  for (const auto& [from, to] : renames) {
-    const auto it = std::find_if(before.begin(), before.end(),
-                                 [&](const MappedColumn& b) { return b.name == from; });
-    const std::string source = swap ? AsideName("dblog_tmp", it->attnum) : from;
-    plan.statements.push_back(alter + "RENAME COLUMN " + QuoteIdent(source) + " TO " +
-                              QuoteIdent(to));
-    plan.notes.push_back("renamed column " + from + " of target table " + display + " to " + to +
-                         ": the source renamed it");
-  }
-  names = std::move(types_after);
+  // A new name still taken by another column being renamed (names swapped): two steps.
+  bool swap = false;
+  for (const auto& [from, to] : renames) swap |= names_.count(to.first) > 0;
+  std::map<std::string, std::string> after = names_;
+  for (const auto& [from, to] : renames) after.erase(from);
+  for (const auto& [from, to] : renames) after[to.first] = names_.at(from);
+  if (swap)
+    for (const auto& [from, to] : renames)
+      plan_.statements.push_back(alter_ + "RENAME COLUMN " + QuoteIdent(from) + " TO " +
+                                 QuoteIdent(AsideName("dblog_tmp", to.second)));
+  for (const auto& [from, to] : renames)
+    Add(alter_ + "RENAME COLUMN " + QuoteIdent(swap ? AsideName("dblog_tmp", to.second) : from) +
+            " TO " + QuoteIdent(to.first),
+        "renamed column " + from + " of target table " + display_ + " to " + to.first +
+            ": the source renamed it");
+  names_ = std::move(after);
+}
 
-  // Type changes.
-  for (const MappedColumn& b : before) {
-    const auto it = now.find(b.attnum);
-    if (it == now.end() || b.dropped) continue;
+void ColumnPlanner::TypesChanged(bool allow_lossy_columns) {
+  for (const MappedColumn& b : before_) {
+    const auto it = now_.find(b.attnum);
+    if (it == now_.end() || b.dropped) continue;
     const dblog::v1::Column& c = *it->second;
     if (b.type == c.type_name()) continue;
-    const auto t = names.find(c.name());
-    if (t == names.end()) continue;  // a new column to the target: PrepareTargetTable
-    const std::string& target_type = t->second;
-    const Conversion holds = ClassifyConversion(c.type_name(), target_type);
-    if (holds != Conversion::kLossy) {
-      plan.notes.push_back("column " + c.name() + " of " + relation.schema() + "." +
-                           relation.name() + " changed type from " + b.type + " to " +
-                           c.type_name() + " at the source; target column " + display + "." +
-                           c.name() + " (" + target_type + ") holds every value of it");
+    const auto t = names_.find(c.name());
+    if (t == names_.end()) continue;  // a new column to the target: PrepareTargetTable
+    const std::string target_type = t->second;
+    if (ClassifyConversion(c.type_name(), target_type) != Conversion::kLossy) {
+      plan_.notes.push_back("column " + c.name() + " of " + source_ + " changed type from " +
+                            b.type + " to " + c.type_name() + " at the source; target column " +
+                            display_ + "." + c.name() + " (" + target_type +
+                            ") holds every value of it");
       continue;
     }
     if (ClassifyConversion(target_type, c.type_name()) != Conversion::kLossy) {
-      plan.statements.push_back(alter + "ALTER COLUMN " + QuoteIdent(c.name()) + " TYPE " +
-                                c.type_name() + " USING " + QuoteIdent(c.name()) +
-                                "::" + c.type_name());
-      plan.notes.push_back("changed the type of column " + c.name() + " of target table " +
-                           display + " from " + target_type + " to " + c.type_name() +
-                           ": the source changed it from " + b.type);
-      names[c.name()] = c.type_name();
+      Add(alter_ + "ALTER COLUMN " + QuoteIdent(c.name()) + " TYPE " + c.type_name() + " USING " +
+              QuoteIdent(c.name()) + "::" + c.type_name(),
+          "changed the type of column " + c.name() + " of target table " + display_ + " from " +
+              target_type + " to " + c.type_name() + ": the source changed it from " + b.type);
+      names_[c.name()] = c.type_name();
       continue;
     }
     if (allow_lossy_columns) continue;  // PrepareTargetTable warns about it
-    throw SchemaError("the source changed the type of column " + c.name() + " of " +
-                      relation.schema() + "." + relation.name() + " from " + b.type + " to " +
-                      c.type_name() + "; target column " + display + "." + c.name() + " is " +
-                      target_type +
+    throw SchemaError("the source changed the type of column " + c.name() + " of " + source_ +
+                      " from " + b.type + " to " + c.type_name() + "; target column " + display_ +
+                      "." + c.name() + " is " + target_type +
                       ", which cannot hold every value of the new type, and converting it"
                       " could lose values: nothing of this source transaction was applied and"
                       " the stored position was not advanced. Change the target column (e.g. "
                       "ALTER TABLE " +
-                      table.Quoted() + " ALTER COLUMN " + QuoteIdent(c.name()) + " TYPE " +
+                      table_.Quoted() + " ALTER COLUMN " + QuoteIdent(c.name()) + " TYPE " +
                       c.type_name() +
                       " USING ...) and start dblog apply again, or start it with"
                       " --allow-lossy-columns");
   }
+}
 
+ColumnPlan ColumnPlanner::Finish() {
   // New columns (added by PrepareTargetTable with --create-tables).
-  if (!before.empty())
-    for (const auto& c : relation.columns())
-      if (!known.count(c.attnum())) plan.added.push_back(c.name());
-
-  plan.columns = ColumnsOf(relation);
-  for (const MappedColumn& k : kept) plan.columns.push_back(k);
-  std::sort(plan.columns.begin(), plan.columns.end(),
+  if (!before_.empty())
+    for (const auto& c : relation_.columns())
+      if (!known_.count(c.attnum())) plan_.added.push_back(c.name());
+  plan_.columns = ColumnsOf(relation_);
+  for (const MappedColumn& k : kept_) plan_.columns.push_back(k);
+  std::sort(plan_.columns.begin(), plan_.columns.end(),
             [](const MappedColumn& a, const MappedColumn& b) { return a.attnum < b.attnum; });
-  return plan;
+  return std::move(plan_);
+}
+
+}  // namespace
+
+ColumnPlan PlanColumns(const std::vector<MappedColumn>& before, const dblog::v1::Relation& relation,
+                       const TargetName& table,
+                       const std::map<std::string, std::string>& target_types,
+                       DroppedColumns policy, bool allow_lossy_columns) {
+  ColumnPlanner planner(before, relation, table, target_types);
+  planner.Dropped(policy);
+  planner.Renamed();
+  planner.TypesChanged(allow_lossy_columns);
+  return planner.Finish();
 }
 
 }  // namespace dblog::apply

@@ -127,6 +127,11 @@ class DdlTable {
     }
   }
   std::string Name() const { return schema_ + "." + table_; }
+  // A schema change reaches a consumer with the table's next change: one at the end, so that
+  // the last DDL is in the stream before the comparison.
+  void Touch(PgConn& db) {
+    db.exec("INSERT INTO " + Name() + " (id) VALUES (-1) ON CONFLICT (id) DO UPDATE SET id = -1");
+  }
   const std::string& table() const { return table_; }
   int ddl() const { return ddl_; }
 
@@ -431,6 +436,8 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   stop = true;
   for (auto& w : writers)
     if (w.joinable()) w.join();
+  ddl_table.Resync(db());  // the writer may have lost its connection at a COMMIT
+  ddl_table.Touch(db());
 
   // catch up: every request done and the sentinel applied
   Sentinel();
