@@ -164,7 +164,8 @@ std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
       out.push_back(TableMessage(event.chunk_end().relation_oid(), event));
       break;
     case StreamEvent::kTruncate:
-      // one message per table, each naming only its own table
+      // the whole event on the control subject, then one per table naming only that table
+      out.push_back(control(event));
       for (const std::uint32_t oid : event.truncate().relation_oids()) {
         StreamEvent one = event;
         one.mutable_truncate()->clear_relation_oids();

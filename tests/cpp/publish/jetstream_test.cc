@@ -39,7 +39,7 @@ class NatsServer {
   ~NatsServer() {
     Kill();
     std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    if (!std::getenv("DBLOG_TEST_KEEP_NATS")) std::filesystem::remove_all(dir_, ec);
   }
   void Start() {
     std::vector<std::string> args = {"nats-server", "-js", "-a", "127.0.0.1", "-p",
@@ -192,55 +192,98 @@ class Nats {
     natsConnection_Destroy(nc_);
   }
   jsCtx* js() { return js_; }
+  std::string last_error() const {
+    std::string all;
+    for (const auto& e : errors_) all += e + " | ";
+    return all;
+  }
 
-  // The position of the last message on `subject`, if any.
+  // The position of the last message on `subject`, if any. (Walks back from the stream's last
+  // sequence with js_GetMsg: js_GetLastMsg times out against a clustered stream with libnats
+  // 3.4 and nats-server 2.9.)
   std::optional<dblog::v1::Position> LastPosition(const std::string& stream,
                                                   const std::string& subject, std::string* event) {
-    natsMsg* msg = nullptr;
+    jsStreamInfo* si = nullptr;
     jsErrCode code = static_cast<jsErrCode>(0);
-    if (js_GetLastMsg(&msg, js_, stream.c_str(), subject.c_str(), nullptr, &code) != NATS_OK)
+    natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &code);
+    if (s != NATS_OK) {
+      last_error_ = std::string("stream info: ") + natsStatus_GetText(s) + " " +
+                    std::to_string(code) + " " + (nats_GetLastError(nullptr) ? nats_GetLastError(nullptr) : "");
+      errors_.insert(last_error_);
       return std::nullopt;
-    auto p = publish::ParsePositionText(HeaderOf(msg, publish::kPositionHeader));
-    if (event) *event = HeaderOf(msg, publish::kEventHeader);
-    natsMsg_Destroy(msg);
-    return p;
+    }
+    const std::uint64_t last = si->State.LastSeq, first = si->State.FirstSeq;
+    jsStreamInfo_Destroy(si);
+    for (std::uint64_t seq = last; seq >= first && seq > 0; --seq) {
+      natsMsg* msg = nullptr;
+      s = js_GetMsg(&msg, js_, stream.c_str(), seq, nullptr, &code);
+      if (s != NATS_OK) {
+        last_error_ = std::string("get: ") + natsStatus_GetText(s);
+        return std::nullopt;
+      }
+      if (subject != natsMsg_GetSubject(msg)) {
+        natsMsg_Destroy(msg);
+        continue;
+      }
+      auto p = publish::ParsePositionText(HeaderOf(msg, publish::kPositionHeader));
+      if (event) *event = HeaderOf(msg, publish::kEventHeader);
+      natsMsg_Destroy(msg);
+      return p;
+    }
+    return std::nullopt;
   }
 
  private:
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
+  std::string last_error_;
+  std::set<std::string> errors_;
 };
 
 // What a reader found, besides its Replay.
 struct ReadReport {
   std::uint64_t messages = 0;
   std::uint64_t relation_seq_checked = 0;
+  std::map<std::string, std::uint64_t> last_seq;  // subject -> the last stream sequence read
 };
 
 // Reads everything `filter` holds through a pull consumer named `durable` into `replay`.
 // full: the reader of every subject, which takes part 1 of each fanned-out position only.
+// Reads until the message at stream sequence `until_seq` (the filter's last one).
 ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& filter,
-                   const std::string& durable, bool full, Replay& replay) {
+                   const std::string& durable, bool full, std::uint64_t until_seq,
+                   Replay& replay) {
   ReadReport report;
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = stream.c_str();
   natsSubscription* sub = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_PullSubscribe(&sub, nats.js(), filter.c_str(), durable.c_str(), nullptr, &so, &code);
-  if (s != NATS_OK) {
-    ADD_FAILURE() << "pull subscribe " << filter << ": " << natsStatus_GetText(s) << " " << code;
-    return report;
+  natsStatus s = NATS_OK;
+  // A cluster that just lost and regained a node may take a while to create the consumer.
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while ((s = js_PullSubscribe(&sub, nats.js(), filter.c_str(), durable.c_str(), nullptr, &so,
+                               &code)) != NATS_OK) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "pull subscribe " << filter << ": " << natsStatus_GetText(s) << " " << code;
+      return report;
+    }
+    std::this_thread::sleep_for(500ms);
   }
   std::set<std::string> ids;
   std::map<std::uint64_t, std::uint32_t> relation_at;  // stream seq -> oid (full reader)
-  for (;;) {
+  // A fetch that times out is tried again (a consumer on a replica that is catching up).
+  bool done = until_seq == 0;
+  while (!done) {
     natsMsgList list{};
     s = natsSubscription_Fetch(&list, sub, 512, 3000, &code);
-    if (s == NATS_TIMEOUT) break;
     if (s != NATS_OK) {
-      ADD_FAILURE() << "fetch: " << natsStatus_GetText(s);
-      break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "fetch from " << filter << ": " << natsStatus_GetText(s) << " after "
+                      << report.messages << " messages";
+        break;
+      }
+      continue;
     }
     for (int i = 0; i < list.Count; ++i) {
       natsMsg* m = list.Msgs[i];
@@ -249,8 +292,10 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
       std::uint64_t seq = 0;
       if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
         seq = meta->Sequence.Stream;
+        done = seq >= until_seq;
         jsMsgMetaData_Destroy(meta);
       }
+      report.last_seq[natsMsg_GetSubject(m)] = seq;
       const std::string id = HeaderOf(m, "Nats-Msg-Id");
       if (!id.empty() && !ids.insert(id).second) ADD_FAILURE() << "message id " << id << " twice";
       dblog::v1::StreamEvent ev;
@@ -343,7 +388,6 @@ class PublishTest : public DblogdTest {
  protected:
   void CreateTables() {
     const std::string s = schema();
-    db().exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
     db().exec("CREATE TABLE " + s + ".t_int (id int PRIMARY KEY, v int, s text, big text, n numeric)");
     db().exec("ALTER TABLE " + s + ".t_int ALTER COLUMN big SET STORAGE EXTERNAL");
     db().exec("CREATE TABLE " + s + ".t_comp (a text, b bigint, v jsonb, ts timestamptz, "
@@ -363,31 +407,61 @@ class PublishTest : public DblogdTest {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
-  // Waits until the log holds a Commit at or after `lsn` (everything before it is stored).
-  void WaitForLog(Nats& nats, std::uint64_t lsn, PublishProcess& publisher,
-                  const std::function<void()>& tick = {}) {
+  // Waits until the log holds a Commit (or BootstrapEnd) at or after `lsn`: everything before it
+  // is stored.
+  // Waits until the log holds a Commit (or BootstrapEnd) at or after `lsn`: everything before it
+  // is stored.
+  // A new connection each time: a client connected to a node before that node's JetStream was
+  // ready gets no answer to its JetStream requests (nats-server 2.9), and nodes restart here.
+  void WaitForLog(const std::vector<std::string>& urls, std::uint64_t lsn,
+                  PublishProcess& publisher) {
     const auto deadline = std::chrono::steady_clock::now() + 180s;
+    std::string errors;
     for (;;) {
       publisher.Supervise();
-      if (tick) tick();
-      std::string event;
-      const auto p = nats.LastPosition(Stream(), Prefix() + ".control", &event);
-      if (p && p->commit_lsn() >= lsn && event == "commit") return;
+      try {
+        Nats nats(urls);
+        std::string event;
+        const auto p = nats.LastPosition(Stream(), Prefix() + ".control", &event);
+        // (a sentinel committed before the bootstrap's consistent point is one of its rows)
+        if (p && p->commit_lsn() >= lsn && (event == "commit" || event == "bootstrap_end")) return;
+        errors = nats.last_error() + (p ? " last control message: " +
+                                                publish::PositionText(*p) + " " + event
+                                          : " no control message");
+      } catch (const std::exception& e) {
+        errors = e.what();
+      }
       ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << "the log never caught up; " << publisher.Log() << "\n" << dblogd_->log();
-      std::this_thread::sleep_for(100ms);
+          << "the log never caught up (reading it: " << errors << "); " << publisher.Log()
+          << "\n" << dblogd_->log();
+      std::this_thread::sleep_for(200ms);
     }
   }
   // The full reader and one reader per table must each equal the source.
-  void ExpectReadersConverge(Nats& nats, const std::vector<std::string>& tables) {
+  void ExpectReadersConverge(const std::vector<std::string>& urls,
+                             const std::vector<std::string>& tables) {
+    Nats nats(urls);
+    std::uint64_t last_seq = 0;
+    {  // nothing deleted from the stream: no gaps
+      jsStreamInfo* si = nullptr;
+      jsErrCode code = static_cast<jsErrCode>(0);
+      ASSERT_EQ(js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code), NATS_OK);
+      last_seq = si->State.LastSeq;
+      EXPECT_EQ(si->State.Msgs, si->State.LastSeq);
+      jsStreamInfo_Destroy(si);
+    }
     Replay full;
-    const ReadReport r = ReadLog(nats, Stream(), Prefix() + ".>", "full", true, full);
+    const ReadReport r = ReadLog(nats, Stream(), Prefix() + ".>", "full", true, last_seq, full);
+    EXPECT_EQ(r.messages, last_seq);  // the reader of every subject read every message
     EXPECT_GT(r.relation_seq_checked, 0u);
     ExpectConverged(full, tables);
     for (const auto& t : tables) {
       SCOPED_TRACE("reader of table " + t + " alone");
       Replay one;
-      ReadLog(nats, Stream(), Prefix() + ".table." + schema() + "." + t, "only_" + t, false, one);
+      const std::string subject = Prefix() + ".table." + schema() + "." + t;
+      const auto last = r.last_seq.find(subject);
+      ReadLog(nats, Stream(), subject, "only_" + t, false,
+              last == r.last_seq.end() ? 0 : last->second, one);
       ExpectConverged(one, {t});
     }
   }
@@ -468,13 +542,12 @@ TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
       }
     }
   }
-  Nats nats({nats_server.url()});
-  ASSERT_NO_FATAL_FAILURE(WaitForLog(nats, Sentinel(), publisher));
+  ASSERT_NO_FATAL_FAILURE(WaitForLog({nats_server.url()}, Sentinel(), publisher));
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
   std::printf("publish e2e: %d publish kills, %d dblogd kills, %zu repairs\n", publish_kills,
               dblogd_kills, requests.size());
-  ExpectReadersConverge(nats, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  ExpectReadersConverge({nats_server.url()}, {"t_int", "t_comp", "t_uuid", "sentinel"});
 }
 
 // A three-node JetStream cluster on loopback with a replicated (R3) stream: one node is killed
@@ -496,8 +569,8 @@ TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
   StartDblogd();
   PublishProcess publisher(PublishArgs(urls, {"--replicas=3"}));
   publisher.Start();
-  Nats nats({nodes[0]->url(), nodes[1]->url(), nodes[2]->url()});
-  ASSERT_NO_FATAL_FAILURE(WaitForLog(nats, Sentinel(), publisher));  // the stream exists, R3
+  const std::vector<std::string> all = {nodes[0]->url(), nodes[1]->url(), nodes[2]->url()};
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(all, Sentinel(), publisher));  // the stream exists, R3
 
   std::atomic<bool> stop{false};
   std::thread writer([&] {
@@ -524,10 +597,11 @@ TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
   std::this_thread::sleep_for(1s);
   stop = true;
   writer.join();
-  ASSERT_NO_FATAL_FAILURE(WaitForLog(nats, Sentinel(), publisher));
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(all, Sentinel(), publisher));
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
-  ExpectReadersConverge(nats, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  ExpectReadersConverge(all, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  if (HasFailure()) ADD_FAILURE() << publisher.Log();
 }
 
 }  // namespace

@@ -103,18 +103,23 @@ TEST(PublishLayout, MultiTableEventsFanOutOnePartPerTable) {
   truncate.mutable_truncate()->set_commit_lsn(0x200);
   truncate.mutable_truncate()->set_seq(4);
   auto t = layout.Map(truncate);
-  ASSERT_EQ(t.size(), 2u);
-  for (std::uint32_t i = 0; i < 2; ++i) {
+  ASSERT_EQ(t.size(), 3u);  // the whole event on control (for readers of everything), then per table
+  EXPECT_EQ(t[0].subject, "p.control");
+  StreamEvent whole_truncate;
+  ASSERT_TRUE(whole_truncate.ParseFromString(t[0].payload));
+  EXPECT_EQ(whole_truncate.truncate().relation_oids_size(), 2);
+  for (std::uint32_t i = 0; i < 3; ++i) {
     EXPECT_EQ(t[i].part, i + 1);
-    EXPECT_EQ(t[i].parts, 2u);
+    EXPECT_EQ(t[i].parts, 3u);
     EXPECT_EQ(t[i].msg_id, "0/200:4#" + std::to_string(i + 1));
+    if (i == 0) continue;
     StreamEvent one;
     ASSERT_TRUE(one.ParseFromString(t[i].payload));
-    ASSERT_EQ(one.truncate().relation_oids_size(), 1);  // each part names its own table only
-    EXPECT_EQ(one.truncate().relation_oids(0), i + 1);
+    ASSERT_EQ(one.truncate().relation_oids_size(), 1);  // each table's part names it alone
+    EXPECT_EQ(one.truncate().relation_oids(0), i);
   }
-  EXPECT_EQ(t[0].subject, "p.table.s.a");
-  EXPECT_EQ(t[1].subject, "p.table.s.b");
+  EXPECT_EQ(t[1].subject, "p.table.s.a");
+  EXPECT_EQ(t[2].subject, "p.table.s.b");
 
   StreamEvent bb;
   bb.mutable_bootstrap_begin()->set_consistent_point(0x300);
