@@ -30,7 +30,9 @@ po::options_description PublishFlags() {
       ("replicas", po::value<std::string>()->value_name("N"),
        "replicas of a stream this creates, 1 to 5 (default 1)")
       ("format", po::value<std::string>()->value_name("FORMAT"),
-       "dblog: each message one dblog.v1.StreamEvent (the default and, for now, the only one)")
+       "dblog (default): each message one dblog.v1.StreamEvent; debezium-json: changes and "
+       "truncates only, as Debezium's PostgreSQL change events (schemaless JSON, the key in "
+       "header Dblog-Key, a delete followed by a tombstone)")
       ("ack-timeout", po::value<std::string>()->value_name("SECONDS"),
        "how long to wait for the broker's confirmations before starting over (default 10)")
       ("host", po::value<std::string>()->value_name("HOST"),
@@ -74,8 +76,7 @@ std::string PublishHelp() {
           "It keeps running: when dblogd or NATS is down, restarts, or a connection is lost, it\n"
           "says why on stderr and starts over (waits of 0.5 s doubling to 30 s, with jitter).\n"
           "Errors retrying cannot fix exit at once (a refused token, an unknown consumer, a\n"
-          "stream that exists with other subjects). Not yet: kafka:// and --format\n"
-          "debezium-json (docs/publish.md).\n"
+          "stream that exists with other subjects). Not yet: kafka:// (docs/publish.md).\n"
           "\n"
        << PublishFlags()
        << "\n"
@@ -120,9 +121,9 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
   if (vm.count("format")) {
     const std::string format = vm["format"].as<std::string>();
     if (format == "debezium-json")
-      throw UsageError("--format debezium-json is not supported yet (issue #16; "
-                       "docs/publish.md); the default, dblog, is");
-    if (format != "dblog") throw UsageError("unknown --format '" + format + "' (dblog)");
+      options.format = publish::Format::kDebeziumJson;
+    else if (format != "dblog")
+      throw UsageError("unknown --format '" + format + "' (dblog, debezium-json)");
   }
 
   std::string stream = "DBLOG_" + consumer;
@@ -168,6 +169,7 @@ int RunPublish(const PublishCommandOptions& options,
   publish::PublisherOptions popts;
   popts.connect = options.connect;
   popts.prefix = options.prefix;
+  popts.format = options.format;
   popts.max_in_flight = options.max_in_flight;
   publish::Publisher publisher(popts, interrupter, log);
   client::Backoff backoff(options.retry.backoff);

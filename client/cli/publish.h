@@ -23,6 +23,7 @@ struct PublishCommandOptions {
   client::ConnectOptions connect;
   publish::JetStreamOptions jetstream;
   std::string prefix;
+  publish::Format format = publish::Format::kDblog;
   std::size_t max_in_flight = 2048;
   RetryOptions retry;
 };
@@ -30,8 +31,7 @@ struct PublishCommandOptions {
 std::string PublishHelp();
 
 // Parses the arguments after "publish". nullopt: --help was asked for (written to help_out).
-// Throws UsageError for anything wrong, and for what is not built yet (kafka://,
-// --format debezium-json).
+// Throws UsageError for anything wrong, and for what is not built yet (kafka://).
 std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::string>& args,
                                                       const Environment& env,
                                                       std::ostream& help_out);

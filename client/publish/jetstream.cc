@@ -205,6 +205,7 @@ void JetStream::Publish(const LogMessage& message, std::uint64_t seq, std::uint6
     set(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
   if (!message.table.empty()) set(kTableHeader, message.table);
   if (relation_seq) set(kRelationSeqHeader, std::to_string(relation_seq));
+  if (!message.key.empty()) set(kKeyHeader, message.key);
   if (s == NATS_OK) s = js_PublishMsgAsync(js_, &msg, nullptr);
   if (s != NATS_OK) {
     if (msg) natsMsg_Destroy(msg);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "client/position.h"
+#include "client/publish/debezium.h"
 
 namespace dblog::publish {
 
@@ -72,7 +73,7 @@ std::string SubjectToken(std::string_view name) {
   return out;
 }
 
-Layout::Layout(std::string prefix) : prefix_(std::move(prefix)) {}
+Layout::Layout(std::string prefix, Format format) : prefix_(std::move(prefix)), format_(format) {}
 
 std::string Layout::TableSubject(const std::string& schema, const std::string& name) const {
   return prefix_ + ".table." + SubjectToken(schema) + "." + SubjectToken(name);
@@ -127,8 +128,98 @@ LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) con
   return m;
 }
 
+std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
+  std::vector<LogMessage> out;
+  DebeziumSource source;
+  source.name = prefix_;
+  source.snapshot = in_bootstrap_ ? "true" : in_chunk_ ? "incremental" : "false";
+  source.xid = xid_;
+  source.commit_time = commit_time_;
+  const auto table_message = [&](std::uint32_t oid, std::string payload, std::string key) {
+    const dblog::v1::Relation* rel = relations_.Find(oid);
+    LogMessage m;
+    m.subject = TableSubject(rel->schema(), rel->name());
+    m.table = rel->schema() + "." + rel->name();
+    m.relation_oid = oid;
+    m.position = client::PositionOf(event);
+    m.event = EventName(event);
+    m.payload = std::move(payload);
+    m.key = std::move(key);
+    return m;
+  };
+  const auto relation = [&](std::uint32_t oid) -> const dblog::v1::Relation& {
+    const dblog::v1::Relation* rel = relations_.Find(oid);
+    if (!rel) {
+      throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
+                               std::to_string(oid) + " came before its Relation");
+    }
+    return *rel;
+  };
+  switch (event.event_case()) {
+    case StreamEvent::kRelation:
+      relations_.Put(event.relation());
+      break;
+    case StreamEvent::kBegin:
+      xid_ = event.begin().xid();
+      commit_time_ = event.begin().commit_time();
+      break;
+    case StreamEvent::kCommit:
+      xid_ = 0;
+      commit_time_ = 0;
+      break;
+    case StreamEvent::kBootstrapBegin:
+      in_bootstrap_ = true;
+      break;
+    case StreamEvent::kBootstrapEnd:
+      in_bootstrap_ = false;
+      break;
+    case StreamEvent::kChunkBegin:
+      in_chunk_ = true;
+      break;
+    case StreamEvent::kChunkEnd:
+      in_chunk_ = false;
+      break;
+    case StreamEvent::kMessage:
+      if (!event.message().transactional())
+        throw std::runtime_error("a non-transactional message has no position to publish at");
+      break;
+    case StreamEvent::kChange: {
+      const dblog::v1::Change& change = event.change();
+      const dblog::v1::Relation& rel = relation(change.relation_oid());
+      if (change.commit_time()) source.commit_time = change.commit_time();
+      if (change.xid()) source.xid = change.xid();
+      std::string key = DebeziumKey(rel, KeyOfChange(rel, change));
+      out.push_back(table_message(change.relation_oid(), DebeziumChange(rel, change, source), key));
+      if (change.kind() == dblog::v1::Change::DELETE) {
+        LogMessage tombstone = table_message(change.relation_oid(), "", key);
+        tombstone.event = "tombstone";
+        out.push_back(std::move(tombstone));
+      }
+      break;
+    }
+    case StreamEvent::kTruncate:
+      for (const std::uint32_t oid : event.truncate().relation_oids())
+        out.push_back(
+            table_message(oid, DebeziumTruncate(relation(oid), event.truncate(), source), ""));
+      break;
+    default:
+      throw std::runtime_error("an event with nothing to publish");
+  }
+  return out;
+}
+
 std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
   std::vector<LogMessage> out;
+  if (format_ == Format::kDebeziumJson) {
+    out = MapDebezium(event);
+    const auto parts = static_cast<std::uint32_t>(out.size());
+    for (std::uint32_t i = 0; i < parts; ++i) {
+      out[i].part = i + 1;
+      out[i].parts = parts;
+      out[i].msg_id = MsgId(out[i].position, i + 1, parts);
+    }
+    return out;
+  }
   const auto control = [&](const StreamEvent& ev) {
     LogMessage m;
     m.subject = ControlSubject();

@@ -23,11 +23,19 @@ inline constexpr char kPartHeader[] = "Dblog-Part";               // "2/3", only
 inline constexpr char kEventHeader[] = "Dblog-Event";             // "change", "relation", ...
 inline constexpr char kTableHeader[] = "Dblog-Table";             // "public.items" (table messages)
 inline constexpr char kRelationSeqHeader[] = "Dblog-Relation-Seq";  // log sequence of the Relation
+inline constexpr char kKeyHeader[] = "Dblog-Key";  // debezium-json: the key as its own JSON
+
+// What a message's payload is.
+enum class Format {
+  kDblog,         // one serialized dblog.v1.StreamEvent
+  kDebeziumJson,  // Debezium's PostgreSQL change event (debezium.h); only changes and truncates
+};
 
 // One message to write.
 struct LogMessage {
   std::string subject;
-  std::string payload;  // a serialized dblog.v1.StreamEvent
+  std::string payload;  // a serialized dblog.v1.StreamEvent (Format::kDebeziumJson: JSON, or
+                        // empty for a tombstone)
   std::optional<dblog::v1::Position> position;  // none: Relation, BootstrapBegin
   std::uint32_t part = 1;
   std::uint32_t parts = 1;
@@ -36,6 +44,7 @@ struct LogMessage {
   std::uint32_t relation_oid = 0;  // table messages: the table; 0: the control subject
   std::string table;            // table messages: "schema.name"
   bool is_relation = false;
+  std::string key;              // kKeyHeader's value (debezium-json)
 };
 
 // "0/16B3748:3" (client::FormatPosition) and back; nullopt for anything else.
@@ -53,7 +62,7 @@ class Layout {
  public:
   // prefix: "dblog.<consumer>" by default; subjects are <prefix>.control and
   // <prefix>.table.<schema token>.<table token>.
-  explicit Layout(std::string prefix);
+  explicit Layout(std::string prefix, Format format = Format::kDblog);
 
   const std::string& prefix() const { return prefix_; }
   std::string ControlSubject() const { return prefix_ + ".control"; }
@@ -64,6 +73,9 @@ class Layout {
   // The messages of one event, in the order to write them. Throws std::runtime_error for an
   // event naming a table whose Relation did not come first, or an event with nothing to
   // publish (an empty StreamEvent, a non-transactional Message: never requested).
+  // Format::kDebeziumJson writes changes and truncates only (every event is still observed):
+  // a change is one message on its table's subject, a DELETE two (the event, then a tombstone
+  // with an empty payload), a Truncate one per table with op "t".
   std::vector<LogMessage> Map(const dblog::v1::StreamEvent& event);
 
  private:
@@ -71,8 +83,17 @@ class Layout {
   LogMessage TableMessageByName(const std::string& schema, const std::string& name,
                                 const dblog::v1::StreamEvent& event) const;
 
+  std::vector<LogMessage> MapDebezium(const dblog::v1::StreamEvent& event);
+
   std::string prefix_;
+  Format format_;
   client::RelationCache relations_;
+  // debezium-json: the open transaction's xid and commit time, and whether rows are a
+  // bootstrap's or a repair's
+  std::uint64_t xid_ = 0;
+  std::int64_t commit_time_ = 0;
+  bool in_bootstrap_ = false;
+  bool in_chunk_ = false;
 };
 
 }  // namespace dblog::publish

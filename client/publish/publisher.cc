@@ -46,7 +46,7 @@ bool Publisher::Run(Broker& broker) {
   log_("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
        stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
 
-  Layout layout(options_.prefix);
+  Layout layout(options_.prefix, options_.format);
   std::unordered_map<std::uint32_t, std::uint64_t> relation_seq;
   std::optional<Position> written;  // last position whose every part was handed to the broker
   std::optional<Position> acked = connect.resume_after;

@@ -29,6 +29,7 @@ namespace dblog::publish {
 struct PublisherOptions {
   client::ConnectOptions connect;
   std::string prefix;  // subject prefix (Layout)
+  Format format = Format::kDblog;
   // Confirmations are awaited when the stream pauses (no item buffered), at a heartbeat, and
   // at the latest after this many messages in flight.
   std::size_t max_in_flight = 2048;
