@@ -66,8 +66,10 @@ bool Publisher::Run(Broker& broker) {
   client::ItemRef item;
   try {
     for (;;) {
-      if (!stream.HasBufferedItems() || broker.pending() >= options_.max_in_flight)
-        confirm(std::nullopt);
+      // Waiting for PubAcks at every pause of the stream would cost a round trip per frame:
+      // only when many are in flight, and at heartbeats (a quiet stream is acknowledged at the
+      // next one; what is not acknowledged yet is in the log, and a restart resumes after it).
+      if (broker.pending() >= options_.max_in_flight) confirm(std::nullopt);
       if (!stream.NextRef(item)) break;
       if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
         // everything before the heartbeat was handed out, and is written (or was stored)

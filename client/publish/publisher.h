@@ -30,8 +30,8 @@ struct PublisherOptions {
   client::ConnectOptions connect;
   std::string prefix;  // subject prefix (Layout)
   Format format = Format::kDblog;
-  // Confirmations are awaited when the stream pauses (no item buffered), at a heartbeat, and
-  // at the latest after this many messages in flight.
+  // Confirmations are awaited at each heartbeat, at the end, and whenever this many messages
+  // are in flight.
   std::size_t max_in_flight = 2048;
 };
 

@@ -247,32 +247,49 @@ struct ReadReport {
   std::map<std::string, std::uint64_t> last_seq;  // subject -> the last stream sequence read
 };
 
-// Reads everything `filter` holds through a pull consumer named `durable` into `replay`.
+// Reads everything `filter` holds through a pull consumer (named `durable`_N) into `replay`.
 // full: the reader of every subject, which takes part 1 of each fanned-out position only.
 // Reads until the message at stream sequence `until_seq` (the filter's last one).
 ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& filter,
                    const std::string& durable, bool full, std::uint64_t until_seq,
                    Replay& replay) {
   ReadReport report;
-  jsSubOptions so;
-  jsSubOptions_Init(&so);
-  so.Stream = stream.c_str();
   natsSubscription* sub = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = NATS_OK;
-  // A cluster that just lost and regained a node may take a while to create the consumer.
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while ((s = js_PullSubscribe(&sub, nats.js(), filter.c_str(), durable.c_str(), nullptr, &so,
-                               &code)) != NATS_OK) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "pull subscribe " << filter << ": " << natsStatus_GetText(s) << " " << code;
-      return report;
+  std::uint64_t next_seq = 1;  // the stream sequence to read from
+  int generation = 0;
+  // (Re)creates the pull consumer at next_seq, as a reader that lost its consumer does: a
+  // consumer of a replicated stream can stall for a long while after nodes restarted
+  // (nats-server 2.9). A cluster that just regained a node may also take a while to create it.
+  const auto subscribe = [&]() -> bool {
+    if (sub) {
+      natsSubscription_Unsubscribe(sub);
+      natsSubscription_Destroy(sub);
+      sub = nullptr;
     }
-    std::this_thread::sleep_for(500ms);
-  }
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      const std::string name = durable + "_" + std::to_string(generation++);
+      jsSubOptions so;
+      jsSubOptions_Init(&so);
+      so.Stream = stream.c_str();
+      so.Config.DeliverPolicy = js_DeliverByStartSequence;
+      so.Config.OptStartSeq = next_seq;
+      s = js_PullSubscribe(&sub, nats.js(), filter.c_str(), name.c_str(), nullptr, &so, &code);
+      if (s == NATS_OK) return true;
+      if (std::chrono::steady_clock::now() > until) {
+        ADD_FAILURE() << "pull subscribe " << filter << ": " << natsStatus_GetText(s) << " " << code;
+        return false;
+      }
+      std::this_thread::sleep_for(500ms);
+    }
+  };
+  if (until_seq > 0 && !subscribe()) return report;
   std::set<std::string> ids;
   std::map<std::uint64_t, std::uint32_t> relation_at;  // stream seq -> oid (full reader)
-  // A fetch that times out is tried again (a consumer on a replica that is catching up).
+  const auto deadline = std::chrono::steady_clock::now() + 300s;
+  auto progressed_at = std::chrono::steady_clock::now();
   bool done = until_seq == 0;
   while (!done) {
     natsMsgList list{};
@@ -283,8 +300,13 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
                       << report.messages << " messages";
         break;
       }
+      if (std::chrono::steady_clock::now() - progressed_at > 10s) {
+        if (!subscribe()) break;
+        progressed_at = std::chrono::steady_clock::now();
+      }
       continue;
     }
+    progressed_at = std::chrono::steady_clock::now();
     for (int i = 0; i < list.Count; ++i) {
       natsMsg* m = list.Msgs[i];
       ++report.messages;
@@ -293,6 +315,7 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
       if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
         seq = meta->Sequence.Stream;
         done = seq >= until_seq;
+        next_seq = seq + 1;
         jsMsgMetaData_Destroy(meta);
       }
       report.last_seq[natsMsg_GetSubject(m)] = seq;
@@ -326,7 +349,7 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
     }
     natsMsgList_Destroy(&list);
   }
-  natsSubscription_Destroy(sub);
+  if (sub) natsSubscription_Destroy(sub);
   return report;
 }
 
