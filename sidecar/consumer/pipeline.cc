@@ -266,6 +266,7 @@ void Pipeline::BeginStreaming(bool slot_existed) {
   repairs_->LoadQueued();
   StartStream();
   Heartbeat();
+  repairs_->Schedule();  // queued requests start now, not at the log's next message
 }
 
 void Pipeline::SendWelcome(bool slot_created, const emit::Position* resume) {
@@ -403,7 +404,9 @@ void Pipeline::FinishBootstrap() {
   } catch (const std::exception& e) {
     state_ = State::kStreaming;  // so that SourceLost schedules the attempts
     SourceLost(e.what());
+    return;
   }
+  repairs_->Schedule();
 }
 
 void Pipeline::MarkBootstrapDone() {
