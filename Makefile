@@ -3,7 +3,8 @@
 # The C++ side (sidecar, clients, C++ tests) is built by CMakeLists.txt; tests/run.sh runs all.
 
 MODULE_big = dblog
-OBJS = plugin/dblog.o plugin/encoder.o plugin/proto.o plugin/relation.o plugin/text.o
+OBJS = plugin/dblog.o plugin/encoder.o plugin/proto.o plugin/relation.o plugin/scope_match.o \
+	plugin/text.o
 PGFILEDESC = "dblog - change-data capture output plugin and SQL API"
 
 EXTENSION = dblog

@@ -313,7 +313,7 @@ void Pipeline::BeginStreaming(bool slot_existed) {
   w->set_slot_created(!slot_existed);
   *w->mutable_resume_from() = resume.ToProto();
   w->set_confirmed_flush_lsn(confirmed_);
-  for (const auto& p : consumer_.scope) w->add_scope(p.schema + "." + p.table);
+  for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
   w->set_server_name("dblogd/0.1.0");
   session_->Send(welcome);
   stats_->confirmed_lsn = confirmed_;
@@ -381,7 +381,7 @@ void Pipeline::CopyTablesAddedToScope(const std::vector<bootstrap::Table>& table
                                   {consumer_.name});
   const std::string scope = config::FormatScope(consumer_.scope);
   if (old.ntuples() == 0 || old.value(0, 0) == scope) return;
-  const std::vector<config::TablePattern> before = config::ParseScope(std::string(old.value(0, 0)));
+  const config::Scope before = config::ParseScope(std::string(old.value(0, 0)));
   sql.Exec("BEGIN");
   for (const auto& t : tables) {
     if (bootstrap::ScopeMatches(before, t.schema, t.name)) continue;
@@ -493,7 +493,7 @@ void Pipeline::StartBootstrap(const pg::CreatedSlot& created, bool restarted) {
   w->set_slot(slot_);
   w->set_slot_created(true);
   w->set_confirmed_flush_lsn(confirmed_);
-  for (const auto& p : consumer_.scope) w->add_scope(p.schema + "." + p.table);
+  for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
   w->set_server_name("dblogd/0.1.0");
   session_->Send(welcome);
   emitter_->BeginBootstrap(consistent_point_, restarted, estimates);

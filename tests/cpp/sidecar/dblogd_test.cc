@@ -254,6 +254,25 @@ TEST_F(DblogdTest, MixedCaseTableInAScopeIsMatchedAsSpelled) {
   EXPECT_TRUE(replay.Table(TableOid(db(), lower)).empty());
 }
 
+// A star inside a name (the matcher shared with the plugin): order_* holds order_a and
+// order_b, bootstrapped and streamed, never orders.
+TEST_F(DblogdTest, StarInsideANameHoldsOnlyTheTablesItMatches) {
+  for (const char* t : {"order_a", "order_b", "orders"}) {
+    db().exec("CREATE TABLE " + schema() + "." + t + " (id int PRIMARY KEY, v text)");
+    db().exec("INSERT INTO " + schema() + "." + t + " SELECT g, 'copied' FROM generate_series(1, 5) g");
+  }
+  StartDblogd({"--consumer=" + consumer() + "=" + schema() + ".order_*, " + schema() + ".sentinel"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  for (const char* t : {"order_a", "order_b", "orders"})
+    db().exec("INSERT INTO " + schema() + "." + t + " VALUES (6, 'streamed')");
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"order_a", "order_b"});
+  EXPECT_EQ(replay.Table(TableOid(db(), schema() + ".order_a")).size(), 6u);
+  EXPECT_TRUE(replay.Table(TableOid(db(), schema() + ".orders")).empty());
+}
+
 // A table that loses its key while in scope: the plugin cannot render its changes, and every
 // reconnect would fail on the same change. The consumer is told why (SCOPE_ERROR naming the
 // table) instead of waiting on a silent stream; leaving the table out of the scope lets the
