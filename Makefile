@@ -4,11 +4,11 @@
 
 MODULE_big = dblog
 OBJS = plugin/dblog.o plugin/encoder.o plugin/proto.o plugin/relation.o plugin/scope_match.o \
-	plugin/text.o
+	plugin/scope_sql.o plugin/text.o
 PGFILEDESC = "dblog - change-data capture output plugin and SQL API"
 
 EXTENSION = dblog
-DATA = plugin/dblog--0.1.sql plugin/dblog--0.1--0.2.sql
+DATA = plugin/dblog--0.1.sql plugin/dblog--0.1--0.2.sql plugin/dblog--0.2--0.3.sql
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=dblog

@@ -52,5 +52,27 @@ SELECT data FROM pg_logical_slot_peek_changes('scope_slot', NULL, NULL,
 \set VERBOSITY terse
 \set SHOW_CONTEXT errors
 
+-- the SQL API reads a consumer's scope with the same matcher, as dblogd writes it (unquoted
+-- names as spelled): dblog._scope_match, and through it _scope_holds and the repair API
+SELECT s AS scope, dblog._scope_match(s, 'shop', 'order_a') AS order_a,
+       dblog._scope_match(s, 'shop', 'orders') AS orders,
+       dblog._scope_match(s, 'shop', 'audit_log') AS audit_log,
+       dblog._scope_match(s, 'shop', 'Order*') AS "Order*"
+  FROM unnest(ARRAY['shop.order_*', 'shop.*,!shop.audit_log', '!shop.audit_log,shop.*',
+                    'shop."Order*"', 'shop.Order*', '*.*,!*.order*', 'shop.orders']) AS s;
+INSERT INTO dblog.consumers (name, slot_name, scope)
+  VALUES ('scoped', 'dblog_scoped', 'shop.*,!shop.audit_log');
+SELECT dblog._scope_holds('shop.*,!shop.audit_log', 'shop.audit_log') AS audit_log_held,
+       dblog._scope_holds('shop.*,!shop.audit_log', 'shop.orders') AS orders_held;
+SELECT dblog.repair('shop.audit_log', 'scoped');
+SELECT dblog.repair('shop.audit_log');
+SELECT dblog.repair('shop.orders', 'scoped') > 0 AS queued;
+DELETE FROM dblog.request_queue WHERE consumer = 'scoped';
+DELETE FROM dblog.consumers WHERE name = 'scoped';
+-- a scope that does not parse is an error saying where and why
+\set VERBOSITY default
+SELECT dblog._scope_match('shop.*,', 'shop', 'orders');
+\set VERBOSITY terse
+
 SELECT 'stop' FROM pg_drop_replication_slot('scope_slot');
 DROP SCHEMA shop CASCADE;

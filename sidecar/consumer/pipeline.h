@@ -33,7 +33,7 @@
 namespace dblog::consumer {
 
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
-inline constexpr const char* kExtensionVersion = "0.2";
+inline constexpr const char* kExtensionVersion = "0.3";
 // Hello.resume_after is ahead of everything the source has written.
 class ResumeAheadError : public std::runtime_error {
  public:

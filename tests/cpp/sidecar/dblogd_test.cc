@@ -273,6 +273,38 @@ TEST_F(DblogdTest, StarInsideANameHoldsOnlyTheTablesItMatches) {
   EXPECT_TRUE(replay.Table(TableOid(db(), schema() + ".orders")).empty());
 }
 
+// An exclusion (public.*,!public.audit_log as people write it): the excluded table is not
+// copied, its changes are not streamed, and a repair of it is refused as out of scope, by the
+// same matcher in dblogd, the plugin and the SQL API.
+TEST_F(DblogdTest, ExcludedTableIsNeitherCopiedNorStreamedNorRepaired) {
+  const std::string audit = schema() + ".audit_log";
+  for (const char* t : {"orders", "items", "audit_log"}) {
+    db().exec("CREATE TABLE " + schema() + "." + t + " (id int PRIMARY KEY, v text)");
+    db().exec("INSERT INTO " + schema() + "." + t + " SELECT g, 'copied' FROM generate_series(1, 5) g");
+  }
+  StartDblogd({"--consumer=" + consumer() + "=" + schema() + ".*,!" + audit});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  EXPECT_TRUE(replay.Table(TableOid(db(), audit)).empty());
+  for (const char* t : {"orders", "items", "audit_log"})
+    db().exec("UPDATE " + schema() + "." + t + " SET v = 'streamed' WHERE id = 1");
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"orders", "items"});
+  EXPECT_TRUE(replay.Table(TableOid(db(), audit)).empty());
+  EXPECT_EQ(db().scalar("SELECT scope FROM dblog.consumers WHERE name = '" + consumer() + "'"),
+            schema() + ".*,!" + audit);
+  try {
+    db().exec("SELECT dblog.repair('" + audit + "', '" + consumer() + "')");
+    ADD_FAILURE() << "a repair of the excluded table was queued";
+  } catch (const PgError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not in the scope of consumer"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NE(db().scalar("SELECT dblog.repair('" + schema() + ".orders', '" + consumer() + "')"),
+            "");
+}
+
 // A table that loses its key while in scope: the plugin cannot render its changes, and every
 // reconnect would fail on the same change. The consumer is told why (SCOPE_ERROR naming the
 // table) instead of waiting on a silent stream; leaving the table out of the scope lets the
