@@ -5,6 +5,8 @@
  * in a name (public.order_*), "Quoted" names, exclusions (public.*,!public.audit_log). 0.2 split
  * the string itself, so a repair of an excluded table was accepted, and a quoted name held
  * nothing.
+ * 0.3 also adds dblog.consumer_status: each consumer with the state of its slot, so that a slot
+ * PostgreSQL invalidated (max_slot_wal_keep_size) shows as 'lost' with what to do.
  *
  * A new version of the extension only ever adds a script like this one: shipped scripts are
  * never edited (docs/operations.md, "Upgrading").
@@ -28,3 +30,32 @@ AS $$
      WHERE c.oid OPERATOR(pg_catalog.=) tbl
        AND dblog._scope_match(scope, n.nspname, c.relname))
 $$;
+
+-- Each consumer dblogd registered, with its slot as PostgreSQL sees it: slot_state is 'active'
+-- (a dblogd is streaming it), 'inactive', 'unreserved' (behind by more than
+-- max_slot_wal_keep_size: invalidated at the next checkpoint unless it catches up), 'lost'
+-- (invalidated: its unacknowledged changes are gone) or 'missing' (dropped: the next connection
+-- bootstraps); action says what to do about it.
+CREATE VIEW consumer_status AS
+  SELECT c.name, c.slot_name, c.bootstrap_state, s.confirmed_flush_lsn,
+         pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)
+           AS behind_bytes,
+         s.wal_status,
+         CASE WHEN s.slot_name IS NULL THEN 'missing'
+              WHEN s.wal_status = 'lost' THEN 'lost'
+              WHEN s.wal_status = 'unreserved' THEN 'unreserved'
+              WHEN s.active THEN 'active'
+              ELSE 'inactive' END AS slot_state,
+         CASE WHEN s.slot_name IS NULL
+                THEN 'none: the next connection creates the slot and bootstraps'
+              WHEN s.wal_status = 'lost'
+                THEN pg_catalog.format('the slot was invalidated (max_slot_wal_keep_size): SELECT pg_drop_replication_slot(%L); the next connection bootstraps again (restarted)', c.slot_name)
+              WHEN s.wal_status = 'unreserved'
+                THEN 'the consumer must catch up (acknowledge) before the next checkpoint invalidates the slot'
+              ELSE 'none' END AS action
+    FROM dblog.consumers c
+         LEFT JOIN pg_catalog.pg_replication_slots s
+           ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
+          AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database();
+REVOKE ALL ON consumer_status FROM PUBLIC;
+GRANT SELECT ON consumer_status TO dblog_operator;
