@@ -9,6 +9,7 @@
 namespace dblog::client {
 namespace {
 
+using common::JsonWriter;
 using dblog::v1::Change;
 using dblog::v1::Relation;
 using dblog::v1::Row;
@@ -309,10 +310,10 @@ bool RenderEvent(const StreamEvent& event, const RelationCache& relations,
       if (message.xid() != 0) json.Key("xid").Uint(message.xid());
       json.Key("lsn").String(FormatLsn(message.lsn()));
       json.Key("prefix").String(message.prefix());
-      if (IsValidUtf8(message.content())) {
+      if (common::IsValidUtf8(message.content())) {
         json.Key("content").String(message.content());
       } else {
-        json.Key("content_base64").String(Base64Encode(message.content()));
+        json.Key("content_base64").String(common::Base64Encode(message.content()));
       }
       if (message.omitted_bytes() != 0) json.Key("omitted_bytes").Uint(message.omitted_bytes());
       break;

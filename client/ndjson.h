@@ -19,7 +19,7 @@
 
 #include <string>
 
-#include "client/json.h"
+#include "common/json.h"
 #include "client/relation_cache.h"
 #include "dblog/v1/consumer.pb.h"
 
@@ -29,7 +29,7 @@ struct RenderOptions {
   bool relations = false;  // print Relation events as op "relation" (hidden by default)
 };
 
-void WriteValue(JsonWriter& json, const dblog::v1::Value& value);
+void WriteValue(common::JsonWriter& json, const dblog::v1::Value& value);
 std::string ValueToJson(const dblog::v1::Value& value);
 
 // Appends the event's line, '\n' included, to *out and returns true; returns false and appends

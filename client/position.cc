@@ -53,13 +53,6 @@ int ComparePositions(const Position& a, const Position& b) {
   return 0;
 }
 
-std::string FormatLsn(std::uint64_t lsn) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%X/%X", static_cast<unsigned>(lsn >> 32),
-                static_cast<unsigned>(lsn & 0xffffffffu));
-  return buf;
-}
-
 std::string FormatPosition(const Position& position) {
   return FormatLsn(position.commit_lsn()) + ":" + std::to_string(position.seq());
 }

@@ -1,5 +1,5 @@
 // client/position.h: stream positions as a consumer sees them: which events carry one
-// (PositionOf), how they order (ComparePositions) and how they print (FormatLsn, "%X/%X").
+// (PositionOf), how they order (ComparePositions) and how they print (FormatPosition).
 // Owns: position arithmetic only. No I/O, no sockets, no JSON.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "common/lsn.h"
 #include "dblog/v1/consumer.pb.h"
 
 namespace dblog::client {
@@ -23,8 +24,8 @@ int ComparePositions(const dblog::v1::Position& a, const dblog::v1::Position& b)
 
 dblog::v1::Position MakePosition(std::uint64_t commit_lsn, std::uint32_t seq);
 
-// An LSN as PostgreSQL prints it: "%X/%X" of the high and low 32 bits, e.g. "0/16B3748".
-std::string FormatLsn(std::uint64_t lsn);
+// An LSN as PostgreSQL prints it (common/lsn.h), e.g. "0/16B3748".
+using common::FormatLsn;
 
 // "0/16B3748:3", for messages and logs.
 std::string FormatPosition(const dblog::v1::Position& position);

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "client/apply/sql_text.h"
-#include "client/json.h"
+#include "common/json.h"
 
 namespace dblog::client {
 namespace {
@@ -41,7 +41,7 @@ std::string KeyJson(const dblog::v1::Relation& relation, const dblog::v1::Row& k
                                 " values for a key of " +
                                 std::to_string(relation.key_columns_size()) + " columns");
   std::string out;
-  JsonWriter json(&out);
+  common::JsonWriter json(&out);
   json.BeginObject();
   for (int k = 0; k < key.values_size(); ++k) {
     const std::uint32_t column = relation.key_columns(k);

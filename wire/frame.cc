@@ -7,17 +7,6 @@
 
 namespace dblog::wire {
 
-std::size_t AppendVarint(std::string& out, std::uint64_t value) {
-  std::size_t n = 0;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-    ++n;
-  }
-  out.push_back(static_cast<char>(value));
-  return n + 1;
-}
-
 void AppendFrame(std::string& out, std::string_view payload) {
   AppendVarint(out, payload.size());
   out.append(payload.data(), payload.size());
@@ -29,6 +18,15 @@ void AppendFrame(std::string& out, const google::protobuf::MessageLite& message)
   const std::size_t start = out.size();
   out.resize(start + size);
   message.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&out[start]));
+}
+
+std::string FieldFrameHead(std::uint32_t field_number, std::size_t field_size) {
+  std::string message_head;
+  AppendVarint(message_head, field_number << 3 | 2);  // wire type 2: length-delimited
+  AppendVarint(message_head, field_size);
+  std::string head;
+  AppendVarint(head, message_head.size() + field_size);
+  return head + message_head;
 }
 
 void FrameDecoder::Feed(const char* data, std::size_t size) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/varint.h"
+
 namespace google::protobuf {
 class MessageLite;
 }
@@ -29,8 +31,13 @@ void AppendFrame(std::string& out, std::string_view payload);
 // Appends varint(size) + the serialized message to `out`, without an intermediate copy.
 void AppendFrame(std::string& out, const google::protobuf::MessageLite& message);
 
-// Appends the varint encoding of `value`; returns the number of bytes written.
-std::size_t AppendVarint(std::string& out, std::uint64_t value);
+// The varint writer (a frame's length prefix): common/varint.h.
+using common::AppendVarint;
+
+// The head of a frame whose message holds one length-delimited field (`field_number`) of
+// `field_size` bytes: varint(frame length), the field's tag, varint(field_size). The frame is
+// this head followed by the field's bytes, which need not be copied next to it.
+std::string FieldFrameHead(std::uint32_t field_number, std::size_t field_size);
 
 class FrameDecoder {
  public:

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <libpq-fe.h>
 
 #include "log/log.h"
 #include "pg/connection.h"
@@ -55,6 +54,27 @@ std::vector<Task> PlanTasks(
     }
   }
   return tasks;
+}
+
+Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
+                    const config::Scope& scope, std::int64_t rows_per_task) {
+  Plan plan;
+  std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>> bounds;
+  sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  sql.Exec("SET TRANSACTION SNAPSHOT " + sql.QuoteLiteral(snapshot_name));
+  plan.tables = EnumerateScope(sql, scope);
+  for (const auto& t : plan.tables) {
+    std::optional<std::pair<std::int64_t, std::int64_t>> b;
+    if (t.single_integer_key && t.estimated_rows >= 2 * rows_per_task) {
+      pg::Result r = sql.Exec("SELECT min(t." + t.key_columns[0] + "), max(t." +
+                              t.key_columns[0] + ") FROM ONLY " + t.qualified() + " t");
+      if (!r.is_null(0, 0)) b = std::make_pair(r.i64_value(0, 0), r.i64_value(0, 1));
+    }
+    bounds.push_back(b);
+  }
+  sql.Exec("COMMIT");
+  plan.tasks = PlanTasks(plan.tables, bounds, rows_per_task);
+  return plan;
 }
 
 void CopyRowParser::Feed(std::string_view data) {
@@ -232,9 +252,7 @@ void Copier::Work(int worker) {
         if (task.to) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.<) " + std::to_string(*task.to);
       }
       sql += ") TO STDOUT (FORMAT binary)";
-      pg::Result started(PQexec(conn.raw(), sql.c_str()));
-      if (PQresultStatus(started.raw()) != PGRES_COPY_OUT)
-        throw pg::Error::FromResult(started.raw(), conn.raw(), sql);
+      pg::CopyOut copy(conn, sql);
       CopyRowParser parser;
       Batch batch{task.table, {}, {}};
       auto push = [&] {
@@ -243,38 +261,26 @@ void Copier::Work(int worker) {
         Push(std::move(batch));
         batch = Batch{task.table, {}, {}};
       };
-      for (;;) {
-        char* buf = nullptr;
-        const int n = PQgetCopyData(conn.raw(), &buf, 0);
-        if (n == -1) break;
-        if (n == -2) throw pg::Error::FromConnection(conn.raw(), sql);
-        parser.Feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      pg::CopyBuffer chunk;
+      while (copy.Next(&chunk)) {
+        parser.Feed(chunk.view());
         std::string_view row;
-        try {
-          while (parser.Next(&row)) {
-            // one allocation per batch, sized from its first row (narrow rows fill a batch
-            // by count long before kBatchBytes)
-            if (batch.data.empty())
-              batch.data.reserve(std::min(kBatchBytes, row.size() * kBatchRows) + row.size());
-            batch.Add(row);
-            if (batch.size() >= kBatchRows || batch.bytes() >= kBatchBytes) push();
-          }
-        } catch (...) {
-          PQfreemem(buf);
-          throw;
+        while (parser.Next(&row)) {
+          // one allocation per batch, sized from its first row (narrow rows fill a batch
+          // by count long before kBatchBytes)
+          if (batch.data.empty())
+            batch.data.reserve(std::min(kBatchBytes, row.size() * kBatchRows) + row.size());
+          batch.Add(row);
+          if (batch.size() >= kBatchRows || batch.bytes() >= kBatchBytes) push();
         }
-        // The parser keeps what it has not handed out; nothing points into buf any more.
+        // The parser keeps what it has not handed out; nothing points into the chunk any more.
         parser.Feed({});
-        PQfreemem(buf);
+        chunk.reset();
         {
           std::lock_guard<std::mutex> lock(mutex_);
           if (cancelled_) throw std::runtime_error("cancelled");
         }
       }
-      pg::Result finished(PQgetResult(conn.raw()));
-      if (PQresultStatus(finished.raw()) != PGRES_COMMAND_OK)
-        throw pg::Error::FromResult(finished.raw(), conn.raw(), sql);
-      while (PGresult* extra = PQgetResult(conn.raw())) PQclear(extra);
       if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
       if (batch.size() > 0) push();
     }

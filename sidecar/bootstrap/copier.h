@@ -36,6 +36,19 @@ std::vector<Task> PlanTasks(const std::vector<Table>& tables,
                             const std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>>& bounds,
                             std::int64_t rows_per_task);
 
+// What a bootstrap copies: the tables in scope and the tasks that copy them.
+struct Plan {
+  std::vector<Table> tables;
+  std::vector<Task> tasks;
+};
+
+// Enumerates the scope inside the exported snapshot `snapshot_name` (one REPEATABLE READ
+// transaction on `sql`, so that scope and copy agree) and reads the key bounds of the large
+// tables with a single integer key, to split them into tasks of about `rows_per_task` rows.
+// Throws ScopeError (a table without a key) or pg::Error; `sql` is then mid-transaction.
+Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
+                    const config::Scope& scope, std::int64_t rows_per_task);
+
 // Binary COPY of one bytea column: hands out each row's bytes as it is complete, without
 // copying them when a row lies within one piece of input (the usual case: PostgreSQL sends a
 // CopyData message per row).

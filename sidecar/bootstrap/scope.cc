@@ -1,17 +1,10 @@
 // sidecar/bootstrap/scope.cc: scope enumeration and validation (see scope.h).
 #include "bootstrap/scope.h"
 
+#include "common/quote.h"
+
 namespace dblog::bootstrap {
 namespace {
-
-std::string QuoteIdent(const std::string& id) {
-  std::string out = "\"";
-  for (char c : id) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -32,7 +25,7 @@ std::string UnhexBytea(std::string_view bytea_hex) {
   return out;
 }
 
-std::string Table::qualified() const { return QuoteIdent(schema) + "." + QuoteIdent(name); }
+std::string Table::qualified() const { return common::QuoteQualified(schema, name); }
 
 bool ScopeMatches(const config::Scope& scope, const std::string& schema,
                   const std::string& table) {
@@ -68,7 +61,7 @@ std::vector<Table> EnumerateScope(pg::Connection& conn,
     bool integer = t.relation.key_columns_size() == 1;
     for (std::uint32_t k : t.relation.key_columns()) {
       const auto& col = t.relation.columns(static_cast<int>(k));
-      t.key_columns.push_back(QuoteIdent(col.name()));
+      t.key_columns.push_back(common::QuoteIdent(col.name()));
       integer = integer && (col.type_oid() == 20 || col.type_oid() == 21 || col.type_oid() == 23);
     }
     t.single_integer_key = integer;

@@ -2,6 +2,7 @@
 #include "consumer/pipeline.h"
 
 #include "bootstrap/scope.h"
+#include "consumer/watermark.h"
 #include "log/log.h"
 #include "pg/slot.h"
 #include "wire/frame.h"
@@ -48,18 +49,17 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       session_(std::move(session)),
       hello_(std::move(hello)),
       on_finished_(std::move(on_finished)),
+      bookkeeping_(config_, consumer_),
       backoff_(config.reconnect_min),
       heartbeat_timer_(io),
       status_timer_(io),
       reconnect_timer_(io),
       progress_timer_(io),
-      window_timer_(io),
-      repair_progress_timer_(io),
       slot_wait_timer_(io),
       shutdown_timer_(io),
       parse_block_(new char[kParseBlockBytes]),
       parse_arena_(ParseArenaOptions(parse_block_.get(), kParseBlockBytes)),
-      txlog_(config.window_key_memory_bytes) {}
+      repairs_(std::make_unique<Repairs>(io, config_, consumer_, *stats_, bookkeeping_, *this)) {}
 
 google::protobuf::ArenaOptions Pipeline::ParseArenaOptions(char* block, std::size_t size) {
   google::protobuf::ArenaOptions options;
@@ -71,13 +71,6 @@ google::protobuf::ArenaOptions Pipeline::ParseArenaOptions(char* block, std::siz
 
 Pipeline::~Pipeline() {
   if (copier_) copier_->Cancel();
-}
-
-pg::Connection& Pipeline::Sql() {
-  if (!sql_ || PQstatus(sql_->raw()) != CONNECTION_OK)
-    sql_ = pg::Connection::Open(config_.source, false,
-                                {{"application_name", "dblogd " + consumer_.name}});
-  return *sql_;
 }
 
 std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const {
@@ -145,19 +138,9 @@ void Pipeline::Guarded(F&& step) {
 }
 
 void Pipeline::Prepare() {
-  pg::Connection& sql = Sql();
-  pg::Result ext = sql.Exec("SELECT extversion FROM pg_extension WHERE extname = 'dblog'");
-  if (ext.ntuples() == 0)
-    throw std::runtime_error(
-        "the dblog extension is not installed in the source database: run CREATE EXTENSION "
-        "dblog there (see docs/operations.md)");
-  if (ext.value(0, 0) != kExtensionVersion)
-    throw std::runtime_error(
-        "the dblog extension in the source database is version " + std::string(ext.value(0, 0)) +
-        "; this dblogd needs " + std::string(kExtensionVersion) +
-        ": run ALTER EXTENSION dblog UPDATE there (as its owner; see docs/operations.md, "
-        "\"Upgrading the extension\")");
-  Preflight(sql);
+  bookkeeping_.CheckExtension();
+  bookkeeping_.Preflight();
+  pg::Connection& sql = bookkeeping_.Sql();
   pg::SlotInfo slot = pg::GetSlot(sql, slot_);
   // This consumer's previous connection may have ended a moment ago: its walsender exits
   // asynchronously. Give it a little time before calling the slot taken.
@@ -168,10 +151,7 @@ void Pipeline::Prepare() {
   if (slot.exists && slot.active)
     throw std::runtime_error("slot " + slot_ + " is in use by another process (pid " +
                              std::to_string(slot.active_pid.value_or(0)) + ")");
-  pg::Result row = sql.ExecParams(
-      "SELECT bootstrap_state FROM dblog.consumers WHERE name = $1", {consumer_.name});
-  const std::optional<std::string> state =
-      row.ntuples() ? std::optional<std::string>(std::string(row.value(0, 0))) : std::nullopt;
+  const std::optional<std::string> state = bookkeeping_.BootstrapState();
   const bool finished = state && (*state == "done" || *state == "skipped");
 
   if (config_.bootstrap && !(slot.exists && finished)) {
@@ -193,16 +173,10 @@ void Pipeline::Prepare() {
     return BeginStreaming(true);
   }
   CreateSlotThen(false, [this](const pg::CreatedSlot& created) {
-    Sql().ExecParams(
-        "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state, consistent_point)"
-        " VALUES ($1, $2, $3, 'skipped', $4::pg_lsn) ON CONFLICT (name) DO UPDATE SET"
-        " slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope, bootstrap_state = 'skipped',"
-        " consistent_point = EXCLUDED.consistent_point",
-        {consumer_.name, slot_, config::FormatScope(consumer_.scope),
-         pg::FormatLsn(created.consistent_point)});
+    bookkeeping_.RecordSkippedBootstrap(slot_, created.consistent_point);
     confirmed_ = created.consistent_point;
     log::Info("slot_created", {{"consumer", consumer_.name}, {"slot", slot_},
-                               {"consistent_point", pg::FormatLsn(created.consistent_point)}});
+                               {"consistent_point", common::FormatLsn(created.consistent_point)}});
     BeginStreaming(false);
   });
 }
@@ -247,7 +221,8 @@ void Pipeline::SlotWaitTick() {
   const bool log_now = slot_wait_logged_ == std::chrono::steady_clock::time_point{} ||
                        now - slot_wait_logged_ >= std::chrono::seconds(30);
   if (log_now) {
-    slot_waiting_for_ = SlotCreationBlockers();
+    // what the slot creation waits for: the transactions blocking its walsender, for people
+    slot_waiting_for_ = bookkeeping_.Blockers(slot_creation_->backend_pid());
     slot_wait_logged_ = now;
     log::Warn("slot_creation_waiting",
               {{"consumer", consumer_.name}, {"slot", slot_},
@@ -269,209 +244,87 @@ void Pipeline::SlotWaitTick() {
   });
 }
 
-std::string Pipeline::SlotCreationBlockers() {
-  try {
-    pg::Result r = Sql().ExecParams(
-        "SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''),"
-        "       coalesce(a.application_name, ''), coalesce(a.state, ''),"
-        "       coalesce(a.backend_xid::text, ''),"
-        "       coalesce(extract(epoch FROM now() - a.xact_start)::bigint::text, '')"
-        "  FROM pg_catalog.pg_stat_activity a"
-        " WHERE a.pid = ANY (pg_catalog.pg_blocking_pids($1::int)) ORDER BY a.xact_start",
-        {std::to_string(slot_creation_->backend_pid())});
-    std::string out;
-    for (int i = 0; i < r.ntuples(); ++i) {
-      if (!out.empty()) out += "; ";
-      out += "pid " + std::string(r.value(i, 0)) + " (database " + std::string(r.value(i, 1)) +
-             ", user " + std::string(r.value(i, 2)) + ", application '" +
-             std::string(r.value(i, 3)) + "', " + std::string(r.value(i, 4)) + ", xid " +
-             std::string(r.value(i, 5)) + ", transaction open " + std::string(r.value(i, 6)) +
-             " s)";
-    }
-    return out.empty() ? "no transaction holds it now (it is between two waits)" : out;
-  } catch (const std::exception& e) {
-    return std::string("unknown: ") + e.what();
-  }
-}
-
 // Streaming from a slot that exists (made just now, or by an earlier connection).
 void Pipeline::BeginStreaming(bool slot_existed) {
-  pg::Connection& sql = Sql();
   // A resume point the source has not reached was not made from this source's stream (another
   // cluster, a restored backup of the target, a typo): waiting for it would look like a
   // healthy, silent stream forever.
   if (hello_.has_resume_after()) {
-    const std::uint64_t wal = pg::ParseLsn(std::string(
-        sql.Exec("SELECT pg_catalog.pg_current_wal_insert_lsn()::text").value(0, 0)));
+    const std::uint64_t wal = bookkeeping_.CurrentWalInsertLsn();
     if (hello_.resume_after().commit_lsn() > wal)
       throw ResumeAheadError(
-          "Hello.resume_after " + emit::FormatLsn(hello_.resume_after().commit_lsn()) +
-          " is ahead of the source's WAL (" + emit::FormatLsn(wal) +
+          "Hello.resume_after " + common::FormatLsn(hello_.resume_after().commit_lsn()) +
+          " is ahead of the source's WAL (" + common::FormatLsn(wal) +
           "): it does not come from this source's stream; resume from a position this source "
           "sent, or start a new consumer");
   }
   // refuses keyless tables before streaming
-  const std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(sql, consumer_.scope);
-  if (slot_existed) CopyTablesAddedToScope(tables);
+  const std::vector<bootstrap::Table> tables =
+      bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
+  // A table that joined the consumer's scope since its bootstrap is copied through repair
+  // windows (the slot stays): a whole-table request per new table, queued like any other.
+  if (slot_existed) bookkeeping_.QueueTablesAddedToScope(tables);
 
   const emit::Position resume = emit::Position::FromProto(hello_.resume_after());
   acks_ = std::make_unique<emit::AckTracker>(confirmed_, resume);
   emitter_ = std::make_unique<emit::Emitter>(resume, acks_.get());
-  dblog::v1::ServerMessage welcome;
-  auto* w = welcome.mutable_welcome();
-  w->set_protocol_version(dblog::v1::PROTOCOL_VERSION_1);
-  w->set_slot(slot_);
-  w->set_slot_created(!slot_existed);
-  *w->mutable_resume_from() = resume.ToProto();
-  w->set_confirmed_flush_lsn(confirmed_);
-  for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
-  w->set_server_name("dblogd/0.1.0");
-  session_->Send(welcome);
+  SendWelcome(!slot_existed, &resume);
   stats_->confirmed_lsn = confirmed_;
   log::Info("consumer_streaming", {{"consumer", consumer_.name}, {"slot", slot_},
-                                   {"from", pg::FormatLsn(confirmed_)},
-                                   {"resume_after", emit::FormatLsn(resume.commit_lsn) + "#" +
+                                   {"from", common::FormatLsn(confirmed_)},
+                                   {"resume_after", common::FormatLsn(resume.commit_lsn) + "#" +
                                                         std::to_string(resume.seq)}});
-  LoadRequests();
+  repairs_->LoadQueued();
   StartStream();
   Heartbeat();
 }
 
-// What dblogd's role needs, checked before anything is created or emitted, with the fix.
-void Pipeline::Preflight(pg::Connection& sql) {
-  pg::Result r = sql.Exec(
-      "SELECT current_user, (SELECT rolreplication OR rolsuper FROM pg_roles"
-      "                       WHERE rolname = current_user),"
-      " has_table_privilege('dblog.consumers', 'SELECT, INSERT, UPDATE')"
-      "  AND has_table_privilege('dblog.request_queue', 'SELECT, INSERT')"
-      "  AND has_table_privilege('dblog.request_progress', 'SELECT, INSERT, UPDATE')"
-      "  AND has_sequence_privilege('dblog.request_queue_id_seq', 'USAGE')");
-  const std::string role(r.value(0, 0));
-  if (r.value(0, 1) != "t")
-    throw std::runtime_error("role " + role +
-                             " lacks the REPLICATION attribute dblogd needs for slots: ALTER "
-                             "ROLE " + role + " REPLICATION");
-  if (r.value(0, 2) != "t")
-    throw std::runtime_error(
-        "role " + role + " cannot write dblog's bookkeeping: GRANT SELECT, INSERT, UPDATE ON "
-        "dblog.consumers, dblog.request_progress TO " + role + "; GRANT SELECT, INSERT ON "
-        "dblog.request_queue TO " + role + "; GRANT USAGE ON SEQUENCE dblog.request_queue_id_seq "
-        "TO " + role);
-  // One pass over the tables in scope: those the role may not read, and those whose
-  // row-level security would hide rows from it (dblogd reads with row_security = off, so they
-  // would fail later; say so now, by name).
-  pg::Result tables = sql.ExecParams(
-      "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
-      "         FILTER (WHERE NOT has_table_privilege(c.oid, 'SELECT')),"
-      "       string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
-      "         FILTER (WHERE c.relrowsecurity"
-      "           AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"
-      "           AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE')))"
-      "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-      " WHERE c.relkind = 'r' AND c.relpersistence = 'p'"
-      "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dblog')"
-      "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)",
-      {config::FormatScope(consumer_.scope)});
-  if (!tables.is_null(0, 0))
-    throw std::runtime_error("role " + role + " may not SELECT from tables in scope: " +
-                             std::string(tables.value(0, 0)) + " (GRANT SELECT ON ... TO " +
-                             role + ")");
-  if (!tables.is_null(0, 1))
-    throw std::runtime_error(
-        "row-level security is enabled on tables in scope: " + std::string(tables.value(0, 1)) +
-        "; role " + role + " would see only the rows their policies show it, so dblogd refuses "
-        "to read them (ALTER ROLE " + role + " BYPASSRLS, or leave them out of the consumer's "
-        "scope)");
-}
-
-// A table that joined the consumer's scope since its bootstrap is copied through repair
-// windows (the slot stays): a whole-table request per new table, queued like any other.
-void Pipeline::CopyTablesAddedToScope(const std::vector<bootstrap::Table>& tables) {
-  pg::Connection& sql = Sql();
-  pg::Result old = sql.ExecParams("SELECT scope FROM dblog.consumers WHERE name = $1",
-                                  {consumer_.name});
-  const std::string scope = config::FormatScope(consumer_.scope);
-  if (old.ntuples() == 0 || old.value(0, 0) == scope) return;
-  const config::Scope before = config::ParseScope(std::string(old.value(0, 0)));
-  sql.Exec("BEGIN");
-  for (const auto& t : tables) {
-    if (bootstrap::ScopeMatches(before, t.schema, t.name)) continue;
-    sql.ExecParams(
-        "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
-        " key_types) SELECT $1::oid, $1::oid::regclass::text, 'table', $2, k.key_columns,"
-        " k.key_types FROM dblog._identity_key($1::oid::regclass) AS k",
-        {std::to_string(t.oid), consumer_.name});
-    log::Info("scope_table_added", {{"consumer", consumer_.name},
-                                    {"table", t.schema + "." + t.name}});
-  }
-  sql.ExecParams("UPDATE dblog.consumers SET scope = $2 WHERE name = $1",
-                 {consumer_.name, scope});
-  sql.Exec("COMMIT");
+void Pipeline::SendWelcome(bool slot_created, const emit::Position* resume) {
+  dblog::v1::ServerMessage welcome;
+  auto* w = welcome.mutable_welcome();
+  w->set_protocol_version(dblog::v1::PROTOCOL_VERSION_1);
+  w->set_slot(slot_);
+  w->set_slot_created(slot_created);
+  if (resume) *w->mutable_resume_from() = resume->ToProto();
+  w->set_confirmed_flush_lsn(confirmed_);
+  for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
+  w->set_server_name("dblogd/0.1.0");
+  session_->Send(welcome);
 }
 
 void Pipeline::StartBootstrap(const pg::CreatedSlot& created, bool restarted) {
   state_ = State::kBootstrapping;
-  pg::Connection& sql = Sql();
   // From here until every worker imported the snapshot, repl_ must stay idle.
   consistent_point_ = created.consistent_point;
   confirmed_ = created.consistent_point;
-
-  std::vector<bootstrap::Table> tables;
-  std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>> bounds;
+  bootstrap::Plan plan;
   try {
-    sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    sql.Exec("SET TRANSACTION SNAPSHOT '" + created.snapshot_name + "'");
-    tables = bootstrap::EnumerateScope(sql, consumer_.scope);
-    for (const auto& t : tables) {
-      std::optional<std::pair<std::int64_t, std::int64_t>> b;
-      if (t.single_integer_key && t.estimated_rows >= 2 * kRowsPerTask) {
-        pg::Result r = sql.Exec("SELECT min(" + t.key_columns[0] + "), max(" + t.key_columns[0] +
-                                ") FROM ONLY " + t.qualified());
-        if (!r.is_null(0, 0))
-          b = std::make_pair(std::stoll(std::string(r.value(0, 0))),
-                             std::stoll(std::string(r.value(0, 1))));
-      }
-      bounds.push_back(b);
-    }
-    sql.Exec("COMMIT");
+    plan = bootstrap::PlanInSnapshot(bookkeeping_.Sql(), created.snapshot_name, consumer_.scope,
+                                     kRowsPerTask);
   } catch (...) {
     // Nothing was emitted: leave no slot behind that would look like a resume point.
     repl_.reset();
-    try {
-      sql_.reset();
-      pg::DropSlot(Sql(), slot_, true);
-    } catch (const std::exception& e) {
-      log::Warn("slot_drop_failed", {{"slot", slot_}, {"error", e.what()}});
-    }
+    bookkeeping_.Reset();
+    bookkeeping_.BestEffort(log::Level::kWarn, "slot_drop_failed", {{"slot", slot_}},
+                            [&] { pg::DropSlot(bookkeeping_.Sql(), slot_, true); });
     throw;
   }
-
-  sql.ExecParams(
-      "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state, consistent_point,"
-      " bootstrap_started_at, bootstrap_done_at, rows_copied)"
-      " VALUES ($1, $2, $3, 'copying', $4::pg_lsn, now(), NULL, NULL)"
-      " ON CONFLICT (name) DO UPDATE SET slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope,"
-      " bootstrap_state = 'copying', consistent_point = EXCLUDED.consistent_point,"
-      " bootstrap_started_at = now(), bootstrap_done_at = NULL, rows_copied = NULL",
-      {consumer_.name, slot_, config::FormatScope(consumer_.scope),
-       pg::FormatLsn(consistent_point_)});
+  bookkeeping_.RecordBootstrapStarted(slot_, consistent_point_);
 
   std::vector<dblog::v1::TableProgress> estimates;
   std::uint64_t estimated_total = 0;
-  for (const auto& t : tables) {
-    dblog::v1::TableProgress p;
+  for (const auto& t : plan.tables) {
+    dblog::v1::TableProgress& p = estimates.emplace_back();
     p.set_schema(t.schema);
     p.set_name(t.name);
     p.set_relation_oid(t.oid);
     p.set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
     estimated_total += static_cast<std::uint64_t>(t.estimated_rows);
-    estimates.push_back(p);
   }
-  std::vector<bootstrap::Task> tasks = bootstrap::PlanTasks(tables, bounds, kRowsPerTask);
   log::Info("bootstrap_started",
             {{"consumer", consumer_.name}, {"slot", slot_},
-             {"consistent_point", pg::FormatLsn(consistent_point_)},
-             {"tables", tables.size()}, {"tasks", tasks.size()},
+             {"consistent_point", common::FormatLsn(consistent_point_)},
+             {"tables", plan.tables.size()}, {"tasks", plan.tasks.size()},
              {"workers", config_.copy_workers}, {"rows_estimated", estimated_total},
              {"restarted", restarted ? "true" : "false"}});
   stats_->bootstraps_total++;
@@ -481,7 +334,7 @@ void Pipeline::StartBootstrap(const pg::CreatedSlot& created, bool restarted) {
 
   std::weak_ptr<Pipeline> weak = weak_from_this();
   copier_ = std::make_unique<bootstrap::Copier>(
-      config_.source, created.snapshot_name, std::move(tables), std::move(tasks),
+      config_.source, created.snapshot_name, std::move(plan.tables), std::move(plan.tasks),
       config_.copy_workers, kCopyQueueBytes, [weak, this] {
         asio::post(io_, [weak, this] {
           if (auto self = weak.lock()) {
@@ -498,15 +351,7 @@ void Pipeline::StartBootstrap(const pg::CreatedSlot& created, bool restarted) {
 
   acks_ = std::make_unique<emit::AckTracker>(confirmed_);
   emitter_ = std::make_unique<emit::Emitter>(emit::Position{}, acks_.get());
-  dblog::v1::ServerMessage welcome;
-  auto* w = welcome.mutable_welcome();
-  w->set_protocol_version(dblog::v1::PROTOCOL_VERSION_1);
-  w->set_slot(slot_);
-  w->set_slot_created(true);
-  w->set_confirmed_flush_lsn(confirmed_);
-  for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
-  w->set_server_name("dblogd/0.1.0");
-  session_->Send(welcome);
+  SendWelcome(true, nullptr);
   emitter_->BeginBootstrap(consistent_point_, restarted, estimates);
   Flush();
   SendProgress();
@@ -555,16 +400,12 @@ void Pipeline::FinishBootstrap() {
   stats_->bootstrap_running = 0;
   log::Info("bootstrap_copied", {{"consumer", consumer_.name}, {"rows", total},
                                  {"bytes", bytes},
-                                 {"consistent_point", pg::FormatLsn(consistent_point_)}});
+                                 {"consistent_point", common::FormatLsn(consistent_point_)}});
   // Requests committed before this slot's consistent point are not in its stream: a bootstrap
   // redone from a new slot would never see one made during the earlier attempt. Take them
   // from the queue (those the stream does carry are known by id and not loaded twice).
-  try {
-    LoadRequests();
-  } catch (const std::exception& e) {
-    log::Error("repair_load_failed", {{"consumer", consumer_.name}, {"error", e.what()}});
-    sql_.reset();
-  }
+  bookkeeping_.BestEffort(log::Level::kError, "repair_load_failed",
+                          {{"consumer", consumer_.name}}, [&] { repairs_->LoadQueued(); });
   // Called from the copy's drain: nothing above catches. A stream that cannot start (the
   // source went away, or the slot was dropped meanwhile) is retried like a lost source,
   // never an exception out of the connection's thread (which would end dblogd).
@@ -577,27 +418,18 @@ void Pipeline::FinishBootstrap() {
 }
 
 void Pipeline::MarkBootstrapDone() {
-  std::uint64_t rows = stats_->bootstrap_rows;
-  try {
-    Sql().ExecParams(
-        "UPDATE dblog.consumers SET bootstrap_state = 'done', bootstrap_done_at = now(),"
-        " rows_copied = $2 WHERE name = $1 AND bootstrap_state = 'copying'",
-        {consumer_.name, std::to_string(rows)});
-    bootstrap_end_.reset();
-    log::Info("bootstrap_done", {{"consumer", consumer_.name}, {"rows", rows}});
-  } catch (const std::exception& e) {
-    // Retried at the next ack; until then a crash redoes the bootstrap, which is safe.
-    log::Warn("bootstrap_mark_failed", {{"consumer", consumer_.name}, {"error", e.what()}});
-    sql_.reset();
-  }
+  const std::uint64_t rows = stats_->bootstrap_rows;
+  // Not recorded: retried at the next ack; until then a crash redoes the bootstrap (safe).
+  if (!bookkeeping_.MarkBootstrapDone(rows)) return;
+  bootstrap_end_.reset();
+  log::Info("bootstrap_done", {{"consumer", consumer_.name}, {"rows", rows}});
 }
 
 void Pipeline::StartStream() {
   if (!stream_started_once_) {
     // Transactions committed before the stream's start are not in the key log: a window whose
     // snapshot might not see one of them cannot be widened, and fails closed (window/).
-    const std::string xmax(Sql().Exec("SELECT pg_snapshot_xmax(pg_current_snapshot())").value(0, 0));
-    txlog_.ForgetBelow(std::stoull(xmax));
+    repairs_->ForgetTransactionsBelow(bookkeeping_.SnapshotXmax());
     stream_started_once_ = true;
   }
   if (!repl_)
@@ -651,21 +483,62 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
     return;
   }
   Flush();
-  ScheduleWindow();
+  repairs_->Schedule();
 }
+
+void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes) {
+  using E = dblog::v1::Event;
+  switch (event.event_case()) {
+    case E::kBegin:
+      repairs_->OnBegin(event.begin());
+      break;
+    case E::kRelation:
+      if (!repairs_->OnRelation(event.relation())) return;  // bookkeeping, not user data
+      break;
+    case E::kChange:
+      if (!repairs_->OnChange(event.change())) return;  // a repair request
+      break;
+    case E::kTruncate:
+      repairs_->OnTruncate(event.truncate());
+      break;
+    case E::kMessage: {
+      const std::string& prefix = event.message().prefix();
+      if (prefix.rfind(kWatermarkPrefix, 0) == 0) {
+        repairs_->OnWatermark(event.message());
+        return;  // markers are dblogd's own: never forwarded
+      }
+      if (!MessageWanted(prefix)) return;
+      break;
+    }
+    case E::kCommit:
+      emitter_->Consume(event);
+      repairs_->OnCommitted();
+      return;
+    default:
+      break;
+  }
+  emitter_->Consume(event, change_bytes);
+}
+
+// Only messages the consumer asked for (Hello.message_prefixes) are forwarded; dblog's own
+// prefixes never are. The plugin filters the same way; this is the second line.
+bool Pipeline::MessageWanted(const std::string& prefix) const {
+  if (prefix.rfind("dblog.", 0) == 0) return false;
+  for (const auto& wanted : hello_.message_prefixes())
+    if (prefix.rfind(wanted, 0) == 0) return true;
+  return false;
+}
+
+void Pipeline::Send(const dblog::v1::ServerMessage& message) { session_->Send(message); }
 
 void Pipeline::Flush() {
   if (!emitter_) return;
   std::string events = emitter_->TakeOutput();
   if (events.empty()) return;
-  // ServerMessage{events = EventBatch}: field 3, wire type 2, around the emitter's bytes. The
-  // frame goes out as a small head and the emitter's buffer itself: the events are not copied.
-  std::string message_head;
-  message_head.push_back(static_cast<char>(3 << 3 | 2));
-  wire::AppendVarint(message_head, events.size());
-  std::string head;
-  wire::AppendVarint(head, message_head.size() + events.size());
-  head += message_head;
+  // ServerMessage{events = EventBatch} around the emitter's bytes. The frame goes out as a
+  // small head and the emitter's buffer itself: the events are not copied.
+  std::string head =
+      wire::FieldFrameHead(dblog::v1::ServerMessage::kEventsFieldNumber, events.size());
   stats_->bytes_sent += head.size() + events.size();
   stats_->events_sent = emitter_->events_emitted();
   session_->SendFrame(std::move(head), std::move(events));
@@ -718,10 +591,7 @@ void Pipeline::OnAck(const dblog::v1::Ack& ack) {
   stats_->oldest_unacked_commit_us =
       unacked_commits_.empty() ? 0 : unacked_commits_.front().second;
   if (bootstrap_end_ && !(pos < *bootstrap_end_)) MarkBootstrapDone();
-  while (!pending_progress_.empty() && !(pos < pending_progress_.front().position)) {
-    RecordProgress(pending_progress_.front());
-    pending_progress_.pop_front();
-  }
+  repairs_->OnAcknowledged(pos);
   ApplyConfirmable(lsn);
   if (paused_ && stream_ && session_->queued_bytes() <= config_.max_buffer_bytes &&
       acks_->unacknowledged() <= kMaxUnacknowledged) {
@@ -850,19 +720,14 @@ void Pipeline::Reconnect() {
   if (state_ != State::kReconnecting) return;
   try {
     stream_.reset();
-    sql_.reset();
+    bookkeeping_.Reset();
     // Replay starts at the slot's confirmed position; what was already sent is dropped by a
     // fresh emitter resuming after the last position sent. Acks carry on in the same tracker.
     emitter_ = std::make_unique<emit::Emitter>(emitter_->last_position(), acks_.get());
     paused_ = false;
-    // A window that was open is abandoned (its markers may be replayed or lost): the chunk is
-    // read again under a new one.
-    if (window_) abandoned_windows_.insert(window_->window.id());
-    window_.reset();
-    closing_progress_.reset();
-    control_oid_.reset();
+    repairs_->OnSourceReconnect();
     // Retrying a lost slot would only fail again, silently for the consumer: end its session.
-    if (pg::GetSlot(Sql(), slot_).wal_status == "lost")
+    if (pg::GetSlot(bookkeeping_.Sql(), slot_).wal_status == "lost")
       return Fail(Error::SOURCE_ERROR, SlotLostMessage(slot_));
     StartStream();
     log::Info("source_reconnected", {{"consumer", consumer_.name}});
@@ -893,7 +758,7 @@ void Pipeline::Shutdown() {
 
 void Pipeline::OnClosed() {
   log::Info("consumer_disconnected", {{"consumer", consumer_.name},
-                                      {"confirmed", pg::FormatLsn(confirmed_)}});
+                                      {"confirmed", common::FormatLsn(confirmed_)}});
   Finish();
 }
 
@@ -905,8 +770,7 @@ void Pipeline::Finish() {
   if (stream_ && streaming) stream_->Stop();
   stats_->connected = 0;
   stats_->bootstrap_running = 0;
-  foreign_marker_log_.Flush(log::Level::kWarn, "foreign_watermark_ignored",
-                            {{"consumer", consumer_.name}});
+  repairs_->Stop();
   session_->Detach();
   if (copier_) copier_->Cancel();
   slot_creation_.reset();  // cancels a creation still waiting
@@ -917,8 +781,6 @@ void Pipeline::Finish() {
   status_timer_.cancel();
   reconnect_timer_.cancel();
   progress_timer_.cancel();
-  window_timer_.cancel();
-  repair_progress_timer_.cancel();
   // Tear down from the io loop, not from inside a callback of what is torn down.
   asio::post(io_, [self = shared_from_this()] {
     self->stream_.reset();

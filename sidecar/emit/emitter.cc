@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/varint.h"
 #include "emit/ack_tracker.h"
 
 namespace dblog::emit {
@@ -25,14 +26,6 @@ std::size_t VarintSize(std::uint64_t v) {
     ++n;
   }
   return n;
-}
-
-void AppendVarint(std::string& out, std::uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
 }
 
 // Reads a varint at b[i], moving i past it; false when b ends inside it or it is too long.
@@ -99,13 +92,13 @@ void Emitter::Consume(Event& event, std::string_view change_bytes) {
 void Emitter::OnBegin(const dblog::v1::Begin& begin) {
   if (begin.commit_lsn() == 0) Fail("Begin without a commit LSN");
   if (unit_.kind != UnitKind::kNone)
-    Fail("Begin of " + FormatLsn(begin.commit_lsn()) + " while a transaction or the bootstrap of " +
-         FormatLsn(unit_.commit_lsn) + " is open");
+    Fail("Begin of " + common::FormatLsn(begin.commit_lsn()) + " while a transaction or the bootstrap of " +
+         common::FormatLsn(unit_.commit_lsn) + " is open");
   // Copied rows sit just below the consistent point: a transaction committed before it is in
   // the snapshot already; one whose commit record starts exactly at it is not, and is decoded.
   if (bootstrapped_ && begin.commit_lsn() < consistent_point_)
-    Fail("transaction committed at " + FormatLsn(begin.commit_lsn()) +
-         ", not after the bootstrap's consistent point " + FormatLsn(consistent_point_));
+    Fail("transaction committed at " + common::FormatLsn(begin.commit_lsn()) +
+         ", not after the bootstrap's consistent point " + common::FormatLsn(consistent_point_));
   unit_ = Unit{};
   unit_.kind = UnitKind::kTransaction;
   unit_.commit_lsn = begin.commit_lsn();
@@ -196,7 +189,7 @@ bool Emitter::AppendSplicedChange(std::string_view raw, std::uint32_t seq) {
   std::string seq_field;
   if (seq != 0) {  // proto3 leaves zero out
     seq_field.push_back(static_cast<char>(4 << 3));
-    AppendVarint(seq_field, seq);
+    common::AppendVarint(seq_field, seq);
   }
   const std::size_t size = seq_begin + seq_field.size() + (raw.size() - seq_end);
   const std::size_t before = output_.size();
@@ -234,8 +227,8 @@ void Emitter::OnMessage(dblog::v1::Message& message) {
   // before its LSN is already out and everything after commits later. Its position is
   // (lsn, 0), written into commit_lsn so that every positioned event reads the same way.
   if (unit_.kind != UnitKind::kNone)
-    Fail("non-transactional Message at " + FormatLsn(message.lsn()) + " inside the unit of " +
-         FormatLsn(unit_.commit_lsn));
+    Fail("non-transactional Message at " + common::FormatLsn(message.lsn()) + " inside the unit of " +
+         common::FormatLsn(unit_.commit_lsn));
   const Position pos{message.lsn(), 0};
   if (pos <= resume_after_) return;
   Advance(pos, "non-transactional Message");
@@ -395,10 +388,10 @@ void Emitter::EndChunk(const std::vector<dblog::v1::Row>& kept_keys, bool last) 
 
 void Emitter::RequireTransaction(const char* what, std::uint64_t commit_lsn) const {
   if (unit_.kind != UnitKind::kTransaction)
-    Fail(std::string(what) + " outside a transaction (at " + FormatLsn(commit_lsn) + ")");
+    Fail(std::string(what) + " outside a transaction (at " + common::FormatLsn(commit_lsn) + ")");
   if (commit_lsn != unit_.commit_lsn)
-    Fail(std::string(what) + " of the transaction at " + FormatLsn(commit_lsn) +
-         " inside the transaction at " + FormatLsn(unit_.commit_lsn));
+    Fail(std::string(what) + " of the transaction at " + common::FormatLsn(commit_lsn) +
+         " inside the transaction at " + common::FormatLsn(unit_.commit_lsn));
 }
 
 void Emitter::RequireNoChunk(const char* what) const {
@@ -531,8 +524,8 @@ void Emitter::SendReadRow(std::uint32_t relation_oid, Position pos, std::string_
   const std::size_t before = output_.size();
   AppendEnvelope(StreamEvent::kChange, size);
   output_.append(head, head_size);
-  AppendVarint(output_, LenTag(kChangeNewRow));
-  AppendVarint(output_, row_bytes.size());
+  common::AppendVarint(output_, LenTag(kChangeNewRow));
+  common::AppendVarint(output_, row_bytes.size());
   output_.append(row_bytes.data(), row_bytes.size());
   bytes_emitted_ += output_.size() - before;
 }
@@ -556,10 +549,10 @@ void Emitter::AppendBytes(int field, std::string_view member) {
 
 void Emitter::AppendEnvelope(int field, std::size_t member_size) {
   const std::size_t event_size = VarintSize(LenTag(field)) + VarintSize(member_size) + member_size;
-  AppendVarint(output_, LenTag(kEventBatchEvents));
-  AppendVarint(output_, event_size);
-  AppendVarint(output_, LenTag(field));
-  AppendVarint(output_, member_size);
+  common::AppendVarint(output_, LenTag(kEventBatchEvents));
+  common::AppendVarint(output_, event_size);
+  common::AppendVarint(output_, LenTag(field));
+  common::AppendVarint(output_, member_size);
   ++events_emitted_;
 }
 

@@ -7,17 +7,10 @@
 #include <string>
 #include <tuple>
 
+#include "common/lsn.h"
 #include "dblog/v1/consumer.pb.h"
 
 namespace dblog::emit {
-
-// An LSN as PostgreSQL prints it: "16/B374D848".
-inline std::string FormatLsn(std::uint64_t lsn) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%X/%X", static_cast<unsigned>(lsn >> 32),
-                static_cast<unsigned>(lsn));
-  return buf;
-}
 
 struct Position {
   std::uint64_t commit_lsn = 0;
@@ -32,7 +25,7 @@ struct Position {
   }
 
   // "16/B374D848:3"
-  std::string ToString() const { return FormatLsn(commit_lsn) + ":" + std::to_string(seq); }
+  std::string ToString() const { return common::FormatLsn(commit_lsn) + ":" + std::to_string(seq); }
 
   friend bool operator<(const Position& a, const Position& b) {
     return std::tie(a.commit_lsn, a.seq) < std::tie(b.commit_lsn, b.seq);

@@ -1,6 +1,7 @@
 // sidecar/pg/connection.cc: RAII libpq wrappers and pg::Error (see connection.h).
 #include "pg/connection.h"
 
+#include <charconv>
 #include <string>
 
 namespace dblog::pg {
@@ -120,6 +121,34 @@ int Result::column(std::string_view name) const {
   for (int c = 0; c < nfields(); ++c)
     if (name == PQfname(result_.get(), c)) return c;
   throw std::out_of_range("result has no column named " + std::string(name));
+}
+
+bool Result::bool_value(int row, int col) const {
+  const std::string_view v = value(row, col);
+  if (v == "t") return true;
+  if (v == "f") return false;
+  throw std::runtime_error("column " + std::to_string(col) + " is not a boolean: " +
+                           std::string(v.substr(0, 40)));
+}
+
+namespace {
+template <typename T>
+T ParseInteger(std::string_view v, int col) {
+  T out{};
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty())
+    throw std::runtime_error("column " + std::to_string(col) + " is not an integer: " +
+                             std::string(v.substr(0, 40)));
+  return out;
+}
+}  // namespace
+
+std::uint64_t Result::u64_value(int row, int col) const {
+  return ParseInteger<std::uint64_t>(value(row, col), col);
+}
+
+std::int64_t Result::i64_value(int row, int col) const {
+  return ParseInteger<std::int64_t>(value(row, col), col);
 }
 
 // ---- CopyBuffer ----------------------------------------------------------------------------
@@ -266,6 +295,33 @@ void Connection::SetNoticeHandler(std::function<void(const std::string&)> handle
 }
 
 int Connection::socket() const { return conn_ ? PQsocket(conn_) : -1; }
+
+bool Connection::ok() const { return conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK; }
+
+CopyOut::CopyOut(Connection& connection, std::string sql)
+    : connection_(connection), sql_(std::move(sql)) {
+  Result started(PQexec(connection_.raw(), sql_.c_str()));
+  if (PQresultStatus(started.raw()) != PGRES_COPY_OUT)
+    throw Error::FromResult(started.raw(), connection_.raw(), sql_);
+}
+
+bool CopyOut::Next(CopyBuffer* chunk) {
+  if (done_) return false;
+  char* buf = nullptr;
+  const int n = PQgetCopyData(connection_.raw(), &buf, 0);
+  if (n >= 0) {
+    *chunk = CopyBuffer(buf, n);
+    return true;
+  }
+  if (n == -2) throw Error::FromConnection(connection_.raw(), sql_);
+  done_ = true;
+  chunk->reset();
+  Result finished(PQgetResult(connection_.raw()));
+  while (PGresult* extra = PQgetResult(connection_.raw())) PQclear(extra);
+  if (PQresultStatus(finished.raw()) != PGRES_COMMAND_OK)
+    throw Error::FromResult(finished.raw(), connection_.raw(), sql_);
+  return false;
+}
 
 int Connection::backend_pid() const { return conn_ ? PQbackendPID(conn_) : 0; }
 

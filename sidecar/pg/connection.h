@@ -77,6 +77,12 @@ class Result {
   std::string_view value(int row, int col) const;
   std::optional<std::string_view> optional_value(int row, int col) const;
 
+  // Typed text-format getters (throw std::runtime_error on SQL NULL or a value of another
+  // type): a boolean ("t"/"f"), an unsigned integer (int2/4/8 >= 0, oid, xid8), a signed one.
+  bool bool_value(int row, int col) const;
+  std::uint64_t u64_value(int row, int col) const;
+  std::int64_t i64_value(int row, int col) const;
+
   // Column lookup by name (exact match); throws std::out_of_range for an unknown name.
   int column(std::string_view name) const;
   std::string_view value(int row, std::string_view column_name) const {
@@ -159,6 +165,8 @@ class Connection {
   void SetNoticeHandler(std::function<void(const std::string&)> handler);
 
   bool is_open() const { return conn_ != nullptr; }
+  // Open and not broken (PQstatus is CONNECTION_OK): false after the server went away.
+  bool ok() const;
   bool is_replication() const { return replication_; }
   int socket() const;  // PQsocket, -1 when closed
   int backend_pid() const;  // PQbackendPID: the server process of this connection, 0 when closed
@@ -176,6 +184,23 @@ class Connection {
   bool replication_ = false;
   // On the heap so libpq's notice receiver argument survives moves of the Connection.
   std::unique_ptr<std::function<void(const std::string&)>> notice_handler_;
+};
+
+// `COPY (...) TO STDOUT` on a connection, read chunk by chunk (PQgetCopyData, blocking).
+// The constructor sends the statement (throws Error unless the server starts the copy); Next
+// hands out each chunk as the server sent it, and at the end checks the command's result
+// (throws Error on failure) and returns false. The connection is busy until then.
+class CopyOut {
+ public:
+  CopyOut(Connection& connection, std::string sql);
+  CopyOut(const CopyOut&) = delete;
+  CopyOut& operator=(const CopyOut&) = delete;
+  bool Next(CopyBuffer* chunk);
+
+ private:
+  Connection& connection_;
+  std::string sql_;
+  bool done_ = false;
 };
 
 // Cancels what a connection is running, from any thread (PQcancel: a new connection to the

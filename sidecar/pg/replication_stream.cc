@@ -3,6 +3,8 @@
 // src/bin/pg_basebackup/pg_recvlogical.c.
 #include "pg/replication_stream.h"
 
+#include "common/quote.h"
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cstdio>
@@ -38,16 +40,6 @@ std::string DescribeType(char type) {
   return hex;
 }
 
-// Identifiers and string literals of the replication command grammar (repl_scanner.l):
-// quotes are doubled, backslashes are not special.
-std::string QuoteIdent(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string QuoteString(std::string_view s) {
   std::string out = "'";
@@ -154,12 +146,12 @@ void ReplicationStream::Start(
   conn_.CheckServerVersion();
 
   std::string command =
-      "START_REPLICATION SLOT " + QuoteIdent(slot) + " LOGICAL " + FormatLsn(start_lsn);
+      "START_REPLICATION SLOT " + common::QuoteIdent(slot) + " LOGICAL " + common::FormatLsn(start_lsn);
   if (!plugin_options.empty()) {
     command += " (";
     for (std::size_t i = 0; i < plugin_options.size(); ++i) {
       if (i > 0) command += ", ";
-      command += QuoteIdent(plugin_options[i].first) + " " + QuoteString(plugin_options[i].second);
+      command += common::QuoteIdent(plugin_options[i].first) + " " + QuoteString(plugin_options[i].second);
     }
     command += ")";
   }

@@ -1,5 +1,7 @@
-// sidecar/pg/slot.cc: slot management and LSN text format (see slot.h).
+// sidecar/pg/slot.cc: slot management (see slot.h).
 #include "pg/slot.h"
+
+#include "common/quote.h"
 
 #include <cstdio>
 #include <stdexcept>
@@ -10,29 +12,6 @@ namespace {
 
 constexpr std::string_view kRefusalText = "may not be used as an output plugin";
 constexpr std::string_view kDefaultPluginLibraries = "pgoutput, test_decoding";
-
-bool IsHexDigit(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-std::uint32_t HexValue(std::string_view digits) {
-  std::uint32_t v = 0;
-  for (char c : digits) {
-    const int d = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-    v = (v << 4) | static_cast<std::uint32_t>(d);
-  }
-  return v;
-}
-
-// A replication-grammar identifier in double quotes (embedded quotes doubled).
-std::string QuoteReplicationIdent(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -66,34 +45,10 @@ std::string LibraryFromMessage(const std::string& message) {
 
 std::uint64_t OptionalLsn(const Result& r, int row, std::string_view column) {
   auto v = r.optional_value(row, column);
-  return v ? ParseLsn(*v) : 0;
+  return v ? common::ParseLsn(*v) : 0;
 }
 
 }  // namespace
-
-std::string FormatLsn(std::uint64_t lsn) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%X/%X", static_cast<unsigned>(lsn >> 32),
-                static_cast<unsigned>(lsn & 0xffffffffu));
-  return buf;
-}
-
-std::uint64_t ParseLsn(std::string_view text) {
-  const std::size_t slash = text.find('/');
-  auto bad = [&]() {
-    return std::invalid_argument("invalid LSN \"" + std::string(text) +
-                                 "\": expected X/Y with 1 to 8 hex digits on each side");
-  };
-  if (slash == std::string_view::npos) throw bad();
-  const std::string_view hi = text.substr(0, slash);
-  const std::string_view lo = text.substr(slash + 1);
-  for (std::string_view part : {hi, lo}) {
-    if (part.empty() || part.size() > 8) throw bad();
-    for (char c : part)
-      if (!IsHexDigit(c)) throw bad();
-  }
-  return (static_cast<std::uint64_t>(HexValue(hi)) << 32) | HexValue(lo);
-}
 
 void ValidateSlotName(std::string_view name) {
   // ReplicationSlotValidateName: NAMEDATALEN - 1 bytes of lower-case letters, digits, '_'.
@@ -133,8 +88,8 @@ CreatedSlot CreateSlot(Connection& repl_conn, const std::string& name, const std
     throw std::invalid_argument("CreateSlot needs a replication connection");
   repl_conn.CheckServerVersion();
   // PostgreSQL 15 syntax; 14 and older spelled it EXPORT_SNAPSHOT / NOEXPORT_SNAPSHOT.
-  const std::string command = "CREATE_REPLICATION_SLOT " + QuoteReplicationIdent(name) +
-                              " LOGICAL " + QuoteReplicationIdent(plugin) +
+  const std::string command = "CREATE_REPLICATION_SLOT " + common::QuoteIdent(name) +
+                              " LOGICAL " + common::QuoteIdent(plugin) +
                               (export_snapshot ? " (SNAPSHOT 'export')" : " (SNAPSHOT 'nothing')");
   Result r;
   try {
@@ -148,7 +103,7 @@ CreatedSlot CreateSlot(Connection& repl_conn, const std::string& name, const std
         "", command, "");
   CreatedSlot out;
   out.name = std::string(r.value(0, "slot_name"));
-  out.consistent_point = ParseLsn(r.value(0, "consistent_point"));
+  out.consistent_point = common::ParseLsn(r.value(0, "consistent_point"));
   out.snapshot_name = std::string(r.optional_value(0, "snapshot_name").value_or(""));
   if (export_snapshot && out.snapshot_name.empty())
     throw Error("CREATE_REPLICATION_SLOT exported no snapshot", "", command, "");

@@ -12,15 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include "common/lsn.h"
 #include "pg/connection.h"
 
 namespace dblog::pg {
 
-// "16/B374D848", as PostgreSQL prints a pg_lsn.
-std::string FormatLsn(std::uint64_t lsn);
-// Parses "X/Y" with 1 to 8 hex digits on each side (pg_lsn's input rules); throws
-// std::invalid_argument on anything else.
-std::uint64_t ParseLsn(std::string_view text);
 
 // Slot names are what the server accepts: 1 to 63 characters of [a-z0-9_]. Throws
 // std::invalid_argument otherwise, before anything is sent.

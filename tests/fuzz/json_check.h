@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <string_view>
 
-#include "client/json.h"
+#include "common/json.h"
 
 namespace dblog::fuzz {
 
@@ -77,7 +77,7 @@ class JsonCheck {
       }
       ++at_;
     }
-    if (!client::IsValidUtf8(t_.substr(begin, at_ - begin))) return false;
+    if (!common::IsValidUtf8(t_.substr(begin, at_ - begin))) return false;
     return Eat('"');
   }
   bool Value(int depth) {

@@ -599,7 +599,7 @@ TEST_F(ApplyE2eTest, SigkillOfTheApplierResumesAfterTheStoredPosition) {
   EXPECT_NE(apply_->log().find("stopped by signal"), std::string::npos) << apply_->log();
   // everything stored was acknowledged: the slot is confirmed past the sentinel's commit
   const std::string position = StoredPosition();
-  EXPECT_GE(ConfirmedFlush(), ParseLsnText(position.substr(0, position.find(':'))));
+  EXPECT_GE(ConfirmedFlush(), common::ParseLsn(position.substr(0, position.find(':'))));
 }
 
 TEST_F(ApplyE2eTest, MismatchedTargetTablesFailWithAClearMessage) {

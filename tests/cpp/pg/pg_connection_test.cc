@@ -141,7 +141,7 @@ TEST_F(ConnectionTest, ReplicationConnectionRunsReplicationCommands) {
   Result r = repl.Exec("IDENTIFY_SYSTEM");
   ASSERT_EQ(r.ntuples(), 1);
   EXPECT_EQ(r.value(0, "dbname"), PQdb(sql().raw())) << "replication=database names the db";
-  EXPECT_GT(ParseLsn(r.value(0, "xlogpos")), 0u);
+  EXPECT_GT(common::ParseLsn(r.value(0, "xlogpos")), 0u);
   // A replication=database walsender also runs plain SQL (simple query protocol).
   EXPECT_EQ(repl.Exec("SELECT 40 + 2").value(0, 0), "42");
   try {

@@ -127,26 +127,26 @@ TEST(ReplicationClock, CountsFrom2000) {
 }
 
 TEST(Lsn, FormatsLikePostgres) {
-  EXPECT_EQ(FormatLsn(0), "0/0");
-  EXPECT_EQ(FormatLsn(0x16B374D848ull), "16/B374D848");
-  EXPECT_EQ(FormatLsn(0x100000000ull), "1/0");
-  EXPECT_EQ(FormatLsn(~0ull), "FFFFFFFF/FFFFFFFF");
+  EXPECT_EQ(common::FormatLsn(0), "0/0");
+  EXPECT_EQ(common::FormatLsn(0x16B374D848ull), "16/B374D848");
+  EXPECT_EQ(common::FormatLsn(0x100000000ull), "1/0");
+  EXPECT_EQ(common::FormatLsn(~0ull), "FFFFFFFF/FFFFFFFF");
 }
 
 TEST(Lsn, ParsesWhatPostgresAccepts) {
-  EXPECT_EQ(ParseLsn("16/B374D848"), 0x16B374D848ull);
-  EXPECT_EQ(ParseLsn("16/b374d848"), 0x16B374D848ull);
-  EXPECT_EQ(ParseLsn("0/0"), 0u);
-  EXPECT_EQ(ParseLsn("00000001/00000002"), 0x100000002ull);
-  EXPECT_EQ(ParseLsn("FFFFFFFF/FFFFFFFF"), ~0ull);
+  EXPECT_EQ(common::ParseLsn("16/B374D848"), 0x16B374D848ull);
+  EXPECT_EQ(common::ParseLsn("16/b374d848"), 0x16B374D848ull);
+  EXPECT_EQ(common::ParseLsn("0/0"), 0u);
+  EXPECT_EQ(common::ParseLsn("00000001/00000002"), 0x100000002ull);
+  EXPECT_EQ(common::ParseLsn("FFFFFFFF/FFFFFFFF"), ~0ull);
   for (std::uint64_t v : {0ull, 1ull, 0xFFFFFFFFull, 0x123456789ABCDEFull, ~0ull})
-    EXPECT_EQ(ParseLsn(FormatLsn(v)), v);
+    EXPECT_EQ(common::ParseLsn(common::FormatLsn(v)), v);
 }
 
 TEST(Lsn, RejectsEverythingElse) {
   for (const char* bad : {"", "/", "0/", "/0", "16", "16/B374D848/", "16/B374D848 ", " 16/1",
                           "123456789/0", "0/123456789", "g/0", "0/-1", "+1/0", "0x1/0", "1//0"})
-    EXPECT_THROW(ParseLsn(bad), std::invalid_argument) << '"' << bad << '"';
+    EXPECT_THROW(common::ParseLsn(bad), std::invalid_argument) << '"' << bad << '"';
 }
 
 TEST(SlotName, Validation) {

@@ -153,7 +153,7 @@ class StreamTest : public PgTest {
     auto lsn = [&](int col) -> std::optional<std::uint64_t> {
       auto v = r.optional_value(0, col);
       if (!v) return std::nullopt;
-      return ParseLsn(*v);
+      return common::ParseLsn(*v);
     };
     return {lsn(0), lsn(1)};
   }
@@ -209,8 +209,8 @@ TEST_F(StreamTest, DeliversBatchesAndConfirmsOnlyTheFlushedPosition) {
   EXPECT_EQ(stream.flushed_lsn(), end_lsn);
   stream.SendStatusNow();
   ASSERT_TRUE(RunUntil([&] { return Slot().confirmed_flush_lsn == end_lsn; }))
-      << "confirmed_flush_lsn stayed at " << FormatLsn(Slot().confirmed_flush_lsn) << ", wanted "
-      << FormatLsn(end_lsn);
+      << "confirmed_flush_lsn stayed at " << common::FormatLsn(Slot().confirmed_flush_lsn) << ", wanted "
+      << common::FormatLsn(end_lsn);
   EXPECT_EQ(ReportedPositions().second, end_lsn);
   EXPECT_FALSE(rec.done()) << rec.error.value_or("");
 }

@@ -89,12 +89,6 @@ void Replay::Copy(std::uint32_t oid, const std::string& from_key, std::int64_t n
   tables_[oid][key.SerializeAsString()] = row;
 }
 
-std::uint64_t ParseLsnText(const std::string& text) {
-  const auto slash = text.find('/');
-  return std::stoull(text.substr(0, slash), nullptr, 16) << 32 |
-         std::stoull(text.substr(slash + 1), nullptr, 16);
-}
-
 std::uint16_t FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -444,7 +438,7 @@ client::Client DblogdTest::Connect(std::optional<dblog::v1::Position> resume_aft
 std::uint64_t DblogdTest::Sentinel() {
   db_->exec("BEGIN");
   db_->exec("INSERT INTO " + schema_ + ".sentinel VALUES (" + std::to_string(++sentinel_) + ")");
-  const std::uint64_t lsn = ParseLsnText(db_->scalar("SELECT pg_current_wal_insert_lsn()"));
+  const std::uint64_t lsn = common::ParseLsn(db_->scalar("SELECT pg_current_wal_insert_lsn()"));
   db_->exec("COMMIT");
   return lsn;
 }
@@ -492,7 +486,7 @@ void DblogdTest::ExpectConverged(const Replay& replay, const std::vector<std::st
 std::uint64_t DblogdTest::ConfirmedFlush() {
   const std::string v = db_->scalar("SELECT coalesce(confirmed_flush_lsn, '0/0') FROM "
                                     "pg_replication_slots WHERE slot_name = '" + Slot() + "'");
-  return ParseLsnText(v);
+  return common::ParseLsn(v);
 }
 
 std::string IntKey(std::int64_t id) {

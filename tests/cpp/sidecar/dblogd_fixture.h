@@ -3,6 +3,8 @@
 // and compares it, key by key, with the source tables read through dblog.encode_row().
 #pragma once
 
+#include "common/lsn.h"
+
 #include <gtest/gtest.h>
 #include <sys/types.h>
 
@@ -122,8 +124,6 @@ class DblogdTest : public ::testing::Test {
   std::string consumer_;
   int sentinel_ = 0;
 };
-
-std::uint64_t ParseLsnText(const std::string& text);
 
 // The key bytes of a single integer key (as the Replay and the emitter see them).
 std::string IntKey(std::int64_t id);

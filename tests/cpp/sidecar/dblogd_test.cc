@@ -116,7 +116,7 @@ TEST_F(DblogdTest, QuietConsumerSlotAdvancesWithOutOfScopeWrites) {
     db().exec("INSERT INTO public.e2e_busy SELECT g, repeat('x', 100) FROM generate_series(" +
               std::to_string(i * 1000) + "," + std::to_string(i * 1000 + 999) + ") g");
     ++i;
-    wal = ParseLsnText(db().scalar("SELECT pg_current_wal_lsn()"));
+    wal = common::ParseLsn(db().scalar("SELECT pg_current_wal_lsn()"));
     if (ConfirmedFlush() > start + 100000) break;
     std::this_thread::sleep_for(200ms);
   }
@@ -135,7 +135,7 @@ TEST_F(DblogdTest, ResumeAfterAheadOfTheSourceIsRefused) {
   StartDblogd({"--bootstrap=false", "--heartbeat-interval=0.2"});
   { client::Client first = Connect(); }  // creates the slot
   dblog::v1::Position ahead;
-  ahead.set_commit_lsn(ParseLsnText(db().scalar("SELECT pg_current_wal_insert_lsn()")) +
+  ahead.set_commit_lsn(common::ParseLsn(db().scalar("SELECT pg_current_wal_insert_lsn()")) +
                        (1ull << 32));
   ahead.set_seq(7);
   std::string refusal;
@@ -445,7 +445,7 @@ TEST_F(DblogdTest, PostgresRestartIsSurvived) {
   again.exec("UPDATE " + schema() + ".items SET v = 3 WHERE id = 1");
   again.exec("BEGIN");
   again.exec("INSERT INTO " + schema() + ".sentinel VALUES (500)");
-  const std::uint64_t lsn = ParseLsnText(again.scalar("SELECT pg_current_wal_insert_lsn()"));
+  const std::uint64_t lsn = common::ParseLsn(again.scalar("SELECT pg_current_wal_insert_lsn()"));
   again.exec("COMMIT");
   ReadUntil(c, replay, lsn, 90s);
   const auto source = SourceTable(again, schema() + ".items");

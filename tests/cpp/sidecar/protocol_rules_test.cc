@@ -117,7 +117,7 @@ TEST_F(ProtocolRulesTest, CaughtUpOnceTheStreamPassesTheSourcesWalPosition) {
   for (bool last = false; !last && !HasFailure();) {
     last = committed == 300;  // one more check once everything is committed
     const int n = committed;
-    const std::uint64_t x = ParseLsnText(db().scalar("SELECT pg_current_wal_lsn()"));
+    const std::uint64_t x = common::ParseLsn(db().scalar("SELECT pg_current_wal_lsn()"));
     client::Item item;
     while (!c.CaughtUp(x)) {
       ASSERT_TRUE(c.Next(item));
@@ -133,7 +133,7 @@ TEST_F(ProtocolRulesTest, CaughtUpOnceTheStreamPassesTheSourcesWalPosition) {
 
   // a quiet stream (only out-of-scope writes): the heartbeat's source_lsn catches it up
   db().exec("INSERT INTO " + schema() + "_out.o VALUES (1)");
-  const std::uint64_t x = ParseLsnText(db().scalar("SELECT pg_current_wal_lsn()"));
+  const std::uint64_t x = common::ParseLsn(db().scalar("SELECT pg_current_wal_lsn()"));
   bool heartbeat = false;
   ReadEvents(c, [&](const client::Item& i) {
     heartbeat |= std::holds_alternative<dblog::v1::Heartbeat>(i);

@@ -162,6 +162,23 @@ TEST(AppendFrame, PayloadAndMessageAgree) {
   EXPECT_EQ(decoder.buffered(), 0u);
 }
 
+// dblogd sends ServerMessage{events} as FieldFrameHead + the emitter's EventBatch bytes: the
+// same bytes AppendFrame writes for the whole message, for batches of every size class.
+TEST(FieldFrameHead, HeadPlusFieldIsTheFramedMessage) {
+  for (std::size_t values : {0u, 1u, 20u, 3000u, 100000u}) {
+    dblog::v1::ServerMessage msg;
+    auto* change = msg.mutable_events()->add_events()->mutable_change();
+    for (std::size_t i = 0; i < values; ++i)
+      change->mutable_new_row()->add_values()->set_int_value(static_cast<std::int64_t>(i));
+    const std::string batch = msg.events().SerializeAsString();
+    std::string framed;
+    AppendFrame(framed, msg);
+    EXPECT_EQ(FieldFrameHead(dblog::v1::ServerMessage::kEventsFieldNumber, batch.size()) + batch,
+              framed)
+        << values << " values";
+  }
+}
+
 TEST(AppendFrame, EmptyMessageIsAZeroLengthFrame) {
   std::string out;
   AppendFrame(out, dblog::v1::ClientMessage());

@@ -1,7 +1,7 @@
-// tests/cpp/client/json_test.cc: JSON text primitives: string escaping (quotes, backslash,
+// tests/cpp/common/json_test.cc: JSON text primitives: string escaping (quotes, backslash,
 // control characters, UTF-8 passthrough and repair), UTF-8 validation, base64, numbers, and
 // the writer's comma placement.
-#include "client/json.h"
+#include "common/json.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <string>
 
-namespace dblog::client {
+namespace dblog::common {
 namespace {
 
 std::string Quoted(std::string_view text) {
@@ -153,4 +153,4 @@ TEST(JsonWriter, FloatsAreShortestRoundTripAndSpecialsAreStrings) {
 }
 
 }  // namespace
-}  // namespace dblog::client
+}  // namespace dblog::common

@@ -1,4 +1,4 @@
-// client/json.h: the JSON text primitives the NDJSON renderer is built from: string escaping,
+// common/json.h: the JSON text primitives the NDJSON renderer is built from: string escaping,
 // UTF-8 validation, base64, numbers, and a small streaming writer that places the commas.
 // Owns: JSON syntax only. Knows nothing about dblog's messages (that is ndjson.h).
 #pragma once
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dblog::client {
+namespace dblog::common {
 
 // True when `bytes` is well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
 bool IsValidUtf8(std::string_view bytes);
@@ -54,4 +54,4 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-}  // namespace dblog::client
+}  // namespace dblog::common

@@ -1,10 +1,10 @@
-// client/json.cc: JSON text primitives (see json.h).
-#include "client/json.h"
+// common/json.cc: JSON text primitives (see json.h).
+#include "common/json.h"
 
 #include <charconv>
 #include <cmath>
 
-namespace dblog::client {
+namespace dblog::common {
 namespace {
 
 // Length of the well-formed UTF-8 sequence at s[i], or 0 when it is ill-formed there.
@@ -239,4 +239,4 @@ JsonWriter& JsonWriter::Float(float value) {
   return *this;
 }
 
-}  // namespace dblog::client
+}  // namespace dblog::common

@@ -1,0 +1,301 @@
+// sidecar/consumer/bookkeeping.cc: see bookkeeping.h.
+#include "consumer/bookkeeping.h"
+
+#include "consumer/chunk_query.h"
+#include "pg/slot.h"
+
+namespace dblog::consumer {
+
+Bookkeeping::Bookkeeping(const config::Config& config, const config::ConsumerConfig& consumer)
+    : config_(config), consumer_(consumer), scope_(config::FormatScope(consumer.scope)) {}
+
+pg::Connection& Bookkeeping::Sql() {
+  if (Lost())
+    sql_ = pg::Connection::Open(config_.source, false,
+                                {{"application_name", "dblogd " + consumer_.name}});
+  return *sql_;
+}
+
+bool Bookkeeping::BestEffort(log::Level level, std::string_view event,
+                             std::initializer_list<log::Field> fields,
+                             const std::function<void()>& statement) {
+  try {
+    statement();
+    return true;
+  } catch (const std::exception& e) {
+    log::Write(level, event, fields, log::Field("error", e.what()));
+    Reset();
+    return false;
+  }
+}
+
+void Bookkeeping::CheckExtension() {
+  pg::Result ext = Sql().Exec("SELECT extversion FROM pg_extension WHERE extname = 'dblog'");
+  if (ext.ntuples() == 0)
+    throw std::runtime_error(
+        "the dblog extension is not installed in the source database: run CREATE EXTENSION "
+        "dblog there (see docs/operations.md)");
+  if (ext.value(0, 0) != kExtensionVersion)
+    throw std::runtime_error(
+        "the dblog extension in the source database is version " + std::string(ext.value(0, 0)) +
+        "; this dblogd needs " + std::string(kExtensionVersion) +
+        ": run ALTER EXTENSION dblog UPDATE there (as its owner; see docs/operations.md, "
+        "\"Upgrading the extension\")");
+}
+
+void Bookkeeping::Preflight() {
+  pg::Connection& sql = Sql();
+  pg::Result r = sql.Exec(
+      "SELECT current_user, (SELECT rolreplication OR rolsuper FROM pg_roles"
+      "                       WHERE rolname = current_user),"
+      " has_table_privilege('dblog.consumers', 'SELECT, INSERT, UPDATE')"
+      "  AND has_table_privilege('dblog.request_queue', 'SELECT, INSERT')"
+      "  AND has_table_privilege('dblog.request_progress', 'SELECT, INSERT, UPDATE')"
+      "  AND has_sequence_privilege('dblog.request_queue_id_seq', 'USAGE')");
+  const std::string role(r.value(0, 0));
+  if (!r.bool_value(0, 1))
+    throw std::runtime_error("role " + role +
+                             " lacks the REPLICATION attribute dblogd needs for slots: ALTER "
+                             "ROLE " + role + " REPLICATION");
+  if (!r.bool_value(0, 2))
+    throw std::runtime_error(
+        "role " + role + " cannot write dblog's bookkeeping: GRANT SELECT, INSERT, UPDATE ON "
+        "dblog.consumers, dblog.request_progress TO " + role + "; GRANT SELECT, INSERT ON "
+        "dblog.request_queue TO " + role + "; GRANT USAGE ON SEQUENCE dblog.request_queue_id_seq "
+        "TO " + role);
+  // One pass over the tables in scope: those the role may not read, and those whose
+  // row-level security would hide rows from it (dblogd reads with row_security = off, so they
+  // would fail later; say so now, by name).
+  pg::Result tables = sql.ExecParams(
+      "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
+      "         FILTER (WHERE NOT has_table_privilege(c.oid, 'SELECT')),"
+      "       string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY 1)"
+      "         FILTER (WHERE c.relrowsecurity"
+      "           AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"
+      "           AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE')))"
+      "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE c.relkind = 'r' AND c.relpersistence = 'p'"
+      "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dblog')"
+      "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)",
+      {scope_});
+  if (!tables.is_null(0, 0))
+    throw std::runtime_error("role " + role + " may not SELECT from tables in scope: " +
+                             std::string(tables.value(0, 0)) + " (GRANT SELECT ON ... TO " +
+                             role + ")");
+  if (!tables.is_null(0, 1))
+    throw std::runtime_error(
+        "row-level security is enabled on tables in scope: " + std::string(tables.value(0, 1)) +
+        "; role " + role + " would see only the rows their policies show it, so dblogd refuses "
+        "to read them (ALTER ROLE " + role + " BYPASSRLS, or leave them out of the consumer's "
+        "scope)");
+}
+
+std::optional<std::string> Bookkeeping::BootstrapState() {
+  pg::Result row = Sql().ExecParams(
+      "SELECT bootstrap_state FROM dblog.consumers WHERE name = $1", {consumer_.name});
+  if (row.ntuples() == 0) return std::nullopt;
+  return std::string(row.value(0, 0));
+}
+
+void Bookkeeping::RecordSkippedBootstrap(const std::string& slot,
+                                         std::uint64_t consistent_point) {
+  Sql().ExecParams(
+      "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state, consistent_point)"
+      " VALUES ($1, $2, $3, 'skipped', $4::pg_lsn) ON CONFLICT (name) DO UPDATE SET"
+      " slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope, bootstrap_state = 'skipped',"
+      " consistent_point = EXCLUDED.consistent_point",
+      {consumer_.name, slot, scope_, common::FormatLsn(consistent_point)});
+}
+
+void Bookkeeping::RecordBootstrapStarted(const std::string& slot,
+                                         std::uint64_t consistent_point) {
+  Sql().ExecParams(
+      "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state, consistent_point,"
+      " bootstrap_started_at, bootstrap_done_at, rows_copied)"
+      " VALUES ($1, $2, $3, 'copying', $4::pg_lsn, now(), NULL, NULL)"
+      " ON CONFLICT (name) DO UPDATE SET slot_name = EXCLUDED.slot_name, scope = EXCLUDED.scope,"
+      " bootstrap_state = 'copying', consistent_point = EXCLUDED.consistent_point,"
+      " bootstrap_started_at = now(), bootstrap_done_at = NULL, rows_copied = NULL",
+      {consumer_.name, slot, scope_, common::FormatLsn(consistent_point)});
+}
+
+bool Bookkeeping::MarkBootstrapDone(std::uint64_t rows) {
+  return BestEffort(log::Level::kWarn, "bootstrap_mark_failed", {{"consumer", consumer_.name}},
+                    [&] {
+                      Sql().ExecParams(
+                          "UPDATE dblog.consumers SET bootstrap_state = 'done',"
+                          " bootstrap_done_at = now(), rows_copied = $2"
+                          " WHERE name = $1 AND bootstrap_state = 'copying'",
+                          {consumer_.name, std::to_string(rows)});
+                    });
+}
+
+void Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& tables) {
+  pg::Connection& sql = Sql();
+  pg::Result old = sql.ExecParams("SELECT scope FROM dblog.consumers WHERE name = $1",
+                                  {consumer_.name});
+  if (old.ntuples() == 0 || old.value(0, 0) == scope_) return;
+  const config::Scope before = config::ParseScope(std::string(old.value(0, 0)));
+  sql.Exec("BEGIN");
+  for (const auto& t : tables) {
+    if (bootstrap::ScopeMatches(before, t.schema, t.name)) continue;
+    sql.ExecParams(
+        "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
+        " key_types) SELECT $1::oid, $1::oid::regclass::text, 'table', $2, k.key_columns,"
+        " k.key_types FROM dblog._identity_key($1::oid::regclass) AS k",
+        {std::to_string(t.oid), consumer_.name});
+    log::Info("scope_table_added", {{"consumer", consumer_.name},
+                                    {"table", t.schema + "." + t.name}});
+  }
+  sql.ExecParams("UPDATE dblog.consumers SET scope = $2 WHERE name = $1",
+                 {consumer_.name, scope_});
+  sql.Exec("COMMIT");
+}
+
+std::string Bookkeeping::Blockers(int pid) {
+  try {
+    pg::Result r = Sql().ExecParams(
+        "SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''),"
+        "       coalesce(a.application_name, ''), coalesce(a.state, ''),"
+        "       coalesce(a.backend_xid::text, ''),"
+        "       coalesce(extract(epoch FROM now() - a.xact_start)::bigint::text, '')"
+        "  FROM pg_catalog.pg_stat_activity a"
+        " WHERE a.pid = ANY (pg_catalog.pg_blocking_pids($1::int)) ORDER BY a.xact_start",
+        {std::to_string(pid)});
+    std::string out;
+    for (int i = 0; i < r.ntuples(); ++i) {
+      if (!out.empty()) out += "; ";
+      out += "pid " + std::string(r.value(i, 0)) + " (database " + std::string(r.value(i, 1)) +
+             ", user " + std::string(r.value(i, 2)) + ", application '" +
+             std::string(r.value(i, 3)) + "', " + std::string(r.value(i, 4)) + ", xid " +
+             std::string(r.value(i, 5)) + ", transaction open " + std::string(r.value(i, 6)) +
+             " s)";
+    }
+    return out.empty() ? "no transaction holds it now (it is between two waits)" : out;
+  } catch (const std::exception& e) {
+    return std::string("unknown: ") + e.what();
+  }
+}
+
+std::uint64_t Bookkeeping::CurrentWalInsertLsn() {
+  return common::ParseLsn(std::string(
+      Sql().Exec("SELECT pg_catalog.pg_current_wal_insert_lsn()::text").value(0, 0)));
+}
+
+std::uint64_t Bookkeeping::SnapshotXmax() {
+  return Sql().Exec("SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())")
+      .u64_value(0, 0);
+}
+
+std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_t>& known) {
+  pg::Result r = Sql().ExecParams(
+      "SELECT q.id, q.table_oid, coalesce(q.from_key::text, ''), coalesce(q.to_key::text, ''),"
+      "       coalesce(q.keys::text, ''), q.kind, " + HexList("k.key_columns") + ", " +
+          HexList("k.key_types") + ", coalesce(p.chunks_done, 0),"
+      "       coalesce(p.rows_emitted, 0), coalesce(p.deletes_emitted, 0),"
+      "       coalesce(p.resume_key::text, ''), coalesce(p.keys_done, 0),"
+      "       format('%I.%I', n.nspname, c.relname)"
+      "  FROM dblog.request_queue q"
+      "  JOIN pg_class c ON c.oid = q.table_oid JOIN pg_namespace n ON n.oid = c.relnamespace"
+      "  LEFT JOIN dblog.request_progress p ON p.request_id = q.id AND p.consumer = $1,"
+      // the key's columns and the types to compare them as, from the catalogs now (never
+      // from the queue: a row there is no reason to cast to a type)
+      "  LATERAL dblog._identity_key(q.table_oid::regclass) AS k"
+      " WHERE NOT q.cancelled AND (q.consumer IS NULL OR q.consumer = $1)"
+      "   AND k.key_columns IS NOT NULL"
+      "   AND coalesce(p.state, 'running') = 'running' AND dblog._scope_holds($2, q.table_oid)"
+      "   AND q.requested_at >= (SELECT created_at FROM dblog.consumers WHERE name = $1)"
+      " ORDER BY q.id",
+      {consumer_.name, scope_});
+  std::vector<RepairRequest> out;
+  for (int i = 0; i < r.ntuples(); ++i) {
+    RepairRequest q;
+    q.id = r.u64_value(i, 0);
+    if (known.count(q.id)) continue;
+    q.table_oid = static_cast<std::uint32_t>(r.u64_value(i, 1));
+    q.from_key = std::string(r.value(i, 2));
+    q.to_key = std::string(r.value(i, 3));
+    q.keys = std::string(r.value(i, 4));
+    q.kind = std::string(r.value(i, 5));
+    q.key_columns = SplitHexList(r.value(i, 6));
+    q.key_types = SplitHexList(r.value(i, 7));
+    q.chunks = static_cast<std::uint32_t>(r.u64_value(i, 8));
+    q.rows = r.u64_value(i, 9);
+    q.deletes = r.u64_value(i, 10);
+    q.resume_key = std::string(r.value(i, 11));
+    q.keys_done = r.u64_value(i, 12);
+    q.table = std::string(r.value(i, 13));
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+bool Bookkeeping::DescribeRequestTable(RepairRequest& q) {
+  pg::Result r = Sql().ExecParams(
+      "SELECT format('%I.%I', n.nspname, c.relname), dblog._scope_holds($1, c.oid),"
+      "       " + HexList("k.key_columns") + ", " + HexList("k.key_types") +
+      "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,"
+      "       dblog._identity_key(c.oid) AS k"
+      " WHERE c.oid = $2::oid AND k.key_columns IS NOT NULL",
+      {scope_, std::to_string(q.table_oid)});
+  if (r.ntuples() == 0 || !r.bool_value(0, 1)) return false;
+  q.table = std::string(r.value(0, 0));
+  q.key_columns = SplitHexList(r.value(0, 2));
+  q.key_types = SplitHexList(r.value(0, 3));
+  return true;
+}
+
+void Bookkeeping::DescribeForProgress(RepairRequest& q) {
+  if (q.described) return;
+  // progress is best effort: report what we have
+  BestEffort(log::Level::kWarn, "repair_progress_failed", {{"consumer", consumer_.name}}, [&] {
+    pg::Result t = Sql().ExecParams(
+        "SELECT n.nspname, c.relname, greatest(c.reltuples, 0)::bigint"
+        "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+        {std::to_string(q.table_oid)});
+    if (t.ntuples() == 1) {
+      q.schema = std::string(t.value(0, 0));
+      q.name = std::string(t.value(0, 1));
+      if (q.kind == "table") q.rows_estimated = t.u64_value(0, 2);
+    }
+    q.described = true;
+  });
+}
+
+void Bookkeeping::RecordProgress(const PendingProgress& p) {
+  const RepairRequest& q = p.snapshot;
+  const bool recorded = BestEffort(
+      log::Level::kWarn, "repair_progress_not_recorded",
+      {{"consumer", consumer_.name}, {"request", q.id}}, [&] {
+        Sql().ExecParams(
+            "INSERT INTO dblog.request_progress AS p (request_id, consumer, state, chunks_done,"
+            " rows_emitted, deletes_emitted, resume_key, keys_done, finished_at)"
+            " VALUES ($1, $2, $3, $4, $5, $6, nullif($7, '')::jsonb, $8,"
+            "         CASE WHEN $3 = 'done' THEN now() END)"
+            " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
+            " chunks_done = EXCLUDED.chunks_done, rows_emitted = EXCLUDED.rows_emitted,"
+            " deletes_emitted = EXCLUDED.deletes_emitted, resume_key = EXCLUDED.resume_key,"
+            " keys_done = EXCLUDED.keys_done, finished_at = EXCLUDED.finished_at",
+            {std::to_string(q.id), consumer_.name, p.last ? "done" : "running",
+             std::to_string(q.chunks), std::to_string(q.rows), std::to_string(q.deletes),
+             q.resume_key, std::to_string(q.keys_done)});
+      });
+  if (recorded && p.last)
+    log::Info("repair_done", {{"consumer", consumer_.name}, {"request", q.id},
+                              {"rows", q.rows}, {"deletes", q.deletes}});
+}
+
+void Bookkeeping::FinishRequest(std::uint64_t id, const std::string& state,
+                                const std::string& error) {
+  BestEffort(log::Level::kWarn, "repair_state_not_recorded",
+             {{"consumer", consumer_.name}, {"request", id}}, [&] {
+               Sql().ExecParams(
+                   "INSERT INTO dblog.request_progress (request_id, consumer, state, error,"
+                   " finished_at) VALUES ($1, $2, $3, nullif($4, ''), now())"
+                   " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
+                   " error = EXCLUDED.error, finished_at = now()",
+                   {std::to_string(id), consumer_.name, state, error});
+             });
+}
+
+}  // namespace dblog::consumer

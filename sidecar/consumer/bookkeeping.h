@@ -1,0 +1,92 @@
+// sidecar/consumer/bookkeeping.h: one consumer's SQL connection to the source and every
+// statement dblogd runs there about that consumer: the extension's version, the role's
+// privileges (preflight), the consumer's row in dblog.consumers (bootstrap state, scope), the
+// repair queue and progress (dblog.request_queue, dblog.request_progress), and the few
+// catalog reads the pipeline needs. The statements are schema-qualified and take every value as
+// a parameter.
+// Owns: that connection (opened on demand, reopened after a failure) and the SQL text.
+// Blocking: called on the consumer's own thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bootstrap/scope.h"
+#include "config/config.h"
+#include "consumer/repair_request.h"
+#include "log/log.h"
+#include "pg/connection.h"
+
+namespace dblog::consumer {
+
+// The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
+inline constexpr const char* kExtensionVersion = "0.3";
+
+class Bookkeeping {
+ public:
+  Bookkeeping(const config::Config& config, const config::ConsumerConfig& consumer);
+
+  // The connection, opened (again) when there is none or it broke.
+  pg::Connection& Sql();
+  // Drop the connection (after a statement failed): the next statement reconnects.
+  void Reset() { sql_.reset(); }
+  // No connection, or it broke (the source went away).
+  bool Lost() const { return !sql_ || !sql_->ok(); }
+
+  // Runs `statement`. On failure: one log line `event` at `level` with `fields` and the
+  // error, the connection reset; returns false. For what may fail without ending the
+  // consumer (it is retried, or redone safely after a crash).
+  bool BestEffort(log::Level level, std::string_view event,
+                  std::initializer_list<log::Field> fields, const std::function<void()>& statement);
+
+  // ---- at connect ------------------------------------------------------------------------
+  // Throws, with the fix, when the extension is missing or not kExtensionVersion.
+  void CheckExtension();
+  // What dblogd's role needs (REPLICATION, the bookkeeping tables, SELECT on the tables in
+  // scope, no row-level security hiding rows), checked before anything is created or
+  // emitted; throws naming the fix.
+  void Preflight();
+  // dblog.consumers.bootstrap_state (nullopt: no row).
+  std::optional<std::string> BootstrapState();
+  // The slot was created without a bootstrap (--no-bootstrap).
+  void RecordSkippedBootstrap(const std::string& slot, std::uint64_t consistent_point);
+  void RecordBootstrapStarted(const std::string& slot, std::uint64_t consistent_point);
+  // False (logged) when it could not be recorded: retried at the next ack.
+  bool MarkBootstrapDone(std::uint64_t rows);
+  // Tables that joined the scope since the consumer's row was written get a whole-table
+  // repair request each, and the row takes the new scope (one transaction).
+  void QueueTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
+  // The transactions that block backend `pid` (a slot creation), for people.
+  std::string Blockers(int pid);
+  std::uint64_t CurrentWalInsertLsn();
+  // xmax of the current snapshot: every transaction below it has ended.
+  std::uint64_t SnapshotXmax();
+
+  // ---- repairs ---------------------------------------------------------------------------
+  // Queued requests for this consumer that are running or not started, in id order, except
+  // those in `known`. The key's columns and types come from the catalogs now.
+  std::vector<RepairRequest> LoadRequests(const std::set<std::uint64_t>& known);
+  // Fills the request's table name and identity key from the catalogs; false when the table is
+  // not in this consumer's scope (or no longer exists).
+  bool DescribeRequestTable(RepairRequest& q);
+  // Fills schema, name and (for a table) rows_estimated, once: best effort.
+  void DescribeForProgress(RepairRequest& q);
+  // The chunk's progress (state done when it was the last): best effort, a chunk not recorded
+  // is redone after a crash, which is safe.
+  void RecordProgress(const PendingProgress& p);
+  // The request ended (done, failed, cancelled), with the error: best effort.
+  void FinishRequest(std::uint64_t id, const std::string& state, const std::string& error);
+
+ private:
+  const config::Config& config_;
+  const config::ConsumerConfig& consumer_;
+  const std::string scope_;  // config::FormatScope of the consumer's scope
+  std::optional<pg::Connection> sql_;
+};
+
+}  // namespace dblog::consumer

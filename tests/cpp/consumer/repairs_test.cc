@@ -1,0 +1,158 @@
+// tests/cpp/consumer/repairs_test.cc: consumer::Repairs on its own, fed log events by hand, with
+// a real emitter, and a source that cannot be reached (every statement would fail) or, for the
+// requests, the test cluster: what it takes from the log, what it lets through to the
+// emitter, and which markers and requests it refuses. The windows end to end run through
+// dblogd in tests/cpp/sidecar/repair_test.cc.
+#include "consumer/repairs.h"
+
+#include <gtest/gtest.h>
+
+#include "consumer/watermark.h"
+#include "emit/ack_tracker.h"
+#include "pg_test_util.h"
+
+namespace dblog::consumer {
+namespace {
+
+class FakeHost : public Repairs::Host {
+ public:
+  bool Streaming() const override { return streaming; }
+  emit::Emitter& emitter() override { return emitter_; }
+  void Flush() override { ++flushes; }
+  void Send(const dblog::v1::ServerMessage& message) override { sent.push_back(message); }
+
+  bool streaming = true;
+  int flushes = 0;
+  std::vector<dblog::v1::ServerMessage> sent;
+
+ private:
+  emit::AckTracker acks_{0};
+  emit::Emitter emitter_{emit::Position{}, &acks_};
+};
+
+class RepairsTest : public ::testing::Test {
+ protected:
+  static config::Config Unreachable() {
+    config::Config c;
+    c.source = "host=/nonexistent-dblog-test-socket-dir connect_timeout=1";
+    return c;
+  }
+
+  dblog::v1::Relation QueueRelation() {
+    dblog::v1::Relation r;
+    r.set_oid(900);
+    r.set_schema("dblog");
+    r.set_name("request_queue");
+    for (const char* name : {"id", "table_oid", "kind", "consumer", "cancelled"})
+      r.add_columns()->set_name(name);
+    return r;
+  }
+
+  // An INSERT into dblog.request_queue as the plugin decodes it.
+  dblog::v1::Change Request(std::int64_t id, const std::string& for_consumer, bool cancelled) {
+    dblog::v1::Change c;
+    c.set_kind(dblog::v1::Change::INSERT);
+    c.set_relation_oid(900);
+    auto* row = c.mutable_new_row();
+    row->add_values()->set_int_value(id);
+    row->add_values()->set_int_value(16384);
+    row->add_values()->set_text_value("table");
+    if (for_consumer.empty())
+      row->add_values()->set_null_value(true);
+    else
+      row->add_values()->set_text_value(for_consumer);
+    row->add_values()->set_bool_value(cancelled);
+    return c;
+  }
+
+  config::Config config_ = Unreachable();
+  const config::ConsumerConfig consumer_{"search", config::ParseScope("public.*"), ""};
+  metrics::ConsumerStats stats_;
+  boost::asio::io_context io_;
+  FakeHost host_;
+  Bookkeeping bookkeeping_{config_, consumer_};
+  Repairs repairs_{io_, config_, consumer_, stats_, bookkeeping_, host_};
+};
+
+TEST_F(RepairsTest, TheRequestQueueIsBookkeepingNotUserData) {
+  EXPECT_FALSE(repairs_.OnRelation(QueueRelation()));
+  EXPECT_FALSE(repairs_.OnChange(Request(1, "other", false)));
+  dblog::v1::Relation user;
+  user.set_oid(16384);
+  user.set_schema("public");
+  user.set_name("t");
+  EXPECT_TRUE(repairs_.OnRelation(user));
+  dblog::v1::Change change;
+  change.set_kind(dblog::v1::Change::INSERT);
+  change.set_relation_oid(16384);
+  EXPECT_TRUE(repairs_.OnChange(change));
+}
+
+// A request decoded from the log is queued (and reported in Progress{phase: "repair"}) when
+// it is for this consumer or for every consumer, on a table of its scope; not when it names
+// another consumer, is cancelled, or its table is out of scope.
+TEST_F(RepairsTest, OnlyRequestsForThisConsumerAndItsScopeAreQueued) {
+  const std::optional<std::string> conninfo = test::test_conninfo();
+  if (!conninfo) GTEST_SKIP() << "DBLOG_TEST_CONNINFO is not set";
+  {
+    test::PgConn admin(*conninfo);
+    admin.exec("DROP DATABASE IF EXISTS repairs_unit WITH (FORCE)");
+    admin.exec("CREATE DATABASE repairs_unit");
+  }
+  config_.source = *conninfo + " dbname=repairs_unit";
+  test::PgConn db(config_.source);
+  db.exec("CREATE EXTENSION dblog; CREATE SCHEMA other;"
+          "CREATE TABLE public.t (id int PRIMARY KEY); CREATE TABLE other.u (id int PRIMARY KEY)");
+  const std::int64_t t = std::stoll(db.scalar("SELECT 'public.t'::regclass::oid"));
+  const std::int64_t u = std::stoll(db.scalar("SELECT 'other.u'::regclass::oid"));
+
+  struct Case {
+    std::string for_consumer;
+    bool cancelled;
+    std::int64_t table;
+    bool queued;
+  };
+  for (const Case& c : {Case{"orders", false, t, false}, Case{"search", true, t, false},
+                        Case{"search", false, u, false}, Case{"search", false, t, true},
+                        Case{"", false, t, true}}) {
+    Repairs repairs(io_, config_, consumer_, stats_, bookkeeping_, host_);
+    repairs.OnRelation(QueueRelation());
+    dblog::v1::Change request = Request(7, c.for_consumer, c.cancelled);
+    request.mutable_new_row()->mutable_values(1)->set_int_value(c.table);
+    EXPECT_FALSE(repairs.OnChange(request));
+    host_.sent.clear();
+    repairs.Schedule();
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(300));
+    const bool reported = !host_.sent.empty() && host_.sent.front().has_progress() &&
+                          host_.sent.front().progress().phase() == "repair" &&
+                          host_.sent.front().progress().tables(0).name() == "t";
+    EXPECT_EQ(reported, c.queued) << "consumer '" << c.for_consumer << "' cancelled "
+                                  << c.cancelled << " table " << c.table;
+    repairs.Stop();
+  }
+  bookkeeping_.Reset();
+  test::PgConn(*conninfo).exec("DROP DATABASE repairs_unit WITH (FORCE)");
+}
+
+TEST_F(RepairsTest, MarkersThatAreNotOursAreCountedAndNeverEmitted) {
+  for (const char* prefix : {"dblog.watermark/orders", "dblog.watermark", "dblog.watermark/search"}) {
+    dblog::v1::Message m;
+    m.set_prefix(prefix);
+    m.set_transactional(true);
+    m.set_content(Watermark{Watermark::Kind::kHigh, "no-such-window"}.Content());
+    repairs_.OnWatermark(m);
+  }
+  EXPECT_EQ(stats_.foreign_markers.load(), 3u);
+  EXPECT_TRUE(host_.emitter().TakeOutput().empty());
+}
+
+TEST_F(RepairsTest, NothingIsScheduledWhileTheStreamIsNotRunning) {
+  host_.streaming = false;
+  repairs_.Schedule();
+  io_.run();
+  EXPECT_TRUE(host_.sent.empty());
+}
+
+}  // namespace
+}  // namespace dblog::consumer
