@@ -56,6 +56,25 @@ std::vector<Task> PlanTasks(
   return tasks;
 }
 
+namespace {
+
+// The rows were encoded with the table's definition when its COPY ran (this transaction's
+// lock on the table keeps it until the worker commits); the stream describes them with the
+// definition read when the bootstrap was planned. DDL in between would make a consumer read
+// them with the wrong columns: fail the bootstrap instead (it is redone from a new slot).
+void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
+  pg::Result now =
+      conn.ExecParams("SELECT dblog.relation_info($1::oid)", {std::to_string(t.oid)});
+  dblog::v1::Relation copied_with;
+  copied_with.ParseFromString(UnhexBytea(now.value(0, 0)));
+  if (copied_with.SerializeAsString() != t.relation.SerializeAsString())
+    throw std::runtime_error("the definition of " + t.qualified() +
+                             " changed while it was copied (DDL during the bootstrap); the "
+                             "bootstrap is redone");
+}
+
+}  // namespace
+
 Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
                     const config::Scope& scope, std::int64_t rows_per_task) {
   Plan plan;
@@ -282,6 +301,7 @@ void Copier::Work(int worker) {
         }
       }
       if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
+      RequireDefinitionUnchanged(conn, t);
       if (batch.size() > 0) push();
     }
     conn.Exec("COMMIT");

@@ -49,8 +49,8 @@ std::vector<Table> EnumerateScope(pg::Connection& conn,
     t.schema = std::string(r.value(i, 1));
     t.name = std::string(r.value(i, 2));
     if (!ScopeMatches(scope, t.schema, t.name)) continue;
-    t.oid = static_cast<std::uint32_t>(std::stoul(std::string(r.value(i, 0))));
-    t.estimated_rows = std::stoll(std::string(r.value(i, 3)));
+    t.oid = static_cast<std::uint32_t>(r.u64_value(i, 0));
+    t.estimated_rows = r.i64_value(i, 3);
     if (!t.relation.ParseFromString(UnhexBytea(r.value(i, 4))))
       throw std::runtime_error("dblog.relation_info returned an unreadable Relation for " +
                                t.qualified());

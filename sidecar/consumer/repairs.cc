@@ -91,6 +91,9 @@ bool Repairs::OnRelation(const dblog::v1::Relation& r) {
     return false;
   }
   relations_[r.oid()] = r;
+  if (window_ && window_->window.opened() && r.oid() == window_->window.relation() &&
+      r.SerializeAsString() != window_->relation.SerializeAsString())
+    window_->relation_changed = true;
   return true;
 }
 
@@ -387,6 +390,17 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
   w.chunk.snapshot =
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
   pg::Result rows = sql.ExecParams(queries.rows, params, pg::ResultFormat::kBinary);
+  // The rows were encoded with the table's definition when the statement ran, which its lock
+  // keeps until COMMIT: describe the table now, for the chunk. A definition that changed since
+  // the bounds were read redoes the window.
+  dblog::v1::Relation as_read;
+  as_read.ParseFromString(bootstrap::UnhexBytea(
+      sql.ExecParams("SELECT dblog.relation_info($1::oid)", {std::to_string(r.table_oid)})
+          .value(0, 0)));
+  if (as_read.SerializeAsString() != w.relation.SerializeAsString()) {
+    w.relation = std::move(as_read);
+    w.relation_changed = true;
+  }
   sql.Exec("COMMIT");
   sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
                  {prefix, Watermark{Watermark::Kind::kHigh, w.window.id()}.Content()});
@@ -429,6 +443,9 @@ void Repairs::CloseWindow() {
   if (w.truncated) {
     out.redo = true;
     out.reason = "the table was truncated while the window was open";
+  } else if (w.relation_changed) {
+    out.redo = true;
+    out.reason = "the table's definition changed while the window was open";
   } else {
     out = w.window.Close(w.chunk, txlog_, current_commit_lsn_, !config_.plain_windows);
   }

@@ -94,7 +94,11 @@ class Repairs {
     std::size_t keys_covered = 0;       // key-list chunks
     bool last = false;                  // the request's last chunk
     bool truncated = false;             // a TRUNCATE of the table inside the window
-    dblog::v1::Relation relation;
+    // The log described the table differently from the chunk while the window was open (DDL
+    // between the chunk's read and the high watermark), or the definition changed between the
+    // bounds and the chunk: its rows do not fit what the stream says of the table.
+    bool relation_changed = false;
+    dblog::v1::Relation relation;       // the table as the chunk's rows were encoded
     std::string lower_bytes, upper_bytes;  // encoded range bounds
     std::vector<std::string> key_collations;  // ChunkBegin.key_collations
     std::size_t total_keys = 0;

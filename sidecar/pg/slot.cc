@@ -73,7 +73,7 @@ SlotInfo GetSlot(Connection& sql_conn, const std::string& name) {
   info.plugin = std::string(r.optional_value(0, "plugin").value_or(""));
   info.slot_type = std::string(r.value(0, "slot_type"));
   info.database = std::string(r.optional_value(0, "database").value_or(""));
-  info.active = r.value(0, "active") == "t";
+  info.active = r.bool_value(0, r.column("active"));
   if (auto pid = r.optional_value(0, "active_pid")) info.active_pid = std::stoi(std::string(*pid));
   info.restart_lsn = OptionalLsn(r, 0, "restart_lsn");
   info.confirmed_flush_lsn = OptionalLsn(r, 0, "confirmed_flush_lsn");

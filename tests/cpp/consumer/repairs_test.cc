@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "consumer/watermark.h"
 #include "emit/ack_tracker.h"
 #include "pg_test_util.h"
@@ -133,6 +135,118 @@ TEST_F(RepairsTest, OnlyRequestsForThisConsumerAndItsScopeAreQueued) {
   }
   bookkeeping_.Reset();
   test::PgConn(*conninfo).exec("DROP DATABASE repairs_unit WITH (FORCE)");
+}
+
+// A window whose table changed definition between its chunk's read and its high watermark
+// (DDL, then a change of the table, both inside the window) is redone: its rows were encoded
+// for the old definition, and emitting them would make the old Relation the table's latest
+// one, so that the log's next changes (new definition) would be read with the old one.
+class RepairWindowTest : public RepairsTest {
+ protected:
+  void SetUp() override {
+    conninfo_ = test::test_conninfo();
+    if (!conninfo_) GTEST_SKIP() << "DBLOG_TEST_CONNINFO is not set";
+    {
+      test::PgConn admin(*conninfo_);
+      admin.exec("DROP DATABASE IF EXISTS repairs_window WITH (FORCE)");
+      admin.exec("CREATE DATABASE repairs_window");
+    }
+    config_.source = *conninfo_ + " dbname=repairs_window";
+    db_.emplace(config_.source);
+    db_->exec("CREATE EXTENSION dblog;"
+              "CREATE TABLE public.t (id int PRIMARY KEY, v text);"
+              "INSERT INTO public.t SELECT g, 'v' || g FROM generate_series(1, 3) g;"
+              "INSERT INTO dblog.consumers (name, slot_name, scope, bootstrap_state)"
+              "  VALUES ('search', 'dblog_search', 'public.*', 'done')");
+    db_->exec("SELECT pg_create_logical_replication_slot('probe', 'test_decoding')");
+    db_->exec("SELECT dblog.repair('public.t')");
+  }
+  void TearDown() override {
+    if (!conninfo_) return;
+    bookkeeping_.Reset();
+    db_.reset();
+    test::PgConn admin(*conninfo_);
+    admin.exec("SELECT pg_drop_replication_slot('probe') FROM pg_replication_slots"
+               " WHERE slot_name = 'probe'");
+    admin.exec("DROP DATABASE repairs_window WITH (FORCE)");
+  }
+
+  // Opens the window for the queued request; returns its id, read from the markers in the log.
+  std::string OpenWindow() {
+    repairs_.LoadQueued();
+    repairs_.Schedule();
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(500));
+    std::string id;
+    for (const test::Row& row : db_->exec(
+             "SELECT data FROM pg_logical_slot_get_changes('probe', NULL, NULL)"
+             " WHERE data LIKE 'message:%dblog.watermark/search%content:lo:%'")) {
+      id = row[0]->substr(row[0]->find("content:lo:") + 11);
+    }
+    EXPECT_FALSE(id.empty()) << "no window was opened";
+    return id;
+  }
+
+  dblog::v1::Message Marker(Watermark::Kind kind, const std::string& id) {
+    dblog::v1::Message m;
+    m.set_prefix(Watermark::Prefix("search"));
+    m.set_transactional(true);
+    m.set_content(Watermark{kind, id}.Content());
+    return m;
+  }
+
+  dblog::v1::Relation Describe() {
+    dblog::v1::Relation r;
+    const test::Rows rows = db_->exec_binary("SELECT dblog.relation_info('public.t'::regclass)");
+    r.ParseFromString(*rows.at(0).at(0));
+    return r;
+  }
+
+  // Closes the window inside a transaction of the log at `lsn`; true when a chunk went out.
+  bool CloseWindow(const std::string& id, std::uint64_t lsn) {
+    dblog::v1::Event begin;
+    begin.mutable_begin()->set_xid(lsn);
+    begin.mutable_begin()->set_commit_lsn(lsn);
+    begin.mutable_begin()->set_end_lsn(lsn + 1);
+    host_.emitter().Consume(begin);
+    repairs_.OnBegin(begin.begin());
+    repairs_.OnWatermark(Marker(Watermark::Kind::kHigh, id));
+    dblog::v1::EventBatch out;
+    out.ParseFromString(host_.emitter().TakeOutput());
+    for (const auto& e : out.events())
+      if (e.has_chunk_begin()) return true;
+    return false;
+  }
+
+  std::optional<std::string> conninfo_;
+  std::optional<test::PgConn> db_;
+};
+
+TEST_F(RepairWindowTest, AWindowWithoutDdlEmitsItsChunk) {
+  const std::string id = OpenWindow();
+  repairs_.OnWatermark(Marker(Watermark::Kind::kLow, id));
+  EXPECT_TRUE(CloseWindow(id, 0x5000000));
+  EXPECT_EQ(stats_.window_redos.load(), 0u);
+}
+
+TEST_F(RepairWindowTest, ADefinitionChangedInsideTheWindowRedoesIt) {
+  const std::string id = OpenWindow();
+  repairs_.OnWatermark(Marker(Watermark::Kind::kLow, id));
+  // after the chunk's read: a column is added, then a row changes; the log describes the
+  // table anew before that change
+  db_->exec("ALTER TABLE public.t ADD COLUMN w int DEFAULT 7");
+  EXPECT_TRUE(repairs_.OnRelation(Describe()));
+  EXPECT_FALSE(CloseWindow(id, 0x5000000));
+  EXPECT_EQ(stats_.window_redos.load(), 1u);
+}
+
+TEST_F(RepairWindowTest, TheSameDefinitionDescribedAgainDoesNotRedo) {
+  const std::string id = OpenWindow();
+  repairs_.OnWatermark(Marker(Watermark::Kind::kLow, id));
+  // a new decoding session describes every table again, unchanged
+  EXPECT_TRUE(repairs_.OnRelation(Describe()));
+  EXPECT_TRUE(CloseWindow(id, 0x5000000));
+  EXPECT_EQ(stats_.window_redos.load(), 0u);
 }
 
 TEST_F(RepairsTest, MarkersThatAreNotOursAreCountedAndNeverEmitted) {

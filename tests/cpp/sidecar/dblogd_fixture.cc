@@ -316,6 +316,12 @@ void Replay::Apply(const dblog::v1::StreamEvent& ev) {
         return;
       }
       dblog::v1::Row row = c.new_row();
+      // one value per column of the table's latest Relation, in its order: a row encoded for
+      // another definition of the table would be read with the wrong columns
+      if (row.values_size() != rel->second.columns_size())
+        throw std::runtime_error("a row of " + std::to_string(row.values_size()) +
+                                 " values after a Relation of " +
+                                 std::to_string(rel->second.columns_size()) + " columns");
       std::string old_key =
           c.has_old_key() ? c.old_key().SerializeAsString() : KeyOf(rel->second, row);
       // Unchanged TOAST: keep the value the consumer already has.

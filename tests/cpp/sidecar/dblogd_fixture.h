@@ -23,6 +23,21 @@ namespace dblog::test {
 
 std::uint16_t FreePort();
 
+// Runs `f` when the scope ends, also when an assertion returns early (ends what a test started
+// on another thread, then joins it).
+class OnScopeExit {
+ public:
+  explicit OnScopeExit(std::function<void()> f) : f_(std::move(f)) {}
+  ~OnScopeExit() {
+    if (f_) f_();
+  }
+  OnScopeExit(const OnScopeExit&) = delete;
+  OnScopeExit& operator=(const OnScopeExit&) = delete;
+
+ private:
+  std::function<void()> f_;
+};
+
 // dblogd as a child process. Its log goes to a temp file (log() reads it).
 class DblogdProcess {
  public:

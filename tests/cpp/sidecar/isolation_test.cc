@@ -93,17 +93,14 @@ TEST_F(IsolationTest, ASlotCreationWaitingForATransactionDoesNotStallAnotherCons
       b_error = e.what();
     }
   });
-  struct Join {
-    std::thread& t;
-    PgConn& holder;
-    ~Join() {
-      try {
-        holder.exec("ROLLBACK");
-      } catch (...) {
-      }
-      if (t.joinable()) t.join();
+  // also when an assertion returns early: end the blocking transaction, join the thread
+  OnScopeExit join([&] {
+    try {
+      holder.exec("ROLLBACK");
+    } catch (...) {
     }
-  } join{connect_b, holder};
+    if (connect_b.joinable()) connect_b.join();
+  });
 
   ASSERT_TRUE(WaitFor("SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                       " AND query LIKE 'CREATE_REPLICATION_SLOT%dblog_" +
@@ -240,14 +237,10 @@ TEST_F(IsolationTest, ARepairChunkWaitingForALockDoesNotStallAnotherConsumer) {
       b_error = e.what();
     }
   });
-  struct Join {
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Join() {
-      stop = true;
-      if (t.joinable()) t.join();
-    }
-  } join{stop, read_b};
+  OnScopeExit join([&] {
+    stop = true;
+    if (read_b.joinable()) read_b.join();
+  });
   ASSERT_TRUE(WaitFor("SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                       " AND application_name = 'dblogd " +
                       Other() + "'"))
