@@ -20,8 +20,6 @@ using dblog::v1::Value;
 
 namespace {
 
-constexpr char kProgressStatement[] = "dblog_apply_progress";
-constexpr char kRegisterStatement[] = "dblog_apply_register";
 constexpr char kBeginStatement[] = "dblog_apply_begin";
 constexpr char kCommitStatement[] = "dblog_apply_commit";
 constexpr std::uint64_t kMissingRowsLogged = 100;  // one line each; then one per 1000
@@ -33,118 +31,23 @@ bool HasUnchanged(const Row& row) {
   return false;
 }
 
-// Key types whose equality in PostgreSQL is equality of the text we send (so two rows of one
-// batch with different key text never collide in the target). Others (float, numeric, bpchar,
-// domains, anything sent as a literal) may be equal with different text: their upsert batches
-// keep only the last row per key inside PostgreSQL (DISTINCT ON).
-bool ByteEqualKeyType(std::uint32_t type_oid) {
-  switch (type_oid) {
-    case 16:    // bool
-    case 17:    // bytea
-    case 19:    // name
-    case 20:    // int8
-    case 21:    // int2
-    case 23:    // int4
-    case 25:    // text
-    case 26:    // oid
-    case 1043:  // varchar
-    case 1082:  // date
-    case 1114:  // timestamp
-    case 1184:  // timestamptz
-    case 2950:  // uuid
-      return true;
-    default:
-      return false;
-  }
-}
 
-std::uint64_t ParseLsn(const std::string& text) {
-  const auto slash = text.find('/');
-  if (slash == std::string::npos) throw std::runtime_error("bad LSN text '" + text + "'");
-  return std::stoull(text.substr(0, slash), nullptr, 16) << 32 |
-         std::stoull(text.substr(slash + 1), nullptr, 16);
-}
-
-std::string Placeholder(std::size_t index) { return "$" + std::to_string(index); }
-
-std::string ColumnAlias(std::size_t i) { return "c" + std::to_string(i); }
 
 }  // namespace
 
 Applier::Applier(PgConnection target, ApplierOptions options, Log log)
-    : target_(std::move(target)), options_(std::move(options)), log_(std::move(log)) {
+    : target_(std::move(target)),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      store_(target_, options_.consumer, log_) {
   if (!log_) log_ = [](const std::string&) {};
   if (options_.batch_rows == 0) options_.batch_rows = 1;
   if (options_.bootstrap_commit_rows == 0) options_.bootstrap_commit_rows = 1;
 }
 
 std::optional<Position> Applier::Start() {
-  // Input functions read ISO dates and postgres-style intervals whatever these say, but
-  // IntervalStyle sql_standard would read signs differently: pin the session's settings.
-  target_.Exec(
-      "SET DateStyle = ISO; SET IntervalStyle = postgres; SET TimeZone = 'UTC';"
-      " SET extra_float_digits = 3; SET client_encoding = 'UTF8'",
-      "setting up the target session");
-  // One applier per consumer and target. A killed applier's backend may still be finishing
-  // what it had been sent: wait for it a while.
-  const std::string lock_sql = "hashtext('dblog apply'), hashtext($1)";
-  PgResult lock =
-      target_.Query("SELECT pg_try_advisory_lock(" + lock_sql + ")", {options_.consumer},
-                    "taking the consumer's advisory lock on the target");
-  if (lock.get(0, 0) != "t") {
-    log_("another session holds consumer " + options_.consumer +
-         "'s advisory lock on the target (a previous applier still finishing?): waiting up to"
-         " 30 s");
-    try {
-      target_.Exec("SET lock_timeout = '30s'");
-      target_.Query("SELECT pg_advisory_lock(" + lock_sql + ")", {options_.consumer},
-                    "waiting for the consumer's advisory lock on the target");
-      target_.Exec("RESET lock_timeout");
-    } catch (const TargetError& e) {
-      throw TargetError("another dblog apply for consumer " + options_.consumer +
-                            " is connected to this target database (it holds the consumer's"
-                            " advisory lock): " +
-                            e.what(),
-                        e.sqlstate());
-    }
-  }
-  target_.Exec(
-      "BEGIN;"
-      " SELECT pg_advisory_xact_lock(hashtext('dblog apply setup'));"
-      " CREATE SCHEMA IF NOT EXISTS dblog_apply;"
-      " CREATE TABLE IF NOT EXISTS dblog_apply.progress ("
-      "   consumer text PRIMARY KEY, commit_lsn pg_lsn, seq bigint,"
-      "   updated_at timestamptz NOT NULL DEFAULT now());"
-      " CREATE TABLE IF NOT EXISTS dblog_apply.tables ("
-      "   consumer text, table_schema text, table_name text,"
-      "   added_at timestamptz NOT NULL DEFAULT now(),"
-      "   PRIMARY KEY (consumer, table_schema, table_name));"
-      " COMMIT",
-      "creating the dblog_apply schema in the target");
-  target_.Query("INSERT INTO dblog_apply.progress (consumer) VALUES ($1) ON CONFLICT DO NOTHING",
-                {options_.consumer}, "creating the consumer's progress row");
-  PgResult stored =
-      target_.Query("SELECT commit_lsn::text, seq FROM dblog_apply.progress WHERE consumer = $1",
-                    {options_.consumer}, "reading the stored position");
-  std::optional<Position> position;
-  if (stored.rows() == 1 && !stored.is_null(0, 0)) {
-    position = client::MakePosition(ParseLsn(stored.get(0, 0)),
-                                    static_cast<std::uint32_t>(std::stoull(stored.get(0, 1))));
-  }
-  PgResult tables =
-      target_.Query("SELECT table_schema, table_name FROM dblog_apply.tables WHERE consumer = $1",
-                    {options_.consumer}, "reading the consumer's tables");
-  for (int i = 0; i < tables.rows(); ++i) registered_.insert({tables.get(i, 0), tables.get(i, 1)});
-
-  target_.StartPipeline();
-  target_.SendPrepare(kProgressStatement,
-                      "UPDATE dblog_apply.progress SET commit_lsn = $2::pg_lsn, seq = $3::bigint,"
-                      " updated_at = now() WHERE consumer = $1",
-                      3, "preparing the progress update");
-  target_.SendPrepare(kRegisterStatement,
-                      "INSERT INTO dblog_apply.tables (consumer, table_schema, table_name)"
-                      " VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                      3, "preparing the table registration");
+  const std::optional<Position> position = store_.Open();
+  store_.StartPipeline();
   // Prepared too: a stream of one-row transactions runs them as often as anything else.
   target_.SendPrepare(kBeginStatement, "BEGIN", 0, "preparing BEGIN");
   target_.SendPrepare(kCommitStatement, "COMMIT", 0, "preparing COMMIT");
@@ -353,7 +256,7 @@ void Applier::OnBootstrapBegin(const dblog::v1::BootstrapBegin& begin) {
   log_("bootstrap started at consistent point " + client::FormatLsn(begin.consistent_point()) +
        ": " + std::to_string(begin.tables_size()) + " tables, about " + std::to_string(estimated) +
        " rows" + (begin.restarted() ? " (restarted)" : ""));
-  if (begin.restarted() || had_position_ || !registered_.empty())
+  if (begin.restarted() || had_position_ || !store_.registered_tables().empty())
     ClearForBootstrap(begin.restarted());
 }
 
@@ -362,7 +265,7 @@ void Applier::ClearForBootstrap(bool restarted) {
   // consumer) left in the target must go, in the same transaction as the first copied rows.
   BeginTarget();
   std::vector<std::pair<std::string, std::string>> existing;
-  for (const auto& [schema, name] : registered_) {
+  for (const auto& [schema, name] : store_.registered_tables()) {
     PgResult r = target_.Query("SELECT to_regclass($1) IS NOT NULL", {QualifiedName(schema, name)},
                                "looking up target table " + schema + "." + name);
     if (r.get(0, 0) == "t") existing.push_back({schema, name});
@@ -372,10 +275,7 @@ void Applier::ClearForBootstrap(bool restarted) {
     names += (names.empty() ? "" : ", ") + QualifiedName(schema, name);
   if (!names.empty())
     Send("TRUNCATE TABLE " + names, {}, "clearing " + names + " for a new bootstrap");
-  Send(
-      "UPDATE dblog_apply.progress SET commit_lsn = NULL, seq = NULL, updated_at = now()"
-      " WHERE consumer = $1",
-      {options_.consumer}, "clearing the stored position for a new bootstrap");
+  store_.SendClearPosition();
   std::string display;
   for (const auto& [schema, name] : existing)
     display += (display.empty() ? "" : ", ") + schema + "." + name;
@@ -439,12 +339,128 @@ Applier::Table& Applier::TableFor(std::uint32_t oid, const char* what) {
   if (it == tables_.end())
     throw StreamError(std::string(what) + " for relation oid " + std::to_string(oid) +
                       " that no Relation described");
-  if (!it->second.prepared) PrepareTable(it->second);
+  if (!it->second.prepared) {
+    // Schema changes it brings land in the target transaction of its source transaction.
+    BeginTarget();
+    PrepareTable(it->second);
+  }
   return it->second;
+}
+
+bool Applier::TargetTableExists(const TargetName& name) {
+  PgResult r = target_.Query(
+      "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2)",
+      {name.schema, name.name}, "looking up target table " + name.Display());
+  return r.get(0, 0) == "t";
+}
+
+void Applier::MoveAside(const TargetName& name, std::uint32_t except) {
+  for (auto& [oid, mapping] : store_.mappings()) {
+    if (oid == except || mapping.target != name) continue;
+    const TargetName aside{name.schema, AsideName(name.name, oid)};
+    if (TargetTableExists(name)) {
+      target_.Exec("ALTER TABLE " + name.Quoted() + " RENAME TO " + QuoteIdent(aside.name),
+                   "renaming target table " + name.Display() + " to " + aside.Display());
+      store_.MoveRegistration(name, aside);
+    }
+    log_("target table " + name.Display() + " was applied from source relation oid " +
+         std::to_string(oid) + ", and the source now has another table of that name (oid " +
+         std::to_string(except) + "): renamed it to " + aside.Display() +
+         " (if the source dropped that table, drop it; if the source renamed it, it follows at"
+         " that table's next change)");
+    RelationMapping moved = mapping;
+    moved.target = aside;
+    const std::uint32_t moved_oid = oid;
+    store_.SaveMapping(moved_oid, moved);
+    if (const auto t = tables_.find(moved_oid); t != tables_.end()) t->second.prepared = false;
+    return;  // one oid per target name
+  }
+}
+
+void Applier::RenameTargetTable(std::uint32_t oid, const std::string& source,
+                                const TargetName& from, const TargetName& to) {
+  if (!TargetTableExists(from)) {
+    if (TargetTableExists(to)) {
+      log_("the source renamed " + from.Display() + " (relation oid " + std::to_string(oid) +
+           ") to " + source + "; target table " + to.Display() + " already has the new name");
+      store_.MoveRegistration(from, to);
+      return;
+    }
+    throw SchemaError("the source renamed the table applied into target table " + from.Display() +
+                      " (relation oid " + std::to_string(oid) + ") to " + source + ", and " +
+                      from.Display() +
+                      " is not in the target: restore it (or rename it to " + to.Display() +
+                      " yourself), then start dblog apply again; nothing of this source"
+                      " transaction was applied and the stored position was not advanced");
+  }
+  MoveAside(to, oid);
+  if (TargetTableExists(to))
+    throw SchemaError("the source renamed the table applied into target table " + from.Display() +
+                      " (relation oid " + std::to_string(oid) + ") to " + source +
+                      ", and the target already has a table " + to.Display() +
+                      " that this consumer did not apply into: rename or drop it, then start dblog"
+                      " apply again; nothing of this source transaction was applied and the"
+                      " stored position was not advanced");
+  TargetName at = from;
+  if (from.name != to.name) {
+    target_.Exec("ALTER TABLE " + from.Quoted() + " RENAME TO " + QuoteIdent(to.name),
+                 "renaming target table " + from.Display() + " to " + to.name);
+    at.name = to.name;
+  }
+  if (from.schema != to.schema) {
+    if (options_.create_tables)
+      target_.Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(to.schema),
+                   "creating target schema " + to.schema);
+    target_.Exec("ALTER TABLE " + at.Quoted() + " SET SCHEMA " + QuoteIdent(to.schema),
+                 "moving target table " + at.Display() + " to schema " + to.schema);
+  }
+  store_.MoveRegistration(from, to);
+  log_("renamed target table " + from.Display() + " to " + to.Display() + ": the source renamed" +
+       " relation oid " + std::to_string(oid) + " to " + source);
+}
+
+RelationMapping Applier::FollowIdentity(Table& table) {
+  const Relation& rel = table.relation;
+  const std::uint32_t oid = rel.oid();
+  const std::string source = rel.schema() + "." + rel.name();
+  std::vector<MappedColumn> before;
+  if (const auto it = store_.mappings().find(oid); it == store_.mappings().end()) {
+    MoveAside(table.target, oid);  // first sight: adopted by name
+  } else {
+    before = it->second.columns;
+    if (it->second.target != table.target)
+      RenameTargetTable(oid, source, it->second.target, table.target);
+  }
+  RelationMapping mapping{table.target, ColumnsOf(rel)};
+  if (before.empty() || !TargetTableExists(table.target)) return mapping;
+  std::map<std::string, std::string> types;
+  PgResult r = target_.Query(
+      "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)"
+      " FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+      " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
+      {table.target.schema, table.target.name},
+      "reading the columns of target table " + table.target.Display());
+  for (int i = 0; i < r.rows(); ++i) types[r.get(i, 0)] = r.get(i, 1);
+  const ColumnPlan plan = PlanColumns(before, rel, table.target, types, options_.dropped_columns,
+                                      options_.allow_lossy_columns);
+  for (const std::string& statement : plan.statements)
+    target_.Exec(statement, "following a schema change of " + source +
+                                " in target table " + table.target.Display());
+  for (const std::string& note : plan.notes) log_(note);
+  for (const std::string& column : plan.added)
+    log_("note: the source added column " + column + " to " + source +
+         ": rows it does not write again keep NULL in target table " + table.target.Display() +
+         " (also when the source filled them with a default); when it did, restore them with: " +
+         client::RepairTableCall(rel, options_.consumer));
+  mapping.columns = plan.columns;
+  return mapping;
 }
 
 void Applier::PrepareTable(Table& table) {
   FlushBatch();
+  RelationMapping mapping = FollowIdentity(table);
   const TargetTableFit fit = PrepareTargetTable(
       target_, table.relation, table.target,
       TargetTableOptions{options_.create_tables, options_.allow_lossy_columns}, log_);
@@ -457,11 +473,7 @@ void Applier::PrepareTable(Table& table) {
          " refused as PostgreSQL's assignment cast does (--allow-lossy-columns)");
   }
   const Relation& rel = table.relation;
-  table.byte_equal_keys = true;
-  for (const std::uint32_t k : rel.key_columns())
-    if (!ByteEqualKeyType(rel.columns(static_cast<int>(k)).type_oid()))
-      table.byte_equal_keys = false;
-
+  table.byte_equal_keys = ByteEqualKeys(rel);
   if (table.generation > 0) {
     for (const auto& name :
          {table.upsert_name, table.upsert_name + "_1", table.delete_name, table.delete_name + "_1"})
@@ -471,90 +483,27 @@ void Applier::PrepareTable(Table& table) {
   const std::string suffix = std::to_string(rel.oid()) + "_" + std::to_string(table.generation);
   table.upsert_name = "dblog_apply_u" + suffix;
   table.delete_name = "dblog_apply_d" + suffix;
-
-  const std::size_t n = static_cast<std::size_t>(rel.columns_size());
-  std::string columns, casts, arrays, aliases, set, keys;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& c = rel.columns(static_cast<int>(i));
-    const std::string sep = i ? ", " : "";
-    columns += sep + QuoteIdent(c.name());
-    casts += sep + "u." + ColumnAlias(i) + "::" + c.type_name() + " AS " + ColumnAlias(i);
-    arrays += sep + Placeholder(i + 1) + "::text[]";
-    aliases += sep + ColumnAlias(i);
-  }
-  std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
-  for (std::size_t i = 0; i < n; ++i) {
-    if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
-    const std::string name = QuoteIdent(rel.columns(static_cast<int>(i)).name());
-    set += (set.empty() ? "" : ", ") + name + " = EXCLUDED." + name;
-  }
-  std::string distinct_keys;
-  for (int k = 0; k < rel.key_columns_size(); ++k) {
-    const auto pos = rel.key_columns(k);
-    keys += (k ? ", " : "") + QuoteIdent(rel.columns(static_cast<int>(pos)).name());
-    distinct_keys += (k ? ", " : "") + std::string("s.") + ColumnAlias(pos);
-  }
-  std::string source = "SELECT " + casts + " FROM unnest(" + arrays + ") AS u(" + aliases + ")";
-  if (!table.byte_equal_keys) {
-    // The last row per key wins, by PostgreSQL's own equality.
-    std::string outer;
-    for (std::size_t i = 0; i < n; ++i)
-      outer += (i ? ", " : "") + std::string("s.") + ColumnAlias(i);
-    source = "SELECT DISTINCT ON (" + distinct_keys + ") " + outer + " FROM (SELECT " + casts +
-             ", u.ord FROM unnest(" + arrays + ") WITH ORDINALITY AS u(" + aliases +
-             ", ord)) AS s ORDER BY " + distinct_keys + ", s.ord DESC";
-  }
-  const std::string upsert = "INSERT INTO " + table.quoted + " (" + columns +
-                             ") OVERRIDING SYSTEM VALUE " + source + " ON CONFLICT (" + keys +
-                             ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
-  target_.SendPrepare(table.upsert_name, upsert, static_cast<int>(n),
-                      "preparing the upsert into " + table.target.Display());
-  table.copy_sql = "COPY " + table.quoted + " (" + columns + ") FROM STDIN";
+  const TableStatements statements = BuildTableStatements(rel, table.quoted);
+  const int columns = rel.columns_size(), keys = rel.key_columns_size();
+  const std::string into = "preparing the upsert into " + table.target.Display();
+  const std::string from = "preparing the delete from " + table.target.Display();
+  target_.SendPrepare(table.upsert_name, statements.upsert, columns, into);
   // One row (the common case of small transactions): plain parameters, no arrays.
-  std::string values;
-  for (std::size_t i = 0; i < n; ++i)
-    values +=
-        (i ? ", " : "") + Placeholder(i + 1) + "::" + rel.columns(static_cast<int>(i)).type_name();
-  const std::string upsert_one = "INSERT INTO " + table.quoted + " (" + columns +
-                                 ") OVERRIDING SYSTEM VALUE VALUES (" + values + ") ON CONFLICT (" +
-                                 keys + ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
-  target_.SendPrepare(table.upsert_name + "_1", upsert_one, static_cast<int>(n),
-                      "preparing the upsert into " + table.target.Display());
-
-  std::string key_arrays, key_aliases, match;
-  for (int k = 0; k < rel.key_columns_size(); ++k) {
-    const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
-    const std::string sep = k ? ", " : "";
-    key_arrays += sep + Placeholder(static_cast<std::size_t>(k) + 1) + "::text[]";
-    key_aliases += sep + ColumnAlias(static_cast<std::size_t>(k));
-    match += (k ? " AND " : "") + std::string("t.") + QuoteIdent(c.name()) + " = u." +
-             ColumnAlias(static_cast<std::size_t>(k)) + "::" + c.type_name();
-  }
-  const std::string del = "DELETE FROM " + table.quoted + " AS t USING unnest(" + key_arrays +
-                          ") AS u(" + key_aliases + ") WHERE " + match;
-  target_.SendPrepare(table.delete_name, del, rel.key_columns_size(),
-                      "preparing the delete from " + table.target.Display());
-  std::string match_one;
-  for (int k = 0; k < rel.key_columns_size(); ++k) {
-    const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
-    match_one += (k ? " AND " : "") + QuoteIdent(c.name()) + " = " +
-                 Placeholder(static_cast<std::size_t>(k) + 1) + "::" + c.type_name();
-  }
-  target_.SendPrepare(table.delete_name + "_1",
-                      "DELETE FROM " + table.quoted + " WHERE " + match_one, rel.key_columns_size(),
-                      "preparing the delete from " + table.target.Display());
-  table.registered = registered_.count({table.target.schema, table.target.name}) > 0;
+  target_.SendPrepare(table.upsert_name + "_1", statements.upsert_one, columns, into);
+  target_.SendPrepare(table.delete_name, statements.remove, keys, from);
+  target_.SendPrepare(table.delete_name + "_1", statements.remove_one, keys, from);
+  table.copy_sql = statements.copy;
+  table.registered = store_.registered(table.target);
+  if (const auto it = store_.mappings().find(rel.oid());
+      it == store_.mappings().end() || it->second.target != mapping.target ||
+      it->second.columns != mapping.columns)
+    store_.SaveMapping(rel.oid(), mapping);
   table.prepared = true;
 }
 
 void Applier::Register(Table& table) {
   if (table.registered) return;
-  // In the transaction that first writes the table: a bootstrap restart clears every table
-  // this consumer ever wrote, and no other.
-  target_.SendPrepared(kRegisterStatement,
-                       {options_.consumer, table.target.schema, table.target.name},
-                       "registering " + table.target.Display() + " in dblog_apply.tables");
-  registered_.insert({table.target.schema, table.target.name});
+  store_.Register(table.target);
   table.registered = true;
 }
 
@@ -570,17 +519,7 @@ void Applier::BeginTarget() {
 
 void Applier::CommitTarget(const Position& position) {
   FlushBatch();
-  const std::string consumer = options_.consumer;
-  target_.SendPrepared(
-      kProgressStatement,
-      {consumer, client::FormatLsn(position.commit_lsn()), std::to_string(position.seq())},
-      "storing the position " + client::FormatPosition(position), [consumer](const PgResult& r) {
-        if (r.affected() != 1)
-          throw TargetError("the progress row of consumer " + consumer +
-                                " in dblog_apply.progress is gone: refusing to apply without"
-                                " recording positions",
-                            "");
-      });
+  store_.SendPosition(position);
   target_.SendPrepared(kCommitStatement, {},
                        "committing the transaction of " + client::FormatPosition(position));
   ++stats_.statements;
@@ -617,8 +556,7 @@ void Applier::Stop() {
 
 void Applier::Release() {
   Stop();
-  target_.Query("SELECT pg_advisory_unlock(hashtext('dblog apply'), hashtext($1))",
-                {options_.consumer}, "releasing the consumer's advisory lock on the target");
+  store_.Unlock();
 }
 
 // ---- rows --------------------------------------------------------------------------------
@@ -769,49 +707,20 @@ void Applier::Send(const std::string& sql, const Params& params, const std::stri
 
 void Applier::UpdateKeepingUnchanged(Table& table, const Row& row) {
   FlushBatch();
-  const Relation& rel = table.relation;
-  if (row.values_size() != rel.columns_size())
-    throw StreamError("a row of " + table.target.Display() + " with " +
-                      std::to_string(row.values_size()) + " values for " +
-                      std::to_string(rel.columns_size()) + " columns");
-  std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
-  Params params;
-  std::string set;
-  for (int i = 0; i < rel.columns_size(); ++i) {
-    if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
-    const Value& v = row.values(i);
-    if (v.kind_case() == Value::kUnchanged) continue;  // the target keeps its value
-    params.push_back(ValueText(v));
-    set += (set.empty() ? "" : ", ") + QuoteIdent(rel.columns(i).name()) + " = " +
-           Placeholder(params.size()) + "::" + rel.columns(i).type_name();
-  }
-  std::string where;
-  Params key_params;
-  for (int k = 0; k < rel.key_columns_size(); ++k) {
-    const int pos = static_cast<int>(rel.key_columns(k));
-    const Value& v = row.values(pos);
-    if (v.kind_case() == Value::kUnchanged)
-      throw StreamError("an update of " + table.target.Display() +
-                        " whose key value is an unchanged-TOAST marker and no old key");
-    key_params.push_back(ValueText(v));
-    where += (k ? " AND " : "") + QuoteIdent(rel.columns(pos).name()) + " = " +
-             Placeholder((set.empty() ? 0 : params.size()) + key_params.size()) +
-             "::" + rel.columns(pos).type_name();
-  }
+  UpdateStatement update = BuildUpdateKeepingUnchanged(table.relation, Ref(table), row);
   const Row key = KeyOf(table, row);
-  if (set.empty()) {
-    // Only unchanged values besides the key: nothing to write, but the row must be there.
-    Send("SELECT FROM " + table.quoted + " WHERE " + where, key_params,
+  const std::uint32_t oid = table.relation.oid();
+  if (update.check_only) {
+    Send(update.statement.sql, update.statement.params,
          "looking for a row of " + table.target.Display() + " (its unchanged TOAST values)",
-         [this, oid = rel.oid(), key](const PgResult& r) {
+         [this, oid, key](const PgResult& r) {
            if (r.rows() == 0) MissingRow(oid, key);
          });
     return;
   }
-  params.insert(params.end(), key_params.begin(), key_params.end());
-  Send("UPDATE " + table.quoted + " SET " + set + " WHERE " + where, params,
+  Send(update.statement.sql, update.statement.params,
        "updating a row of " + table.target.Display() + " (keeping its unchanged TOAST values)",
-       [this, oid = rel.oid(), key](const PgResult& r) {
+       [this, oid, key](const PgResult& r) {
          ++stats_.rows_written;
          if (r.affected() == 0) MissingRow(oid, key);
        });
@@ -847,46 +756,12 @@ void Applier::MissingRow(std::uint32_t oid, const Row& key) {
 
 void Applier::MoveKeepingUnchanged(Table& table, const Row& old_key, const Row& row) {
   FlushBatch();
-  const Relation& rel = table.relation;
-  if (row.values_size() != rel.columns_size() || old_key.values_size() != rel.key_columns_size())
-    throw StreamError("a key-changing update of " + table.target.Display() +
-                      " with a malformed row or old key");
-  Params params;
-  std::string where;
-  for (int k = 0; k < rel.key_columns_size(); ++k) {
-    const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
-    params.push_back(ValueText(old_key.values(k)));
-    where += (k ? " AND " : "") + std::string("t.") + QuoteIdent(c.name()) + " = " +
-             Placeholder(params.size()) + "::" + c.type_name();
-  }
-  std::string columns, select, set, keys;
-  std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
-  for (int i = 0; i < rel.columns_size(); ++i) {
-    const auto& c = rel.columns(i);
-    const std::string sep = i ? ", " : "";
-    columns += sep + QuoteIdent(c.name());
-    const Value& v = row.values(i);
-    if (v.kind_case() == Value::kUnchanged) {
-      select += sep + "old." + QuoteIdent(c.name());  // the moved row keeps it
-    } else {
-      params.push_back(ValueText(v));
-      select += sep + Placeholder(params.size()) + "::" + c.type_name();
-    }
-    if (!key_positions.count(static_cast<std::uint32_t>(i)))
-      set +=
-          (set.empty() ? "" : ", ") + QuoteIdent(c.name()) + " = EXCLUDED." + QuoteIdent(c.name());
-  }
-  for (int k = 0; k < rel.key_columns_size(); ++k)
-    keys += (k ? ", " : "") + QuoteIdent(rel.columns(static_cast<int>(rel.key_columns(k))).name());
-  const std::string sql = "WITH old AS (DELETE FROM " + table.quoted + " AS t WHERE " + where +
-                          " RETURNING t.*) INSERT INTO " + table.quoted + " (" + columns +
-                          ") OVERRIDING SYSTEM VALUE SELECT " + select + " FROM old ON CONFLICT (" +
-                          keys + ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
+  Statement move = BuildMoveKeepingUnchanged(table.relation, Ref(table), old_key, row);
   const Row key = KeyOf(table, row);  // where the row belongs now
-  Send(sql, params,
+  Send(move.sql, move.params,
        "moving a row of " + table.target.Display() +
            " to its new key (keeping its unchanged TOAST values)",
-       [this, oid = rel.oid(), key](const PgResult& r) {
+       [this, oid = table.relation.oid(), key](const PgResult& r) {
          ++stats_.rows_written;
          if (r.affected() == 0) MissingRow(oid, key);
        });
@@ -924,34 +799,6 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
       collate[static_cast<std::size_t>(k)] = " COLLATE " + *name;
     }
   }
-  Params params;
-  std::vector<std::string> conditions;
-  // A bound is a whole key (dblogd never sends a prefix).
-  const auto bound = [&](const Row& key, const char* op) {
-    if (key.values_size() == 0) return;  // unbounded
-    if (key.values_size() != width)
-      throw StreamError("a repair chunk bound of " + display + " with " +
-                        std::to_string(key.values_size()) + " values for " + std::to_string(width) +
-                        " key columns");
-    std::string lhs, rhs;
-    for (int k = 0; k < key.values_size(); ++k) {
-      const auto& c = key_column(k);
-      const auto text = ValueText(key.values(k));
-      if (!text) throw StreamError("a repair chunk bound of " + display + " with a NULL");
-      params.push_back(text);
-      lhs += (k ? ", " : "") + std::string("t.") + QuoteIdent(c.name()) +
-             collate[static_cast<std::size_t>(k)];
-      rhs += (k ? ", " : "") + Placeholder(params.size()) + "::" + c.type_name();
-    }
-    if (key.values_size() > 1) {
-      lhs = "ROW(" + lhs + ")";
-      rhs = "ROW(" + rhs + ")";
-    }
-    conditions.push_back(lhs + " " + op + " " + rhs);
-  };
-  if (begin.has_from_key()) bound(begin.from_key(), begin.from_inclusive() ? ">=" : ">");
-  if (begin.has_to_key()) bound(begin.to_key(), begin.to_inclusive() ? "<=" : "<");
-
   for (const Row& kept : end.kept_keys()) {
     if (kept.values_size() != width)
       throw StreamError("a kept key of " + table.target.Display() + " with " +
@@ -960,20 +807,10 @@ void Applier::RangeDelete(Table& table, const dblog::v1::ChunkEnd& end) {
     for (int k = 0; k < width; ++k)
       chunk_.keys[static_cast<std::size_t>(k)].Add(ValueText(kept.values(k)));
   }
-  std::string arrays, aliases, match;
-  for (int k = 0; k < width; ++k) {
-    params.emplace_back(chunk_.keys[static_cast<std::size_t>(k)].Take());
-    const std::string sep = k ? ", " : "";
-    arrays += sep + Placeholder(params.size()) + "::text[]";
-    aliases += sep + ColumnAlias(static_cast<std::size_t>(k));
-    match += (k ? " AND " : "") + std::string("t.") + QuoteIdent(key_column(k).name()) + " = u." +
-             ColumnAlias(static_cast<std::size_t>(k)) + "::" + key_column(k).type_name();
-  }
-  conditions.push_back("NOT EXISTS (SELECT 1 FROM unnest(" + arrays + ") AS u(" + aliases +
-                       ") WHERE " + match + ")");
-  std::string where;
-  for (const auto& c : conditions) where += (where.empty() ? "" : " AND ") + c;
-  Send("DELETE FROM " + table.quoted + " AS t WHERE " + where, params,
+  std::vector<std::string> key_arrays;
+  for (auto& keys : chunk_.keys) key_arrays.push_back(keys.Take());
+  Statement statement = BuildRangeDelete(rel, Ref(table), begin, collate, std::move(key_arrays));
+  Send(statement.sql, statement.params,
        "deleting the rows of " + display + " in the range of " + chunk_name +
            " that the source lacks",
        [this, display, chunk_name](const PgResult& r) {

@@ -45,8 +45,14 @@
 // Memory: one batch or COPY buffer, the unanswered statements (bounded in pg.h) and, in a range
 // chunk, the chunk's keys. A source transaction of any size streams through.
 //
-// Owns: the target connection, the target's dblog_apply schema (progress, tables), the
-// per-table statements. Does not read the network: the caller feeds events and acknowledges
+// Schema changes: a table's changed Relation is followed by identity (relation_map.h) at the
+// table's next use, in the target transaction of the source transaction that carries it; a
+// change that cannot be applied safely throws SchemaError before anything of that transaction
+// is committed.
+//
+// Owns: the target connection, the order and batching of what is sent, the per-table prepared
+// statements. The statements' text is statements.h's; the dblog_apply schema and the advisory
+// lock are progress_store.h's. Does not read the network: the caller feeds events and acknowledges
 // durable() positions.
 #pragma once
 
@@ -62,7 +68,10 @@
 #include <vector>
 
 #include "client/apply/pg.h"
+#include "client/apply/progress_store.h"
+#include "client/apply/relation_map.h"
 #include "client/apply/sql_text.h"
+#include "client/apply/statements.h"
 #include "client/apply/target_schema.h"
 #include "dblog/v1/consumer.pb.h"
 
@@ -74,17 +83,12 @@ struct ApplierOptions {
   // Target columns whose type cannot hold every source value (column_types.h) are refused
   // before anything is applied to their table; with this they are used, with one warning each.
   bool allow_lossy_columns = false;
+  // A column the source dropped: dropped in the target too, or kept (--keep-dropped-columns).
+  DroppedColumns dropped_columns = DroppedColumns::kDrop;
   SchemaMap schema_map;
   std::size_t batch_rows = 1000;              // rows per multi-row statement
   std::size_t batch_bytes = 8u << 20;         // bytes of value text per statement
   std::size_t bootstrap_commit_rows = 20000;  // bootstrap rows per target transaction
-};
-
-// The stream broke a rule the applier relies on (a Change before its Relation, a Commit
-// outside a transaction, ...). The applier's state is unusable afterwards.
-class StreamError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 struct ApplierStats {
@@ -204,6 +208,16 @@ class Applier {
 
   Table& TableFor(std::uint32_t oid, const char* what);
   void PrepareTable(Table& table);
+  // Changes the target to the table's Relation as identified by oid and attnums (relation_map.h)
+  // and returns the mapping to store once the table fits.
+  RelationMapping FollowIdentity(Table& table);
+  void RenameTargetTable(std::uint32_t oid, const std::string& source, const TargetName& from,
+                         const TargetName& to);
+  // Renames the target table `name` to <name>_dblog_<oid> when another relation oid than
+  // `except` is mapped to it.
+  void MoveAside(const TargetName& name, std::uint32_t except);
+  bool TargetTableExists(const TargetName& name);
+
   void Register(Table& table);
   void BeginTarget();
   void CommitTarget(const dblog::v1::Position& position);
@@ -232,12 +246,13 @@ class Applier {
   void AckableSent();
 
   dblog::v1::Row KeyOf(const Table& table, const dblog::v1::Row& row) const;
+  static TableRef Ref(const Table& table) { return {table.quoted, table.target.Display()}; }
 
   PgConnection target_;
   ApplierOptions options_;
   Log log_;
+  ProgressStore store_;  // dblog_apply: position, tables written, mapping; the advisory lock
   std::unordered_map<std::uint32_t, Table> tables_;
-  std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
   std::set<std::string> lossy_warned_;                        // lossy columns already warned about
   std::map<std::string, std::optional<std::string>> collations_;  // TargetCollation's answers
   bool had_position_ = false;

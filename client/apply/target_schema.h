@@ -34,6 +34,8 @@ struct TargetName {
   std::string name;
   std::string Display() const { return schema + "." + name; }  // for messages
   std::string Quoted() const;                                  // for SQL
+  bool operator==(const TargetName& o) const { return schema == o.schema && name == o.name; }
+  bool operator!=(const TargetName& o) const { return !(*this == o); }
 };
 
 // from=to pairs of --schema-map; schemas not listed keep their name.

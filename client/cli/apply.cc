@@ -52,6 +52,9 @@ po::options_description ApplyFlags() {
        "apply into existing target columns whose type cannot hold every value of the "
        "source's (numeric(10,2) into integer rounds 1.25 to 1), with one warning per column; "
        "without it such a column stops the run before anything is applied to its table")
+      ("keep-dropped-columns", po::bool_switch(),
+       "keep a target column whose source column was dropped (made nullable, no longer "
+       "written); without it the target column is dropped too")
       ("schema-map", po::value<std::vector<std::string>>()->value_name("FROM=TO")->composing(),
        "apply tables of source schema FROM into target schema TO (repeatable)")
       ("batch-rows", po::value<std::string>()->value_name("N"),
@@ -85,7 +88,13 @@ std::string ApplyHelp() {
           "    before, first TRUNCATEs every target table the consumer ever wrote\n"
           "    (listed in dblog_apply.tables), rows of other writers included;\n"
           "  - --create-tables also alters existing tables: it adds the source's columns\n"
-          "    they lack (nullable); it never drops, renames or retypes a column.\n"
+          "    they lack (nullable);\n"
+          "  - target tables and columns follow the source's by identity (relation oid,\n"
+          "    column attnum, kept in dblog_apply.relations and dblog_apply.columns): a table\n"
+          "    or column renamed at the source is renamed in the target, a dropped column is\n"
+          "    dropped (unless --keep-dropped-columns), a column whose type changed is widened\n"
+          "    when its values all fit the new type; a change it cannot apply safely stops\n"
+          "    the run before anything of its transaction is applied.\n"
           "A target column whose type cannot hold every value of the source's (a narrower\n"
           "numeric, integer, float, varchar or timestamp) stops the run before anything is\n"
           "applied to its table, unless --allow-lossy-columns is given.\n"
@@ -141,6 +150,8 @@ std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>
 
   options.applier.create_tables = vm["create-tables"].as<bool>();
   options.applier.allow_lossy_columns = vm["allow-lossy-columns"].as<bool>();
+  if (vm["keep-dropped-columns"].as<bool>())
+    options.applier.dropped_columns = apply::DroppedColumns::kKeep;
   if (vm.count("schema-map")) {
     std::set<std::string> seen;
     for (const std::string& pair : vm["schema-map"].as<std::vector<std::string>>()) {

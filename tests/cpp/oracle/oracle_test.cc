@@ -9,11 +9,14 @@
 // restarted, PostgreSQL is restarted once, and a target table is damaged on purpose and then
 // repaired. At the end the workload stops, the applier catches up, and every table is compared
 // with the source (row count and an order-independent hash; the first differing key on a
-// mismatch). Any divergence fails with the seed.
+// mismatch). Any divergence fails with the seed. One more table (DdlTable) has its schema
+// changed all along, after the bootstrap: columns added, dropped, renamed, swapped, widened,
+// the table renamed (issue 15, item 5); the target must follow it by identity.
 //
 // CI runs DBLOG_ORACLE_SEEDS seeds (default 2, from base seed 1130) of DBLOG_ORACLE_SECONDS
 // (default 20) each. Soak locally: DBLOG_ORACLE_BASE_SEED=0 (random) DBLOG_ORACLE_SEEDS=50
-// DBLOG_ORACLE_SECONDS=120; DBLOG_ORACLE_SEED=N replays one seed.
+// DBLOG_ORACLE_SECONDS=120, or DBLOG_ORACLE_BUDGET_SECONDS=3600 for as many seeds as an hour
+// takes (it stops at the first failing seed); DBLOG_ORACLE_SEED=N replays one seed.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +26,7 @@
 #include <random>
 #include <thread>
 
+#include "apply_process.h"
 #include "dblogd_fixture.h"
 
 namespace dblog::test {
@@ -34,53 +38,6 @@ int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : fallback;
 }
-
-// `dblog apply` as a child process, restarted by the test when it exits.
-class ApplyProcess {
- public:
-  ApplyProcess(std::vector<std::string> args, std::string log) : args_(std::move(args)), log_(log) {}
-  ~ApplyProcess() { Kill(); }
-  void Start() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log_.c_str(), "a");
-      dup2(fileno(f), 2);
-      dup2(fileno(f), 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(DBLOG_PATH));
-      argv.push_back(const_cast<char*>("apply"));
-      for (auto& a : args_) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    ++starts_;
-  }
-  // Restarts it if it exited. It reconnects by itself after a dblogd or PostgreSQL restart, so
-  // it exits only on an error retrying cannot fix (the oracle then shows what follows).
-  void Supervise() {
-    int status;
-    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      std::this_thread::sleep_for(200ms);
-      Start();
-    }
-  }
-  void Kill() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-  int starts() const { return starts_; }
-
- private:
-  std::vector<std::string> args_;
-  std::string log_;
-  pid_t pid_ = -1;
-  int starts_ = 0;
-};
 
 class OracleTest : public DblogdTest {
  protected:
@@ -142,6 +99,159 @@ void RandomTransaction(PgConn& db, const std::string& s, std::mt19937_64& rng) {
   db.exec(rollback ? "ROLLBACK" : "COMMIT");
 }
 
+// Issue 15, item 5: a table whose schema changes while everything else goes on. One writer
+// owns it (so that its statements always use the current names): mostly rows, and now and then
+// DDL: a column added, dropped or renamed, two columns' names swapped in one transaction, a
+// column widened (integer -> bigint, text -> varchar(200)), the table renamed. The target must
+// follow by identity (docs/operations.md, Schema changes: dropped columns are dropped).
+class DdlTable {
+ public:
+  explicit DdlTable(std::string schema) : schema_(std::move(schema)) {}
+  void Create(PgConn& db) {
+    db.exec("CREATE TABLE " + Name() + " (id int PRIMARY KEY, c1 int, c2 text)");
+    columns_ = {{"c1", "int"}, {"c2", "text"}};
+    next_ = 3;
+    oid_ = db.scalar("SELECT '" + Name() + "'::regclass::oid");
+  }
+  // After an error the last DDL may or may not have committed (a connection lost at COMMIT):
+  // the names are read back from the catalog.
+  void Resync(PgConn& db) {
+    table_ = db.scalar("SELECT relname FROM pg_class WHERE oid = " + oid_);
+    columns_.clear();
+    for (const auto& r : db.exec("SELECT attname, format_type(atttypid, atttypmod) FROM"
+                                 " pg_attribute WHERE attrelid = " + oid_ +
+                                 " AND attnum > 1 AND NOT attisdropped ORDER BY attnum")) {
+      const std::string type = *r[1] == "integer" ? "int" : *r[1] == "character varying(200)"
+                                                                 ? "varchar(200)"
+                                                                 : *r[1];
+      columns_.push_back({*r[0], type});
+    }
+  }
+  std::string Name() const { return schema_ + "." + table_; }
+  // A schema change reaches a consumer with the table's next change: one at the end, so that
+  // the last DDL is in the stream before the comparison.
+  void Touch(PgConn& db) {
+    db.exec("INSERT INTO " + Name() + " (id) VALUES (-1) ON CONFLICT (id) DO UPDATE SET id = -1");
+  }
+  const std::string& table() const { return table_; }
+  int ddl() const { return ddl_; }
+
+  // One transaction: a DDL statement (1 in 12) or a few rows.
+  void Step(PgConn& db, std::mt19937_64& rng) {
+    if (rng() % 12 == 0) {
+      Ddl(db, rng);
+      return;
+    }
+    db.exec("BEGIN");
+    const int rows = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < rows; ++i) {
+      const std::string id = std::to_string(rng() % 400);
+      switch (rng() % 4) {
+        case 0:
+        case 1: {
+          std::string names = "id", values = id, set = "id = EXCLUDED.id";
+          for (const auto& [name, type] : columns_) {
+            names += ", " + name;
+            values += ", " + Value(type, rng);
+            set += ", " + name + " = EXCLUDED." + name;
+          }
+          db.exec("INSERT INTO " + Name() + " (" + names + ") VALUES (" + values +
+                  ") ON CONFLICT (id) DO UPDATE SET " + set);
+          break;
+        }
+        case 2:
+          if (!columns_.empty()) {
+            const auto& [name, type] = columns_[rng() % columns_.size()];
+            db.exec("UPDATE " + Name() + " SET " + name + " = " + Value(type, rng) +
+                    " WHERE id = " + id);
+          }
+          break;
+        case 3:
+          db.exec("DELETE FROM " + Name() + " WHERE id = " + id);
+          break;
+      }
+    }
+    db.exec("COMMIT");
+  }
+
+ private:
+  static std::string Value(const std::string& type, std::mt19937_64& rng) {
+    if (rng() % 8 == 0) return "NULL";
+    if (type == "int") return std::to_string(rng() % 100000);
+    if (type == "bigint") return std::to_string(rng() % 100000 + 5000000000LL);
+    return "'x" + std::to_string(rng() % 1000) + "'";
+  }
+  void Ddl(PgConn& db, std::mt19937_64& rng) {
+    const std::string t = Name();
+    std::vector<std::pair<std::string, std::string>> after = columns_;
+    std::string table = table_;
+    std::string sql;
+    switch (rng() % 6) {
+      case 0: {  // add
+        const std::string name = "c" + std::to_string(next_++);
+        const std::string type = rng() % 2 ? "int" : "text";
+        sql = "ALTER TABLE " + t + " ADD COLUMN " + name + " " + type;
+        after.push_back({name, type});
+        break;
+      }
+      case 1:  // drop
+        if (after.size() < 2) return;
+        {
+          const std::size_t i = rng() % after.size();
+          sql = "ALTER TABLE " + t + " DROP COLUMN " + after[i].first;
+          after.erase(after.begin() + static_cast<long>(i));
+        }
+        break;
+      case 2: {  // rename, with a row written in the same transaction
+        if (after.empty()) return;
+        auto& column = after[rng() % after.size()];
+        const std::string name = "c" + std::to_string(next_++);
+        sql = "BEGIN; ALTER TABLE " + t + " RENAME COLUMN " + column.first + " TO " + name +
+              "; UPDATE " + t + " SET " + name + " = " + name + " WHERE id = " +
+              std::to_string(rng() % 400) + "; COMMIT";
+        column.first = name;
+        break;
+      }
+      case 3:  // swap two names in one transaction
+        if (after.size() < 2) return;
+        {
+          auto& a = after[0];
+          auto& b = after[1 + rng() % (after.size() - 1)];
+          sql = "BEGIN; ALTER TABLE " + t + " RENAME COLUMN " + a.first + " TO swap_tmp;" +
+                " ALTER TABLE " + t + " RENAME COLUMN " + b.first + " TO " + a.first + ";" +
+                " ALTER TABLE " + t + " RENAME COLUMN swap_tmp TO " + b.first + "; COMMIT";
+          std::swap(a.first, b.first);
+        }
+        break;
+      case 4: {  // widen
+        std::vector<std::size_t> widenable;
+        for (std::size_t i = 0; i < after.size(); ++i)
+          if (after[i].second == "int" || after[i].second == "text") widenable.push_back(i);
+        if (widenable.empty()) return;
+        auto& column = after[widenable[rng() % widenable.size()]];
+        column.second = column.second == "int" ? "bigint" : "varchar(200)";
+        sql = "ALTER TABLE " + t + " ALTER COLUMN " + column.first + " TYPE " + column.second;
+        break;
+      }
+      case 5:  // rename the table
+        table = "t_ddl_" + std::to_string(next_++);
+        sql = "ALTER TABLE " + t + " RENAME TO " + table;
+        break;
+    }
+    db.exec(sql);
+    columns_ = std::move(after);
+    table_ = std::move(table);
+    ++ddl_;
+  }
+
+  std::string schema_;
+  std::string oid_;
+  std::string table_ = "t_ddl";
+  std::vector<std::pair<std::string, std::string>> columns_;  // besides id: name, type
+  int next_ = 3;
+  std::atomic<int> ddl_{0};
+};
+
 void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   SCOPED_TRACE("oracle seed " + std::to_string(seed) + " (replay: DBLOG_ORACLE_SEED=" +
                std::to_string(seed) + ")");
@@ -151,6 +261,8 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   db().exec("CREATE TABLE " + s + ".t_comp (a text, b bigint, v jsonb, ts timestamptz, "
             "PRIMARY KEY (a, b))");
   db().exec("CREATE TABLE " + s + ".t_uuid (id uuid PRIMARY KEY, d date, f float8, nul text)");
+  DdlTable ddl_table(s);
+  ddl_table.Create(db());
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 50; ++i) RandomTransaction(db(), s, rng);
   // Rows outside the writers' keys, so that the bootstrap takes long enough for what is done
@@ -227,6 +339,33 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
     });
   }
 
+  // The DDL writer, from the end of the bootstrap on (DDL during a bootstrap is issue 15's
+  // item 3, not this table's).
+  writers.emplace_back([&] {
+    std::mt19937_64 wrng(seed * 31 + 7);
+    std::optional<PgConn> conn;
+    bool bootstrapped = false;
+    while (!stop) {
+      try {
+        if (!conn) {
+          conn.emplace(conninfo());
+          ddl_table.Resync(*conn);
+        }
+        if (!bootstrapped) {
+          bootstrapped = conn->scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" +
+                                      consumer() + "'") == "done";
+          if (!bootstrapped) std::this_thread::sleep_for(50ms);
+          continue;
+        }
+        ddl_table.Step(*conn, wrng);
+        std::this_thread::sleep_for(5ms);
+      } catch (const PgError&) {
+        conn.reset();  // PostgreSQL restarting; the names are read again (Resync)
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+  });
+
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   const char* pgdata = std::getenv("DBLOG_TEST_PGDATA");
   const char* bindir = std::getenv("DBLOG_TEST_PG_BINDIR");
@@ -291,13 +430,25 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   }
   // the damage and the restart happen in every seed, whatever the dice said
   if (!damaged) {
-    PgConn t(target);
-    t.exec("DELETE FROM " + s + ".t_int WHERE id % 7 = 0");
+    // The applier writes the same rows: a deadlock with it (the target's error 40P01) is
+    // retried, as the damage inside the loop is.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        PgConn t(target);
+        t.exec("DELETE FROM " + s + ".t_int WHERE id % 7 = 0");
+        break;
+      } catch (const PgError&) {
+        if (attempt == 20) throw;
+        std::this_thread::sleep_for(100ms);
+      }
+    }
     requests.push_back(std::stoull(db().scalar("SELECT dblog.repair('" + s + ".t_int')")));
   }
   stop = true;
   for (auto& w : writers)
     if (w.joinable()) w.join();
+  ddl_table.Resync(db());  // the writer may have lost its connection at a COMMIT
+  ddl_table.Touch(db());
 
   // catch up: every request done and the sentinel applied
   Sentinel();
@@ -326,7 +477,8 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   PgConn t(target);
   t.exec("SET timezone = 'UTC'");
   db().exec("SET timezone = 'UTC'");
-  for (const std::string table : {"t_int", "t_comp", "t_uuid"}) {
+  for (const std::string& table :
+       std::vector<std::string>{"t_int", "t_comp", "t_uuid", ddl_table.table()}) {
     const std::string q = "SELECT count(*) || ' ' || coalesce(md5(string_agg(x::text, '|' ORDER BY "
                           "x::text)), '') FROM " + s + "." + table + " x";
     const std::string want = db().scalar(q), got = t.scalar(q);
@@ -343,9 +495,11 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   }
   RecordProperty("seed", std::to_string(seed));
   std::printf("oracle seed %llu: %d dblogd kills (%d during the bootstrap, after a repair was "
-              "requested), %d apply kills (%d starts), %d repairs, PostgreSQL restarted: %s\n",
+              "requested), %d apply kills (%d starts), %d repairs, %d DDL statements (table now "
+              "%s), PostgreSQL restarted: %s\n",
               static_cast<unsigned long long>(seed), dblogd_kills, bootstrap_kills, apply_kills,
-              apply.starts(), repairs, restarted_pg ? "yes" : "no");
+              apply.starts(), repairs, ddl_table.ddl(), ddl_table.table().c_str(),
+              restarted_pg ? "yes" : "no");
   if (!HasFailure()) unlink(tmpl);
 }
 
@@ -361,7 +515,13 @@ TEST_F(OracleTest, RandomizedWorkloadConverges) {
   std::random_device rd;
   std::uint64_t base = static_cast<std::uint64_t>(EnvInt("DBLOG_ORACLE_BASE_SEED", 1130));
   if (base == 0) base = rd() % 100000 + 1;
-  for (int i = 0; i < seeds && !HasFailure(); ++i) {
+  // DBLOG_ORACLE_BUDGET_SECONDS: seeds one after the other until the budget is spent (then
+  // DBLOG_ORACLE_SEEDS is ignored); the seeds run are printed one line each.
+  const int budget = EnvInt("DBLOG_ORACLE_BUDGET_SECONDS", 0);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(budget);
+  for (int i = 0; (budget > 0 ? std::chrono::steady_clock::now() < until : i < seeds) &&
+                  !HasFailure();
+       ++i) {
     if (i > 0) {
       TearDown();
       SetUp();
