@@ -15,6 +15,9 @@ packages=(
   clang libclang-rt-14-dev
   python3
   curl
+  # dblog publish (client/publish/): the NATS C client and Kafka's librdkafka to build, and
+  # nats-server (in /usr/sbin) for the tests and docs/publish.md's example, which start their own
+  nats-server libnats-dev librdkafka-dev
 )
 
 sudo_cmd=()

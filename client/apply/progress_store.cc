@@ -4,6 +4,7 @@
 
 #include "client/apply/sql_text.h"
 #include "client/position.h"
+#include "common/lsn.h"
 
 namespace dblog::apply {
 
@@ -14,13 +15,6 @@ namespace {
 constexpr char kProgressStatement[] = "dblog_apply_progress";
 constexpr char kRegisterStatement[] = "dblog_apply_register";
 constexpr char kLockArguments[] = "hashtext('dblog apply'), hashtext($1)";
-
-std::uint64_t ParseLsn(const std::string& text) {
-  const auto slash = text.find('/');
-  if (slash == std::string::npos) throw std::runtime_error("bad LSN text '" + text + "'");
-  return std::stoull(text.substr(0, slash), nullptr, 16) << 32 |
-         std::stoull(text.substr(slash + 1), nullptr, 16);
-}
 
 std::uint32_t ParseOid(const std::string& text) {
   return static_cast<std::uint32_t>(std::stoul(text));
@@ -82,7 +76,7 @@ std::optional<Position> ProgressStore::Open() {
                     {consumer_}, "reading the stored position");
   std::optional<Position> position;
   if (stored.rows() == 1 && !stored.is_null(0, 0)) {
-    position = client::MakePosition(ParseLsn(stored.get(0, 0)),
+    position = client::MakePosition(common::ParseLsn(stored.get(0, 0)),
                                     static_cast<std::uint32_t>(std::stoull(stored.get(0, 1))));
   }
   PgResult tables =

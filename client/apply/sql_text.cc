@@ -126,22 +126,6 @@ std::optional<std::string> ValueText(const dblog::v1::Value& value) {
   throw std::invalid_argument("a value of no known kind (a newer protocol?)");
 }
 
-std::string QuoteIdent(std::string_view name) {
-  std::string out;
-  out.reserve(name.size() + 2);
-  out.push_back('"');
-  for (const char c : name) {
-    if (c == '"') out.push_back('"');
-    out.push_back(c);
-  }
-  out.push_back('"');
-  return out;
-}
-
-std::string QualifiedName(std::string_view schema, std::string_view name) {
-  return QuoteIdent(schema) + "." + QuoteIdent(name);
-}
-
 void AppendCopyField(std::string& out, const std::optional<std::string>& value) {
   if (!value) {
     out += "\\N";

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/quote.h"
 #include "dblog/v1/change.pb.h"
 
 namespace dblog::apply {
@@ -31,10 +32,11 @@ std::string PgTimestampText(std::int64_t micros_since_1970, bool with_time_zone)
 std::string PgFloatText(double value);
 std::string PgFloatText(float value);
 
-// "name" with embedded quotes doubled: always quoted, so case and keywords are kept.
-std::string QuoteIdent(std::string_view name);
-// "schema"."name"
-std::string QualifiedName(std::string_view schema, std::string_view name);
+// Identifiers: always quoted, embedded quotes doubled (common/quote.h); "schema"."name".
+using common::QuoteIdent;
+inline std::string QualifiedName(std::string_view schema, std::string_view name) {
+  return common::QuoteQualified(schema, name);
+}
 
 // Appends one field in COPY's text format: \N for NULL, backslash, newline, carriage return and
 // tab escaped.

@@ -1,7 +1,7 @@
 // client/cli/main.cc: the `dblog` command: subcommand dispatch, exit codes, and turning
 // SIGINT/SIGTERM into a clean stop.
 // Owns: process-level concerns (argv, signals, exit status). Each subcommand's work lives in
-// its own file (tail.cc, apply.cc).
+// its own file (tail.cc, apply.cc, publish.cc).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "client/cli/apply.h"
+#include "client/cli/publish.h"
 #include "client/cli/tail.h"
 #include "client/client.h"
 
@@ -98,10 +99,25 @@ int RunApplyCommand(const std::vector<std::string>& args) {
   return dblog::cli::RunApply(*options, interrupter, stderr);
 }
 
+int RunPublishCommand(const std::vector<std::string>& args) {
+  std::optional<dblog::cli::PublishCommandOptions> options;
+  try {
+    options = dblog::cli::ParsePublishArgs(args, dblog::cli::ProcessEnvironment(), std::cout);
+  } catch (const dblog::cli::UsageError& e) {
+    std::fprintf(stderr, "dblog publish: %s\nTry 'dblog publish --help'.\n", e.what());
+    return 2;
+  }
+  if (!options) return 0;  // --help
+  auto interrupter = std::make_shared<dblog::client::Interrupter>();
+  SignalWatcher watcher(interrupter);
+  return dblog::cli::RunPublish(*options, interrupter, stderr);
+}
+
 // Subcommands, in the order `dblog --help` lists them.
 const Command kCommands[] = {
     {"tail", "print a consumer's change stream as NDJSON on stdout", RunTailCommand},
     {"apply", "apply a consumer's change stream to a PostgreSQL database", RunApplyCommand},
+    {"publish", "write a consumer's change stream into NATS JetStream", RunPublishCommand},
 };
 
 void PrintUsage(std::FILE* to) {

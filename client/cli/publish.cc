@@ -1,0 +1,226 @@
+// client/cli/publish.cc: `dblog publish` (see publish.h).
+#include "client/cli/publish.h"
+
+#include <boost/program_options.hpp>
+#include <cctype>
+#include <sstream>
+
+#include "client/position.h"
+#include "client/retry.h"
+
+namespace dblog::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+po::options_description PublishFlags() {
+  po::options_description flags("Options");
+  // clang-format off
+  flags.add_options()
+      ("consumer", po::value<std::string>()->value_name("NAME"),
+       "consumer name, [a-z][a-z0-9_]{0,47} (required)")
+      ("to", po::value<std::string>()->value_name("URL"),
+       "the broker: nats://HOST:PORT[,nats://HOST:PORT...] (nodes of one NATS cluster) "
+       "(required; default $DBLOG_PUBLISH_TO)")
+      ("stream", po::value<std::string>()->value_name("NAME"),
+       "the JetStream stream (default DBLOG_<CONSUMER>, upper case); created when missing")
+      ("subject-prefix", po::value<std::string>()->value_name("PREFIX"),
+       "subjects are PREFIX.control and PREFIX.table.<schema>.<table> (default dblog.<consumer>)")
+      ("replicas", po::value<std::string>()->value_name("N"),
+       "replicas of a stream this creates, 1 to 5 (default 1)")
+      ("format", po::value<std::string>()->value_name("FORMAT"),
+       "dblog (default): each message one dblog.v1.StreamEvent; debezium-json: changes and "
+       "truncates only, as Debezium's PostgreSQL change events (schemaless JSON, the key in "
+       "header Dblog-Key, a delete followed by a tombstone)")
+      ("ack-timeout", po::value<std::string>()->value_name("SECONDS"),
+       "how long to wait for the broker's confirmations before starting over (default 10)")
+      ("host", po::value<std::string>()->value_name("HOST"),
+       "dblogd host (default: $DBLOG_HOST, else 127.0.0.1)")
+      ("port", po::value<std::string>()->value_name("PORT"),
+       "dblogd port (default: $DBLOG_PORT, else 7654)")
+      ("token", po::value<std::string>()->value_name("TOKEN"),
+       "the consumer's token, when dblogd requires one (default: $DBLOG_TOKEN)")
+      ("token-file", po::value<std::string>()->value_name("FILE"),
+       "read the token from FILE (default: $DBLOG_TOKEN_FILE)");
+  AddTlsFlags(flags);
+  AddRetryFlags(flags);
+  flags.add_options()
+      ("help,h", "show this help and exit");
+  // clang-format on
+  return flags;
+}
+
+}  // namespace
+
+std::string PublishHelp() {
+  std::ostringstream help;
+  help << "Usage: dblog publish --consumer NAME --to nats://HOST:PORT [options]\n"
+          "\n"
+          "Writes a consumer's change stream from dblogd into NATS JetStream, so that any\n"
+          "number of readers read it from there instead of each holding a replication slot.\n"
+          "Layout (docs/publish.md): one stream per consumer; Begin, Commit and the bootstrap's\n"
+          "begin and end on PREFIX.control; each table's Relation, changes, truncates and\n"
+          "repair chunks on PREFIX.table.<schema>.<table> (names %-escaped), so that a reader\n"
+          "of one subject can apply that table alone. Every message is one dblog.v1.StreamEvent\n"
+          "with headers Dblog-Position, Dblog-Event, Nats-Msg-Id (and Dblog-Part, Dblog-Table,\n"
+          "Dblog-Relation-Seq: the stream sequence of the table's Relation).\n"
+          "\n"
+          "Exactly once: a position is acknowledged to dblogd only after JetStream confirmed\n"
+          "(PubAck) everything up to it. On start, and after any failure, it reads the last\n"
+          "position stored in the stream itself and resumes after it; every message must land at\n"
+          "the next stream sequence (Nats-Expected-Last-Sequence), so a message lost in flight\n"
+          "never leaves a gap. Killed at any moment (it, dblogd, a NATS node), the stream ends up\n"
+          "with every event once.\n"
+          "\n"
+          "It keeps running: when dblogd or NATS is down, restarts, or a connection is lost, it\n"
+          "says why on stderr and starts over (waits of 0.5 s doubling to 30 s, with jitter).\n"
+          "Errors retrying cannot fix exit at once (a refused token, an unknown consumer, a\n"
+          "stream that exists with other subjects). Not yet: kafka:// (docs/publish.md).\n"
+          "\n"
+       << PublishFlags()
+       << "\n"
+          "Environment: DBLOG_HOST, DBLOG_PORT, DBLOG_TOKEN (or DBLOG_TOKEN_FILE), DBLOG_TLS*,\n"
+          "DBLOG_PUBLISH_TO give defaults.\n"
+          "Exit status: 0 on SIGINT/SIGTERM (after the broker confirmed what was sent), 1 on an\n"
+          "error retrying cannot fix (with --once: on any error), 2 on a bad command line.\n";
+  return help.str();
+}
+
+std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::string>& args,
+                                                      const Environment& env,
+                                                      std::ostream& help_out) {
+  const po::options_description flags = PublishFlags();
+  const po::variables_map vm = ParseFlags(args, flags);
+  if (vm.count("help")) {
+    help_out << PublishHelp();
+    return std::nullopt;
+  }
+  PublishCommandOptions options;
+  options.connect.client_name = "dblog-publish/0.1";
+  ReadConsumerFlag(vm, options.connect);
+  const std::string& consumer = options.connect.consumer;
+
+  std::string to;
+  if (vm.count("to")) {
+    to = vm["to"].as<std::string>();
+  } else if (const auto t = env("DBLOG_PUBLISH_TO")) {
+    to = *t;
+  } else {
+    throw UsageError("--to is required (nats://HOST:PORT)");
+  }
+  if (to.rfind("kafka://", 0) == 0)
+    throw UsageError("--to kafka://: Kafka is not supported yet (issue #16; docs/publish.md); "
+                     "use nats://");
+  try {
+    options.jetstream.servers = publish::ParseNatsUrl(to);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("invalid --to: ") + e.what());
+  }
+
+  if (vm.count("format")) {
+    const std::string format = vm["format"].as<std::string>();
+    if (format == "debezium-json")
+      options.format = publish::Format::kDebeziumJson;
+    else if (format != "dblog")
+      throw UsageError("unknown --format '" + format + "' (dblog, debezium-json)");
+  }
+
+  std::string stream = "DBLOG_" + consumer;
+  for (char& c : stream) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (vm.count("stream")) stream = vm["stream"].as<std::string>();
+  if (stream.empty() || stream.find_first_of(" \t\r\n.*>/\\") != std::string::npos)
+    throw UsageError("invalid --stream '" + stream +
+                     "': a JetStream name has no spaces, '.', '*', '>', '/' or '\\'");
+  options.jetstream.stream = stream;
+
+  options.prefix = "dblog." + consumer;
+  if (vm.count("subject-prefix")) options.prefix = vm["subject-prefix"].as<std::string>();
+  {
+    // tokens of [A-Za-z0-9_-], separated by single dots
+    bool ok = !options.prefix.empty() && options.prefix.front() != '.' &&
+              options.prefix.back() != '.' && options.prefix.find("..") == std::string::npos;
+    for (const char c : options.prefix)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+    if (!ok)
+      throw UsageError("invalid --subject-prefix '" + options.prefix +
+                       "': tokens of letters, digits, '_' and '-' separated by '.'");
+  }
+  options.jetstream.subjects = options.prefix + ".>";
+  if (vm.count("replicas"))
+    options.jetstream.replicas =
+        static_cast<int>(ParseNumber(vm["replicas"].as<std::string>(), 1, 5, "--replicas"));
+  if (vm.count("ack-timeout"))
+    options.jetstream.ack_timeout =
+        ParseSeconds(vm["ack-timeout"].as<std::string>(), 0.1, 3600, "--ack-timeout");
+  options.jetstream.max_pending = options.max_in_flight * 2;
+
+  ReadServerFlags(vm, env, options.connect);
+  ReadRetryFlags(vm, options.retry, options.connect);
+  return options;
+}
+
+int RunPublish(const PublishCommandOptions& options,
+               std::shared_ptr<client::Interrupter> interrupter, std::FILE* err) {
+  const auto log = [err](const std::string& line) {
+    std::fprintf(err, "dblog publish: %s\n", line.c_str());
+    std::fflush(err);
+  };
+  publish::PublisherOptions popts;
+  popts.connect = options.connect;
+  popts.prefix = options.prefix;
+  popts.format = options.format;
+  popts.max_in_flight = options.max_in_flight;
+  publish::Publisher publisher(popts, interrupter, log);
+  client::Backoff backoff(options.retry.backoff);
+  const auto summary = [&] {
+    const auto& s = publisher.stats();
+    return std::to_string(s.messages) + " messages written" +
+           (s.acked ? ", acknowledged through " + client::FormatPosition(*s.acked) : "");
+  };
+  for (;;) {
+    std::string reason;
+    bool retryable = false;
+    const auto started = std::chrono::steady_clock::now();
+    {
+      publish::JetStream broker(options.jetstream);
+      try {
+        if (publisher.Run(broker)) {
+          log("stopped by signal: " + summary());
+          return 0;
+        }
+        reason = "dblogd closed the connection";
+        retryable = true;
+        if (options.retry.once) {
+          log("dblogd closed the stream: " + summary());
+          return 0;
+        }
+      } catch (const client::Interrupted&) {
+        log("stopped by signal: " + summary());
+        return 0;
+      } catch (const publish::BrokerError& e) {
+        reason = e.what();
+        retryable = e.retryable();
+      } catch (const client::ClientError& e) {
+        reason = e.what();
+        retryable = client::IsRetryable(e);
+      } catch (const std::exception& e) {
+        reason = e.what();
+        retryable = false;
+      }
+    }
+    if (!retryable || options.retry.once) {
+      log("error: " + reason);
+      return 1;
+    }
+    if (client::ConnectionWorked(options.retry.backoff, publisher.progressed(),
+                                 std::chrono::steady_clock::now() - started))
+      backoff.Reset();
+    if (!WaitToRetry(backoff, *interrupter, log, reason)) {
+      log("stopped by signal: " + summary());
+      return 0;
+    }
+  }
+}
+
+}  // namespace dblog::cli

@@ -1,0 +1,304 @@
+// client/publish/layout.cc: see layout.h.
+#include "client/publish/layout.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <stdexcept>
+
+#include "client/position.h"
+#include "client/publish/debezium.h"
+
+namespace dblog::publish {
+
+using dblog::v1::StreamEvent;
+
+std::string PositionText(const dblog::v1::Position& position) {
+  return client::FormatPosition(position);
+}
+
+std::optional<dblog::v1::Position> ParsePositionText(std::string_view text) {
+  // %X/%X:%u, hex without prefix, no sign, nothing else
+  std::uint64_t hi = 0, lo = 0, seq = 0;
+  std::size_t i = 0;
+  const auto hex = [&](std::uint64_t& out, std::size_t max_digits) {
+    std::size_t digits = 0;
+    while (i < text.size()) {
+      const char c = text[i];
+      int v;
+      if (c >= '0' && c <= '9') v = c - '0';
+      else if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
+      else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+      else break;
+      out = out * 16 + static_cast<std::uint64_t>(v);
+      ++i;
+      if (++digits > max_digits) return false;
+    }
+    return digits > 0;
+  };
+  if (!hex(hi, 8) || i >= text.size() || text[i++] != '/') return std::nullopt;
+  if (!hex(lo, 8) || i >= text.size() || text[i++] != ':') return std::nullopt;
+  std::size_t digits = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    seq = seq * 10 + static_cast<std::uint64_t>(text[i++] - '0');
+    if (++digits > 10) return std::nullopt;
+  }
+  if (digits == 0 || i != text.size() || seq > UINT32_MAX) return std::nullopt;
+  return client::MakePosition(hi << 32 | lo, static_cast<std::uint32_t>(seq));
+}
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string_view text) {
+  unsigned part = 0, parts = 0;
+  char tail = 0;
+  const std::string s(text);
+  if (std::sscanf(s.c_str(), "%u/%u%c", &part, &parts, &tail) != 2) return std::nullopt;
+  if (part == 0 || part > parts) return std::nullopt;
+  return std::make_pair(static_cast<std::uint32_t>(part), static_cast<std::uint32_t>(parts));
+}
+
+std::string SubjectToken(std::string_view name) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(name.size());
+  for (const unsigned char c : name) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+        c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (out.empty()) out = "%";  // never an empty token (PostgreSQL names are never empty)
+  return out;
+}
+
+Layout::Layout(std::string prefix, Format format) : prefix_(std::move(prefix)), format_(format) {}
+
+std::string Layout::TableSubject(const std::string& schema, const std::string& name) const {
+  return prefix_ + ".table." + SubjectToken(schema) + "." + SubjectToken(name);
+}
+
+namespace {
+
+const char* EventName(const StreamEvent& event) {
+  switch (event.event_case()) {
+    case StreamEvent::kBegin: return "begin";
+    case StreamEvent::kRelation: return "relation";
+    case StreamEvent::kChange: return "change";
+    case StreamEvent::kTruncate: return "truncate";
+    case StreamEvent::kMessage: return "message";
+    case StreamEvent::kCommit: return "commit";
+    case StreamEvent::kBootstrapBegin: return "bootstrap_begin";
+    case StreamEvent::kBootstrapEnd: return "bootstrap_end";
+    case StreamEvent::kChunkBegin: return "chunk_begin";
+    case StreamEvent::kChunkEnd: return "chunk_end";
+    default: return "";
+  }
+}
+
+std::string MsgId(const std::optional<dblog::v1::Position>& position, std::uint32_t part,
+                  std::uint32_t parts) {
+  std::string id = PositionText(*position);
+  if (parts > 1) id += "#" + std::to_string(part);
+  return id;
+}
+
+}  // namespace
+
+LogMessage Layout::TableMessageByName(const std::string& schema, const std::string& name,
+                                      const StreamEvent& event) const {
+  LogMessage m;
+  m.subject = TableSubject(schema, name);
+  m.table = schema + "." + name;
+  m.event = EventName(event);
+  m.position = client::PositionOf(event);
+  event.SerializeToString(&m.payload);
+  return m;
+}
+
+LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) const {
+  const dblog::v1::Relation* rel = relations_.Find(oid);
+  if (!rel) {
+    throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
+                             std::to_string(oid) + " came before its Relation");
+  }
+  LogMessage m = TableMessageByName(rel->schema(), rel->name(), event);
+  m.relation_oid = oid;
+  return m;
+}
+
+std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
+  std::vector<LogMessage> out;
+  DebeziumSource source;
+  source.name = prefix_;
+  source.snapshot = in_bootstrap_ ? "true" : in_chunk_ ? "incremental" : "false";
+  source.xid = xid_;
+  source.commit_time = commit_time_;
+  const auto table_message = [&](std::uint32_t oid, std::string payload, std::string key) {
+    const dblog::v1::Relation* rel = relations_.Find(oid);
+    LogMessage m;
+    m.subject = TableSubject(rel->schema(), rel->name());
+    m.table = rel->schema() + "." + rel->name();
+    m.relation_oid = oid;
+    m.position = client::PositionOf(event);
+    m.event = EventName(event);
+    m.payload = std::move(payload);
+    m.key = std::move(key);
+    return m;
+  };
+  const auto relation = [&](std::uint32_t oid) -> const dblog::v1::Relation& {
+    const dblog::v1::Relation* rel = relations_.Find(oid);
+    if (!rel) {
+      throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
+                               std::to_string(oid) + " came before its Relation");
+    }
+    return *rel;
+  };
+  switch (event.event_case()) {
+    case StreamEvent::kRelation:
+      relations_.Put(event.relation());
+      break;
+    case StreamEvent::kBegin:
+      xid_ = event.begin().xid();
+      commit_time_ = event.begin().commit_time();
+      break;
+    case StreamEvent::kCommit:
+      xid_ = 0;
+      commit_time_ = 0;
+      break;
+    case StreamEvent::kBootstrapBegin:
+      in_bootstrap_ = true;
+      break;
+    case StreamEvent::kBootstrapEnd:
+      in_bootstrap_ = false;
+      break;
+    case StreamEvent::kChunkBegin:
+      in_chunk_ = true;
+      break;
+    case StreamEvent::kChunkEnd:
+      in_chunk_ = false;
+      break;
+    case StreamEvent::kMessage:
+      if (!event.message().transactional())
+        throw std::runtime_error("a non-transactional message has no position to publish at");
+      break;
+    case StreamEvent::kChange: {
+      const dblog::v1::Change& change = event.change();
+      const dblog::v1::Relation& rel = relation(change.relation_oid());
+      if (change.commit_time()) source.commit_time = change.commit_time();
+      if (change.xid()) source.xid = change.xid();
+      std::string key = DebeziumKey(rel, KeyOfChange(rel, change));
+      out.push_back(table_message(change.relation_oid(), DebeziumChange(rel, change, source), key));
+      if (change.kind() == dblog::v1::Change::DELETE) {
+        LogMessage tombstone = table_message(change.relation_oid(), "", key);
+        tombstone.event = "tombstone";
+        out.push_back(std::move(tombstone));
+      }
+      break;
+    }
+    case StreamEvent::kTruncate:
+      for (const std::uint32_t oid : event.truncate().relation_oids())
+        out.push_back(
+            table_message(oid, DebeziumTruncate(relation(oid), event.truncate(), source), ""));
+      break;
+    default:
+      throw std::runtime_error("an event with nothing to publish");
+  }
+  return out;
+}
+
+std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
+  std::vector<LogMessage> out;
+  if (format_ == Format::kDebeziumJson) {
+    out = MapDebezium(event);
+    const auto parts = static_cast<std::uint32_t>(out.size());
+    for (std::uint32_t i = 0; i < parts; ++i) {
+      out[i].part = i + 1;
+      out[i].parts = parts;
+      out[i].msg_id = MsgId(out[i].position, i + 1, parts);
+    }
+    return out;
+  }
+  const auto control = [&](const StreamEvent& ev) {
+    LogMessage m;
+    m.subject = ControlSubject();
+    m.event = EventName(ev);
+    m.position = client::PositionOf(ev);
+    ev.SerializeToString(&m.payload);
+    return m;
+  };
+  switch (event.event_case()) {
+    case StreamEvent::kBegin:
+    case StreamEvent::kCommit:
+      out.push_back(control(event));
+      break;
+    case StreamEvent::kMessage:
+      if (!event.message().transactional())
+        throw std::runtime_error("a non-transactional message has no position to publish at");
+      out.push_back(control(event));
+      break;
+    case StreamEvent::kRelation: {
+      relations_.Put(event.relation());
+      LogMessage m = TableMessage(event.relation().oid(), event);
+      m.is_relation = true;
+      out.push_back(std::move(m));
+      break;
+    }
+    case StreamEvent::kChange:
+      out.push_back(TableMessage(event.change().relation_oid(), event));
+      break;
+    case StreamEvent::kChunkBegin:
+      out.push_back(TableMessage(event.chunk_begin().relation_oid(), event));
+      break;
+    case StreamEvent::kChunkEnd:
+      out.push_back(TableMessage(event.chunk_end().relation_oid(), event));
+      break;
+    case StreamEvent::kTruncate:
+      // the whole event on the control subject, then one per table naming only that table
+      out.push_back(control(event));
+      for (const std::uint32_t oid : event.truncate().relation_oids()) {
+        StreamEvent one = event;
+        one.mutable_truncate()->clear_relation_oids();
+        one.mutable_truncate()->add_relation_oids(oid);
+        out.push_back(TableMessage(oid, one));
+      }
+      break;
+    case StreamEvent::kBootstrapBegin:
+    case StreamEvent::kBootstrapEnd: {
+      // the whole event on the control subject, then one per table naming only that table
+      out.push_back(control(event));
+      const auto& tables = event.has_bootstrap_begin() ? event.bootstrap_begin().tables()
+                                                       : event.bootstrap_end().tables();
+      for (const auto& table : tables) {
+        StreamEvent one = event;
+        auto* list = one.has_bootstrap_begin() ? one.mutable_bootstrap_begin()->mutable_tables()
+                                               : one.mutable_bootstrap_end()->mutable_tables();
+        list->Clear();
+        *list->Add() = table;
+        LogMessage m = TableMessageByName(table.schema(), table.name(), one);
+        m.relation_oid = table.relation_oid();
+        out.push_back(std::move(m));
+      }
+      break;
+    }
+    default:
+      throw std::runtime_error("an event with nothing to publish");
+  }
+  const auto parts = static_cast<std::uint32_t>(out.size());
+  for (std::uint32_t i = 0; i < parts; ++i) {
+    LogMessage& m = out[i];
+    m.part = i + 1;
+    m.parts = parts;
+    if (m.is_relation) continue;
+    if (m.position) {
+      m.msg_id = MsgId(m.position, m.part, parts);
+    } else {  // BootstrapBegin: one per bootstrap attempt, told apart by its consistent point
+      m.msg_id = "bootstrap_begin:" + client::FormatLsn(event.bootstrap_begin().consistent_point()) +
+                 "#" + std::to_string(m.part);
+    }
+  }
+  return out;
+}
+
+}  // namespace dblog::publish

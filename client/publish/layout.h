@@ -1,0 +1,99 @@
+// client/publish/layout.h: where each event of a consumer's stream goes in a distributed log
+// (docs/publish.md, "Layout in the log"), as pure logic: subjects, parts, deduplication ids and
+// the position header's text. No I/O, no broker library: the brokers (broker.h) write what
+// Layout::Map returns, in order.
+// Owns: the mapping event -> messages, subject names, the position header format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "client/relation_cache.h"
+#include "dblog/v1/consumer.pb.h"
+
+namespace dblog::publish {
+
+// Header names, the same on every broker.
+inline constexpr char kPositionHeader[] = "Dblog-Position";       // "0/16B3748:3"
+inline constexpr char kPartHeader[] = "Dblog-Part";               // "2/3", only when parts > 1
+inline constexpr char kEventHeader[] = "Dblog-Event";             // "change", "relation", ...
+inline constexpr char kTableHeader[] = "Dblog-Table";             // "public.items" (table messages)
+inline constexpr char kRelationSeqHeader[] = "Dblog-Relation-Seq";  // log sequence of the Relation
+inline constexpr char kKeyHeader[] = "Dblog-Key";  // debezium-json: the key as its own JSON
+
+// What a message's payload is.
+enum class Format {
+  kDblog,         // one serialized dblog.v1.StreamEvent
+  kDebeziumJson,  // Debezium's PostgreSQL change event (debezium.h); only changes and truncates
+};
+
+// One message to write.
+struct LogMessage {
+  std::string subject;
+  std::string payload;  // a serialized dblog.v1.StreamEvent (Format::kDebeziumJson: JSON, or
+                        // empty for a tombstone)
+  std::optional<dblog::v1::Position> position;  // none: Relation, BootstrapBegin
+  std::uint32_t part = 1;
+  std::uint32_t parts = 1;
+  std::string event;            // kEventHeader's value
+  std::string msg_id;           // the broker's deduplication id; empty: none (Relation)
+  std::uint32_t relation_oid = 0;  // table messages: the table; 0: the control subject
+  std::string table;            // table messages: "schema.name"
+  bool is_relation = false;
+  std::string key;              // kKeyHeader's value (debezium-json)
+};
+
+// "0/16B3748:3" (client::FormatPosition) and back; nullopt for anything else.
+std::string PositionText(const dblog::v1::Position& position);
+std::optional<dblog::v1::Position> ParsePositionText(std::string_view text);
+// "2/3" and back.
+std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string_view text);
+
+// A schema or table name as one NATS subject token: ASCII letters, digits, '_' and '-' stay,
+// every other byte becomes %XX (so '.', '*', '>', spaces and '%' itself never reach the
+// subject). Injective: different names give different tokens.
+std::string SubjectToken(std::string_view name);
+
+class Layout {
+ public:
+  // prefix: "dblog.<consumer>" by default; subjects are <prefix>.control and
+  // <prefix>.table.<schema token>.<table token>.
+  explicit Layout(std::string prefix, Format format = Format::kDblog);
+
+  const std::string& prefix() const { return prefix_; }
+  std::string ControlSubject() const { return prefix_ + ".control"; }
+  std::string TableSubject(const std::string& schema, const std::string& name) const;
+  // Everything this layout writes: <prefix>.>
+  std::string AllSubjects() const { return prefix_ + ".>"; }
+
+  // The messages of one event, in the order to write them. Throws std::runtime_error for an
+  // event naming a table whose Relation did not come first, or an event with nothing to
+  // publish (an empty StreamEvent, a non-transactional Message: never requested).
+  // Format::kDebeziumJson writes changes and truncates only (every event is still observed):
+  // a change is one message on its table's subject, a DELETE two (the event, then a tombstone
+  // with an empty payload), a Truncate one per table with op "t".
+  std::vector<LogMessage> Map(const dblog::v1::StreamEvent& event);
+
+ private:
+  LogMessage TableMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event) const;
+  LogMessage TableMessageByName(const std::string& schema, const std::string& name,
+                                const dblog::v1::StreamEvent& event) const;
+
+  std::vector<LogMessage> MapDebezium(const dblog::v1::StreamEvent& event);
+
+  std::string prefix_;
+  Format format_;
+  client::RelationCache relations_;
+  // debezium-json: the open transaction's xid and commit time, and whether rows are a
+  // bootstrap's or a repair's
+  std::uint64_t xid_ = 0;
+  std::int64_t commit_time_ = 0;
+  bool in_bootstrap_ = false;
+  bool in_chunk_ = false;
+};
+
+}  // namespace dblog::publish

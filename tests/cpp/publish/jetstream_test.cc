@@ -1,0 +1,810 @@
+// tests/cpp/publish/jetstream_test.cc: `dblog publish` into real NATS JetStream servers that
+// the test starts itself (nats-server -js, free ports, temp store dirs), with the real dblogd
+// and the real `dblog publish` as child processes. Readers are built on JetStream pull
+// consumers: one on every subject (the full stream, Dblog-Part 1 of each position) and one per
+// table through a subject filter; each replays what it read (dblogd_fixture.h's Replay) and must
+// equal the source, table by table. Every reader also checks that no deduplication id comes
+// twice and that every table message's Dblog-Relation-Seq names a Relation of its table.
+#include <nats/nats.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "client/publish/layout.h"
+#include "dblogd_fixture.h"
+
+namespace dblog::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// One nats-server process with JetStream, on a free port, its store in a temp dir.
+class NatsServer {
+ public:
+  // cluster: this node's cluster port and every node's (routes); empty: a single server.
+  NatsServer(std::string name, std::uint16_t port, std::uint16_t cluster_port,
+             std::vector<std::uint16_t> routes)
+      : name_(std::move(name)), port_(port), cluster_port_(cluster_port), routes_(std::move(routes)) {
+    char tmpl[] = "/tmp/dblog-nats-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  ~NatsServer() {
+    Kill();
+    std::error_code ec;
+    if (!std::getenv("DBLOG_TEST_KEEP_NATS")) std::filesystem::remove_all(dir_, ec);
+  }
+  void Start() {
+    std::vector<std::string> args = {"nats-server", "-js", "-a", "127.0.0.1", "-p",
+                                     std::to_string(port_), "-sd", dir_ + "/store", "-n", name_};
+    if (cluster_port_) {
+      std::string routes;
+      for (auto r : routes_)
+        if (r != cluster_port_)
+          routes += (routes.empty() ? "" : ",") + std::string("nats://127.0.0.1:") + std::to_string(r);
+      args.insert(args.end(), {"--cluster_name", "dblogtest", "--cluster",
+                               "nats://127.0.0.1:" + std::to_string(cluster_port_), "--routes",
+                               routes});
+    }
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen((dir_ + "/log").c_str(), "a");
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execvp("nats-server", argv.data());
+      execv("/usr/sbin/nats-server", argv.data());  // Debian's, when /usr/sbin is not on PATH
+      _exit(127);
+    }
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      const int fd = RawConnect(port_);
+      if (fd >= 0) {
+        close(fd);
+        return;
+      }
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL() << "nats-server exited; is it installed (scripts/install-deps.sh)? log: " << Log();
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "nats-server did not listen";
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
+  std::string Log() const {
+    std::ifstream f(dir_ + "/log");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+
+ private:
+  std::string name_;
+  std::uint16_t port_, cluster_port_;
+  std::vector<std::uint16_t> routes_;
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+// `dblog publish` as a child process.
+class PublishProcess {
+ public:
+  explicit PublishProcess(std::vector<std::string> args) : args_(std::move(args)) {
+    char tmpl[] = "/tmp/dblog-publish-XXXXXX";
+    close(mkstemp(tmpl));
+    log_ = tmpl;
+  }
+  ~PublishProcess() {
+    Kill();
+    if (!keep_log_) unlink(log_.c_str());
+  }
+  void Start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_.c_str(), "a");
+      dup2(fileno(f), 2);
+      dup2(fileno(f), 1);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(DBLOG_PATH));
+      argv.push_back(const_cast<char*>("publish"));
+      for (auto& a : args_) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    ++starts_;
+  }
+  // Restarts it if it exited (it keeps running through lost connections, so an exit is an
+  // error the test shows in the log).
+  void Supervise() {
+    int status;
+    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      ++exits_;
+      std::this_thread::sleep_for(200ms);
+      Start();
+    }
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  int exits() const { return exits_; }
+  std::string Log() {
+    keep_log_ = true;
+    std::ifstream f(log_);
+    return log_ + ":\n" + std::string(std::istreambuf_iterator<char>(f), {});
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::string log_;
+  bool keep_log_ = false;
+  pid_t pid_ = -1;
+  int starts_ = 0, exits_ = 0;
+};
+
+std::string HeaderOf(natsMsg* msg, const char* key) {
+  const char* v = nullptr;
+  if (natsMsgHeader_Get(msg, key, &v) != NATS_OK || !v) return {};
+  return v;
+}
+
+// A JetStream client for the readers.
+class Nats {
+ public:
+  explicit Nats(const std::vector<std::string>& urls) {
+    natsOptions* o = nullptr;
+    natsOptions_Create(&o);
+    std::vector<const char*> u;
+    for (auto& s : urls) u.push_back(s.c_str());
+    natsOptions_SetServers(o, u.data(), static_cast<int>(u.size()));
+    natsOptions_SetMaxReconnect(o, 100);
+    const natsStatus s = natsConnection_Connect(&nc_, o);
+    natsOptions_Destroy(o);
+    if (s != NATS_OK) throw std::runtime_error(std::string("nats connect: ") + natsStatus_GetText(s));
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = 10000;
+    natsConnection_JetStream(&js_, nc_, &jo);
+  }
+  ~Nats() {
+    jsCtx_Destroy(js_);
+    natsConnection_Destroy(nc_);
+  }
+  jsCtx* js() { return js_; }
+  std::string last_error() const {
+    std::string all;
+    for (const auto& e : errors_) all += e + " | ";
+    return all;
+  }
+
+  // The position of the last message on `subject`, if any. (Walks back from the stream's last
+  // sequence with js_GetMsg: js_GetLastMsg times out against a clustered stream with libnats
+  // 3.4 and nats-server 2.9.)
+  std::optional<dblog::v1::Position> LastPosition(const std::string& stream,
+                                                  const std::string& subject, std::string* event) {
+    jsStreamInfo* si = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &code);
+    if (s != NATS_OK) {
+      last_error_ = std::string("stream info: ") + natsStatus_GetText(s) + " " +
+                    std::to_string(code) + " " + (nats_GetLastError(nullptr) ? nats_GetLastError(nullptr) : "");
+      errors_.insert(last_error_);
+      return std::nullopt;
+    }
+    const std::uint64_t last = si->State.LastSeq, first = si->State.FirstSeq;
+    jsStreamInfo_Destroy(si);
+    for (std::uint64_t seq = last; seq >= first && seq > 0; --seq) {
+      natsMsg* msg = nullptr;
+      s = js_GetMsg(&msg, js_, stream.c_str(), seq, nullptr, &code);
+      if (s != NATS_OK) {
+        last_error_ = std::string("get: ") + natsStatus_GetText(s);
+        return std::nullopt;
+      }
+      if (subject != natsMsg_GetSubject(msg)) {
+        natsMsg_Destroy(msg);
+        continue;
+      }
+      auto p = publish::ParsePositionText(HeaderOf(msg, publish::kPositionHeader));
+      if (event) *event = HeaderOf(msg, publish::kEventHeader);
+      natsMsg_Destroy(msg);
+      return p;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+  std::string last_error_;
+  std::set<std::string> errors_;
+};
+
+// What a reader found, besides its Replay.
+struct ReadReport {
+  std::uint64_t messages = 0;
+  std::uint64_t relation_seq_checked = 0;
+  std::map<std::string, std::uint64_t> last_seq;  // subject -> the last stream sequence read
+};
+
+// Reads everything `filter` holds through a pull consumer (named `durable`_N) into `replay`.
+// full: the reader of every subject, which takes part 1 of each fanned-out position only.
+// Reads until the message at stream sequence `until_seq` (the filter's last one).
+ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& filter,
+                   const std::string& durable, bool full, std::uint64_t until_seq,
+                   Replay& replay) {
+  ReadReport report;
+  natsSubscription* sub = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = NATS_OK;
+  std::uint64_t next_seq = 1;  // the stream sequence to read from
+  int generation = 0;
+  // (Re)creates the pull consumer at next_seq, as a reader that lost its consumer does: a
+  // consumer of a replicated stream can stall for a long while after nodes restarted
+  // (nats-server 2.9). A cluster that just regained a node may also take a while to create it.
+  const auto subscribe = [&]() -> bool {
+    if (sub) {
+      natsSubscription_Unsubscribe(sub);
+      natsSubscription_Destroy(sub);
+      sub = nullptr;
+    }
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      const std::string name = durable + "_" + std::to_string(generation++);
+      jsSubOptions so;
+      jsSubOptions_Init(&so);
+      so.Stream = stream.c_str();
+      so.Config.DeliverPolicy = js_DeliverByStartSequence;
+      so.Config.OptStartSeq = next_seq;
+      s = js_PullSubscribe(&sub, nats.js(), filter.c_str(), name.c_str(), nullptr, &so, &code);
+      if (s == NATS_OK) return true;
+      if (std::chrono::steady_clock::now() > until) {
+        ADD_FAILURE() << "pull subscribe " << filter << ": " << natsStatus_GetText(s) << " " << code;
+        return false;
+      }
+      std::this_thread::sleep_for(500ms);
+    }
+  };
+  if (until_seq > 0 && !subscribe()) return report;
+  std::set<std::string> ids;
+  std::map<std::uint64_t, std::uint32_t> relation_at;  // stream seq -> oid (full reader)
+  const auto deadline = std::chrono::steady_clock::now() + 300s;
+  auto progressed_at = std::chrono::steady_clock::now();
+  bool done = until_seq == 0;
+  while (!done) {
+    natsMsgList list{};
+    s = natsSubscription_Fetch(&list, sub, 512, 3000, &code);
+    if (s != NATS_OK) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "fetch from " << filter << ": " << natsStatus_GetText(s) << " after "
+                      << report.messages << " messages";
+        break;
+      }
+      if (std::chrono::steady_clock::now() - progressed_at > 10s) {
+        if (!subscribe()) break;
+        progressed_at = std::chrono::steady_clock::now();
+      }
+      continue;
+    }
+    progressed_at = std::chrono::steady_clock::now();
+    for (int i = 0; i < list.Count; ++i) {
+      natsMsg* m = list.Msgs[i];
+      ++report.messages;
+      jsMsgMetaData* meta = nullptr;
+      std::uint64_t seq = 0;
+      if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
+        seq = meta->Sequence.Stream;
+        done = seq >= until_seq;
+        next_seq = seq + 1;
+        jsMsgMetaData_Destroy(meta);
+      }
+      report.last_seq[natsMsg_GetSubject(m)] = seq;
+      const std::string id = HeaderOf(m, "Nats-Msg-Id");
+      if (!id.empty() && !ids.insert(id).second) ADD_FAILURE() << "message id " << id << " twice";
+      dblog::v1::StreamEvent ev;
+      if (!ev.ParseFromArray(natsMsg_GetData(m), natsMsg_GetDataLength(m))) {
+        ADD_FAILURE() << "message " << seq << " is not a StreamEvent";
+        continue;
+      }
+      if (ev.has_relation()) relation_at[seq] = ev.relation().oid();
+      const std::string rseq = HeaderOf(m, publish::kRelationSeqHeader);
+      if (full && !rseq.empty() && (ev.has_change() || ev.has_chunk_begin())) {
+        const std::uint32_t oid =
+            ev.has_change() ? ev.change().relation_oid() : ev.chunk_begin().relation_oid();
+        const auto it = relation_at.find(std::stoull(rseq));
+        if (it == relation_at.end() || it->second != oid)
+          ADD_FAILURE() << "message " << seq << ": " << publish::kRelationSeqHeader << " " << rseq
+                        << " is not a Relation of its table";
+        ++report.relation_seq_checked;
+      }
+      const std::string part = HeaderOf(m, publish::kPartHeader);
+      if (!(full && !part.empty() && part.rfind("1/", 0) != 0)) {
+        try {
+          replay.Apply(ev);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "replaying message " << seq << ": " << e.what();
+        }
+      }
+      natsMsg_Ack(m, nullptr);
+    }
+    natsMsgList_Destroy(&list);
+  }
+  if (sub) natsSubscription_Destroy(sub);
+  return report;
+}
+
+// A randomized write transaction on the oracle's tables (tests/cpp/oracle/oracle_test.cc's
+// workload, less the bulk: inserts, updates, deletes, key changes, TOASTed values, truncates,
+// rollbacks).
+void RandomTransaction(PgConn& db, const std::string& s, std::mt19937_64& rng) {
+  const int rows = rng() % 40 == 0 ? 500 : 1 + static_cast<int>(rng() % 5);
+  const bool rollback = rng() % 15 == 0;
+  db.exec("BEGIN");
+  for (int i = 0; i < rows; ++i) {
+    const int id = static_cast<int>(rng() % 3000);
+    const std::string ids = std::to_string(id);
+    switch (rng() % 10) {
+      case 0: case 1:
+        db.exec("INSERT INTO " + s + ".t_int VALUES (" + ids + ", " + std::to_string(rng() % 100) +
+                ", 'v" + ids + "', CASE WHEN " + ids + " % 10 = 0 THEN repeat('t', 4000) END, " +
+                std::to_string(rng() % 1000) + ".25) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v");
+        break;
+      case 2:
+        db.exec("UPDATE " + s + ".t_int SET v = v + 1, n = n * 2 WHERE id = " + ids);
+        break;
+      case 3:
+        db.exec("UPDATE " + s + ".t_int SET s = NULL WHERE id = " + ids);
+        break;
+      case 4:
+        db.exec("DELETE FROM " + s + ".t_int WHERE id = " + ids);
+        break;
+      case 5:
+        db.exec("UPDATE " + s + ".t_int SET id = id + 3000 WHERE id = " + ids +
+                " AND NOT EXISTS (SELECT 1 FROM " + s + ".t_int WHERE id = " + ids + " + 3000)");
+        break;
+      case 6:
+        db.exec("INSERT INTO " + s + ".t_comp VALUES ('k" + std::to_string(id % 30) + "', " + ids +
+                ", '{\"x\": " + ids + "}', now()) ON CONFLICT (a, b) DO UPDATE SET v = "
+                "jsonb_set(t_comp.v, '{y}', to_jsonb(" + ids + "))");
+        break;
+      case 7:
+        db.exec("UPDATE " + s + ".t_comp SET b = b + 100000 WHERE a = 'k" +
+                std::to_string(id % 30) + "' AND b = " + ids);
+        break;
+      case 8:
+        db.exec("INSERT INTO " + s + ".t_uuid VALUES (md5('" + ids + "')::uuid, date '2024-01-01' + " +
+                ids + ", " + std::to_string(rng() % 1000) + " / 7.0, NULL) ON CONFLICT (id) DO "
+                "UPDATE SET f = t_uuid.f + 1, nul = 'set'");
+        break;
+      case 9:
+        if (rng() % 50 == 0)
+          db.exec("TRUNCATE " + s + ".t_uuid, " + s + ".t_comp");
+        else
+          db.exec("DELETE FROM " + s + ".t_uuid WHERE id = md5('" + ids + "')::uuid");
+        break;
+    }
+  }
+  db.exec(rollback ? "ROLLBACK" : "COMMIT");
+}
+
+class PublishTest : public DblogdTest {
+ protected:
+  void CreateTables() {
+    const std::string s = schema();
+    db().exec("CREATE TABLE " + s + ".t_int (id int PRIMARY KEY, v int, s text, big text, n numeric)");
+    db().exec("ALTER TABLE " + s + ".t_int ALTER COLUMN big SET STORAGE EXTERNAL");
+    db().exec("CREATE TABLE " + s + ".t_comp (a text, b bigint, v jsonb, ts timestamptz, "
+              "PRIMARY KEY (a, b))");
+    db().exec("CREATE TABLE " + s + ".t_uuid (id uuid PRIMARY KEY, d date, f float8, nul text)");
+  }
+  std::string Stream() const {
+    std::string s = "DBLOG_" + consumer();
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  }
+  std::string Prefix() const { return "dblog." + consumer(); }
+  std::vector<std::string> PublishArgs(const std::string& to, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {"--consumer=" + consumer(),
+                                  "--port=" + std::to_string(dblogd_->port()), "--to=" + to,
+                                  "--retry-min=0.1", "--retry-max=1", "--ack-timeout=3"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  // Waits until the log holds a Commit (or BootstrapEnd) at or after `lsn`: everything before it
+  // is stored.
+  // Waits until the log holds a Commit (or BootstrapEnd) at or after `lsn`: everything before it
+  // is stored.
+  // A new connection each time: a client connected to a node before that node's JetStream was
+  // ready gets no answer to its JetStream requests (nats-server 2.9), and nodes restart here.
+  void WaitForLog(const std::vector<std::string>& urls, std::uint64_t lsn,
+                  PublishProcess& publisher) {
+    const auto deadline = std::chrono::steady_clock::now() + 180s;
+    std::string errors;
+    for (;;) {
+      publisher.Supervise();
+      try {
+        Nats nats(urls);
+        std::string event;
+        const auto p = nats.LastPosition(Stream(), Prefix() + ".control", &event);
+        // (a sentinel committed before the bootstrap's consistent point is one of its rows)
+        if (p && p->commit_lsn() >= lsn && (event == "commit" || event == "bootstrap_end")) return;
+        errors = nats.last_error() + (p ? " last control message: " +
+                                                publish::PositionText(*p) + " " + event
+                                          : " no control message");
+      } catch (const std::exception& e) {
+        errors = e.what();
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "the log never caught up (reading it: " << errors << "); " << publisher.Log()
+          << "\n" << dblogd_->log();
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  // The full reader and one reader per table must each equal the source.
+  void ExpectReadersConverge(const std::vector<std::string>& urls,
+                             const std::vector<std::string>& tables) {
+    Nats nats(urls);
+    std::uint64_t last_seq = 0;
+    {  // nothing deleted from the stream: no gaps
+      jsStreamInfo* si = nullptr;
+      jsErrCode code = static_cast<jsErrCode>(0);
+      ASSERT_EQ(js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code), NATS_OK);
+      last_seq = si->State.LastSeq;
+      EXPECT_EQ(si->State.Msgs, si->State.LastSeq);
+      jsStreamInfo_Destroy(si);
+    }
+    Replay full;
+    const ReadReport r = ReadLog(nats, Stream(), Prefix() + ".>", "full", true, last_seq, full);
+    EXPECT_EQ(r.messages, last_seq);  // the reader of every subject read every message
+    EXPECT_GT(r.relation_seq_checked, 0u);
+    ExpectConverged(full, tables);
+    for (const auto& t : tables) {
+      SCOPED_TRACE("reader of table " + t + " alone");
+      Replay one;
+      const std::string subject = Prefix() + ".table." + schema() + "." + t;
+      const auto last = r.last_seq.find(subject);
+      ReadLog(nats, Stream(), subject, "only_" + t, false,
+              last == r.last_seq.end() ? 0 : last->second, one);
+      ExpectConverged(one, {t});
+    }
+  }
+};
+
+// The end-to-end test: the randomized workload with repairs while `dblog publish` and dblogd are
+// SIGKILLed and restarted at random moments (publish also during the bootstrap); the log must
+// hold every event once and replay into the source, read whole and table by table.
+TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
+  NatsServer nats_server("n1", FreePort(), 0, {});
+  ASSERT_NO_FATAL_FAILURE(nats_server.Start());
+  const std::string s = schema();
+  CreateTables();
+  std::mt19937_64 rng(1601);
+  for (int i = 0; i < 40; ++i) RandomTransaction(db(), s, rng);
+  db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
+            "generate_series(1000000, 1020000) g");
+  {
+    // The stream made here with a duplicate window of 100 ms (JetStream's smallest), so that
+    // Nats-Msg-Id cannot hide a resend: what keeps the log exactly once is the resume point read
+    // from the log and the expected sequence.
+    Nats nats({nats_server.url()});
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const std::string name = Stream(), subjects = Prefix() + ".>";
+    const char* list[] = {subjects.c_str()};
+    cfg.Name = name.c_str();
+    cfg.Subjects = list;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Duplicates = 100 * 1000 * 1000;  // nanoseconds
+    jsStreamInfo* si = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    ASSERT_EQ(js_AddStream(&si, nats.js(), &cfg, nullptr, &code), NATS_OK) << code;
+    jsStreamInfo_Destroy(si);
+  }
+  StartDblogd({"--chunk-size=300"});
+  PublishProcess publisher(PublishArgs(nats_server.url()));
+  publisher.Start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  publisher.Kill();  // in the bootstrap, most likely
+  publisher.Start();
+
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937_64 wrng(7);
+    std::optional<PgConn> conn;
+    while (!stop) {
+      try {
+        if (!conn) conn.emplace(conninfo());
+        RandomTransaction(*conn, s, wrng);
+      } catch (const PgError&) {
+        conn.reset();
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+  });
+  std::vector<std::string> requests;
+  int publish_kills = 1, dblogd_kills = 0;
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 700));
+    publisher.Supervise();
+    switch (rng() % 4) {
+      case 0:
+        publisher.Kill();
+        publisher.Start();
+        ++publish_kills;
+        break;
+      case 1:
+        dblogd_->Signal(SIGKILL);
+        dblogd_->Wait();
+        dblogd_->Start();
+        ++dblogd_kills;
+        break;
+      case 2:
+        requests.push_back(db().scalar("SELECT dblog.repair('" + s + "." +
+                                       std::vector<std::string>{"t_int", "t_comp", "t_uuid"}[rng() % 3] +
+                                       "')"));
+        break;
+      case 3:
+        requests.push_back(db().scalar("SELECT dblog.repair_range('" + s + ".t_int', '{\"id\": " +
+                                       std::to_string(rng() % 1000) + "}', '{\"id\": 2500}')"));
+        break;
+    }
+  }
+  stop = true;
+  writer.join();
+  {
+    const auto deadline = std::chrono::steady_clock::now() + 180s;
+    for (const auto& id : requests) {
+      while (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "done") {
+        publisher.Supervise();
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+            << "repair " << id << " never done; " << publisher.Log();
+        std::this_thread::sleep_for(200ms);
+      }
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitForLog({nats_server.url()}, Sentinel(), publisher));
+  publisher.Kill();
+  EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
+  std::printf("publish e2e: %d publish kills, %d dblogd kills, %zu repairs\n", publish_kills,
+              dblogd_kills, requests.size());
+  ExpectReadersConverge({nats_server.url()}, {"t_int", "t_comp", "t_uuid", "sentinel"});
+}
+
+// A three-node JetStream cluster on loopback with a replicated (R3) stream: one node is killed
+// and restarted while `dblog publish` writes; nothing may be lost or stored twice.
+TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
+  const std::vector<std::uint16_t> cluster = {FreePort(), FreePort(), FreePort()};
+  std::vector<std::unique_ptr<NatsServer>> nodes;
+  std::string urls;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<NatsServer>("n" + std::to_string(i + 1), FreePort(),
+                                                 cluster[i], cluster));
+    urls += (i ? "," : "") + nodes.back()->url();
+  }
+  for (auto& n : nodes) ASSERT_NO_FATAL_FAILURE(n->Start());
+  const std::string s = schema();
+  CreateTables();
+  std::mt19937_64 rng(1602);
+  for (int i = 0; i < 20; ++i) RandomTransaction(db(), s, rng);
+  StartDblogd();
+  PublishProcess publisher(PublishArgs(urls, {"--replicas=3"}));
+  publisher.Start();
+  const std::vector<std::string> all = {nodes[0]->url(), nodes[1]->url(), nodes[2]->url()};
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(all, Sentinel(), publisher));  // the stream exists, R3
+
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937_64 wrng(11);
+    std::optional<PgConn> conn;
+    while (!stop) {
+      try {
+        if (!conn) conn.emplace(conninfo());
+        RandomTransaction(*conn, s, wrng);
+      } catch (const PgError&) {
+        conn.reset();
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(1500ms);
+    auto& node = *nodes[static_cast<std::size_t>(round)];
+    node.Kill();  // the stream's leader, a follower, the node publish is connected to: any
+    std::this_thread::sleep_for(1500ms);
+    publisher.Supervise();
+    ASSERT_NO_FATAL_FAILURE(node.Start());
+  }
+  std::this_thread::sleep_for(1s);
+  stop = true;
+  writer.join();
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(all, Sentinel(), publisher));
+  publisher.Kill();
+  EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
+  ExpectReadersConverge(all, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  if (HasFailure()) ADD_FAILURE() << publisher.Log();
+}
+
+// --format debezium-json end to end: the type matrix through the real encoder (a bootstrap row,
+// then an insert, an update, a delete and a truncate), read back from the table's subject: op,
+// snapshot, `after` as the PostgreSQL connector writes each type, the key header, the tombstone.
+TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
+  NatsServer nats_server("n1", FreePort(), 0, {});
+  ASSERT_NO_FATAL_FAILURE(nats_server.Start());
+  const std::string s = schema();
+  db().exec("CREATE TABLE " + s + ".types (id int PRIMARY KEY, b bool, i2 smallint, i8 bigint, "
+            "f4 real, f8 double precision, t text, vc varchar(5), bp char(3), by bytea, u uuid, "
+            "d date, ts timestamp, tz timestamptz, n numeric(10,3), j jsonb, js json, iv interval)");
+  const std::string values =
+      "true, -2, 9007199254740993, 1.5, 0.1, 'na\u00efve', 'ab', 'x', '\\x0001ff', "
+      "'12345678-9abc-def0-1234-56789abcdef0', '2024-01-01', '2024-01-01 00:00:00', "
+      "'2024-01-02 03:04:05.5+00', 12.5, '{\"a\": [1, 2]}', '{\"b\":1}', '1 day 02:00:00'";
+  db().exec("INSERT INTO " + s + ".types VALUES (1, " + values + ")");
+  StartDblogd();
+  PublishProcess publisher(PublishArgs(nats_server.url(), {"--format=debezium-json"}));
+  publisher.Start();
+  const std::string subject = Prefix() + ".table." + s + ".types";
+  std::vector<std::pair<std::string, std::string>> messages;  // payload, Dblog-Key
+  const auto read_until = [&](std::size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      publisher.Supervise();
+      messages.clear();
+      try {
+        Nats nats({nats_server.url()});
+        jsStreamInfo* si = nullptr;
+        jsErrCode code = static_cast<jsErrCode>(0);
+        if (js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code) == NATS_OK) {
+          const std::uint64_t last = si->State.LastSeq;
+          jsStreamInfo_Destroy(si);
+          for (std::uint64_t seq = 1; seq <= last; ++seq) {
+            natsMsg* m = nullptr;
+            if (js_GetMsg(&m, nats.js(), Stream().c_str(), seq, nullptr, &code) != NATS_OK) break;
+            if (subject == natsMsg_GetSubject(m))
+              messages.emplace_back(
+                  std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "",
+                              static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+                  HeaderOf(m, publish::kKeyHeader));
+            natsMsg_Destroy(m);
+          }
+        }
+      } catch (const std::exception&) {
+      }
+      if (messages.size() >= count) return;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << messages.size() << " messages; " << publisher.Log();
+      std::this_thread::sleep_for(200ms);
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(read_until(1));  // the bootstrap's row: changes come after it
+  db().exec("INSERT INTO " + s + ".types VALUES (2, " + values + ")");
+  db().exec("UPDATE " + s + ".types SET t = 'changed' WHERE id = 2");
+  db().exec("DELETE FROM " + s + ".types WHERE id = 2");
+  db().exec("TRUNCATE " + s + ".types");
+  // (the log holds no control subject in this format)
+  ASSERT_NO_FATAL_FAILURE(read_until(6));
+  ASSERT_EQ(messages.size(), 6u);  // r, c, u, d, tombstone, t
+  const auto field = [](const std::string& json, const std::string& name, const std::string& next) {
+    const std::size_t a = json.find("\"" + name + "\":");
+    const std::size_t b = json.find(",\"" + next + "\":", a);
+    if (a == std::string::npos || b == std::string::npos) return std::string("(absent)");
+    return json.substr(a + name.size() + 3, b - a - name.size() - 3);
+  };
+  const std::string after =
+      R"({"b":true,"i2":-2,"i8":9007199254740993,"f4":1.5,"f8":0.1,"t":"naïve","vc":"ab",)"
+      R"("bp":"x  ","by":"AAH/","u":"12345678-9abc-def0-1234-56789abcdef0","d":19723,)"
+      R"("ts":1704067200000000,"tz":"2024-01-02T03:04:05.5Z","n":"12.500",)"
+      R"("j":"{\"a\": [1, 2]}","js":"{\"b\":1}","iv":"1 day 02:00:00"})";
+  const auto row = [&](int id, const std::string& t) {
+    std::string a = after;
+    a.replace(a.find(R"("t":"naïve")"), std::string(R"("t":"naïve")").size(), "\"t\":\"" + t + "\"");
+    return "{\"id\":" + std::to_string(id) + "," + a.substr(1);
+  };
+  EXPECT_EQ(field(messages[0].first, "op", "ts_ms"), "\"r\"");
+  EXPECT_EQ(field(messages[0].first, "snapshot", "db"), "\"true\"");
+  EXPECT_EQ(field(messages[0].first, "after", "source"), row(1, "naïve"));
+  EXPECT_EQ(messages[0].second, R"({"id":1})");
+  EXPECT_EQ(field(messages[1].first, "op", "ts_ms"), "\"c\"");
+  EXPECT_EQ(field(messages[1].first, "snapshot", "db"), "\"false\"");
+  EXPECT_EQ(field(messages[1].first, "before", "after"), "null");
+  EXPECT_EQ(field(messages[1].first, "after", "source"), row(2, "naïve"));
+  EXPECT_EQ(field(messages[1].first, "table", "txId"), "\"types\"");
+  EXPECT_EQ(field(messages[2].first, "op", "ts_ms"), "\"u\"");
+  EXPECT_EQ(field(messages[2].first, "after", "source"), row(2, "changed"));
+  EXPECT_EQ(field(messages[3].first, "op", "ts_ms"), "\"d\"");
+  EXPECT_EQ(field(messages[3].first, "after", "source"), "null");
+  EXPECT_EQ(messages[3].second, R"({"id":2})");
+  EXPECT_EQ(messages[4].first, "");  // the tombstone
+  EXPECT_EQ(messages[4].second, R"({"id":2})");
+  EXPECT_EQ(field(messages[5].first, "op", "ts_ms"), "\"t\"");
+  publisher.Kill();
+  EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
+}
+
+// `dblog publish` SIGKILLed in the middle of a large transaction: the log ends inside it, the
+// next run resumes inside it (dblogd sends that transaction's Begin again, which the log already
+// holds) and the log still holds every event once. The stream's duplicate window is made too
+// short for Nats-Msg-Id to help.
+TEST_F(PublishTest, KilledInsideATransactionResumesInsideIt) {
+  NatsServer nats_server("n1", FreePort(), 0, {});
+  ASSERT_NO_FATAL_FAILURE(nats_server.Start());
+  const std::string s = schema();
+  CreateTables();
+  {
+    Nats nats({nats_server.url()});
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const std::string name = Stream(), subjects = Prefix() + ".>";
+    const char* list[] = {subjects.c_str()};
+    cfg.Name = name.c_str();
+    cfg.Subjects = list;
+    cfg.SubjectsLen = 1;
+    cfg.Duplicates = 100 * 1000 * 1000;  // 100 ms, in nanoseconds
+    jsStreamInfo* si = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    ASSERT_EQ(js_AddStream(&si, nats.js(), &cfg, nullptr, &code), NATS_OK) << code;
+    jsStreamInfo_Destroy(si);
+  }
+  StartDblogd();
+  PublishProcess publisher(PublishArgs(nats_server.url()));
+  publisher.Start();
+  ASSERT_NO_FATAL_FAILURE(WaitForLog({nats_server.url()}, Sentinel(), publisher));
+  std::uint64_t before = 0;
+  {
+    Nats nats({nats_server.url()});
+    jsStreamInfo* si = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    ASSERT_EQ(js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code), NATS_OK);
+    before = si->State.LastSeq;
+    jsStreamInfo_Destroy(si);
+  }
+  db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'one transaction' FROM "
+            "generate_series(1, 200000) g");
+  // kill it once part of the transaction is in the log, and again after it restarted
+  for (int kill = 0; kill < 2; ++kill) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    for (;;) {
+      Nats nats({nats_server.url()});
+      jsStreamInfo* si = nullptr;
+      jsErrCode code = static_cast<jsErrCode>(0);
+      ASSERT_EQ(js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code), NATS_OK);
+      const std::uint64_t last = si->State.LastSeq;
+      jsStreamInfo_Destroy(si);
+      if (last > before + 20000u * static_cast<std::uint64_t>(kill + 1)) break;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << publisher.Log();
+      std::this_thread::sleep_for(10ms);
+    }
+    publisher.Kill();
+    publisher.Start();
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitForLog({nats_server.url()}, Sentinel(), publisher));
+  publisher.Kill();
+  const std::string log = publisher.Log();
+  // it did resume inside the transaction at least once (not at a Begin, not at a Commit)
+  EXPECT_NE(log.find("resuming after"), std::string::npos) << log;
+  ExpectReadersConverge({nats_server.url()}, {"t_int", "sentinel"});
+}
+
+}  // namespace
+}  // namespace dblog::test
