@@ -8,8 +8,9 @@
  * Options (all optional; parse_output_parameters is the one place):
  *	 format			 'binary' (default) or 'text'
  *	 proto_version	 1 (the only version so far)
- *	 include_tables	 comma list of schema.table, '*' for any part
- *	 exclude_tables	 comma list of schema.table, '*' for any part
+ *	 include_tables	 a scope: comma list of schema.table patterns, '*'
+ *					 anywhere in a part, '!' to exclude (scope_match.h)
+ *	 exclude_tables	 the same without '!': tables left out
  *	 origin			 'any' (default) or 'none': skip changes applied by a
  *					 replication origin
  *	 keyless		 'error' (default) or 'skip': a change to a table with no
@@ -43,7 +44,6 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_index.h"
 #include "commands/defrem.h"
-#include "parser/scansup.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "utils/builtins.h"
@@ -56,6 +56,7 @@
 #include "utils/varlena.h"
 
 #include "messages.h"
+#include "scope_match.h"
 
 PG_MODULE_MAGIC;
 
@@ -71,12 +72,6 @@ PG_MODULE_MAGIC;
  */
 #define DBLOG_KEYLESS_TOKEN "dblog_keyless_table"
 
-typedef struct TablePattern
-{
-	char	   *schema;			/* NULL: any */
-	char	   *table;			/* NULL: any */
-} TablePattern;
-
 typedef struct DblogData
 {
 	MemoryContext context;		/* reset after every callback */
@@ -84,8 +79,8 @@ typedef struct DblogData
 	WriteFormat fmt;
 	const EventWriter *writer;	/* proto_writer or text_writer, as fmt.text says */
 	int			proto_version;
-	List	   *include;		/* of TablePattern */
-	List	   *exclude;
+	DblogScope *include;		/* NULL: every table */
+	DblogScope *exclude;		/* NULL: none */
 	bool		skip_origins;
 	bool		skip_keyless;
 	bool		control;		/* send dblog.request_queue */
@@ -220,70 +215,36 @@ option_choice(DefElem *elem, const char *no, const char *yes)
 	return false;				/* keep compiler quiet */
 }
 
-/*
- * One part of a schema.table pattern: "Quoted" (exact, "" for a quote), unquoted (folded to
- * lower case, as SQL does), or * (any).  Returns false on bad syntax; *part is NULL for *.
- */
-static bool
-parse_pattern_part(char **cursor, char **part)
+/* Frees a scope (malloc'd by scope_match.c) with the memory context it hangs off. */
+static void
+free_scope(void *arg)
 {
-	char	   *p = *cursor;
-	StringInfoData buf;
-
-	while (scanner_isspace(*p))
-		p++;
-	initStringInfo(&buf);
-	if (*p == '"')
-	{
-		for (p++;; p++)
-		{
-			if (*p == '\0')
-				return false;
-			if (*p == '"')
-			{
-				if (p[1] != '"')
-					break;
-				p++;
-			}
-			appendStringInfoChar(&buf, *p);
-		}
-		p++;
-		*part = buf.data;
-	}
-	else
-	{
-		while (*p != '\0' && *p != '.' && *p != ',' && !scanner_isspace(*p))
-			appendStringInfoChar(&buf, *p++);
-		if (buf.len == 0)
-			return false;
-		*part = strcmp(buf.data, "*") == 0 ? NULL
-			: downcase_identifier(buf.data, buf.len, false, false);
-	}
-	while (scanner_isspace(*p))
-		p++;
-	*cursor = p;
-	return true;
+	dblog_scope_free(arg);
 }
 
-static List *
-parse_table_patterns(DefElem *elem)
+/*
+ * A scope option, parsed by the matcher shared with dblogd and the SQL API;
+ * freed with the current memory context (ctx->context), errors or not.
+ */
+static DblogScope *
+parse_scope_option(DefElem *elem, int flags)
 {
-	char	   *p = option_string(elem);
-	List	   *patterns = NIL;
+	char		err[256];
+	DblogScope *scope = dblog_scope_parse(option_string(elem), flags, err, sizeof(err));
+	MemoryContextCallback *cb;
 
-	for (;;)
-	{
-		TablePattern *pattern = palloc0(sizeof(TablePattern));
-
-		if (!parse_pattern_part(&p, &pattern->schema) || *p++ != '.' ||
-			!parse_pattern_part(&p, &pattern->table) || (*p != ',' && *p != '\0'))
-			bad_value(elem, "a comma-separated list of schema.table names, with * for any schema or table");
-		patterns = lappend(patterns, pattern);
-		if (*p == '\0')
-			break;
-		p++;
-	}
-	return patterns;
+	if (scope == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for dblog option \"%s\": \"%s\"",
+						elem->defname, strVal(elem->arg)),
+				 errdetail("%s", err),
+				 errhint("A scope is comma-separated schema.table patterns: * anywhere in a name, \"Quoted\" names exact, !schema.table to exclude.")));
+	cb = palloc0(sizeof(MemoryContextCallback));
+	cb->func = free_scope;
+	cb->arg = scope;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+	return scope;
 }
 
 static void
@@ -338,12 +299,12 @@ parse_output_parameters(List *options, DblogData *data)
 		else if (strcmp(elem->defname, "include_tables") == 0)
 		{
 			reject_duplicate(&include_seen, elem);
-			data->include = parse_table_patterns(elem);
+			data->include = parse_scope_option(elem, 0);
 		}
 		else if (strcmp(elem->defname, "exclude_tables") == 0)
 		{
 			reject_duplicate(&exclude_seen, elem);
-			data->exclude = parse_table_patterns(elem);
+			data->exclude = parse_scope_option(elem, DBLOG_SCOPE_NO_EXCLUSIONS);
 		}
 		else if (strcmp(elem->defname, "origin") == 0)
 		{
@@ -503,22 +464,6 @@ invalidate_rel_entry(Datum arg, Oid relid)
 		entry->valid = false;
 }
 
-static bool
-pattern_matches(List *patterns, const char *schema, const char *table)
-{
-	ListCell   *lc;
-
-	foreach(lc, patterns)
-	{
-		TablePattern *p = lfirst(lc);
-
-		if ((p->schema == NULL || strcmp(p->schema, schema) == 0) &&
-			(p->table == NULL || strcmp(p->table, table) == 0))
-			return true;
-	}
-	return false;
-}
-
 static RelEntry *
 get_rel_entry(DblogData *data, Relation relation)
 {
@@ -546,9 +491,10 @@ get_rel_entry(DblogData *data, Relation relation)
 		entry->sent = false;
 		return entry;
 	}
-	entry->publish = (data->include == NIL ||
-					  pattern_matches(data->include, entry->info.schema, entry->info.name)) &&
-		!pattern_matches(data->exclude, entry->info.schema, entry->info.name);
+	entry->publish = (data->include == NULL ||
+					  dblog_scope_holds(data->include, entry->info.schema, entry->info.name)) &&
+		!(data->exclude != NULL &&
+		  dblog_scope_holds(data->exclude, entry->info.schema, entry->info.name));
 	if (entry->publish && entry->info.plan->nkeys == 0)
 	{
 		if (data->skip_keyless)

@@ -12,7 +12,7 @@ SELECT dblog.repair('items') > 0 AS queued_in_0_1;
 SELECT extversion FROM pg_extension WHERE extname = 'dblog';
 ALTER EXTENSION dblog UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'dblog';
--- the request queued before the update is still there, and new ones are queued by 0.2
+-- the request queued before the update is still there, and new ones are queued by the update
 SELECT table_name, kind, state FROM dblog.requests ORDER BY id;
 SELECT dblog.repair_keys('items', '[{"id": 1}]') > 0 AS queued_in_0_2;
 -- the same functions (bodies, security settings), tables and views as a fresh install
@@ -29,6 +29,34 @@ SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
          WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
            AND NOT a.attisdropped) s \gset upgraded_
+-- 0.2 to 0.3: the repair API reads scopes with the shared matcher (0.2 split the text itself)
+CREATE DATABASE regress_dblog_upgrade_0_2;
+\c regress_dblog_upgrade_0_2
+CREATE EXTENSION dblog VERSION '0.2';
+CREATE TABLE items (id int PRIMARY KEY);
+CREATE TABLE audit_log (id int PRIMARY KEY);
+INSERT INTO dblog.consumers (name, slot_name, scope)
+  VALUES ('up', 'dblog_up', 'public.*,!public.audit_log');
+SELECT dblog._scope_holds('public.*,!public.audit_log', 'audit_log') AS excluded_held_in_0_2;
+ALTER EXTENSION dblog UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+SELECT dblog._scope_holds('public.*,!public.audit_log', 'audit_log') AS excluded_held_in_0_3,
+       dblog._scope_holds('public.*,!public.audit_log', 'items') AS items_held_in_0_3;
+SELECT dblog.repair('audit_log', 'up');
+SELECT dblog.repair('items', 'up') > 0 AS queued_in_0_3;
+SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
+  FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
+               || p.prosrc AS x
+          FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
+               || coalesce(c.reloptions::text, '')
+          FROM pg_class c WHERE c.relnamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
+           AND NOT a.attisdropped) s \gset upgraded_0_2_
 CREATE DATABASE regress_dblog_fresh;
 \c regress_dblog_fresh
 CREATE EXTENSION dblog;
@@ -46,6 +74,8 @@ SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
          WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
            AND NOT a.attisdropped) s \gset fresh_
 SELECT :'upgraded_sig' = :'fresh_sig' AS upgrade_equals_fresh_install;
+SELECT :'upgraded_0_2_sig' = :'fresh_sig' AS upgrade_from_0_2_equals_fresh_install;
 \c :regress_db
 DROP DATABASE regress_dblog_upgrade_0_1;
+DROP DATABASE regress_dblog_upgrade_0_2;
 DROP DATABASE regress_dblog_fresh;

@@ -76,7 +76,7 @@ void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
 }  // namespace
 
 Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
-                    const std::vector<config::TablePattern>& scope, std::int64_t rows_per_task) {
+                    const config::Scope& scope, std::int64_t rows_per_task) {
   Plan plan;
   std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>> bounds;
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");

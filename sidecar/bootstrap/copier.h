@@ -47,7 +47,7 @@ struct Plan {
 // tables with a single integer key, to split them into tasks of about `rows_per_task` rows.
 // Throws ScopeError (a table without a key) or pg::Error; `sql` is then mid-transaction.
 Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
-                    const std::vector<config::TablePattern>& scope, std::int64_t rows_per_task);
+                    const config::Scope& scope, std::int64_t rows_per_task);
 
 // Binary COPY of one bytea column: hands out each row's bytes as it is complete, without
 // copying them when a row lies within one piece of input (the usual case: PostgreSQL sends a

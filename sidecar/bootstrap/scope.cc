@@ -27,16 +27,13 @@ std::string UnhexBytea(std::string_view bytea_hex) {
 
 std::string Table::qualified() const { return common::QuoteQualified(schema, name); }
 
-bool ScopeMatches(const std::vector<config::TablePattern>& scope, const std::string& schema,
+bool ScopeMatches(const config::Scope& scope, const std::string& schema,
                   const std::string& table) {
-  for (const auto& p : scope)
-    if ((p.schema == "*" || p.schema == schema) && (p.table == "*" || p.table == table))
-      return true;
-  return false;
+  return scope.Holds(schema, table);
 }
 
 std::vector<Table> EnumerateScope(pg::Connection& conn,
-                                  const std::vector<config::TablePattern>& scope) {
+                                  const config::Scope& scope) {
   pg::Result r = conn.Exec(
       "SELECT c.oid, n.nspname, c.relname, greatest(c.reltuples, 0)::bigint,"
       "       dblog.relation_info(c.oid)"

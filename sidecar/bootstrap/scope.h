@@ -35,13 +35,13 @@ class ScopeError : public std::runtime_error {
 // A bytea in PostgreSQL's text form (\x followed by hex digits), as raw bytes.
 std::string UnhexBytea(std::string_view text);
 
-bool ScopeMatches(const std::vector<config::TablePattern>& scope, const std::string& schema,
+bool ScopeMatches(const config::Scope& scope, const std::string& schema,
                   const std::string& table);
 
 // Ordinary permanent tables (leaf partitions included, partitioned parents not: their rows
 // live in, and are logged for, the leaves) matching the scope, outside the dblog schema.
 // Throws ScopeError naming every matching table without an identity key.
 std::vector<Table> EnumerateScope(pg::Connection& conn,
-                                  const std::vector<config::TablePattern>& scope);
+                                  const config::Scope& scope);
 
 }  // namespace dblog::bootstrap

@@ -7,6 +7,8 @@
 #include <regex>
 #include <thread>
 
+#include "scope_match.h"
+
 namespace po = boost::program_options;
 
 namespace dblog::config {
@@ -95,52 +97,33 @@ bool ValidConsumerName(const std::string& name) {
   return std::regex_match(name, re);
 }
 
-std::vector<TablePattern> ParseScope(const std::string& patterns) {
-  static const std::regex part("\\*|[A-Za-z_][A-Za-z0-9_$]*");
-  std::vector<TablePattern> scope;
-  std::size_t start = 0;
-  while (start <= patterns.size()) {
-    const auto comma = patterns.find(',', start);
-    const std::string item =
-        Trim(patterns.substr(start, comma == std::string::npos ? std::string::npos
-                                                               : comma - start));
-    const auto dot = item.find('.');
-    if (item.empty() || dot == std::string::npos || item.find('.', dot + 1) != std::string::npos)
-      throw ConfigError("scope: expected schema.table patterns separated by commas (* for any "
-                        "schema or table), got '" + item + "'");
-    TablePattern p{item.substr(0, dot), item.substr(dot + 1)};
-    if (!std::regex_match(p.schema, part) || !std::regex_match(p.table, part))
-      throw ConfigError("scope: '" + item +
-                        "' is not schema.table (plain identifiers or *; quote nothing)");
-    scope.push_back(p);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+Scope Scope::Parse(const std::string& text, int flags) {
+  char err[256];
+  DblogScope* parsed = dblog_scope_parse(text.c_str(), flags, err, sizeof(err));
+  if (parsed == nullptr) throw ConfigError("scope '" + text + "': " + err);
+  Scope scope;
+  scope.matcher_ = std::shared_ptr<const DblogScope>(parsed, dblog_scope_free);
+  auto format = [parsed](int i) {
+    std::string out(dblog_scope_format(parsed, i, nullptr, 0), '\0');
+    dblog_scope_format(parsed, i, out.data(), out.size() + 1);
+    if (out.empty()) throw std::bad_alloc();
+    return out;
+  };
+  scope.text_ = format(-1);
+  for (int i = 0; i < dblog_scope_size(parsed); ++i) scope.patterns_.push_back(format(i));
   return scope;
 }
 
-std::string FormatScope(const std::vector<TablePattern>& scope) {
-  std::string out;
-  for (const auto& p : scope) {
-    if (!out.empty()) out += ",";
-    out += p.schema + "." + p.table;
-  }
-  return out;
+bool Scope::Holds(const std::string& schema, const std::string& table) const {
+  return matcher_ && dblog_scope_holds(matcher_.get(), schema.c_str(), table.c_str());
 }
 
-// Names are exact (case-sensitive), as the scope matches them: quoted for the plugin, which
-// folds unquoted names to lower case as SQL does.
-std::string PluginIncludeOption(const std::vector<TablePattern>& scope) {
-  auto quote = [](const std::string& part) {
-    return part == "*" ? part : "\"" + part + "\"";
-  };
-  std::string out;
-  for (const auto& p : scope) {
-    if (!out.empty()) out += ",";
-    out += quote(p.schema) + "." + quote(p.table);
-  }
-  return out;
-}
+Scope ParseScope(const std::string& text) { return Scope::Parse(text, DBLOG_SCOPE_KEEP_CASE); }
+
+std::string FormatScope(const Scope& scope) { return scope.text(); }
+
+// The plugin parses the canonical text with the same matcher.
+std::string PluginIncludeOption(const Scope& scope) { return scope.text(); }
 
 std::optional<Config> Parse(int argc, const char* const* argv) {
   Config c;
@@ -186,7 +169,8 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     ("token-file", po::value(&token_file), "read the global token from this file (first line)")
     ("consumer", po::value(&consumers)->composing(),
      "NAME=SCOPE, repeatable: a consumer and the tables it receives, as comma-separated "
-     "schema.table patterns with * for any part, e.g. search=public.*,app.orders")
+     "schema.table patterns: * anywhere in a name, \"Quoted\" names exact, !schema.table to "
+     "exclude, e.g. search='public.order_*,app.*,!app.audit_log'")
     ("consumer-token-file", po::value(&consumer_token_files)->composing(),
      "NAME=FILE, repeatable: consumer NAME's own token is the first line of FILE; only it "
      "opens NAME (the global token does not), and it opens no other consumer")
@@ -272,7 +256,12 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos)
       throw ConfigError("consumer: expected NAME=SCOPE, got '" + spec + "'");
-    ConsumerConfig cc{Trim(spec.substr(0, eq)), ParseScope(spec.substr(eq + 1)), ""};
+    ConsumerConfig cc{Trim(spec.substr(0, eq)), {}, ""};
+    try {
+      cc.scope = ParseScope(spec.substr(eq + 1));
+    } catch (const ConfigError& e) {
+      throw ConfigError("consumer '" + cc.name + "': " + e.what());
+    }
     if (!ValidConsumerName(cc.name))
       throw ConfigError("consumer: '" + cc.name +
                         "' is not a valid name (a-z first, then a-z, 0-9, _; at most 48)");
@@ -298,7 +287,13 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
       throw ConfigError("consumer-token-file: consumer '" + name + "' has the same token as " +
                         owner->second + "; each consumer needs its own");
   }
-  if (!default_scope.empty()) c.default_scope = ParseScope(default_scope);
+  if (!default_scope.empty()) {
+    try {
+      c.default_scope = ParseScope(default_scope);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("default-scope: ") + e.what());
+    }
+  }
   if (!c.tls_cert.empty() && c.tls_key.empty())
     throw ConfigError("tls-key: required with --tls-cert");
   if (c.tls_cert.empty() && !c.tls_key.empty())

@@ -7,10 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+struct DblogScope;  // plugin/scope_match.h
 
 namespace dblog::config {
 
@@ -20,15 +23,31 @@ struct Endpoint {
   bool loopback() const;
 };
 
-// A table pattern of a consumer's scope: schema.table, '*' for any part.
-struct TablePattern {
-  std::string schema;  // "*" = any
-  std::string table;   // "*" = any
+// A consumer's scope, parsed and matched by the matcher the plugin and the SQL API share
+// (plugin/scope_match.h): comma-separated schema.table patterns, * anywhere in a part, "Quoted"
+// names exact, unquoted ones folded to lower case, !schema.table excludes (the grammar is
+// docs/operations.md, "Consumers and scopes"). A default-constructed Scope holds no table.
+class Scope {
+ public:
+  // Some positive pattern matches and no exclusion does.
+  bool Holds(const std::string& schema, const std::string& table) const;
+  // Canonical text (the plugin's include_tables, dblog.consumers.scope): parsing it gives the
+  // same scope.
+  const std::string& text() const { return text_; }
+  // Each pattern's canonical text, exclusions with their '!' (Welcome.scope).
+  const std::vector<std::string>& patterns() const { return patterns_; }
+
+ private:
+  friend Scope ParseScope(const std::string&);
+  static Scope Parse(const std::string& text, int flags);
+  std::shared_ptr<const ::DblogScope> matcher_;
+  std::string text_;
+  std::vector<std::string> patterns_;
 };
 
 struct ConsumerConfig {
   std::string name;
-  std::vector<TablePattern> scope;
+  Scope scope;
   // Its own credential (--consumer-token-file NAME=FILE): only this token opens this consumer,
   // and it opens no other. Empty: the global token, if any.
   std::string token;
@@ -53,7 +72,7 @@ struct Config {
   bool tls() const { return !tls_cert.empty(); }
   std::map<std::string, ConsumerConfig> consumers;
   // Consumers not configured by name: refused unless default_scope is set.
-  std::optional<std::vector<TablePattern>> default_scope;
+  std::optional<Scope> default_scope;
   // How many slots of consumers not named by --consumer may exist in the source database
   // before dblogd refuses to create another (TOO_MANY_CONSUMERS).
   int max_unconfigured_consumers = 8;
@@ -85,8 +104,12 @@ class ConfigError : public std::runtime_error {
 // setting. Returns std::nullopt when --help or --version was printed.
 std::optional<Config> Parse(int argc, const char* const* argv);
 
-std::vector<TablePattern> ParseScope(const std::string& patterns);  // throws ConfigError
-std::string FormatScope(const std::vector<TablePattern>& scope);
+// A scope as configured (--consumer, --default-scope) or stored in dblog.consumers.scope: throws
+// ConfigError ("scope '...': at character N: reason"). Unquoted names are matched as spelled
+// (DBLOG_SCOPE_KEEP_CASE), as dblogd always matched them; the canonical text quotes upper case,
+// so the plugin, which folds unquoted names, reads it the same.
+Scope ParseScope(const std::string& text);
+std::string FormatScope(const Scope& scope);  // scope.text()
 bool ValidConsumerName(const std::string& name);
 // Hello.message_prefixes: at most 32, each 1 to 256 bytes, no ','. Empty string when valid,
 // else what is wrong.
@@ -98,6 +121,6 @@ const std::string& ExpectedToken(const Config& config, const std::string& name);
 // as them.
 std::vector<std::string> OpenConsumers(const Config& config);
 // The plugin's include_tables option for a scope.
-std::string PluginIncludeOption(const std::vector<TablePattern>& scope);
+std::string PluginIncludeOption(const Scope& scope);
 
 }  // namespace dblog::config

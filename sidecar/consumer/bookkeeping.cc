@@ -135,7 +135,7 @@ void Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
   pg::Result old = sql.ExecParams("SELECT scope FROM dblog.consumers WHERE name = $1",
                                   {consumer_.name});
   if (old.ntuples() == 0 || old.value(0, 0) == scope_) return;
-  const std::vector<config::TablePattern> before = config::ParseScope(std::string(old.value(0, 0)));
+  const config::Scope before = config::ParseScope(std::string(old.value(0, 0)));
   sql.Exec("BEGIN");
   for (const auto& t : tables) {
     if (bootstrap::ScopeMatches(before, t.schema, t.name)) continue;

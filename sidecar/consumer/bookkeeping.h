@@ -25,7 +25,7 @@
 namespace dblog::consumer {
 
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
-inline constexpr const char* kExtensionVersion = "0.2";
+inline constexpr const char* kExtensionVersion = "0.3";
 
 class Bookkeeping {
  public:

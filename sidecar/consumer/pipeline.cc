@@ -19,6 +19,16 @@ constexpr std::int64_t kRowsPerTask = 250000;
 constexpr std::size_t kCopyQueueBytes = 8u << 20;
 constexpr std::size_t kMaxUnacknowledged = 1u << 20;  // commits in flight before pausing
 
+// PostgreSQL invalidated the slot (max_slot_wal_keep_size): what the consumer had not
+// acknowledged is gone from the WAL, and no retry can read it. What happened, what to do.
+std::string SlotLostMessage(const std::string& slot) {
+  return "slot " + slot + " was invalidated by PostgreSQL (wal_status = lost): this consumer "
+         "fell more than max_slot_wal_keep_size behind, and the changes it had not acknowledged "
+         "are gone from the WAL. To recover, drop the slot (SELECT pg_drop_replication_slot('" +
+         slot + "')); the next connection bootstraps again with BootstrapBegin.restarted = true "
+         "(docs/operations.md, \"Slots and WAL retention\")";
+}
+
 std::int64_t NowMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -158,6 +168,7 @@ void Pipeline::Prepare() {
     return;
   }
   if (slot.exists) {
+    if (slot.wal_status == "lost") throw std::runtime_error(SlotLostMessage(slot_));
     confirmed_ = slot.confirmed_flush_lsn;
     return BeginStreaming(true);
   }
@@ -277,7 +288,7 @@ void Pipeline::SendWelcome(bool slot_created, const emit::Position* resume) {
   w->set_slot_created(slot_created);
   if (resume) *w->mutable_resume_from() = resume->ToProto();
   w->set_confirmed_flush_lsn(confirmed_);
-  for (const auto& p : consumer_.scope) w->add_scope(p.schema + "." + p.table);
+  for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
   w->set_server_name("dblogd/0.1.0");
   session_->Send(welcome);
 }
@@ -718,6 +729,9 @@ void Pipeline::Reconnect() {
     emitter_ = std::make_unique<emit::Emitter>(emitter_->last_position(), acks_.get());
     paused_ = false;
     repairs_->OnSourceReconnect();
+    // Retrying a lost slot would only fail again, silently for the consumer: end its session.
+    if (pg::GetSlot(bookkeeping_.Sql(), slot_).wal_status == "lost")
+      return Fail(Error::SOURCE_ERROR, SlotLostMessage(slot_));
     StartStream();
     log::Info("source_reconnected", {{"consumer", consumer_.name}});
   } catch (const std::exception& e) {
