@@ -99,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           break;
         }
         Check(dblog::config::ValidConsumerName(message.hello().consumer()) &&
-                  consumer.name == message.hello().consumer() && !consumer.scope.empty() &&
+                  consumer.name == message.hello().consumer() && !consumer.scope.patterns().empty() &&
                   live.count(consumer.name) == 0 && !context.shutting_down,
               "an accepted Hello names a valid, configured consumer not yet connected");
         Check(configured == (config.consumers.count(consumer.name) != 0) &&
