@@ -63,11 +63,7 @@ namespace {
 // definition read when the bootstrap was planned. DDL in between would make a consumer read
 // them with the wrong columns: fail the bootstrap instead (it is redone from a new slot).
 void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
-  pg::Result now =
-      conn.ExecParams("SELECT dblog.relation_info($1::oid)", {std::to_string(t.oid)});
-  dblog::v1::Relation copied_with;
-  copied_with.ParseFromString(UnhexBytea(now.value(0, 0)));
-  if (copied_with.SerializeAsString() != t.relation.SerializeAsString())
+  if (DescribeTable(conn, t.oid).SerializeAsString() != t.relation.SerializeAsString())
     throw std::runtime_error("the definition of " + t.qualified() +
                              " changed while it was copied (DDL during the bootstrap); the "
                              "bootstrap is redone");
@@ -85,8 +81,9 @@ Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
   for (const auto& t : plan.tables) {
     std::optional<std::pair<std::int64_t, std::int64_t>> b;
     if (t.single_integer_key && t.estimated_rows >= 2 * rows_per_task) {
-      pg::Result r = sql.Exec("SELECT min(t." + t.key_columns[0] + "), max(t." +
-                              t.key_columns[0] + ") FROM ONLY " + t.qualified() + " t");
+      const std::string key = "t." + t.key_columns[0];
+      pg::Result r = sql.Exec("SELECT pg_catalog.min(" + key + "), pg_catalog.max(" + key +
+                              ") FROM ONLY " + t.qualified() + " t");
       if (!r.is_null(0, 0)) b = std::make_pair(r.i64_value(0, 0), r.i64_value(0, 1));
     }
     bounds.push_back(b);

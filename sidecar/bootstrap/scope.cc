@@ -25,6 +25,15 @@ std::string UnhexBytea(std::string_view bytea_hex) {
   return out;
 }
 
+dblog::v1::Relation DescribeTable(pg::Connection& conn, std::uint32_t oid) {
+  pg::Result r = conn.ExecParams("SELECT dblog.relation_info($1::oid)", {std::to_string(oid)});
+  dblog::v1::Relation relation;
+  if (!relation.ParseFromString(UnhexBytea(r.value(0, 0))))
+    throw std::runtime_error("dblog.relation_info returned an unreadable Relation for oid " +
+                             std::to_string(oid));
+  return relation;
+}
+
 std::string Table::qualified() const { return common::QuoteQualified(schema, name); }
 
 bool ScopeMatches(const config::Scope& scope, const std::string& schema,

@@ -35,6 +35,11 @@ class ScopeError : public std::runtime_error {
 // A bytea in PostgreSQL's text form (\x followed by hex digits), as raw bytes.
 std::string UnhexBytea(std::string_view text);
 
+// dblog.relation_info of one table now: the definition its rows are encoded with while the
+// caller's transaction holds a lock on it. Throws pg::Error, or std::runtime_error when it is
+// unreadable.
+dblog::v1::Relation DescribeTable(pg::Connection& conn, std::uint32_t oid);
+
 bool ScopeMatches(const config::Scope& scope, const std::string& schema,
                   const std::string& table);
 

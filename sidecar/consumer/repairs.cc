@@ -393,10 +393,7 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
   // The rows were encoded with the table's definition when the statement ran, which its lock
   // keeps until COMMIT: describe the table now, for the chunk. A definition that changed since
   // the bounds were read redoes the window.
-  dblog::v1::Relation as_read;
-  as_read.ParseFromString(bootstrap::UnhexBytea(
-      sql.ExecParams("SELECT dblog.relation_info($1::oid)", {std::to_string(r.table_oid)})
-          .value(0, 0)));
+  dblog::v1::Relation as_read = bootstrap::DescribeTable(sql, r.table_oid);
   if (as_read.SerializeAsString() != w.relation.SerializeAsString()) {
     w.relation = std::move(as_read);
     w.relation_changed = true;
