@@ -28,11 +28,15 @@
 
 #include "apply_process.h"
 #include "dblogd_fixture.h"
+#include "oracle_workload.h"
 
 namespace dblog::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Large transactions of 2000 rows; a key moves only where it cannot collide.
+constexpr WorkloadOptions kOracleWorkload{2000, true, false};
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -45,59 +49,6 @@ class OracleTest : public DblogdTest {
   std::string target_db_;
 };
 
-// One randomized write transaction (or a rollback) on the source.
-void RandomTransaction(PgConn& db, const std::string& s, std::mt19937_64& rng) {
-  const int rows = rng() % 40 == 0 ? 2000 : 1 + static_cast<int>(rng() % 5);
-  const bool rollback = rng() % 15 == 0;
-  db.exec("BEGIN");
-  for (int i = 0; i < rows; ++i) {
-    const int id = static_cast<int>(rng() % 3000);
-    const std::string ids = std::to_string(id);
-    switch (rng() % 10) {
-      case 0: case 1:
-        db.exec("INSERT INTO " + s + ".t_int VALUES (" + ids + ", " + std::to_string(rng() % 100) +
-                ", 'v" + ids + "', CASE WHEN " + ids + " % 10 = 0 THEN repeat('t', 4000) END, " +
-                std::to_string(rng() % 1000) + ".25) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v");
-        break;
-      case 2:
-        db.exec("UPDATE " + s + ".t_int SET v = v + 1, n = n * 2 WHERE id = " + ids);
-        break;
-      case 3:
-        db.exec("UPDATE " + s + ".t_int SET s = NULL WHERE id = " + ids);  // keeps TOASTed big
-        break;
-      case 4:
-        db.exec("DELETE FROM " + s + ".t_int WHERE id = " + ids);
-        break;
-      case 5:
-        db.exec("UPDATE " + s + ".t_int SET id = id + 3000 WHERE id = " + ids +
-                " AND NOT EXISTS (SELECT 1 FROM " + s + ".t_int WHERE id = " + ids + " + 3000)");
-        break;
-      case 6:
-        db.exec("INSERT INTO " + s + ".t_comp VALUES ('k" + std::to_string(id % 30) + "', " + ids +
-                ", '{\"x\": " + ids + "}', now()) ON CONFLICT (a, b) DO UPDATE SET v = "
-                "jsonb_set(t_comp.v, '{y}', to_jsonb(" + ids + "))");
-        break;
-      case 7:
-        db.exec("UPDATE " + s + ".t_comp SET b = b + 100000 WHERE a = 'k" +
-                std::to_string(id % 30) + "' AND b = " + ids +
-                " AND NOT EXISTS (SELECT 1 FROM " + s + ".t_comp WHERE a = 'k" +
-                std::to_string(id % 30) + "' AND b = " + ids + " + 100000)");
-        break;
-      case 8:
-        db.exec("INSERT INTO " + s + ".t_uuid VALUES (md5('" + ids + "')::uuid, date '2024-01-01' + " +
-                ids + ", " + std::to_string(rng() % 1000) + " / 7.0, NULL) ON CONFLICT (id) DO "
-                "UPDATE SET f = t_uuid.f + 1, nul = 'set'");
-        break;
-      case 9:
-        if (rng() % 50 == 0)
-          db.exec("TRUNCATE " + s + ".t_uuid");
-        else
-          db.exec("DELETE FROM " + s + ".t_uuid WHERE id = md5('" + ids + "')::uuid");
-        break;
-    }
-  }
-  db.exec(rollback ? "ROLLBACK" : "COMMIT");
-}
 
 // Issue 15, item 5: a table whose schema changes while everything else goes on. One writer
 // owns it (so that its statements always use the current names): mostly rows, and now and then
@@ -256,15 +207,11 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   SCOPED_TRACE("oracle seed " + std::to_string(seed) + " (replay: DBLOG_ORACLE_SEED=" +
                std::to_string(seed) + ")");
   const std::string s = schema();
-  db().exec("CREATE TABLE " + s + ".t_int (id int PRIMARY KEY, v int, s text, big text, n numeric)");
-  db().exec("ALTER TABLE " + s + ".t_int ALTER COLUMN big SET STORAGE EXTERNAL");
-  db().exec("CREATE TABLE " + s + ".t_comp (a text, b bigint, v jsonb, ts timestamptz, "
-            "PRIMARY KEY (a, b))");
-  db().exec("CREATE TABLE " + s + ".t_uuid (id uuid PRIMARY KEY, d date, f float8, nul text)");
+  CreateWorkloadTables(db(), s);
   DdlTable ddl_table(s);
   ddl_table.Create(db());
   std::mt19937_64 rng(seed);
-  for (int i = 0; i < 50; ++i) RandomTransaction(db(), s, rng);
+  for (int i = 0; i < 50; ++i) RandomTransaction(db(), s, rng, kOracleWorkload);
   // Rows outside the writers' keys, so that the bootstrap takes long enough for what is done
   // during it (below) to land inside it.
   db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
@@ -330,7 +277,7 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
       while (!stop) {
         try {
           if (!conn) conn.emplace(conninfo());
-          RandomTransaction(*conn, s, wrng);
+          RandomTransaction(*conn, s, wrng, kOracleWorkload);
         } catch (const PgError&) {
           conn.reset();  // a constraint race, or PostgreSQL restarting
           std::this_thread::sleep_for(50ms);

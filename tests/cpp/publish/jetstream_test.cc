@@ -20,11 +20,16 @@
 
 #include "client/publish/layout.h"
 #include "dblogd_fixture.h"
+#include "oracle_workload.h"
 
 namespace dblog::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The oracle's workload, with smaller large transactions and truncates of two tables at once
+// (one Truncate event for two subjects).
+constexpr WorkloadOptions kPublishWorkload{500, false, true};
 
 // One nats-server process with JetStream, on a free port, its store in a temp dir.
 class NatsServer {
@@ -353,70 +358,10 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
   return report;
 }
 
-// A randomized write transaction on the oracle's tables (tests/cpp/oracle/oracle_test.cc's
-// workload, less the bulk: inserts, updates, deletes, key changes, TOASTed values, truncates,
-// rollbacks).
-void RandomTransaction(PgConn& db, const std::string& s, std::mt19937_64& rng) {
-  const int rows = rng() % 40 == 0 ? 500 : 1 + static_cast<int>(rng() % 5);
-  const bool rollback = rng() % 15 == 0;
-  db.exec("BEGIN");
-  for (int i = 0; i < rows; ++i) {
-    const int id = static_cast<int>(rng() % 3000);
-    const std::string ids = std::to_string(id);
-    switch (rng() % 10) {
-      case 0: case 1:
-        db.exec("INSERT INTO " + s + ".t_int VALUES (" + ids + ", " + std::to_string(rng() % 100) +
-                ", 'v" + ids + "', CASE WHEN " + ids + " % 10 = 0 THEN repeat('t', 4000) END, " +
-                std::to_string(rng() % 1000) + ".25) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v");
-        break;
-      case 2:
-        db.exec("UPDATE " + s + ".t_int SET v = v + 1, n = n * 2 WHERE id = " + ids);
-        break;
-      case 3:
-        db.exec("UPDATE " + s + ".t_int SET s = NULL WHERE id = " + ids);
-        break;
-      case 4:
-        db.exec("DELETE FROM " + s + ".t_int WHERE id = " + ids);
-        break;
-      case 5:
-        db.exec("UPDATE " + s + ".t_int SET id = id + 3000 WHERE id = " + ids +
-                " AND NOT EXISTS (SELECT 1 FROM " + s + ".t_int WHERE id = " + ids + " + 3000)");
-        break;
-      case 6:
-        db.exec("INSERT INTO " + s + ".t_comp VALUES ('k" + std::to_string(id % 30) + "', " + ids +
-                ", '{\"x\": " + ids + "}', now()) ON CONFLICT (a, b) DO UPDATE SET v = "
-                "jsonb_set(t_comp.v, '{y}', to_jsonb(" + ids + "))");
-        break;
-      case 7:
-        db.exec("UPDATE " + s + ".t_comp SET b = b + 100000 WHERE a = 'k" +
-                std::to_string(id % 30) + "' AND b = " + ids);
-        break;
-      case 8:
-        db.exec("INSERT INTO " + s + ".t_uuid VALUES (md5('" + ids + "')::uuid, date '2024-01-01' + " +
-                ids + ", " + std::to_string(rng() % 1000) + " / 7.0, NULL) ON CONFLICT (id) DO "
-                "UPDATE SET f = t_uuid.f + 1, nul = 'set'");
-        break;
-      case 9:
-        if (rng() % 50 == 0)
-          db.exec("TRUNCATE " + s + ".t_uuid, " + s + ".t_comp");
-        else
-          db.exec("DELETE FROM " + s + ".t_uuid WHERE id = md5('" + ids + "')::uuid");
-        break;
-    }
-  }
-  db.exec(rollback ? "ROLLBACK" : "COMMIT");
-}
 
 class PublishTest : public DblogdTest {
  protected:
-  void CreateTables() {
-    const std::string s = schema();
-    db().exec("CREATE TABLE " + s + ".t_int (id int PRIMARY KEY, v int, s text, big text, n numeric)");
-    db().exec("ALTER TABLE " + s + ".t_int ALTER COLUMN big SET STORAGE EXTERNAL");
-    db().exec("CREATE TABLE " + s + ".t_comp (a text, b bigint, v jsonb, ts timestamptz, "
-              "PRIMARY KEY (a, b))");
-    db().exec("CREATE TABLE " + s + ".t_uuid (id uuid PRIMARY KEY, d date, f float8, nul text)");
-  }
+  void CreateTables() { CreateWorkloadTables(db(), schema()); }
   std::string Stream() const {
     std::string s = "DBLOG_" + consumer();
     for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -499,7 +444,7 @@ TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
   const std::string s = schema();
   CreateTables();
   std::mt19937_64 rng(1601);
-  for (int i = 0; i < 40; ++i) RandomTransaction(db(), s, rng);
+  for (int i = 0; i < 40; ++i) RandomTransaction(db(), s, rng, kPublishWorkload);
   db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
             "generate_series(1000000, 1020000) g");
   {
@@ -535,7 +480,7 @@ TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
     while (!stop) {
       try {
         if (!conn) conn.emplace(conninfo());
-        RandomTransaction(*conn, s, wrng);
+        RandomTransaction(*conn, s, wrng, kPublishWorkload);
       } catch (const PgError&) {
         conn.reset();
         std::this_thread::sleep_for(50ms);
@@ -607,7 +552,7 @@ TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
   const std::string s = schema();
   CreateTables();
   std::mt19937_64 rng(1602);
-  for (int i = 0; i < 20; ++i) RandomTransaction(db(), s, rng);
+  for (int i = 0; i < 20; ++i) RandomTransaction(db(), s, rng, kPublishWorkload);
   StartDblogd();
   PublishProcess publisher(PublishArgs(urls, {"--replicas=3"}));
   publisher.Start();
@@ -621,7 +566,7 @@ TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
     while (!stop) {
       try {
         if (!conn) conn.emplace(conninfo());
-        RandomTransaction(*conn, s, wrng);
+        RandomTransaction(*conn, s, wrng, kPublishWorkload);
       } catch (const PgError&) {
         conn.reset();
         std::this_thread::sleep_for(50ms);
