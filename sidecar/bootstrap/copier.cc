@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 
@@ -64,9 +65,77 @@ namespace {
 // them with the wrong columns: fail the bootstrap instead (it is redone from a new slot).
 void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
   if (DescribeTable(conn, t.oid).SerializeAsString() != t.relation.SerializeAsString())
-    throw std::runtime_error("the definition of " + t.qualified() +
+    throw DefinitionChanged("the definition of " + t.qualified() +
                              " changed while it was copied (DDL during the bootstrap); the "
                              "bootstrap is redone");
+}
+
+// A table's definition as the fields a Relation carries (type names aside): schema, name,
+// replica identity, each column's attnum, name, type, typmod and NOT NULL, the key's attnums.
+std::string DefinitionText(const dblog::v1::Relation& r) {
+  std::string out = r.schema() + '\0' + r.name() + '\0' + r.replica_identity() + '\0';
+  for (const auto& c : r.columns())
+    out += std::to_string(c.attnum()) + ' ' + c.name() + '\0' + std::to_string(c.type_oid()) +
+           ' ' + std::to_string(c.typmod()) + (c.not_null() ? " t" : " f") + '\0';
+  out += "key";
+  for (std::uint32_t k : r.key_columns())
+    out += ' ' + (static_cast<int>(k) < r.columns_size()
+                      ? std::to_string(r.columns(static_cast<int>(k)).attnum())
+                      : std::string("?"));
+  return out;
+}
+
+// dblog.relation_info reads the catalog as it is now, not as the exported snapshot sees it. A
+// DDL committed between the slot's consistent point and this planning would make the copied
+// rows (encoded with the new definition, correctly) and the log's first transactions (decoded
+// with the old one) disagree: the stream would say new, old, new, and a consumer that follows
+// DDL would drop and re-add what the flip touched. Inside the snapshot, read the same fields
+// from the catalog as the snapshot sees it; any difference fails the plan (the bootstrap is
+// redone from a new slot, whose consistent point comes after the DDL).
+void RequireSnapshotDefinitions(pg::Connection& sql, const std::vector<Table>& tables) {
+  if (tables.empty()) return;
+  std::string oids = "{";
+  for (const auto& t : tables) oids += (oids.size() > 1 ? "," : "") + std::to_string(t.oid);
+  oids += "}";
+  std::map<std::uint32_t, std::string> seen;
+  pg::Result rels = sql.ExecParams(
+      "SELECT c.oid, n.nspname, c.relname, c.relreplident::pg_catalog.text,"
+      "       (SELECT pg_catalog.array_to_string("
+      "                 (i.indkey::pg_catalog.int2[])[0:i.indnkeyatts - 1], ' ')"
+      "          FROM pg_catalog.pg_index i"
+      "         WHERE i.indrelid = c.oid"
+      "           AND CASE c.relreplident WHEN 'i' THEN i.indisreplident"
+      "                                   WHEN 'n' THEN false ELSE i.indisprimary END)"
+      "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE c.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])",
+      {oids});
+  std::map<std::uint32_t, std::string> keys;
+  for (int i = 0; i < rels.ntuples(); ++i) {
+    const auto oid = static_cast<std::uint32_t>(rels.u64_value(i, 0));
+    seen[oid] = std::string(rels.value(i, 1)) + '\0' + std::string(rels.value(i, 2)) + '\0' +
+                std::string(rels.value(i, 3)) + '\0';
+    keys[oid] = rels.is_null(i, 4) ? "" : std::string(rels.value(i, 4));
+  }
+  pg::Result cols = sql.ExecParams(
+      "SELECT a.attrelid, a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull"
+      "  FROM pg_catalog.pg_attribute a"
+      " WHERE a.attrelid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])"
+      "   AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped"
+      " ORDER BY a.attrelid, a.attnum",
+      {oids});
+  for (int i = 0; i < cols.ntuples(); ++i)
+    seen[static_cast<std::uint32_t>(cols.u64_value(i, 0))] +=
+        std::string(cols.value(i, 1)) + ' ' + std::string(cols.value(i, 2)) + '\0' +
+        std::string(cols.value(i, 3)) + ' ' + std::string(cols.value(i, 4)) +
+        (cols.bool_value(i, 5) ? " t" : " f") + '\0';
+  for (const auto& t : tables) {
+    const std::string key = keys[t.oid];
+    std::string in_snapshot = seen[t.oid] + "key" + (key.empty() ? "" : " " + key);
+    if (in_snapshot != DefinitionText(t.relation))
+      throw DefinitionChanged("the definition of " + t.qualified() +
+                              " changed after the slot's consistent point (DDL while the "
+                              "bootstrap began); the bootstrap is redone");
+  }
 }
 
 }  // namespace
@@ -78,6 +147,7 @@ Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   sql.Exec("SET TRANSACTION SNAPSHOT " + sql.QuoteLiteral(snapshot_name));
   plan.tables = EnumerateScope(sql, scope);
+  RequireSnapshotDefinitions(sql, plan.tables);
   for (const auto& t : plan.tables) {
     std::optional<std::pair<std::int64_t, std::int64_t>> b;
     if (t.single_integer_key && t.estimated_rows >= 2 * rows_per_task) {

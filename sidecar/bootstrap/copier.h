@@ -16,6 +16,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,13 @@ std::vector<Task> PlanTasks(const std::vector<Table>& tables,
                             const std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>>& bounds,
                             std::int64_t rows_per_task);
 
+// A table's definition changed while the bootstrap began or copied it (DDL): the bootstrap
+// must be redone from a new slot (its rows and the log would describe the table differently).
+class DefinitionChanged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // What a bootstrap copies: the tables in scope and the tasks that copy them.
 struct Plan {
   std::vector<Table> tables;
@@ -45,7 +53,9 @@ struct Plan {
 // Enumerates the scope inside the exported snapshot `snapshot_name` (one REPEATABLE READ
 // transaction on `sql`, so that scope and copy agree) and reads the key bounds of the large
 // tables with a single integer key, to split them into tasks of about `rows_per_task` rows.
-// Throws ScopeError (a table without a key) or pg::Error; `sql` is then mid-transaction.
+// Throws ScopeError (a table without a key), DefinitionChanged (the catalog now differs from
+// the snapshot's for a table in scope: DDL committed after the consistent point) or pg::Error;
+// `sql` is then mid-transaction.
 Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
                     const config::Scope& scope, std::int64_t rows_per_task);
 

@@ -46,6 +46,7 @@ int EnvInt(const char* name, int fallback) {
 class OracleTest : public DblogdTest {
  protected:
   void RunSeed(std::uint64_t seed, int seconds);
+  std::string StallReport(const std::string& target);
   std::string target_db_;
 };
 
@@ -416,7 +417,8 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
       }
     }
     ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-        << "did not catch up; apply log: " << tmpl << "\n" << dblogd_->log();
+        << "did not catch up; apply log: " << tmpl << "\n" << StallReport(target) << "\n"
+        << dblogd_->log();
     std::this_thread::sleep_for(200ms);
   }
   apply.Kill();
@@ -448,6 +450,51 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
               apply.starts(), repairs, ddl_table.ddl(), ddl_table.table().c_str(),
               restarted_pg ? "yes" : "no");
   if (!HasFailure()) unlink(tmpl);
+}
+
+// What a stalled catch-up looks like from the databases: the requests and their progress, every
+// session of the source and the target (what each waits on), the locks not granted, the slots.
+std::string OracleTest::StallReport(const std::string& target) {
+  std::string out;
+  auto dump = [&out](const std::string& title, PgConn& c, const std::string& q) {
+    out += "-- " + title + "\n";
+    try {
+      for (const auto& row : c.exec(q)) {
+        for (std::size_t i = 0; i < row.size(); ++i)
+          out += (i ? " | " : "") + (row[i] ? *row[i] : std::string("NULL"));
+        out += "\n";
+      }
+    } catch (const PgError& e) {
+      out += std::string("(failed: ") + e.what() + ")\n";
+    }
+  };
+  const std::string activity =
+      "SELECT pid, backend_type, state, wait_event_type, wait_event, backend_xmin, "
+      "now() - state_change, left(query, 160) FROM pg_stat_activity "
+      "WHERE pid <> pg_backend_pid() AND backend_type IN ('client backend', 'walsender')";
+  const std::string locks =
+      "SELECT pid, locktype, relation::regclass, mode, granted FROM pg_locks "
+      "WHERE NOT granted OR pid IN (SELECT pid FROM pg_locks WHERE NOT granted)";
+  try {
+    PgConn src(conninfo());
+    dump("source dblog.requests", src, "SELECT id, table_name, kind, consumer, state, requested_at, started_at, error FROM dblog.requests ORDER BY id");
+    dump("source dblog.request_progress", src, "SELECT * FROM dblog.request_progress ORDER BY 1");
+    dump("source dblog.consumers", src, "SELECT * FROM dblog.consumers");
+    dump("source slots", src, "SELECT slot_name, active, active_pid, confirmed_flush_lsn, "
+                              "pg_current_wal_lsn() FROM pg_replication_slots");
+    dump("source sessions", src, activity);
+    dump("source locks waited on", src, locks);
+  } catch (const PgError& e) {
+    out += std::string("(source unreachable: ") + e.what() + ")\n";
+  }
+  try {
+    PgConn t(target);
+    dump("target sessions", t, activity);
+    dump("target locks waited on", t, locks);
+  } catch (const PgError& e) {
+    out += std::string("(target unreachable: ") + e.what() + ")\n";
+  }
+  return out;
 }
 
 TEST_F(OracleTest, RandomizedWorkloadConverges) {

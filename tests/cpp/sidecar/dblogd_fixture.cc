@@ -123,6 +123,10 @@ void DblogdProcess::Start() {
                                    "--listen=127.0.0.1:" + std::to_string(port_),
                                    "--metrics-listen=127.0.0.1:" + std::to_string(metrics_port_)};
   argv.insert(argv.end(), args_.begin(), args_.end());
+  // DBLOG_TEST_DBLOGD_LOG_LEVEL=debug: every dblogd a test starts logs at that level (for a
+  // failure that only reproduces now and then).
+  if (const char* level = std::getenv("DBLOG_TEST_DBLOGD_LOG_LEVEL"))
+    argv.push_back(std::string("--log-level=") + level);
   pid_ = fork();
   if (pid_ == 0) {
     const int fd = open(log_path_.c_str(), O_WRONLY | O_APPEND);
