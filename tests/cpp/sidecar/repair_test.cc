@@ -560,6 +560,15 @@ class ReloadTest : public DblogdTest {
     ADD_FAILURE() << "the stream was not ended";
     return dblog::v1::Error::CODE_UNSPECIFIED;
   }
+  // Table a, the whole schema in the config file, dblogd started and a consumer caught up.
+  client::Client StreamOneTable(Replay& replay) {
+    db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
+    WriteConfig(consumer() + "=" + schema() + ".*");
+    StartWithConfig();
+    client::Client c = Connect();
+    ReadUntil(c, replay, Sentinel());
+    return c;
+  }
   ~ReloadTest() override { unlink(path_.c_str()); }
 
   std::string path_ = "/tmp/dblogd-reload-" + std::to_string(getpid()) + ".conf";
@@ -599,12 +608,8 @@ TEST_F(ReloadTest, AScopeWidenedBySighupCopiesTheNewTableAndTheConsumerReconnect
 }
 
 TEST_F(ReloadTest, AnUnreadableConfigKeepsTheRunningSettingsAndTheStream) {
-  db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
-  WriteConfig(consumer() + "=" + schema() + ".*");
-  StartWithConfig();
   Replay replay;
-  client::Client c = Connect();
-  ReadUntil(c, replay, Sentinel());
+  client::Client c = StreamOneTable(replay);
   WriteConfig(consumer() + "=" + schema() + ".\"unterminated");
   dblogd_->Signal(SIGHUP);
   const auto until = std::chrono::steady_clock::now() + 10s;
@@ -618,12 +623,8 @@ TEST_F(ReloadTest, AnUnreadableConfigKeepsTheRunningSettingsAndTheStream) {
 }
 
 TEST_F(ReloadTest, AConsumerRemovedBySighupEndsAndIsRefusedAfterwards) {
-  db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
-  WriteConfig(consumer() + "=" + schema() + ".*");
-  StartWithConfig();
   Replay replay;
-  client::Client c = Connect();
-  ReadUntil(c, replay, Sentinel());
+  client::Client c = StreamOneTable(replay);
   // another consumer instead of ours, and a setting that only a restart changes
   std::ofstream(path_) << "consumer = " << consumer() << "_other=" << schema() << ".*\n"
                        << "chunk-size = 200\n";
