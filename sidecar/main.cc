@@ -63,10 +63,9 @@ int main(int argc, char** argv) {
                              "nothing but a tunnel (SSH, WireGuard) reaches this address"}});
     for (const auto& [name, c] : cfg->consumers)
       registry.ForConsumer(name);  // so /metrics lists configured consumers before they connect
-    server.Start();
-
     // SIGHUP: the settings are read again (flags, --config file, environment, token files);
-    // what may change at once does (config::PlanReload), the rest waits for a restart.
+    // what may change at once does (config::PlanReload), the rest waits for a restart. Handled
+    // before the first consumer can connect.
     boost::asio::signal_set hangup(io, SIGHUP);
     config::Config running = *cfg;
     std::function<void()> await_hangup = [&] {
@@ -104,6 +103,7 @@ int main(int argc, char** argv) {
       });
     };
     await_hangup();
+    server.Start();
 
     boost::asio::signal_set signals(io, SIGTERM, SIGINT);
     signals.async_wait([&](boost::system::error_code ec, int signo) {
