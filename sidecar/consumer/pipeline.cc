@@ -111,7 +111,7 @@ server::ConsumerFactory MakeConsumerFactory(const config::Config& config) {
     return std::make_shared<Pipeline>(io, config, consumer, std::move(stats), std::move(session),
                                       hello, std::move(on_finished));
   };
-  f.unconfigured_with_slots = [&config] { return UnconfiguredWithSlots(config); };
+  f.unconfigured_with_slots = [](const config::Config& now) { return UnconfiguredWithSlots(now); };
   return f;
 }
 
@@ -612,12 +612,12 @@ void Pipeline::Fail(Error::Code code, const std::string& message) {
   Finish();
 }
 
-void Pipeline::Shutdown() {
+void Pipeline::Shutdown(const std::string& reason) {
   if (state_ == State::kDone || shutting_down_) return;
   shutting_down_ = true;
   // Acks the client sent before it read the Error are still on their way: they count, until
   // the client closes or kShutdownAckGrace passes; then the final status update carries them.
-  session_->Fail(Error::SHUTTING_DOWN, "dblogd is shutting down", /*keep_acks=*/true);
+  session_->Fail(Error::SHUTTING_DOWN, reason, /*keep_acks=*/true);
   shutdown_timer_.expires_after(kShutdownAckGrace);
   shutdown_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
     if (auto self = weak.lock(); self && !ec) self->Finish();

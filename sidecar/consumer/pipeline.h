@@ -54,9 +54,10 @@ class Pipeline : public server::Consumer,
 
   // Prepares the slot and scope, answers Welcome (or an Error) and starts streaming.
   void Start() override;
-  // Graceful stop (SIGTERM): Error.SHUTTING_DOWN to the client, its acks taken until it closes
-  // (at most kShutdownAckGrace), then the final status update to PostgreSQL.
-  void Shutdown() override;
+  // Graceful stop (SIGTERM, or SIGHUP changed this consumer's settings): Error.SHUTTING_DOWN
+  // with `reason` to the client, its acks taken until it closes (at most kShutdownAckGrace),
+  // then the final status update to PostgreSQL.
+  void Shutdown(const std::string& reason) override;
   static constexpr std::chrono::milliseconds kShutdownAckGrace{500};
 
   static std::string SlotName(const std::string& consumer) { return "dblog_" + consumer; }
