@@ -98,7 +98,9 @@ def run_log_workload(ctx, workload, reps, generate, expect_check=True):
                     name = consumer_name(workload, key, rep)
                     r = measure_dblogd_stream(
                         ctx, name, name,
-                        ["--default-scope=bench.*", "--bootstrap=false",
+                        # named by --consumer: an unnamed consumer's series are dropped
+                        # when it disconnects, before its output bytes are read
+                        [f"--consumer={name}=bench.*", "--bootstrap=false",
                          "--status-interval=1"],
                         "bench.marker", changes if expect_check else None,
                         baseline=key == BASELINE_KEY)

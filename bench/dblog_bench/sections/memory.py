@@ -16,7 +16,7 @@ def section_memory(ctx):
     for rep in range(reps):
         try:
             r = measure_dblogd_stream(ctx, f"mem_r{rep}", f"mem_r{rep}",
-                                      ["--default-scope=bench.*", "--bootstrap=false"],
+                                      [f"--consumer=mem_r{rep}=bench.*", "--bootstrap=false"],
                                       "bench.marker", n)
             log(f"memory: rep {rep}: {r['wall_s']:.2f} s, peak RSS {r['rss_kb'] / 1024:.1f} MB")
             runs.append(r)
