@@ -65,19 +65,30 @@ def proc_cpu(pid, children=False):
     return ticks / HZ
 
 
-def cluster_cpu(postmaster):
-    total = proc_cpu(postmaster, children=True)
+def children(postmaster):
+    pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[2])
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue
         if ppid == postmaster:
-            total += proc_cpu(entry, children=True)
-    return total
+            pids.append(int(entry))
+    return pids
+
+
+def cluster_cpu(postmaster, background):
+    """The cluster's CPU seconds so far, once every child but the background processes has
+    exited (a walsender's CPU is then in the postmaster's cutime: reading a child that exits
+    while being read would lose it)."""
+    deadline = time.monotonic() + 15
+    while set(children(postmaster)) - background and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return proc_cpu(postmaster, children=True) + sum(
+        proc_cpu(pid, children=True) for pid in children(postmaster))
 
 
 class Bench:
@@ -92,6 +103,7 @@ class Bench:
         with open(os.path.join(data_dir, "postmaster.pid")) as f:
             self.postmaster = int(f.readline())
         self.rep = 0
+        self.background = set()
 
     def spawn(self, args, log, **kw):
         p = subprocess.Popen(args, stdout=kw.pop("stdout", open(os.path.join(self.work, log), "a")),
@@ -122,6 +134,8 @@ class Bench:
         for c in PUBLISH_CONSUMERS + DIRECT_CONSUMERS:
             subprocess.run([CONSUMER, "--port", str(self.port), "--consumer", c,
                             "--until-bootstrap-end"], check=True, stdout=subprocess.DEVNULL)
+        time.sleep(2)  # every consumer gone: what is left of the cluster's children stays
+        self.background = set(children(self.postmaster))
 
     def write_workload(self):
         self.rep += 1
@@ -148,7 +162,7 @@ END LOOP; END $$""")
 
     def direct(self, consumers):
         """Direct consumers, concurrently, each until the marker: (wall s, source CPU s)."""
-        cpu0, dblogd0 = cluster_cpu(self.postmaster), proc_cpu(self.dblogd.pid)
+        cpu0, dblogd0 = cluster_cpu(self.postmaster, self.background), proc_cpu(self.dblogd.pid)
         t0 = time.monotonic()
         ps = [subprocess.Popen([CONSUMER, "--port", str(self.port), "--consumer", c,
                                 "--until-marker", "pubbench.marker"], stdout=subprocess.PIPE, text=True)
@@ -156,7 +170,7 @@ END LOOP; END $$""")
         outs = [json.loads(p.communicate()[0]) for p in ps]
         wall = time.monotonic() - t0
         return {"wall_s": wall, "reader_wall_s": max(o["wall_s"] for o in outs),
-                "source_cpu_s": cluster_cpu(self.postmaster) - cpu0,
+                "source_cpu_s": cluster_cpu(self.postmaster, self.background) - cpu0,
                 "dblogd_cpu_s": proc_cpu(self.dblogd.pid) - dblogd0}
 
     def publish(self, consumer, batch_events=None, readers=0):
@@ -166,13 +180,15 @@ END LOOP; END $$""")
         stream = "PB_" + consumer.upper()
         marker = f"dblog.{consumer}.table.pubbench.marker"
         start_seq = self.stream_last_seq(stream) + 1
-        cpu0, dblogd0, nats0 = (cluster_cpu(self.postmaster), proc_cpu(self.dblogd.pid),
+        cpu0, dblogd0, nats0 = (cluster_cpu(self.postmaster, self.background), proc_cpu(self.dblogd.pid),
                                 proc_cpu(self.nats.pid))
         t0 = time.monotonic()
         args = [DBLOG, "publish", "--consumer", consumer, "--port", str(self.port),
                 "--to", self.nats_url, "--stream", stream]
         if batch_events:
             args += ["--batch-events", str(batch_events)]
+        if os.environ.get("DBLOG_BENCH_PERF") == consumer:  # (a profile of that publisher)
+            args = ["perf", "record", "-F", "2000", "-g", "-o", f"/tmp/perf-{consumer}.data"] + args
         pub = self.spawn(args, f"publish-{consumer}.log", stdout=subprocess.DEVNULL)
         rs = [subprocess.Popen([READER, "--server", self.nats_url, "--stream", stream,
                                 "--marker", marker, "--start-seq", str(start_seq)],
@@ -185,16 +201,17 @@ END LOOP; END $$""")
         publish_wall = time.monotonic() - t0
         outs = [json.loads(r.communicate()[0]) for r in rs]
         wall = time.monotonic() - t0
+        publish_cpu = proc_cpu(pub.pid)
+        pub.send_signal(signal.SIGTERM)
+        pub.wait()
         result = {"publish_wall_s": publish_wall, "wall_s": wall,
-                  "source_cpu_s": cluster_cpu(self.postmaster) - cpu0,
+                  "source_cpu_s": cluster_cpu(self.postmaster, self.background) - cpu0,
                   "dblogd_cpu_s": proc_cpu(self.dblogd.pid) - dblogd0,
-                  "publish_cpu_s": proc_cpu(pub.pid),
+                  "publish_cpu_s": publish_cpu,
                   "nats_cpu_s": proc_cpu(self.nats.pid) - nats0,
                   "messages": self.stream_last_seq(stream) - start_seq + 1}
         if outs:
             result["reader_events"] = [o["events"] for o in outs]
-        pub.send_signal(signal.SIGTERM)
-        pub.wait()
         del waiter
         return result
 
@@ -214,6 +231,7 @@ def median(xs):
 
 
 def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # (then close() stops what it started)
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200000
     per_txn = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
     reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
@@ -247,7 +265,7 @@ def main():
     rate = lambda key, wall: [e / r[key][wall] for e, r in zip(ev, runs)]
     direct, one, batch = rate("direct", "reader_wall_s"), rate("publish_one", "publish_wall_s"), \
         rate("publish", "publish_wall_s")
-    ratio = lambda a, b_: [x / y for x, y in zip(a, b_)]
+    ratio = lambda a, b_: [x / y if y else float("nan") for x, y in zip(a, b_)]
     print(f"\nmedians over {reps} repetitions of {ev[0]} events:")
     print(f"  direct from dblogd:            {median(direct):,.0f} events/s")
     print(f"  publish, one event per message: {median(one):,.0f} events/s, "

@@ -117,13 +117,26 @@ LogMessage Layout::TableMessageByName(const std::string& schema, const std::stri
   return m;
 }
 
-LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) const {
+LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
   const dblog::v1::Relation* rel = relations_.Find(oid);
   if (!rel) {
     throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
                              std::to_string(oid) + " came before its Relation");
   }
-  LogMessage m = TableMessageByName(rel->schema(), rel->name(), event);
+  // the subject and the name of the table, built once per definition (not per event)
+  auto& names = table_names_[oid];
+  if (names.schema != rel->schema() || names.name != rel->name()) {
+    names.schema = rel->schema();
+    names.name = rel->name();
+    names.subject = TableSubject(rel->schema(), rel->name());
+    names.table = rel->schema() + "." + rel->name();
+  }
+  LogMessage m;
+  m.subject = names.subject;
+  m.table = names.table;
+  m.event = EventName(event);
+  m.position = client::PositionOf(event);
+  event.SerializeToString(&m.payload);
   m.relation_oid = oid;
   return m;
 }

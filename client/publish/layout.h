@@ -79,7 +79,7 @@ class Layout {
   std::vector<LogMessage> Map(const dblog::v1::StreamEvent& event);
 
  private:
-  LogMessage TableMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event) const;
+  LogMessage TableMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event);
   LogMessage TableMessageByName(const std::string& schema, const std::string& name,
                                 const dblog::v1::StreamEvent& event) const;
 
@@ -88,6 +88,10 @@ class Layout {
   std::string prefix_;
   Format format_;
   client::RelationCache relations_;
+  struct TableNames {
+    std::string schema, name, subject, table;
+  };
+  std::unordered_map<std::uint32_t, TableNames> table_names_;  // by relation oid
   // debezium-json: the open transaction's xid and commit time, and whether rows are a
   // bootstrap's or a repair's
   std::uint64_t xid_ = 0;
