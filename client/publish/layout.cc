@@ -13,7 +13,32 @@ namespace dblog::publish {
 using dblog::v1::StreamEvent;
 
 std::string PositionText(const dblog::v1::Position& position) {
-  return client::FormatPosition(position);
+  // client::FormatPosition's "%X/%X:%u", without snprintf: it is written for every event
+  char buf[32];
+  char* p = buf;
+  const auto hex = [&p](std::uint32_t v) {
+    static const char kHex[] = "0123456789ABCDEF";
+    char digits[8];
+    int n = 0;
+    do {
+      digits[n++] = kHex[v & 15];
+      v >>= 4;
+    } while (v);
+    while (n) *p++ = digits[--n];
+  };
+  hex(static_cast<std::uint32_t>(position.commit_lsn() >> 32));
+  *p++ = '/';
+  hex(static_cast<std::uint32_t>(position.commit_lsn()));
+  *p++ = ':';
+  char digits[10];
+  int n = 0;
+  std::uint32_t seq = position.seq();
+  do {
+    digits[n++] = static_cast<char>('0' + seq % 10);
+    seq /= 10;
+  } while (seq);
+  while (n) *p++ = digits[--n];
+  return std::string(buf, p);
 }
 
 std::optional<dblog::v1::Position> ParsePositionText(std::string_view text) {
