@@ -35,6 +35,10 @@ class Batcher {
   // Takes the next message of Layout::Map (payload: one serialized StreamEvent) and appends to
   // `out` the messages that are complete now (none while it joins the open batch).
   void Add(LogMessage message, std::vector<LogMessage>& out);
+  // The same for an event Layout::SingleTarget placed (at `position`), serialized straight
+  // into the batch: no message of its own is built (the common case, per event).
+  void AddEvent(const dblog::v1::StreamEvent& event, const Layout::Target& target,
+                const dblog::v1::Position& position, std::vector<LogMessage>& out);
   // Appends the open batch, if any, to `out` (to write it now: the stream paused, or the
   // broker's confirmations are to be awaited).
   void Close(std::vector<LogMessage>& out);
@@ -46,11 +50,13 @@ class Batcher {
   static bool Batchable(const LogMessage& message) {
     return message.parts == 1 && !message.is_relation && message.position.has_value();
   }
+  bool Closes(const std::string& subject, std::size_t event_bytes) const;
   void Open(LogMessage message);
 
   BatchLimits limits_;
-  LogMessage batch_;  // the open batch: payload framed, position its last event's
-  std::string first_id_, last_id_;  // the first and last event's own ids
+  LogMessage batch_;  // the open batch: payload framed, position and id set by Close
+  std::uint64_t first_lsn_ = 0, last_lsn_ = 0;  // its first and last event's positions
+  std::uint32_t first_seq_ = 0, last_seq_ = 0;
   std::size_t count_ = 0;
 };
 

@@ -98,7 +98,22 @@ std::string SubjectToken(std::string_view name) {
   return out;
 }
 
-Layout::Layout(std::string prefix, Format format) : prefix_(std::move(prefix)), format_(format) {}
+Layout::Layout(std::string prefix, Format format)
+    : prefix_(std::move(prefix)), format_(format), control_subject_(prefix_ + ".control") {}
+
+const Layout::TableNames* Layout::Names(std::uint32_t oid) {
+  const dblog::v1::Relation* rel = relations_.Find(oid);
+  if (!rel) return nullptr;
+  // the subject and the name of the table, built once per definition (not per event)
+  TableNames& names = table_names_[oid];
+  if (names.subject.empty() || names.schema != rel->schema() || names.name != rel->name()) {
+    names.schema = rel->schema();
+    names.name = rel->name();
+    names.subject = TableSubject(rel->schema(), rel->name());
+    names.table = rel->schema() + "." + rel->name();
+  }
+  return &names;
+}
 
 std::string Layout::TableSubject(const std::string& schema, const std::string& name) const {
   return prefix_ + ".table." + SubjectToken(schema) + "." + SubjectToken(name);
@@ -148,14 +163,7 @@ LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
     throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
                              std::to_string(oid) + " came before its Relation");
   }
-  // the subject and the name of the table, built once per definition (not per event)
-  auto& names = table_names_[oid];
-  if (names.schema != rel->schema() || names.name != rel->name()) {
-    names.schema = rel->schema();
-    names.name = rel->name();
-    names.subject = TableSubject(rel->schema(), rel->name());
-    names.table = rel->schema() + "." + rel->name();
-  }
+  const TableNames& names = *Names(oid);
   LogMessage m;
   m.subject = names.subject;
   m.table = names.table;
@@ -337,6 +345,33 @@ std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
     }
   }
   return out;
+}
+
+std::optional<Layout::Target> Layout::SingleTarget(const StreamEvent& event) {
+  if (format_ != Format::kDblog) return std::nullopt;
+  std::uint32_t oid = 0;
+  switch (event.event_case()) {
+    case StreamEvent::kBegin:
+    case StreamEvent::kCommit:
+      return Target{&control_subject_, &no_table_, 0, EventName(event)};
+    case StreamEvent::kMessage:
+      if (!event.message().transactional()) return std::nullopt;  // (Map refuses it)
+      return Target{&control_subject_, &no_table_, 0, EventName(event)};
+    case StreamEvent::kChange:
+      oid = event.change().relation_oid();
+      break;
+    case StreamEvent::kChunkBegin:
+      oid = event.chunk_begin().relation_oid();
+      break;
+    case StreamEvent::kChunkEnd:
+      oid = event.chunk_end().relation_oid();
+      break;
+    default:
+      return std::nullopt;
+  }
+  const TableNames* names = Names(oid);
+  if (!names) return std::nullopt;  // (Map says what is wrong)
+  return Target{&names->subject, &names->table, oid, EventName(event)};
 }
 
 }  // namespace dblog::publish

@@ -115,8 +115,23 @@ bool Publisher::Run(Broker& broker) {
       const auto* const* ref = std::get_if<const StreamEvent*>(&item);
       if (!ref) continue;  // Progress: nothing to publish
       const StreamEvent& event = **ref;
-      std::vector<LogMessage> messages = layout.Map(event);  // also learns Relations
       const std::optional<Position> position = client::PositionOf(event);
+      if (batcher && position) {
+        // the common case: one message of its own, serialized straight into the batch
+        if (const auto target = layout.SingleTarget(event)) {
+          if (stored && ComparePositions(*position, *stored) <= 0) {
+            ++stats_.skipped;
+            continue;
+          }
+          ++stats_.events;
+          batcher->AddEvent(event, *target, *position, ready);
+          write_ready();
+          written = position;
+          stored.reset();
+          continue;
+        }
+      }
+      std::vector<LogMessage> messages = layout.Map(event);  // also learns Relations
       std::uint32_t skip_parts = 0;
       if (position && stored) {
         const int c = ComparePositions(*position, *stored);

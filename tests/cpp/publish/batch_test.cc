@@ -206,6 +206,73 @@ TEST(PublishBatch, BatchesWithTheSameFirstEventHaveDifferentIds) {
   EXPECT_EQ(six[1], "0/100:1..0/100:6");
 }
 
+TEST(PublishBatch, EventsSerializedStraightIntoABatchGiveTheSameMessages) {
+  // the publisher's path for single events (Layout::SingleTarget, Batcher::AddEvent) against
+  // Layout::Map and Batcher::Add, mixed as the publisher mixes them
+  StreamEvent truncate;
+  truncate.mutable_truncate()->add_relation_oids(1);
+  truncate.mutable_truncate()->set_commit_lsn(0x100);
+  truncate.mutable_truncate()->set_seq(6);
+  StreamEvent message;
+  message.mutable_message()->set_transactional(true);
+  message.mutable_message()->set_commit_lsn(0x100);
+  message.mutable_message()->set_seq(7);
+  StreamEvent chunk_begin, chunk_end;
+  chunk_begin.mutable_chunk_begin()->set_relation_oid(2);
+  chunk_begin.mutable_chunk_begin()->set_commit_lsn(0x100);
+  chunk_begin.mutable_chunk_begin()->set_seq(8);
+  chunk_end.mutable_chunk_end()->set_relation_oid(2);
+  chunk_end.mutable_chunk_end()->set_commit_lsn(0x100);
+  chunk_end.mutable_chunk_end()->set_seq(10);
+  const std::vector<StreamEvent> events = {
+      RelationEvent(1, "a"), RelationEvent(2, "b.c"), Begin(0x100), Change(1, 0x100, 1),
+      Change(1, 0x100, 2, 700), Change(2, 0x100, 3), Change(1, 0x100, 4), Change(1, 0x100, 5),
+      truncate, message, chunk_begin, Change(2, 0x100, 9), chunk_end, Commit(0x100, 11),
+      Begin(0x200), RelationEvent(1, "renamed"), Change(1, 0x200, 1), Commit(0x200, 2)};
+  for (const std::size_t max_events : {1, 2, 3, 100}) {
+    SCOPED_TRACE("max_events " + std::to_string(max_events));
+    Layout mapped_layout("p"), direct_layout("p");
+    Batcher mapped(BatchLimits{max_events, 1000}), direct(BatchLimits{max_events, 1000});
+    std::vector<LogMessage> want, got;
+    std::size_t direct_events = 0;
+    for (const StreamEvent& e : events) {
+      for (LogMessage& m : mapped_layout.Map(e)) mapped.Add(std::move(m), want);
+      const auto position = client::PositionOf(e);
+      const auto target = direct_layout.SingleTarget(e);
+      if (position && target) {
+        direct.AddEvent(e, *target, *position, got);
+        ++direct_events;
+      } else {
+        for (LogMessage& m : direct_layout.Map(e)) direct.Add(std::move(m), got);
+      }
+    }
+    mapped.Close(want);
+    direct.Close(got);
+    EXPECT_EQ(direct_events, 14u);  // all but the three Relations and the Truncate
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE("message " + std::to_string(i));
+      EXPECT_EQ(got[i].subject, want[i].subject);
+      EXPECT_EQ(got[i].payload, want[i].payload);
+      EXPECT_EQ(got[i].msg_id, want[i].msg_id);
+      EXPECT_EQ(got[i].event, want[i].event);
+      EXPECT_EQ(got[i].table, want[i].table);
+      EXPECT_EQ(got[i].relation_oid, want[i].relation_oid);
+      EXPECT_EQ(got[i].part, want[i].part);
+      EXPECT_EQ(got[i].parts, want[i].parts);
+      EXPECT_EQ(got[i].is_relation, want[i].is_relation);
+      ASSERT_EQ(got[i].position.has_value(), want[i].position.has_value());
+      if (got[i].position) {
+        EXPECT_EQ(PositionText(*got[i].position), PositionText(*want[i].position));
+      }
+    }
+  }
+  Layout layout("p");
+  EXPECT_FALSE(layout.SingleTarget(Change(9, 0x100, 1)));  // an unknown table: Map says so
+  Layout debezium("p", Format::kDebeziumJson);
+  EXPECT_FALSE(debezium.SingleTarget(Begin(0x100)));
+}
+
 TEST(PublishBatch, DelimitedFramingRoundTripsAndRefusesTruncation) {
   std::string payload;
   const std::string small(5, 'a'), large(300, 'b'), empty;
