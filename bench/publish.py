@@ -26,6 +26,7 @@ nothing.
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import statistics
@@ -163,13 +164,16 @@ END LOOP; END $$""")
     def direct(self, consumers):
         """Direct consumers, concurrently, each until the marker: (wall s, source CPU s)."""
         cpu0, dblogd0 = cluster_cpu(self.postmaster, self.background), proc_cpu(self.dblogd.pid)
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         ps = [subprocess.Popen([CONSUMER, "--port", str(self.port), "--consumer", c,
                                 "--until-marker", "pubbench.marker"], stdout=subprocess.PIPE, text=True)
               for c in consumers]
         outs = [json.loads(p.communicate()[0]) for p in ps]
         wall = time.monotonic() - t0
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
         return {"wall_s": wall, "reader_wall_s": max(o["wall_s"] for o in outs),
+                "reader_cpu_s": ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime,
                 "source_cpu_s": cluster_cpu(self.postmaster, self.background) - cpu0,
                 "dblogd_cpu_s": proc_cpu(self.dblogd.pid) - dblogd0}
 
@@ -278,7 +282,8 @@ def main():
           f"{median([r['publish']['publish_cpu_s'] for r in runs]):.2f} s, nats-server "
           f"{median([r['publish']['nats_cpu_s'] for r in runs]):.2f} s "
           f"(1/msg: {median([r['publish_one']['publish_cpu_s'] for r in runs]):.2f} s, "
-          f"{median([r['publish_one']['nats_cpu_s'] for r in runs]):.2f} s)")
+          f"{median([r['publish_one']['nats_cpu_s'] for r in runs]):.2f} s); direct consumer "
+          f"{median([r['direct']['reader_cpu_s'] for r in runs]):.2f} s")
     s4 = [r["slots4"]["source_cpu_s"] for r in runs]
     j1 = [r["js1"]["source_cpu_s"] for r in runs]
     j4 = [r["js4"]["source_cpu_s"] for r in runs]
