@@ -75,13 +75,20 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) Die("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--server") server = next();
-    else if (a == "--stream") stream = next();
-    else if (a == "--marker") marker = next();
-    else if (a == "--filter") filter = next();
-    else if (a == "--start-seq") start_seq = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--wait-only") wait_only = true;
-    else Die("unknown argument " + a);
+    if (a == "--server")
+      server = next();
+    else if (a == "--stream")
+      stream = next();
+    else if (a == "--marker")
+      marker = next();
+    else if (a == "--filter")
+      filter = next();
+    else if (a == "--start-seq")
+      start_seq = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--wait-only")
+      wait_only = true;
+    else
+      Die("unknown argument " + a);
   }
   if (server.empty() || stream.empty() || marker.empty())
     Die("usage: --server URL --stream NAME --marker SUBJECT [--filter F] [--start-seq N] "
@@ -156,7 +163,8 @@ int main(int argc, char** argv) {
       ++messages;
       const char* data = natsMsg_GetData(m);
       if (!dblog::publish::SplitDelimited(
-              std::string_view(data ? data : "", static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+              std::string_view(data ? data : "",
+                               static_cast<std::size_t>(natsMsg_GetDataLength(m))),
               parts))
         Die("a message is not a sequence of delimited events");
       const bool on_marker = marker == natsMsg_GetSubject(m);

@@ -39,8 +39,8 @@ class MemoryLog : public publish::Broker {
   std::uint64_t end_lsn = 0;
   std::shared_ptr<client::Interrupter> stop;
 
-  std::uint64_t duplicates = 0;        // publishes acknowledged as duplicates
-  std::uint64_t refused = 0;           // publishes refused for the expected sequence
+  std::uint64_t duplicates = 0;  // publishes acknowledged as duplicates
+  std::uint64_t refused = 0;     // publishes refused for the expected sequence
   // late messages the next attempt sent again from their first event: the same message, or
   // cut at other boundaries
   std::uint64_t late_resent = 0, late_cut_elsewhere = 0;
@@ -77,9 +77,9 @@ class MemoryLog : public publish::Broker {
     // subject: what a resend can carry in a message cut elsewhere. On a table's subject the
     // next attempt writes the table's Relation first, which the expected sequence refuses.)
     if (fail_at && ++published_ >= fail_at &&
-        (!late || (message.position && message.relation_oid == 0 && message.parts == 1 &&
-                   (message.event == "commit" ||
-                    message.msg_id.find("..") != std::string::npos)))) {
+        (!late ||
+         (message.position && message.relation_oid == 0 && message.parts == 1 &&
+          (message.event == "commit" || message.msg_id.find("..") != std::string::npos)))) {
       fail_at = 0;
       if (late) {
         in_flight_ = Stored{message, relation_seq};
@@ -114,9 +114,10 @@ class MemoryLog : public publish::Broker {
                         true);
     }
     if (!stored.message.msg_id.empty()) ids_.insert(stored.message.msg_id);
-    const bool end = stored.message.position &&
-                     (stored.message.event == "commit" || stored.message.event == "bootstrap_end") &&
-                     stored.message.position->commit_lsn() >= end_lsn;
+    const bool end =
+        stored.message.position &&
+        (stored.message.event == "commit" || stored.message.event == "bootstrap_end") &&
+        stored.message.position->commit_lsn() >= end_lsn;
     log.push_back(std::move(stored));
     if (end && end_lsn) stop->Interrupt();
   }
@@ -183,16 +184,17 @@ TEST_F(PublishBatchResumeTest, AttemptsCutInsideBatchesLeaveEveryEventOnce) {
   for (int run = 0; run < 60; ++run) {
     const int n = 1 + run % 7;
     if (run % 2)
-      db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'mixed' FROM generate_series(" +
-                std::to_string(900000 + run * 10) + ", " + std::to_string(900000 + run * 10 + n - 1) +
-                ") g");
+      db().exec("INSERT INTO " + s +
+                ".t_int (id, v, s) SELECT g, g, 'mixed' FROM generate_series(" +
+                std::to_string(900000 + run * 10) + ", " +
+                std::to_string(900000 + run * 10 + n - 1) + ") g");
     else
       db().exec("INSERT INTO " + s + ".t_comp (a, b) SELECT 'mixed', g FROM generate_series(" +
                 std::to_string(run * 10) + ", " + std::to_string(run * 10 + n - 1) + ") g");
   }
   db().exec("COMMIT");
-  const std::string repair = db().scalar("SELECT dblog.repair_range('" + s +
-                                         ".t_int', '{\"id\": 0}', '{\"id\": 400}')");
+  const std::string repair =
+      db().scalar("SELECT dblog.repair_range('" + s + ".t_int', '{\"id\": 0}', '{\"id\": 400}')");
   for (int i = 0; i < 10; ++i) RandomTransaction(db(), s, rng, workload);
   // and many small transactions: a Commit and the next Begin are one message or two
   for (int i = 0; i < 300; ++i)
@@ -205,13 +207,14 @@ TEST_F(PublishBatchResumeTest, AttemptsCutInsideBatchesLeaveEveryEventOnce) {
     ASSERT_LT(i, 100) << "the repair never finished";
     ASSERT_NO_FATAL_FAILURE(run_until(Sentinel(), 0));
   }
-  std::printf("batch resume: %d attempts, %d failed, %llu duplicates, %llu refused, late "
-              "messages sent again from their first event: %llu the same, %llu cut elsewhere; "
-              "%zu messages\n",
-              attempt, failures, static_cast<unsigned long long>(log.duplicates),
-              static_cast<unsigned long long>(log.refused),
-              static_cast<unsigned long long>(log.late_resent),
-              static_cast<unsigned long long>(log.late_cut_elsewhere), log.log.size());
+  std::printf(
+      "batch resume: %d attempts, %d failed, %llu duplicates, %llu refused, late "
+      "messages sent again from their first event: %llu the same, %llu cut elsewhere; "
+      "%zu messages\n",
+      attempt, failures, static_cast<unsigned long long>(log.duplicates),
+      static_cast<unsigned long long>(log.refused),
+      static_cast<unsigned long long>(log.late_resent),
+      static_cast<unsigned long long>(log.late_cut_elsewhere), log.log.size());
   EXPECT_GE(failures, 30);
   // the case batch ids exist for happened: a late message whose first event the next attempt sent
   // again, cut elsewhere (and refused for its sequence, never taken for a duplicate)

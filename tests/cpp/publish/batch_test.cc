@@ -2,10 +2,11 @@
 // without a broker: where batches are cut (a transaction larger than a batch, a transaction
 // spanning tables, Relations and fanned-out events standing alone, the byte limit), the
 // headers' values of a batch (its last position, its first..last id) and the framing.
+#include "client/publish/batch.h"
+
 #include <gtest/gtest.h>
 
 #include "client/position.h"
-#include "client/publish/batch.h"
 #include "client/publish/layout.h"
 
 namespace dblog::publish {
@@ -44,13 +45,14 @@ StreamEvent Change(std::uint32_t oid, std::uint64_t lsn, std::uint32_t seq,
   c->set_relation_oid(oid);
   c->set_commit_lsn(lsn);
   c->set_seq(seq);
-  if (value_bytes) c->mutable_new_row()->add_values()->set_bytes_value(std::string(value_bytes, 'x'));
+  if (value_bytes)
+    c->mutable_new_row()->add_values()->set_bytes_value(std::string(value_bytes, 'x'));
   return e;
 }
 
 // Maps events through a Layout and a Batcher as the publisher does, closing at the end.
 std::vector<LogMessage> MapAll(Layout& layout, Batcher& batcher,
-                            const std::vector<StreamEvent>& events) {
+                               const std::vector<StreamEvent>& events) {
   std::vector<LogMessage> out;
   for (const StreamEvent& e : events)
     for (LogMessage& m : layout.Map(e)) batcher.Add(std::move(m), out);
@@ -124,8 +126,8 @@ TEST(PublishBatch, ABatchNeverSpansTablesOrSubjects) {
       {"p.control", 1},                        // Begin
       {"p.table.s.a", 2}, {"p.table.s.b", 2}, {"p.table.s.a", 1},
       {"p.table.s.b", 1},  // the Relation again: alone, closing nothing of its own table early
-      {"p.table.s.b", 1},
-      {"p.control", 2},  // Commit and the next Begin: consecutive on one subject
+      {"p.table.s.b", 1}, {"p.control", 2},  // Commit and the next Begin: consecutive on one
+                                             // subject
       {"p.table.s.b", 1}, {"p.control", 1}};
   EXPECT_EQ(got, want);
   for (const auto& m : out) {
@@ -172,9 +174,9 @@ TEST(PublishBatch, TheByteLimitClosesABatchBeforeALargeEvent) {
   Layout layout("p");
   Batcher batcher(BatchLimits{100, 1000});
   const std::vector<StreamEvent> events = {
-      RelationEvent(1, "a"), Change(1, 0x100, 1, 400), Change(1, 0x100, 2, 400),
-      Change(1, 0x100, 3, 400),  // would pass 1000 bytes: a new batch
-      Change(1, 0x100, 4, 5000),  // larger than the limit alone: alone
+      RelationEvent(1, "a"),     Change(1, 0x100, 1, 400),
+      Change(1, 0x100, 2, 400),  Change(1, 0x100, 3, 400),  // would pass 1000 bytes: a new batch
+      Change(1, 0x100, 4, 5000),                            // larger than the limit alone: alone
       Change(1, 0x100, 5, 10)};
   const auto out = MapAll(layout, batcher, events);
   std::vector<std::size_t> sizes;
@@ -224,11 +226,24 @@ TEST(PublishBatch, EventsSerializedStraightIntoABatchGiveTheSameMessages) {
   chunk_end.mutable_chunk_end()->set_relation_oid(2);
   chunk_end.mutable_chunk_end()->set_commit_lsn(0x100);
   chunk_end.mutable_chunk_end()->set_seq(10);
-  const std::vector<StreamEvent> events = {
-      RelationEvent(1, "a"), RelationEvent(2, "b.c"), Begin(0x100), Change(1, 0x100, 1),
-      Change(1, 0x100, 2, 700), Change(2, 0x100, 3), Change(1, 0x100, 4), Change(1, 0x100, 5),
-      truncate, message, chunk_begin, Change(2, 0x100, 9), chunk_end, Commit(0x100, 11),
-      Begin(0x200), RelationEvent(1, "renamed"), Change(1, 0x200, 1), Commit(0x200, 2)};
+  const std::vector<StreamEvent> events = {RelationEvent(1, "a"),
+                                           RelationEvent(2, "b.c"),
+                                           Begin(0x100),
+                                           Change(1, 0x100, 1),
+                                           Change(1, 0x100, 2, 700),
+                                           Change(2, 0x100, 3),
+                                           Change(1, 0x100, 4),
+                                           Change(1, 0x100, 5),
+                                           truncate,
+                                           message,
+                                           chunk_begin,
+                                           Change(2, 0x100, 9),
+                                           chunk_end,
+                                           Commit(0x100, 11),
+                                           Begin(0x200),
+                                           RelationEvent(1, "renamed"),
+                                           Change(1, 0x200, 1),
+                                           Commit(0x200, 2)};
   for (const std::size_t max_events : {1, 2, 3, 100}) {
     SCOPED_TRACE("max_events " + std::to_string(max_events));
     Layout mapped_layout("p"), direct_layout("p");
