@@ -21,7 +21,8 @@ Source CPU is the PostgreSQL cluster's whole CPU time (postmaster and every chil
 exited: /proc/<pid>/stat utime+stime, and the postmaster's cutime+cstime for children it reaped)
 over the scenario; the bench tables have autovacuum off so that the walsenders are what runs.
 Prints one line per scenario and repetition, then medians and same-run ratios. Measures; judges
-nothing.
+nothing. DBLOG_BENCH_PERF=<consumer> runs that consumer's `dblog publish` under `perf record`
+(/tmp/perf-<consumer>.data).
 """
 import json
 import os
