@@ -33,6 +33,9 @@ po::options_description PublishFlags() {
        "dblog (default): each message one dblog.v1.StreamEvent; debezium-json: changes and "
        "truncates only, as Debezium's PostgreSQL change events (schemaless JSON, the key in "
        "header Dblog-Key, a delete followed by a tombstone)")
+      ("batch-events", po::value<std::string>()->value_name("N"),
+       "--format dblog: up to N consecutive events of one subject in one message (default "
+       "1024; 1 to 65536)")
       ("ack-timeout", po::value<std::string>()->value_name("SECONDS"),
        "how long to wait for the broker's confirmations before starting over (default 10)")
       ("host", po::value<std::string>()->value_name("HOST"),
@@ -62,9 +65,12 @@ std::string PublishHelp() {
           "Layout (docs/publish.md): one stream per consumer; Begin, Commit and the bootstrap's\n"
           "begin and end on PREFIX.control; each table's Relation, changes, truncates and\n"
           "repair chunks on PREFIX.table.<schema>.<table> (names %-escaped), so that a reader\n"
-          "of one subject can apply that table alone. Every message is one dblog.v1.StreamEvent\n"
-          "with headers Dblog-Position, Dblog-Event, Nats-Msg-Id (and Dblog-Part, Dblog-Table,\n"
-          "Dblog-Relation-Seq: the stream sequence of the table's Relation).\n"
+          "of one subject can apply that table alone. With --format dblog every message\n"
+          "holds one or more dblog.v1.StreamEvents, each preceded by its length as a varint\n"
+          "(protobuf's writeDelimitedTo): consecutive events of one subject share a message\n"
+          "(--batch-events). Headers: Dblog-Position (of its last event), Dblog-Event,\n"
+          "Nats-Msg-Id (and Dblog-Part, Dblog-Table, Dblog-Relation-Seq: the stream sequence\n"
+          "of the table's Relation). --format debezium-json: one event per message.\n"
           "\n"
           "Exactly once: a position is acknowledged to dblogd only after JetStream confirmed\n"
           "(PubAck) everything up to it. On start, and after any failure, it reads the last\n"
@@ -153,6 +159,14 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
   if (vm.count("ack-timeout"))
     options.jetstream.ack_timeout =
         ParseSeconds(vm["ack-timeout"].as<std::string>(), 0.1, 3600, "--ack-timeout");
+  if (vm.count("batch-events")) {
+    if (options.format != publish::Format::kDblog)
+      throw UsageError("--batch-events is for --format dblog (debezium-json is one event per "
+                       "message)");
+    options.batch_events =
+        static_cast<std::size_t>(ParseNumber(vm["batch-events"].as<std::string>(), 1, 65536,
+                                             "--batch-events"));
+  }
   options.jetstream.max_pending = options.max_in_flight * 2;
 
   ReadServerFlags(vm, env, options.connect);
@@ -171,11 +185,14 @@ int RunPublish(const PublishCommandOptions& options,
   popts.prefix = options.prefix;
   popts.format = options.format;
   popts.max_in_flight = options.max_in_flight;
+  if (options.format == publish::Format::kDblog)
+    popts.batch = publish::BatchLimits{options.batch_events, 256 * 1024};
   publish::Publisher publisher(popts, interrupter, log);
   client::Backoff backoff(options.retry.backoff);
   const auto summary = [&] {
     const auto& s = publisher.stats();
-    return std::to_string(s.messages) + " messages written" +
+    return std::to_string(s.events) + " events in " + std::to_string(s.messages) +
+           " messages written" +
            (s.acked ? ", acknowledged through " + client::FormatPosition(*s.acked) : "");
   };
   for (;;) {

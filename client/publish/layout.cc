@@ -13,7 +13,32 @@ namespace dblog::publish {
 using dblog::v1::StreamEvent;
 
 std::string PositionText(const dblog::v1::Position& position) {
-  return client::FormatPosition(position);
+  // client::FormatPosition's "%X/%X:%u", without snprintf: it is written for every event
+  char buf[32];
+  char* p = buf;
+  const auto hex = [&p](std::uint32_t v) {
+    static const char kHex[] = "0123456789ABCDEF";
+    char digits[8];
+    int n = 0;
+    do {
+      digits[n++] = kHex[v & 15];
+      v >>= 4;
+    } while (v);
+    while (n) *p++ = digits[--n];
+  };
+  hex(static_cast<std::uint32_t>(position.commit_lsn() >> 32));
+  *p++ = '/';
+  hex(static_cast<std::uint32_t>(position.commit_lsn()));
+  *p++ = ':';
+  char digits[10];
+  int n = 0;
+  std::uint32_t seq = position.seq();
+  do {
+    digits[n++] = static_cast<char>('0' + seq % 10);
+    seq /= 10;
+  } while (seq);
+  while (n) *p++ = digits[--n];
+  return std::string(buf, p);
 }
 
 std::optional<dblog::v1::Position> ParsePositionText(std::string_view text) {
@@ -73,7 +98,22 @@ std::string SubjectToken(std::string_view name) {
   return out;
 }
 
-Layout::Layout(std::string prefix, Format format) : prefix_(std::move(prefix)), format_(format) {}
+Layout::Layout(std::string prefix, Format format)
+    : prefix_(std::move(prefix)), format_(format), control_subject_(prefix_ + ".control") {}
+
+const Layout::TableNames* Layout::Names(std::uint32_t oid) {
+  const dblog::v1::Relation* rel = relations_.Find(oid);
+  if (!rel) return nullptr;
+  // the subject and the name of the table, built once per definition (not per event)
+  TableNames& names = table_names_[oid];
+  if (names.subject.empty() || names.schema != rel->schema() || names.name != rel->name()) {
+    names.schema = rel->schema();
+    names.name = rel->name();
+    names.subject = TableSubject(rel->schema(), rel->name());
+    names.table = rel->schema() + "." + rel->name();
+  }
+  return &names;
+}
 
 std::string Layout::TableSubject(const std::string& schema, const std::string& name) const {
   return prefix_ + ".table." + SubjectToken(schema) + "." + SubjectToken(name);
@@ -117,13 +157,19 @@ LogMessage Layout::TableMessageByName(const std::string& schema, const std::stri
   return m;
 }
 
-LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) const {
+LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
   const dblog::v1::Relation* rel = relations_.Find(oid);
   if (!rel) {
     throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
                              std::to_string(oid) + " came before its Relation");
   }
-  LogMessage m = TableMessageByName(rel->schema(), rel->name(), event);
+  const TableNames& names = *Names(oid);
+  LogMessage m;
+  m.subject = names.subject;
+  m.table = names.table;
+  m.event = EventName(event);
+  m.position = client::PositionOf(event);
+  event.SerializeToString(&m.payload);
   m.relation_oid = oid;
   return m;
 }
@@ -299,6 +345,33 @@ std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
     }
   }
   return out;
+}
+
+std::optional<Layout::Target> Layout::SingleTarget(const StreamEvent& event) {
+  if (format_ != Format::kDblog) return std::nullopt;
+  std::uint32_t oid = 0;
+  switch (event.event_case()) {
+    case StreamEvent::kBegin:
+    case StreamEvent::kCommit:
+      return Target{&control_subject_, &no_table_, 0, EventName(event)};
+    case StreamEvent::kMessage:
+      if (!event.message().transactional()) return std::nullopt;  // (Map refuses it)
+      return Target{&control_subject_, &no_table_, 0, EventName(event)};
+    case StreamEvent::kChange:
+      oid = event.change().relation_oid();
+      break;
+    case StreamEvent::kChunkBegin:
+      oid = event.chunk_begin().relation_oid();
+      break;
+    case StreamEvent::kChunkEnd:
+      oid = event.chunk_end().relation_oid();
+      break;
+    default:
+      return std::nullopt;
+  }
+  const TableNames* names = Names(oid);
+  if (!names) return std::nullopt;  // (Map says what is wrong)
+  return Target{&names->subject, &names->table, oid, EventName(event)};
 }
 
 }  // namespace dblog::publish

@@ -78,8 +78,26 @@ class Layout {
   // with an empty payload), a Truncate one per table with op "t".
   std::vector<LogMessage> Map(const dblog::v1::StreamEvent& event);
 
+  // Format::kDblog, for the events that are one message with a position (Begin, Commit, a
+  // transactional Message, and a known table's Change, ChunkBegin and ChunkEnd): where Map
+  // would put it, without building the message (the publisher's batches serialize such events
+  // straight into the batch: batch.h). nullopt for every other event: it goes through Map.
+  struct Target {
+    const std::string* subject;
+    const std::string* table;  // "" on the control subject
+    std::uint32_t relation_oid;  // 0 on the control subject
+    const char* event;           // kEventHeader's value
+  };
+  std::optional<Target> SingleTarget(const dblog::v1::StreamEvent& event);
+
  private:
-  LogMessage TableMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event) const;
+  struct TableNames {
+    std::string schema, name, subject, table;
+  };
+  // The table's names for a known Relation (rebuilt when it is renamed); nullptr: unknown.
+  const TableNames* Names(std::uint32_t oid);
+
+  LogMessage TableMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event);
   LogMessage TableMessageByName(const std::string& schema, const std::string& name,
                                 const dblog::v1::StreamEvent& event) const;
 
@@ -88,6 +106,8 @@ class Layout {
   std::string prefix_;
   Format format_;
   client::RelationCache relations_;
+  std::unordered_map<std::uint32_t, TableNames> table_names_;  // by relation oid
+  std::string control_subject_, no_table_;
   // debezium-json: the open transaction's xid and commit time, and whether rows are a
   // bootstrap's or a repair's
   std::uint64_t xid_ = 0;

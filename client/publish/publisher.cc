@@ -47,13 +47,43 @@ bool Publisher::Run(Broker& broker) {
        stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
 
   Layout layout(options_.prefix, options_.format);
+  std::optional<Batcher> batcher;
+  if (options_.batch) batcher.emplace(*options_.batch);
+  std::vector<LogMessage> ready;  // what the batcher completed, to write now
   std::unordered_map<std::uint32_t, std::uint64_t> relation_seq;
   std::optional<Position> written;  // last position whose every part was handed to the broker
   std::optional<Position> acked = connect.resume_after;
+  std::size_t in_flight_bytes = 0;
+
+  const auto write = [&](const LogMessage& m) {
+    const std::uint64_t seq = next_seq++;
+    if (m.is_relation) relation_seq[m.relation_oid] = seq;
+    std::uint64_t rseq = 0;
+    if (m.relation_oid) {
+      const auto it = relation_seq.find(m.relation_oid);
+      if (it != relation_seq.end()) rseq = it->second;
+    }
+    broker.Publish(m, seq, rseq);
+    in_flight_bytes += m.payload.size();
+    ++stats_.messages;
+    progressed_ = true;
+  };
+  const auto write_ready = [&] {
+    for (const LogMessage& m : ready) write(m);
+    ready.clear();
+  };
+  // Hands the open batch to the broker: `written` then holds for the broker.
+  const auto close_batch = [&] {
+    if (!batcher || !batcher->open()) return;
+    batcher->Close(ready);
+    write_ready();
+  };
 
   // Waits for the broker's confirmations, then acknowledges what they cover.
   const auto confirm = [&](const std::optional<Position>& also) {
+    close_batch();
     if (broker.pending() > 0) broker.Flush();
+    in_flight_bytes = 0;
     std::optional<Position> ack = written;
     if (also && (!ack || ComparePositions(*also, *ack) > 0)) ack = also;
     if (ack && (!acked || ComparePositions(*ack, *acked) > 0)) {
@@ -69,7 +99,12 @@ bool Publisher::Run(Broker& broker) {
       // Waiting for PubAcks at every pause of the stream would cost a round trip per frame:
       // only when many are in flight, and at heartbeats (a quiet stream is acknowledged at the
       // next one; what is not acknowledged yet is in the log, and a restart resumes after it).
-      if (broker.pending() >= options_.max_in_flight) confirm(std::nullopt);
+      if (broker.pending() >= options_.max_in_flight ||
+          in_flight_bytes >= options_.max_in_flight_bytes)
+        confirm(std::nullopt);
+      // A batch is written when the stream pauses (nothing more to read without waiting): a
+      // busy stream fills batches, a quiet one is not held back.
+      if (batcher && batcher->open() && !stream.HasBufferedItems()) close_batch();
       if (!stream.NextRef(item)) break;
       if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
         // everything before the heartbeat was handed out, and is written (or was stored)
@@ -80,8 +115,23 @@ bool Publisher::Run(Broker& broker) {
       const auto* const* ref = std::get_if<const StreamEvent*>(&item);
       if (!ref) continue;  // Progress: nothing to publish
       const StreamEvent& event = **ref;
-      std::vector<LogMessage> messages = layout.Map(event);  // also learns Relations
       const std::optional<Position> position = client::PositionOf(event);
+      if (batcher && position) {
+        // the common case: one message of its own, serialized straight into the batch
+        if (const auto target = layout.SingleTarget(event)) {
+          if (stored && ComparePositions(*position, *stored) <= 0) {
+            ++stats_.skipped;
+            continue;
+          }
+          ++stats_.events;
+          batcher->AddEvent(event, *target, *position, ready);
+          write_ready();
+          written = position;
+          stored.reset();
+          continue;
+        }
+      }
+      std::vector<LogMessage> messages = layout.Map(event);  // also learns Relations
       std::uint32_t skip_parts = 0;
       if (position && stored) {
         const int c = ComparePositions(*position, *stored);
@@ -98,17 +148,13 @@ bool Publisher::Run(Broker& broker) {
         }
       }
       for (std::uint32_t i = skip_parts; i < messages.size(); ++i) {
-        const LogMessage& m = messages[i];
-        const std::uint64_t seq = next_seq++;
-        if (m.is_relation) relation_seq[m.relation_oid] = seq;
-        std::uint64_t rseq = 0;
-        if (m.relation_oid) {
-          const auto it = relation_seq.find(m.relation_oid);
-          if (it != relation_seq.end()) rseq = it->second;
+        ++stats_.events;
+        if (batcher) {
+          batcher->Add(std::move(messages[i]), ready);
+          write_ready();
+        } else {
+          write(messages[i]);
         }
-        broker.Publish(m, seq, rseq);
-        ++stats_.messages;
-        progressed_ = true;
       }
       if (position) {
         written = position;

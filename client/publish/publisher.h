@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "client/client.h"
+#include "client/publish/batch.h"
 #include "client/publish/broker.h"
 #include "client/publish/layout.h"
 
@@ -33,10 +34,17 @@ struct PublisherOptions {
   // Confirmations are awaited at each heartbeat, at the end, and whenever this many messages
   // are in flight.
   std::size_t max_in_flight = 2048;
+  // and whenever this many payload bytes are in flight
+  std::size_t max_in_flight_bytes = 32u << 20;
+  // Several events per message (batch.h; NATS with Format::kDblog): every payload is then a
+  // sequence of length-delimited events. nullopt: one message per part of an event, its
+  // payload as Layout::Map made it.
+  std::optional<BatchLimits> batch;
 };
 
 struct PublishStats {
   std::uint64_t messages = 0;  // written (and confirmed) by this attempt
+  std::uint64_t events = 0;    // the parts of events in them
   std::uint64_t skipped = 0;   // events the log already held
   std::optional<dblog::v1::Position> acked;  // last acknowledged to dblogd
 };

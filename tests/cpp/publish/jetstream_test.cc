@@ -18,6 +18,8 @@
 #include <set>
 #include <thread>
 
+#include "client/position.h"
+#include "client/publish/batch.h"
 #include "client/publish/layout.h"
 #include "dblogd_fixture.h"
 #include "oracle_workload.h"
@@ -248,6 +250,8 @@ class Nats {
 // What a reader found, besides its Replay.
 struct ReadReport {
   std::uint64_t messages = 0;
+  std::uint64_t events = 0;
+  std::uint64_t batched = 0;  // messages holding more than one event
   std::uint64_t relation_seq_checked = 0;
   std::map<std::string, std::uint64_t> last_seq;  // subject -> the last stream sequence read
 };
@@ -326,29 +330,52 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
       report.last_seq[natsMsg_GetSubject(m)] = seq;
       const std::string id = HeaderOf(m, "Nats-Msg-Id");
       if (!id.empty() && !ids.insert(id).second) ADD_FAILURE() << "message id " << id << " twice";
-      dblog::v1::StreamEvent ev;
-      if (!ev.ParseFromArray(natsMsg_GetData(m), natsMsg_GetDataLength(m))) {
-        ADD_FAILURE() << "message " << seq << " is not a StreamEvent";
+      // a message of --format dblog: one or more length-delimited StreamEvents
+      std::vector<std::string_view> bytes;
+      if (!publish::SplitDelimited(
+              std::string_view(natsMsg_GetData(m) ? natsMsg_GetData(m) : "",
+                               static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+              bytes) ||
+          bytes.empty()) {
+        ADD_FAILURE() << "message " << seq << " is not a sequence of delimited events";
         continue;
       }
-      if (ev.has_relation()) relation_at[seq] = ev.relation().oid();
+      if (bytes.size() > 1) ++report.batched;
+      report.events += bytes.size();
       const std::string rseq = HeaderOf(m, publish::kRelationSeqHeader);
-      if (full && !rseq.empty() && (ev.has_change() || ev.has_chunk_begin())) {
-        const std::uint32_t oid =
-            ev.has_change() ? ev.change().relation_oid() : ev.chunk_begin().relation_oid();
-        const auto it = relation_at.find(std::stoull(rseq));
-        if (it == relation_at.end() || it->second != oid)
-          ADD_FAILURE() << "message " << seq << ": " << publish::kRelationSeqHeader << " " << rseq
-                        << " is not a Relation of its table";
-        ++report.relation_seq_checked;
-      }
       const std::string part = HeaderOf(m, publish::kPartHeader);
-      if (!(full && !part.empty() && part.rfind("1/", 0) != 0)) {
-        try {
-          replay.Apply(ev);
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << "replaying message " << seq << ": " << e.what();
+      for (const std::string_view b : bytes) {
+        dblog::v1::StreamEvent ev;
+        if (!ev.ParseFromArray(b.data(), static_cast<int>(b.size()))) {
+          ADD_FAILURE() << "message " << seq << " holds something that is not a StreamEvent";
+          continue;
         }
+        if (ev.has_relation()) relation_at[seq] = ev.relation().oid();
+        if (full && !rseq.empty() && (ev.has_change() || ev.has_chunk_begin())) {
+          const std::uint32_t oid =
+              ev.has_change() ? ev.change().relation_oid() : ev.chunk_begin().relation_oid();
+          const auto it = relation_at.find(std::stoull(rseq));
+          if (it == relation_at.end() || it->second != oid)
+            ADD_FAILURE() << "message " << seq << ": " << publish::kRelationSeqHeader << " "
+                          << rseq << " is not a Relation of its table";
+          ++report.relation_seq_checked;
+        }
+        if (!(full && !part.empty() && part.rfind("1/", 0) != 0)) {
+          try {
+            replay.Apply(ev);
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << "replaying message " << seq << ": " << e.what();
+          }
+        }
+      }
+      // the message's Dblog-Position is its last event's
+      if (const auto last = publish::ParsePositionText(HeaderOf(m, publish::kPositionHeader))) {
+        dblog::v1::StreamEvent ev;
+        ev.ParseFromArray(bytes.back().data(), static_cast<int>(bytes.back().size()));
+        const auto p = client::PositionOf(ev);
+        if (!p || client::ComparePositions(*p, *last) != 0)
+          ADD_FAILURE() << "message " << seq << ": " << publish::kPositionHeader << " "
+                        << publish::PositionText(*last) << " is not its last event's";
       }
       natsMsg_Ack(m, nullptr);
     }
@@ -406,8 +433,10 @@ class PublishTest : public DblogdTest {
     }
   }
   // The full reader and one reader per table must each equal the source.
+  // full_report: what the reader of every subject found.
   void ExpectReadersConverge(const std::vector<std::string>& urls,
-                             const std::vector<std::string>& tables) {
+                             const std::vector<std::string>& tables,
+                             ReadReport* full_report = nullptr) {
     Nats nats(urls);
     std::uint64_t last_seq = 0;
     {  // nothing deleted from the stream: no gaps
@@ -422,6 +451,7 @@ class PublishTest : public DblogdTest {
     const ReadReport r = ReadLog(nats, Stream(), Prefix() + ".>", "full", true, last_seq, full);
     EXPECT_EQ(r.messages, last_seq);  // the reader of every subject read every message
     EXPECT_GT(r.relation_seq_checked, 0u);
+    if (full_report) *full_report = r;
     ExpectConverged(full, tables);
     for (const auto& t : tables) {
       SCOPED_TRACE("reader of table " + t + " alone");
@@ -532,9 +562,15 @@ TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
   ASSERT_NO_FATAL_FAILURE(WaitForLog({nats_server.url()}, Sentinel(), publisher));
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
-  std::printf("publish e2e: %d publish kills, %d dblogd kills, %zu repairs\n", publish_kills,
-              dblogd_kills, requests.size());
-  ExpectReadersConverge({nats_server.url()}, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  ReadReport report;
+  ExpectReadersConverge({nats_server.url()}, {"t_int", "t_comp", "t_uuid", "sentinel"}, &report);
+  std::printf("publish e2e: %d publish kills, %d dblogd kills, %zu repairs; %llu events in %llu "
+              "messages (%llu of several events)\n",
+              publish_kills, dblogd_kills, requests.size(),
+              static_cast<unsigned long long>(report.events),
+              static_cast<unsigned long long>(report.messages),
+              static_cast<unsigned long long>(report.batched));
+  EXPECT_GT(report.batched, 0u);  // batches were written (and read back) under the kills
 }
 
 // A three-node JetStream cluster on loopback with a replicated (R3) stream: one node is killed
@@ -687,10 +723,12 @@ TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
 }
 
-// `dblog publish` SIGKILLed in the middle of a large transaction: the log ends inside it, the
-// next run resumes inside it (dblogd sends that transaction's Begin again, which the log already
-// holds) and the log still holds every event once. The stream's duplicate window is made too
-// short for Nats-Msg-Id to help.
+// `dblog publish` SIGKILLed in the middle of a large transaction, larger than a batch (at most
+// 50 events per message here, so the transaction is thousands of messages): the log ends inside
+// it, at a batch's end, the next run resumes inside it (dblogd sends that transaction's Begin
+// and the events of the stored batches again, which the log already holds) and the log still
+// holds every event once. The stream's duplicate window is made too short for Nats-Msg-Id to
+// help.
 TEST_F(PublishTest, KilledInsideATransactionResumesInsideIt) {
   NatsServer nats_server("n1", FreePort(), 0, {});
   ASSERT_NO_FATAL_FAILURE(nats_server.Start());
@@ -712,7 +750,7 @@ TEST_F(PublishTest, KilledInsideATransactionResumesInsideIt) {
     jsStreamInfo_Destroy(si);
   }
   StartDblogd();
-  PublishProcess publisher(PublishArgs(nats_server.url()));
+  PublishProcess publisher(PublishArgs(nats_server.url(), {"--batch-events=50"}));
   publisher.Start();
   ASSERT_NO_FATAL_FAILURE(WaitForLog({nats_server.url()}, Sentinel(), publisher));
   std::uint64_t before = 0;
@@ -736,7 +774,7 @@ TEST_F(PublishTest, KilledInsideATransactionResumesInsideIt) {
       ASSERT_EQ(js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code), NATS_OK);
       const std::uint64_t last = si->State.LastSeq;
       jsStreamInfo_Destroy(si);
-      if (last > before + 20000u * static_cast<std::uint64_t>(kill + 1)) break;
+      if (last > before + 400u * static_cast<std::uint64_t>(kill + 1)) break;
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << publisher.Log();
       std::this_thread::sleep_for(10ms);
     }
@@ -748,7 +786,10 @@ TEST_F(PublishTest, KilledInsideATransactionResumesInsideIt) {
   const std::string log = publisher.Log();
   // it did resume inside the transaction at least once (not at a Begin, not at a Commit)
   EXPECT_NE(log.find("resuming after"), std::string::npos) << log;
-  ExpectReadersConverge({nats_server.url()}, {"t_int", "sentinel"});
+  ReadReport report;
+  ExpectReadersConverge({nats_server.url()}, {"t_int", "sentinel"}, &report);
+  EXPECT_GE(report.messages, 200000u / 50);  // the transaction took many batches
+  EXPECT_GT(report.batched, 0u);
 }
 
 }  // namespace

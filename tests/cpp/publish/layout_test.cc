@@ -39,7 +39,9 @@ TEST(PublishLayout, SubjectTokensEscapeEverythingButSafeCharacters) {
 
 TEST(PublishLayout, PositionTextRoundTripsAndRefusesGarbage) {
   for (const auto& p : {client::MakePosition(0, 0), client::MakePosition(0x16B3748, 3),
+                        client::MakePosition(0xA00000000ull | 0xF0, 10),
                         client::MakePosition(0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFu)}) {
+    EXPECT_EQ(PositionText(p), client::FormatPosition(p));
     const auto back = ParsePositionText(PositionText(p));
     ASSERT_TRUE(back) << PositionText(p);
     EXPECT_EQ(back->commit_lsn(), p.commit_lsn());
