@@ -70,6 +70,19 @@ void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
                              "bootstrap is redone");
 }
 
+// The COPY of one task: the whole table, or its rows in [from, to) of its one integer key.
+std::string CopyStatement(const Table& t, const Task& task) {
+  std::string sql = "COPY (SELECT dblog.encode_row(t.*) FROM ONLY " + t.qualified() + " t";
+  if (task.from || task.to) {
+    sql += " WHERE ";
+    if (task.from) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.>=) " + std::to_string(*task.from);
+    if (task.from && task.to) sql += " AND ";
+    if (task.to) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.<) " + std::to_string(*task.to);
+  }
+  sql += ") TO STDOUT (FORMAT binary)";
+  return sql;
+}
+
 // A table's definition as the fields a Relation carries (type names aside): schema, name,
 // replica identity, each column's attnum, name, type, typmod and NOT NULL, the key's attnums.
 std::string DefinitionText(const dblog::v1::Relation& r) {
@@ -314,63 +327,9 @@ void Copier::Push(Batch batch) {
 
 void Copier::Work(int worker) {
   try {
-    pg::Connection conn = pg::Connection::Open(
-        conninfo_, false, {{"application_name", "dblogd copy " + std::to_string(worker)}});
-    conn.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    conn.Exec("SET TRANSACTION SNAPSHOT '" + snapshot_ + "'");
-    // The encoder pins its output settings itself; matching them here keeps it on its fast path.
-    conn.Exec("SET LOCAL datestyle = 'ISO'; SET LOCAL intervalstyle = 'postgres';"
-              "SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = 'hex';"
-              "SET LOCAL timezone = 'UTC'");
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++imported_count_;
-      imported_.notify_all();
-    }
+    pg::Connection conn = ImportSnapshot(worker);
     Task task;
-    while (NextTask(&task)) {
-      const Table& t = tables_[task.table];
-      std::string sql = "COPY (SELECT dblog.encode_row(t.*) FROM ONLY " + t.qualified() + " t";
-      if (task.from || task.to) {
-        sql += " WHERE ";
-        if (task.from) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.>=) " + std::to_string(*task.from);
-        if (task.from && task.to) sql += " AND ";
-        if (task.to) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.<) " + std::to_string(*task.to);
-      }
-      sql += ") TO STDOUT (FORMAT binary)";
-      pg::CopyOut copy(conn, sql);
-      CopyRowParser parser;
-      Batch batch{task.table, {}, {}};
-      auto push = [&] {
-        copied_[task.table] += batch.size();
-        bytes_copied_ += batch.bytes();
-        Push(std::move(batch));
-        batch = Batch{task.table, {}, {}};
-      };
-      pg::CopyBuffer chunk;
-      while (copy.Next(&chunk)) {
-        parser.Feed(chunk.view());
-        std::string_view row;
-        while (parser.Next(&row)) {
-          // one allocation per batch, sized from its first row (narrow rows fill a batch
-          // by count long before kBatchBytes)
-          if (batch.data.empty())
-            batch.data.reserve(std::min(kBatchBytes, row.size() * kBatchRows) + row.size());
-          batch.Add(row);
-          if (batch.size() >= kBatchRows || batch.bytes() >= kBatchBytes) push();
-        }
-        // The parser keeps what it has not handed out; nothing points into the chunk any more.
-        parser.Feed({});
-        chunk.reset();
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          if (cancelled_) throw std::runtime_error("cancelled");
-        }
-      }
-      if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
-      RequireDefinitionUnchanged(conn, t);
-      if (batch.size() > 0) push();
-    }
+    while (NextTask(&task)) CopyTask(conn, task);
     conn.Exec("COMMIT");
   } catch (const std::exception& e) {
     bool cancelled;
@@ -388,6 +347,59 @@ void Copier::Work(int worker) {
     --running_;
   }
   notify_();
+}
+
+pg::Connection Copier::ImportSnapshot(int worker) {
+  pg::Connection conn = pg::Connection::Open(
+      conninfo_, false, {{"application_name", "dblogd copy " + std::to_string(worker)}});
+  conn.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  conn.Exec("SET TRANSACTION SNAPSHOT '" + snapshot_ + "'");
+  // The encoder pins its output settings itself; matching them here keeps it on its fast path.
+  conn.Exec("SET LOCAL datestyle = 'ISO'; SET LOCAL intervalstyle = 'postgres';"
+            "SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = 'hex';"
+            "SET LOCAL timezone = 'UTC'");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++imported_count_;
+    imported_.notify_all();
+  }
+  return conn;
+}
+
+void Copier::CopyTask(pg::Connection& conn, const Task& task) {
+  const Table& t = tables_[task.table];
+  pg::CopyOut copy(conn, CopyStatement(t, task));
+  CopyRowParser parser;
+  Batch batch{task.table, {}, {}};
+  auto push = [&] {
+    copied_[task.table] += batch.size();
+    bytes_copied_ += batch.bytes();
+    Push(std::move(batch));
+    batch = Batch{task.table, {}, {}};
+  };
+  pg::CopyBuffer chunk;
+  while (copy.Next(&chunk)) {
+    parser.Feed(chunk.view());
+    std::string_view row;
+    while (parser.Next(&row)) {
+      // one allocation per batch, sized from its first row (narrow rows fill a batch
+      // by count long before kBatchBytes)
+      if (batch.data.empty())
+        batch.data.reserve(std::min(kBatchBytes, row.size() * kBatchRows) + row.size());
+      batch.Add(row);
+      if (batch.size() >= kBatchRows || batch.bytes() >= kBatchBytes) push();
+    }
+    // The parser keeps what it has not handed out; nothing points into the chunk any more.
+    parser.Feed({});
+    chunk.reset();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cancelled_) throw std::runtime_error("cancelled");
+    }
+  }
+  if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
+  RequireDefinitionUnchanged(conn, t);
+  if (batch.size() > 0) push();
 }
 
 }  // namespace dblog::bootstrap

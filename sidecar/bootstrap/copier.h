@@ -120,7 +120,12 @@ class Copier {
   std::uint64_t bytes_copied() const { return bytes_copied_.load(); }
 
  private:
+  // A worker's thread: imports the snapshot, then copies tasks until none is left.
   void Work(int worker);
+  // Opens the worker's connection inside the exported snapshot and counts it imported.
+  pg::Connection ImportSnapshot(int worker);
+  // Copies one task's rows into batches pushed onto the queue (throws; "cancelled" too).
+  void CopyTask(pg::Connection& conn, const Task& task);
   void Push(Batch batch);
   bool NextTask(Task* task);
   void Fail(const std::string& message);

@@ -241,64 +241,81 @@ void Server::OnTlsFailure(const Session& session, Session::TlsFailure kind,
 
 void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
                      const dblog::v1::Hello& hello) {
-  config::ConsumerConfig consumer;
-  bool configured = false;
-  std::shared_ptr<const config::Config> config;  // the settings this Hello is checked against
-  std::uint64_t generation = 0;
+  Admission admission;
+  if (!TakeName(*session, io, hello, admission)) return;
+  if (!admission.configured && !AdmitUnconfigured(*session, hello, admission)) return;
+  StartPipeline(std::move(session), io, hello, admission);
+}
+
+bool Server::TakeName(Session& session, asio::io_context& io, const dblog::v1::Hello& hello,
+                      Admission& admission) {
   HelloContext context;
   context.shutting_down = shutting_down_;
-  context.peer_common_name = session->peer_common_name();
-  {
-    // The checks and taking the name are one step: two connections of one name cannot both
-    // pass. A client that reconnects at once after losing its connection may be here before
-    // the old connection's thread has seen it close: wait a little for the name to be free.
-    std::unique_lock<std::mutex> lock(mutex_);
-    name_freed_.wait_for(lock, kReconnectGrace, [&] {
-      return shutting_down_ || pipelines_.count(hello.consumer()) == 0;
-    });
-    context.connected = [this](const std::string& name) { return pipelines_.count(name) != 0; };
-    config = current_;
-    generation = generation_;
-    if (auto refusal = CheckHello(hello, *config, context, &consumer, &configured))
-      return Refuse(*session, refusal->code, refusal->message);
-    pipelines_[consumer.name] = Live{nullptr, &io, configured};
+  context.peer_common_name = session.peer_common_name();
+  // The checks and taking the name are one step: two connections of one name cannot both
+  // pass. A client that reconnects at once after losing its connection may be here before
+  // the old connection's thread has seen it close: wait a little for the name to be free.
+  std::unique_lock<std::mutex> lock(mutex_);
+  name_freed_.wait_for(lock, kReconnectGrace, [&] {
+    return shutting_down_ || pipelines_.count(hello.consumer()) == 0;
+  });
+  context.connected = [this](const std::string& name) { return pipelines_.count(name) != 0; };
+  admission.config = current_;
+  admission.generation = generation_;
+  if (auto refusal = CheckHello(hello, *admission.config, context, &admission.consumer,
+                                &admission.configured)) {
+    Refuse(session, refusal->code, refusal->message);
+    return false;
   }
-  auto release_name = [this, &consumer] {
-    std::lock_guard<std::mutex> lock(mutex_);
-    pipelines_.erase(consumer.name);
-    name_freed_.notify_all();
-  };
-  if (!configured) {
-    // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number,
-    // counting the slots that exist and the unnamed consumers being admitted or creating theirs.
-    std::lock_guard<std::mutex> admission(unconfigured_admission_);
-    std::set<std::string> names;
-    try {
-      names = consumers_.unconfigured_with_slots(*config);
-    } catch (const std::exception& e) {
-      release_name();
-      return Refuse(*session, Error::SOURCE_ERROR, e.what());
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& [name, l] : pipelines_)
-        if (!l.configured && name != consumer.name) names.insert(name);
-    }
-    const bool has_own = names.count(consumer.name) != 0;
-    const long count = static_cast<long>(names.size()) - (has_own ? 1 : 0);
-    if (!has_own && count >= config->max_unconfigured_consumers) {
-      release_name();
-      metrics_.unconfigured_refused++;
-      return Refuse(*session, Error::TOO_MANY_CONSUMERS,
-                    "consumer '" + hello.consumer() + "' is not configured and " +
-                        std::to_string(count) +
-                        " slots of consumers not named by --consumer exist already "
-                        "(--max-unconfigured-consumers=" +
-                        std::to_string(config->max_unconfigured_consumers) +
-                        "); configure it, or drop unused ones (docs/operations.md)");
-    }
-  }
+  pipelines_[admission.consumer.name] = Live{nullptr, &io, admission.configured};
+  return true;
+}
 
+void Server::ReleaseName(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pipelines_.erase(name);
+  name_freed_.notify_all();
+}
+
+bool Server::AdmitUnconfigured(Session& session, const dblog::v1::Hello& hello,
+                               const Admission& admission) {
+  const config::ConsumerConfig& consumer = admission.consumer;
+  // Each new unnamed consumer costs a slot (max_replication_slots, WAL kept): a bounded number,
+  // counting the slots that exist and the unnamed consumers being admitted or creating theirs.
+  std::lock_guard<std::mutex> one_at_a_time(unconfigured_admission_);
+  std::set<std::string> names;
+  try {
+    names = consumers_.unconfigured_with_slots(*admission.config);
+  } catch (const std::exception& e) {
+    ReleaseName(consumer.name);
+    Refuse(session, Error::SOURCE_ERROR, e.what());
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [name, l] : pipelines_)
+      if (!l.configured && name != consumer.name) names.insert(name);
+  }
+  const bool has_own = names.count(consumer.name) != 0;
+  const long count = static_cast<long>(names.size()) - (has_own ? 1 : 0);
+  if (!has_own && count >= admission.config->max_unconfigured_consumers) {
+    ReleaseName(consumer.name);
+    metrics_.unconfigured_refused++;
+    Refuse(session, Error::TOO_MANY_CONSUMERS,
+           "consumer '" + hello.consumer() + "' is not configured and " + std::to_string(count) +
+               " slots of consumers not named by --consumer exist already "
+               "(--max-unconfigured-consumers=" +
+               std::to_string(admission.config->max_unconfigured_consumers) +
+               "); configure it, or drop unused ones (docs/operations.md)");
+    return false;
+  }
+  return true;
+}
+
+void Server::StartPipeline(std::shared_ptr<Session> session, asio::io_context& io,
+                           const dblog::v1::Hello& hello, const Admission& admission) {
+  const config::ConsumerConfig& consumer = admission.consumer;
+  const bool configured = admission.configured;
   log::Info("consumer_connected", {{"consumer", hello.consumer()}, {"peer", session->peer()},
                                    {"client", hello.client_name()}});
   std::shared_ptr<Consumer> pipeline = consumers_.make(
@@ -315,7 +332,7 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pipelines_[consumer.name].pipeline = pipeline;
-    reloaded = generation_ != generation;
+    reloaded = generation_ != admission.generation;
   }
   // Shutdown() sets the flag before it reads the registry: either it saw this pipeline, or the
   // flag is seen here. The same for a reload: admitted under settings that were replaced since.

@@ -52,9 +52,30 @@ class Server {
   void OnAccepted(boost::system::error_code ec, boost::asio::ip::tcp::socket socket);
   // Connections accepted that are not (yet) a consumer's, after forgetting closed ones.
   std::size_t PendingHandshakes();
-  // On the connection's thread.
+  // What a Hello was admitted with: the consumer, whether --consumer names it, and the settings
+  // (and their generation) it was checked against.
+  struct Admission {
+    config::ConsumerConfig consumer;
+    bool configured = false;
+    std::shared_ptr<const config::Config> config;
+    std::uint64_t generation = 0;
+  };
+  // On the connection's thread: TakeName, then AdmitUnconfigured for a consumer no --consumer
+  // names, then StartPipeline; a refusal at any step answers the session with an Error.
   void OnHello(std::shared_ptr<Session> session, boost::asio::io_context& io,
                const dblog::v1::Hello& hello);
+  // The Hello's checks (handshake.h) against the current settings and, when they pass, the
+  // consumer's name taken (one live connection per name); false when refused.
+  bool TakeName(Session& session, boost::asio::io_context& io, const dblog::v1::Hello& hello,
+                Admission& admission);
+  void ReleaseName(const std::string& name);
+  // --max-unconfigured-consumers: false (the name released) when refused.
+  bool AdmitUnconfigured(Session& session, const dblog::v1::Hello& hello,
+                         const Admission& admission);
+  // The pipeline made, registered under the name, and started (shut down instead when dblogd
+  // is stopping, or reloaded its settings since the Hello was checked).
+  void StartPipeline(std::shared_ptr<Session> session, boost::asio::io_context& io,
+                     const dblog::v1::Hello& hello, const Admission& admission);
   void Refuse(Session& session, dblog::v1::Error::Code code, const std::string& message);
   void OnTlsFailure(const Session& session, Session::TlsFailure kind, const std::string& reason);
   // An exception escaped a handler of the connection running on `io` (on its thread).

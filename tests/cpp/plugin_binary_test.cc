@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plugin_test_util.h"
+#include "proto_values.h"
 
 namespace dblog::test {
 namespace {
@@ -20,23 +21,7 @@ using dblog::v1::Value;
 constexpr uint32_t kInt4Oid = 23;
 constexpr uint32_t kTextOid = 25;
 
-Value int_value(int64_t v) {
-  Value out;
-  out.set_int_value(v);
-  return out;
-}
-
-Value text_value(const std::string& v) {
-  Value out;
-  out.set_text_value(v);
-  return out;
-}
-
-Row row(std::initializer_list<Value> values) {
-  Row out;
-  for (const auto& v : values) *out.add_values() = v;
-  return out;
-}
+// Int, Text, MakeRow: proto_values.h
 
 // Protobuf messages compare by their canonical encoding; print them readably on failure.
 ::testing::AssertionResult SameRow(const Row& expected, const Row& actual) {
@@ -143,7 +128,7 @@ TEST_F(PluginBinaryTest, InsertUpdateDeleteCarryCoordinatesAndKeys) {
   auto c = txns[0].changes();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].kind(), Change::INSERT);
-  EXPECT_TRUE(SameRow(row({int_value(1), text_value("a")}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), Text("a")}), c[0].new_row()));
   EXPECT_FALSE(c[0].has_old_key());
   EXPECT_FALSE(c[0].has_old_row());
 
@@ -151,22 +136,22 @@ TEST_F(PluginBinaryTest, InsertUpdateDeleteCarryCoordinatesAndKeys) {
   c = txns[1].changes();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].kind(), Change::UPDATE);
-  EXPECT_TRUE(SameRow(row({int_value(1), text_value("b")}), c[0].new_row()));
-  EXPECT_TRUE(SameRow(row({int_value(1)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), Text("b")}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1)}), c[0].old_key()));
   EXPECT_FALSE(c[0].has_old_row());
 
   // UPDATE of the key: old_key has the OLD key, new_row the new one.
   c = txns[2].changes();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].kind(), Change::UPDATE);
-  EXPECT_TRUE(SameRow(row({int_value(2), text_value("b")}), c[0].new_row()));
-  EXPECT_TRUE(SameRow(row({int_value(1)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(2), Text("b")}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1)}), c[0].old_key()));
 
   // DELETE: the old key only.
   c = txns[3].changes();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].kind(), Change::DELETE);
-  EXPECT_TRUE(SameRow(row({int_value(2)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(2)}), c[0].old_key()));
   EXPECT_FALSE(c[0].has_new_row());
   EXPECT_FALSE(c[0].has_old_row());
 
@@ -174,12 +159,12 @@ TEST_F(PluginBinaryTest, InsertUpdateDeleteCarryCoordinatesAndKeys) {
   c = txns[4].changes();
   ASSERT_EQ(c.size(), 3u);
   EXPECT_EQ(c[0].kind(), Change::INSERT);
-  EXPECT_TRUE(SameRow(row({int_value(10), text_value("x")}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(10), Text("x")}), c[0].new_row()));
   EXPECT_EQ(c[1].kind(), Change::INSERT);
-  EXPECT_TRUE(SameRow(row({int_value(11), text_value("y")}), c[1].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(11), Text("y")}), c[1].new_row()));
   EXPECT_EQ(c[2].kind(), Change::UPDATE);
-  EXPECT_TRUE(SameRow(row({int_value(10), text_value("z")}), c[2].new_row()));
-  EXPECT_TRUE(SameRow(row({int_value(10)}), c[2].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(10), Text("z")}), c[2].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(10)}), c[2].old_key()));
 }
 
 TEST_F(PluginBinaryTest, CompositeKeyIsSentInKeyOrder) {
@@ -205,18 +190,18 @@ TEST_F(PluginBinaryTest, CompositeKeyIsSentInKeyOrder) {
 
   auto c = txns[1].changes();
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_TRUE(SameRow(row({int_value(1), text_value("x"), int_value(4)}), c[0].new_row()));
-  EXPECT_TRUE(SameRow(row({text_value("x"), int_value(1)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), Text("x"), Int(4)}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Text("x"), Int(1)}), c[0].old_key()));
 
   c = txns[2].changes();
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_TRUE(SameRow(row({int_value(2), text_value("x"), int_value(4)}), c[0].new_row()));
-  EXPECT_TRUE(SameRow(row({text_value("x"), int_value(1)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(2), Text("x"), Int(4)}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Text("x"), Int(1)}), c[0].old_key()));
 
   c = txns[3].changes();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].kind(), Change::DELETE);
-  EXPECT_TRUE(SameRow(row({text_value("x"), int_value(2)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Text("x"), Int(2)}), c[0].old_key()));
 }
 
 TEST_F(PluginBinaryTest, DroppedColumnsAreNotSent) {
@@ -234,7 +219,7 @@ TEST_F(PluginBinaryTest, DroppedColumnsAreNotSent) {
   EXPECT_EQ(rel.columns(1).attnum(), 3u);
   auto c = txns[0].changes();
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_TRUE(SameRow(row({int_value(1), text_value("a")}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), Text("a")}), c[0].new_row()));
 }
 
 TEST_F(PluginBinaryTest, RelationIsResentAfterDdlAndInANewSession) {
@@ -253,7 +238,7 @@ TEST_F(PluginBinaryTest, RelationIsResentAfterDdlAndInANewSession) {
   EXPECT_TRUE(txns[2].events[1].event.has_relation());
   EXPECT_EQ(txns[2].relations()[0].columns_size(), 2);
   ASSERT_EQ(txns[2].changes().size(), 1u);
-  EXPECT_TRUE(SameRow(row({int_value(3), text_value("c")}), txns[2].changes()[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(3), Text("c")}), txns[2].changes()[0].new_row()));
 
   db().exec("INSERT INTO t VALUES (4, 'd')");
   txns = decode();
@@ -284,24 +269,24 @@ TEST_F(PluginBinaryTest, UnchangedToastIsMarkedOrTakenFromFullOldRow) {
 
   auto c = txns[0].changes();
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_TRUE(SameRow(row({int_value(1), text_value(big), int_value(0)}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), Text(big), Int(0)}), c[0].new_row()));
 
   Value unchanged;
   unchanged.set_unchanged(true);
   c = txns[2].changes();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].kind(), Change::UPDATE);
-  EXPECT_TRUE(SameRow(row({int_value(1), unchanged, int_value(1)}), c[0].new_row()));
-  EXPECT_TRUE(SameRow(row({int_value(1)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), unchanged, Int(1)}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1)}), c[0].old_key()));
   EXPECT_FALSE(c[0].has_old_row());
 
   ASSERT_EQ(txns[1].relations().size(), 1u);
   EXPECT_EQ(txns[1].relations()[0].replica_identity(), "f");
   c = txns[3].changes();
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_TRUE(SameRow(row({int_value(1), text_value(big), int_value(1)}), c[0].new_row()));
-  EXPECT_TRUE(SameRow(row({int_value(1)}), c[0].old_key()));
-  EXPECT_TRUE(SameRow(row({int_value(1), text_value(big), int_value(0)}), c[0].old_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), Text(big), Int(1)}), c[0].new_row()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1)}), c[0].old_key()));
+  EXPECT_TRUE(SameRow(MakeRow({Int(1), Text(big), Int(0)}), c[0].old_row()));
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ class ApplierTest : public ::testing::Test {
     s.Relation(items_);
     s.Begin();
     for (int i = 1; i <= n; ++i)
-      s.Insert(kItems, R({Int(i), Text("v" + std::to_string(i)), Null()}));
+      s.Insert(kItems, MakeRow({Int(i), Text("v" + std::to_string(i)), Null()}));
     s.Commit();
     Run(applier, s);
   }
@@ -124,12 +124,12 @@ TEST_F(ApplierTest, ChangesApplyAndThePositionIsStoredWithThem) {
   StreamBuilder s;
   s.Relation(items_);
   s.Begin();
-  s.Insert(kItems, R({Int(1), Text("a"), Null()}));
-  s.Insert(kItems, R({Int(2), Text("b"), Null()}));
-  s.Insert(kItems, R({Int(3), Text("c"), Null()}));
-  s.Update(kItems, R({Int(2)}), R({Int(2), Text("B"), Text("body")}));
-  s.Delete(kItems, R({Int(3)}));
-  s.Insert(kItems, R({Int(3), Text("again"), Null()}));  // delete then insert in one txn
+  s.Insert(kItems, MakeRow({Int(1), Text("a"), Null()}));
+  s.Insert(kItems, MakeRow({Int(2), Text("b"), Null()}));
+  s.Insert(kItems, MakeRow({Int(3), Text("c"), Null()}));
+  s.Update(kItems, MakeRow({Int(2)}), MakeRow({Int(2), Text("B"), Text("body")}));
+  s.Delete(kItems, MakeRow({Int(3)}));
+  s.Insert(kItems, MakeRow({Int(3), Text("again"), Null()}));  // delete then insert in one txn
   s.Commit();
   const auto commit = s.LastPosition();
   Run(*applier, s);
@@ -167,19 +167,19 @@ TEST_F(ApplierTest, KeyChangesDeleteTheOldKey) {
   s.Begin();
   // an UPDATE that moves the key without unchanged values (dblogd splits these, but an
   // applier must not depend on it)
-  s.Update(kItems, R({Int(1)}), R({Int(10), Text("ten"), Null()}));
+  s.Update(kItems, MakeRow({Int(1)}), MakeRow({Int(10), Text("ten"), Null()}));
   // swap 2 and 3 through a temporary key, as one transaction
-  s.Update(kItems, R({Int(2)}), R({Int(-2), Text("v2"), Null()}));
-  s.Update(kItems, R({Int(3)}), R({Int(2), Text("v3"), Null()}));
-  s.Update(kItems, R({Int(-2)}), R({Int(3), Text("v2"), Null()}));
+  s.Update(kItems, MakeRow({Int(2)}), MakeRow({Int(-2), Text("v2"), Null()}));
+  s.Update(kItems, MakeRow({Int(3)}), MakeRow({Int(2), Text("v3"), Null()}));
+  s.Update(kItems, MakeRow({Int(-2)}), MakeRow({Int(3), Text("v2"), Null()}));
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "2:v3:-1 3:v2:-1 10:ten:-1 ");
   EXPECT_EQ(applier->stats().rows_deleted, 4u);
   s.Begin();
-  s.Delete(kItems, R({Int(2)}));
-  s.Delete(kItems, R({Int(3)}));
-  s.Delete(kItems, R({Int(4)}));  // not there
+  s.Delete(kItems, MakeRow({Int(2)}));
+  s.Delete(kItems, MakeRow({Int(3)}));
+  s.Delete(kItems, MakeRow({Int(4)}));  // not there
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "10:ten:-1 ");
@@ -192,17 +192,17 @@ TEST_F(ApplierTest, UnchangedToastValuesAreNeverWritten) {
   StreamBuilder s;
   s.Relation(items_);
   s.Begin();
-  s.Insert(kItems, R({Int(1), Text("a"), Text(big)}));
-  s.Insert(kItems, R({Int(2), Text("b"), Text(big)}));
+  s.Insert(kItems, MakeRow({Int(1), Text("a"), Text(big)}));
+  s.Insert(kItems, MakeRow({Int(2), Text("b"), Text(big)}));
   s.Commit();
   s.Begin();
   // same key: only v changes
-  s.Update(kItems, R({Int(1)}), R({Int(1), Text("a2"), Unchanged()}));
+  s.Update(kItems, MakeRow({Int(1)}), MakeRow({Int(1), Text("a2"), Unchanged()}));
   // the one UPDATE that moves a key: the row moves and keeps its unchanged body
-  s.Update(kItems, R({Int(2)}), R({Int(20), Text("b2"), Unchanged()}));
+  s.Update(kItems, MakeRow({Int(2)}), MakeRow({Int(20), Text("b2"), Unchanged()}));
   // and once more within the transaction, after an upsert of the same row was batched
-  s.Insert(kItems, R({Int(5), Text("e"), Text("short")}));
-  s.Update(kItems, R({Int(5)}), R({Int(6), Text("e2"), Unchanged()}));
+  s.Insert(kItems, MakeRow({Int(5), Text("e"), Text("short")}));
+  s.Update(kItems, MakeRow({Int(5)}), MakeRow({Int(6), Text("e2"), Unchanged()}));
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "1:a2:10000 6:e2:5 20:b2:10000 ");
@@ -212,10 +212,10 @@ TEST_F(ApplierTest, UnchangedToastValuesAreNeverWritten) {
   // one) and the repair that restores it, and it is counted. Also for an update that changes
   // nothing but the kept values (nothing to write, the row looked for all the same).
   s.Begin();
-  s.Update(kItems, R({Int(99)}), R({Int(99), Text("ghost"), Unchanged()}));
-  s.Update(kItems, R({Int(98)}), R({Int(97), Text("ghost"), Unchanged()}));
-  s.Update(kItems, R({Int(96)}), R({Int(96), Unchanged(), Unchanged()}));
-  s.Update(kItems, R({Int(1)}), R({Int(1), Unchanged(), Unchanged()}));  // present: fine
+  s.Update(kItems, MakeRow({Int(99)}), MakeRow({Int(99), Text("ghost"), Unchanged()}));
+  s.Update(kItems, MakeRow({Int(98)}), MakeRow({Int(97), Text("ghost"), Unchanged()}));
+  s.Update(kItems, MakeRow({Int(96)}), MakeRow({Int(96), Unchanged(), Unchanged()}));
+  s.Update(kItems, MakeRow({Int(1)}), MakeRow({Int(1), Unchanged(), Unchanged()}));  // present: fine
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "1:a2:10000 6:e2:5 20:b2:10000 ");
@@ -238,7 +238,7 @@ TEST_F(ApplierTest, RowsOfOneKeyInOneBatchKeepTheLast) {
   s.Begin();
   for (int round = 0; round < 3; ++round)
     for (int i = 1; i <= 5; ++i)
-      s.Insert(kItems, R({Int(i), Text("r" + std::to_string(round)), Null()}));
+      s.Insert(kItems, MakeRow({Int(i), Text("r" + std::to_string(round)), Null()}));
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "1:r2:-1 2:r2:-1 3:r2:-1 4:r2:-1 5:r2:-1 ");
@@ -248,9 +248,9 @@ TEST_F(ApplierTest, RowsOfOneKeyInOneBatchKeepTheLast) {
       MakeRelation(1003, "src", "numbers", {{"k", "numeric", 1700, true}, {"v", "text", 25}}, {0});
   s.Relation(numbers);
   s.Begin();
-  s.Insert(1003, R({Lit("1.0"), Text("first")}));
-  s.Insert(1003, R({Lit("2"), Text("two")}));
-  s.Insert(1003, R({Lit("1.00"), Text("second")}));
+  s.Insert(1003, MakeRow({Lit("1.0"), Text("first")}));
+  s.Insert(1003, MakeRow({Lit("2"), Text("two")}));
+  s.Insert(1003, MakeRow({Lit("1.00"), Text("second")}));
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(target_->scalar("SELECT string_agg(k || '=' || v, ' ' ORDER BY k) FROM src.numbers"),
@@ -263,15 +263,15 @@ TEST_F(ApplierTest, RangeChunkDeletesWhatTheSourceLacks) {
   SeedItems(*applier, s, 20);
   s.Begin();
   // a log change inside the window, before the chunk: kept (listed in kept_keys)
-  s.Update(kItems, R({Int(11)}), R({Int(11), Text("log"), Null()}));
-  const auto from = R({Int(5)});
-  const auto to = R({Int(15)});
+  s.Update(kItems, MakeRow({Int(11)}), MakeRow({Int(11), Text("log"), Null()}));
+  const auto from = MakeRow({Int(5)});
+  const auto to = MakeRow({Int(15)});
   s.ChunkBegin(kItems, true, &from, true, &to, true);
-  s.Read(kItems, R({Int(5), Text("r5"), Null()}));
-  s.Read(kItems, R({Int(7), Text("r7"), Null()}));
-  s.Read(kItems, R({Int(15), Text("r15"), Null()}));
-  s.Read(kItems, R({Int(30), Text("new"), Null()}));  // a copied row the target did not have
-  s.ChunkEnd(kItems, {R({Int(11)})});
+  s.Read(kItems, MakeRow({Int(5), Text("r5"), Null()}));
+  s.Read(kItems, MakeRow({Int(7), Text("r7"), Null()}));
+  s.Read(kItems, MakeRow({Int(15), Text("r15"), Null()}));
+  s.Read(kItems, MakeRow({Int(30), Text("new"), Null()}));  // a copied row the target did not have
+  s.ChunkEnd(kItems, {MakeRow({Int(11)})});
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(),
@@ -286,8 +286,8 @@ TEST_F(ApplierTest, RangeChunkBoundsExclusiveAndAbsent) {
   SeedItems(*applier, s, 10);
   // (3, 6): 3 and 6 are outside, 4 and 5 inside; no rows came back
   s.Begin();
-  const auto three = R({Int(3)});
-  const auto six = R({Int(6)});
+  const auto three = MakeRow({Int(3)});
+  const auto six = MakeRow({Int(6)});
   s.ChunkBegin(kItems, true, &three, false, &six, false);
   s.ChunkEnd(kItems, {});
   s.Commit();
@@ -295,15 +295,15 @@ TEST_F(ApplierTest, RangeChunkBoundsExclusiveAndAbsent) {
   EXPECT_EQ(Items(), "1:v1:-1 2:v2:-1 3:v3:-1 6:v6:-1 7:v7:-1 8:v8:-1 9:v9:-1 10:v10:-1 ");
   // no lower bound, up to 2 inclusive: 1 and 2 go
   s.Begin();
-  const auto two = R({Int(2)});
+  const auto two = MakeRow({Int(2)});
   s.ChunkBegin(kItems, true, nullptr, false, &two, true);
   s.ChunkEnd(kItems, {});
   s.Commit();
   // from 9 exclusive, no upper bound, 10 copied back
   s.Begin();
-  const auto nine = R({Int(9)});
+  const auto nine = MakeRow({Int(9)});
   s.ChunkBegin(kItems, true, &nine, false, nullptr, false, 2);
-  s.Read(kItems, R({Int(10), Text("ten"), Null()}));
+  s.Read(kItems, MakeRow({Int(10), Text("ten"), Null()}));
   s.ChunkEnd(kItems, {}, 2);
   s.Commit();
   Run(*applier, s);
@@ -311,7 +311,7 @@ TEST_F(ApplierTest, RangeChunkBoundsExclusiveAndAbsent) {
   // unbounded on both sides with nothing kept: the table is emptied
   s.Begin();
   s.ChunkBegin(kItems, true, nullptr, false, nullptr, false, 3);
-  s.ChunkEnd(kItems, {R({Int(7)})}, 3);
+  s.ChunkEnd(kItems, {MakeRow({Int(7)})}, 3);
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items(), "7:v7:-1 ");
@@ -323,24 +323,24 @@ TEST_F(ApplierTest, RangeChunkOnACompositeKeyComparesRowsInPostgres) {
   s.Relation(pairs_);
   s.Begin();
   for (const char* k1 : {"a", "b", "c"})
-    for (int k2 = 1; k2 <= 3; ++k2) s.Insert(kPairs, R({Int(0), Text(k1), Int(k2)}));
+    for (int k2 = 1; k2 <= 3; ++k2) s.Insert(kPairs, MakeRow({Int(0), Text(k1), Int(k2)}));
   s.Commit();
   Run(*applier, s);
   // [(a, 3), (c, 1)): lexicographic on (k1, k2) in key order, whatever the column order
   s.Begin();
-  const auto from = R({Text("a"), Int(3)});
-  const auto to = R({Text("c"), Int(1)});
+  const auto from = MakeRow({Text("a"), Int(3)});
+  const auto to = MakeRow({Text("c"), Int(1)});
   s.ChunkBegin(kPairs, true, &from, true, &to, false);
-  s.Read(kPairs, R({Int(1), Text("b"), Int(2)}));
-  s.ChunkEnd(kPairs, {R({Text("a"), Int(3)})});
+  s.Read(kPairs, MakeRow({Int(1), Text("b"), Int(2)}));
+  s.ChunkEnd(kPairs, {MakeRow({Text("a"), Int(3)})});
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Pairs(), "a/1=0 a/2=0 a/3=0 b/2=1 c/1=0 c/2=0 c/3=0 ");
   // a bound is a whole key: a prefix is refused, never guessed at
   s.Begin();
-  const auto prefix = R({Text("c")});
+  const auto prefix = MakeRow({Text("c")});
   s.ChunkBegin(kPairs, true, &prefix, true, nullptr, false, 2);
-  s.ChunkEnd(kPairs, {R({Text("c"), Int(2)})}, 2);
+  s.ChunkEnd(kPairs, {MakeRow({Text("c"), Int(2)})}, 2);
   s.Commit();
   EXPECT_THROW(Run(*applier, s), StreamError);
 }
@@ -352,15 +352,15 @@ TEST_F(ApplierTest, RangeChunkComparesKeysInTheSourcesCollation) {
   StreamBuilder s;
   s.Relation(pairs_);
   s.Begin();
-  for (const char* k1 : {"B", "a", "c"}) s.Insert(kPairs, R({Int(0), Text(k1), Int(1)}));
+  for (const char* k1 : {"B", "a", "c"}) s.Insert(kPairs, MakeRow({Int(0), Text(k1), Int(1)}));
   s.Commit();
   Run(*applier, s);
   // [(a, 1), (c, 1)) in ICU order holds a and B; only a was read: B is gone at the source
   s.Begin();
-  const auto from = R({Text("a"), Int(1)});
-  const auto to = R({Text("c"), Int(1)});
+  const auto from = MakeRow({Text("a"), Int(1)});
+  const auto to = MakeRow({Text("c"), Int(1)});
   s.ChunkBegin(kPairs, true, &from, true, &to, false, 1, {"icu:und", ""});
-  s.Read(kPairs, R({Int(1), Text("a"), Int(1)}));
+  s.Read(kPairs, MakeRow({Int(1), Text("a"), Int(1)}));
   s.ChunkEnd(kPairs, {});
   s.Commit();
   Run(*applier, s);
@@ -368,12 +368,12 @@ TEST_F(ApplierTest, RangeChunkComparesKeysInTheSourcesCollation) {
   EXPECT_EQ(target_->scalar("SELECT count(*) FROM pg_collation WHERE collname = 'icu:und'"), "1");
   // libc:C is byte order: [(B, 1), (a, 1)] holds nothing else
   s.Begin();
-  s.Insert(kPairs, R({Int(2), Text("B"), Int(1)}));
+  s.Insert(kPairs, MakeRow({Int(2), Text("B"), Int(1)}));
   s.Commit();
-  const auto b = R({Text("B"), Int(1)});
+  const auto b = MakeRow({Text("B"), Int(1)});
   s.Begin();
   s.ChunkBegin(kPairs, true, &b, true, &from, true, 2, {"libc:C", ""});
-  s.ChunkEnd(kPairs, {R({Text("B"), Int(1)}), R({Text("a"), Int(1)})}, 2);
+  s.ChunkEnd(kPairs, {MakeRow({Text("B"), Int(1)}), MakeRow({Text("a"), Int(1)})}, 2);
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Pairs(), "B/1=2 a/1=1 c/1=0 ");
@@ -397,8 +397,8 @@ TEST_F(ApplierTest, KeyListChunkTouchesOnlyItsKeys) {
   SeedItems(*applier, s, 5);
   s.Begin();
   s.ChunkBegin(kItems, false, nullptr, false, nullptr, false);
-  s.Read(kItems, R({Int(2), Text("fixed"), Null()}));
-  s.Delete(kItems, R({Int(4)}));  // asked for, absent at the source
+  s.Read(kItems, MakeRow({Int(2), Text("fixed"), Null()}));
+  s.Delete(kItems, MakeRow({Int(4)}));  // asked for, absent at the source
   s.ChunkEnd(kItems, {});
   s.Commit();
   Run(*applier, s);
@@ -414,13 +414,13 @@ TEST_F(ApplierTest, TruncateAndSchemaMap) {
   s.Relation(items_);
   s.Relation(pairs_);
   s.Begin();
-  s.Insert(kItems, R({Int(1), Text("a"), Null()}));
-  s.Insert(kPairs, R({Int(1), Text("a"), Int(1)}));
+  s.Insert(kItems, MakeRow({Int(1), Text("a"), Null()}));
+  s.Insert(kPairs, MakeRow({Int(1), Text("a"), Int(1)}));
   s.Commit();
   s.Begin();
-  s.Insert(kItems, R({Int(2), Text("b"), Null()}));
+  s.Insert(kItems, MakeRow({Int(2), Text("b"), Null()}));
   s.Truncate({kItems, kPairs});
-  s.Insert(kItems, R({Int(3), Text("c"), Null()}));
+  s.Insert(kItems, MakeRow({Int(3), Text("c"), Null()}));
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(Items("dst.items"), "3:c:-1 ");
@@ -437,7 +437,7 @@ TEST_F(ApplierTest, BootstrapCommitsInBatchesAndARestartClearsWhatItApplied) {
   StreamBuilder s;
   s.Relation(items_);
   s.BootstrapBegin(false);
-  for (int i = 1; i <= 7; ++i) s.Read(kItems, R({Int(i), Text("first"), Null()}));
+  for (int i = 1; i <= 7; ++i) s.Read(kItems, MakeRow({Int(i), Text("first"), Null()}));
   Run(*applier, s);
   // 7 rows: two commits of 3; the 7th is in the open transaction
   EXPECT_EQ(target_->scalar("SELECT count(*) FROM src.items"), "6");
@@ -450,7 +450,7 @@ TEST_F(ApplierTest, BootstrapCommitsInBatchesAndARestartClearsWhatItApplied) {
   ASSERT_TRUE(stored_);
   s.BootstrapBegin(true);
   s.Relation(items_);  // a new session describes its tables again
-  for (int i = 1; i <= 4; ++i) s.Read(kItems, R({Int(i), Text("second"), Null()}));
+  for (int i = 1; i <= 4; ++i) s.Read(kItems, MakeRow({Int(i), Text("second"), Null()}));
   s.BootstrapEnd();
   const auto end = s.LastPosition();
   Run(*applier, s);
@@ -473,10 +473,10 @@ TEST_F(ApplierTest, BootstrapRowsCopyIntoEmptyTablesAndUpsertIntoOthers) {
   s.BootstrapBegin(false);
   s.Relation(items_);
   s.Relation(pairs_);
-  s.Read(kItems, R({Int(1), Text(odd), Null()}));
-  s.Read(kPairs, R({Int(1), Text("a"), Int(1)}));
-  s.Read(kItems, R({Int(2), Text(""), Text("\\N")}));
-  s.Read(kPairs, R({Int(2), Text("b"), Int(1)}));
+  s.Read(kItems, MakeRow({Int(1), Text(odd), Null()}));
+  s.Read(kPairs, MakeRow({Int(1), Text("a"), Int(1)}));
+  s.Read(kItems, MakeRow({Int(2), Text(""), Text("\\N")}));
+  s.Read(kPairs, MakeRow({Int(2), Text("b"), Int(1)}));
   s.BootstrapEnd();
   Run(*applier, s);
   EXPECT_EQ(target_->scalar("SELECT v FROM src.items WHERE id = 1"), odd);
@@ -506,8 +506,8 @@ TEST_F(ApplierTest, BootstrapIntoOtherTypesCastsInsteadOfCopying) {
   StreamBuilder s;
   s.BootstrapBegin(false);
   s.Relation(amounts);
-  s.Read(1003, R({Int(1), Lit("1.25"), Lit("1.25")}));
-  s.Read(1003, R({Int(2), Lit("2.5"), Lit("-2.5")}));
+  s.Read(1003, MakeRow({Int(1), Lit("1.25"), Lit("1.25")}));
+  s.Read(1003, MakeRow({Int(2), Lit("2.5"), Lit("-2.5")}));
   s.BootstrapEnd();
   Run(*applier, s);
   EXPECT_EQ(target_->scalar("SELECT string_agg(id || ':' || amount || ':' || wide, ' ' ORDER BY"
@@ -521,7 +521,7 @@ TEST_F(ApplierTest, BootstrapIntoOtherTypesCastsInsteadOfCopying) {
   amounts.mutable_columns(2)->set_type_name("numeric(11,2)");
   s.Relation(amounts);
   s.Begin();
-  s.Insert(1003, R({Int(3), Lit("3.75"), Null()}));
+  s.Insert(1003, MakeRow({Int(3), Lit("3.75"), Null()}));
   s.Commit();
   Run(*applier, s);
   EXPECT_EQ(target_->scalar("SELECT amount FROM src.amounts WHERE id = 3"), "4");
@@ -540,7 +540,7 @@ TEST_F(ApplierTest, HeartbeatsAndMessagesBetweenTransactionsBecomeDurable) {
   // inside a transaction a heartbeat changes nothing
   s.set_lsn(s.lsn() + 0x50);
   s.Begin();
-  s.Insert(kItems, R({Int(2), Text("b"), Null()}));
+  s.Insert(kItems, MakeRow({Int(2), Text("b"), Null()}));
   for (const auto& e : s.events) applier->Apply(e);
   s.events.clear();
   heartbeat.mutable_position()->set_commit_lsn(s.lsn());
@@ -562,7 +562,7 @@ TEST_F(ApplierTest, MismatchedTargetTablesFailBeforeAnythingIsApplied) {
     StreamBuilder s;
     s.Relation(items_);
     s.Begin();
-    s.Insert(kItems, R({Int(1), Text("a"), Null()}));
+    s.Insert(kItems, MakeRow({Int(1), Text("a"), Null()}));
     s.Commit();
     try {
       for (const auto& e : s.events) applier.Apply(e);

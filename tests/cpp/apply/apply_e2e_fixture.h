@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -57,6 +58,23 @@ class ApplyE2eTest : public DblogdTest {
     apply_ = std::make_unique<ApplyProcess>(args);
     apply_->Start();
     return *apply_;
+  }
+
+  // dblog apply (--create-tables) started and through its bootstrap: received, and what the
+  // source committed before a Sentinel() applied. Fatal failures end only this function: call
+  // it in ASSERT_NO_FATAL_FAILURE.
+  void StartApplyThroughBootstrap() {
+    StartApply({"--create-tables"});
+    ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+    WaitApplied(Sentinel());
+  }
+
+  // The same, then dblog apply stopped (SIGTERM, exited within 30 s): the target holds the
+  // bootstrap and its position. Call it in ASSERT_NO_FATAL_FAILURE.
+  void ApplyBootstrapThenStop() {
+    ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
+    apply_->Signal(SIGTERM);
+    ASSERT_TRUE(apply_->Wait(30s));
   }
 
   // "commit_lsn:seq" as the applier logs positions, or "" when none is stored.

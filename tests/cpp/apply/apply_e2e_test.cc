@@ -215,9 +215,7 @@ TEST_F(ApplyE2eTest, UpdateOfAMissingRowWithUnchangedToastIsReportedWithTheRepai
   }
   db().exec("ALTER TABLE " + T("docs_full") + " REPLICA IDENTITY FULL");
   StartDblogd();
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   target().exec("DELETE FROM " + T("docs") + " WHERE id = 2; DELETE FROM " + T("docs_full") +
                 " WHERE id = 2");
   db().exec("UPDATE " + T("docs") + " SET note = 'changed' WHERE id = 2");  // body unchanged
@@ -582,11 +580,7 @@ TEST_F(ApplyE2eTest, BootstrapOfAConsumerTheSourceForgotStillClearsTheTarget) {
   db().exec("CREATE TABLE " + T("items") + " (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + T("items") + " SELECT g, 'v' || g FROM generate_series(1, 100) g");
   StartDblogd();
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
-  apply_->Signal(SIGTERM);
-  ASSERT_TRUE(apply_->Wait(30s));
+  ASSERT_NO_FATAL_FAILURE(ApplyBootstrapThenStop());
   for (int i = 0; i < 100; ++i) {
     try {
       db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
@@ -598,9 +592,7 @@ TEST_F(ApplyE2eTest, BootstrapOfAConsumerTheSourceForgotStillClearsTheTarget) {
   db().exec("DELETE FROM dblog.consumers WHERE name = '" + consumer() + "'");
   db().exec("DELETE FROM " + T("items") + " WHERE id % 3 = 0");
   db().exec("UPDATE " + T("items") + " SET v = 'changed' WHERE id % 5 = 0");
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   ExpectSameTable("items");
   const std::string log = apply_->log();
   EXPECT_EQ(log.find("(restarted)"), std::string::npos) << log;
@@ -619,9 +611,7 @@ TEST_F(ApplyE2eTest, RangeRepairsCompareTextKeysInTheSourcesCollation) {
   db().exec("INSERT INTO " + T("words") +
             " VALUES ('a', 1), ('B', 2), ('c', 3), ('D', 4), ('e', 5), ('F', 6)");
   StartDblogd({"--chunk-size=1"});
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   // damage: a row the source never had, a lost row
   target().exec("INSERT INTO " + T("words") + " VALUES ('b', -1); DELETE FROM " + T("words") +
                 " WHERE w = 'D'");
@@ -881,9 +871,7 @@ TEST_F(ApplyE2eTest, RepairsConvergeADamagedTarget) {
   db().exec("INSERT INTO " + T("pairs") +
             " SELECT 'k' || (g % 20), g, g FROM generate_series(1, 2000) g");
   StartDblogd({"--chunk-size=250"});
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   target().exec("DELETE FROM " + T("acct") +
                 " WHERE id % 7 = 0;"
                 " UPDATE " +

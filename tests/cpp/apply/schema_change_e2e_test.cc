@@ -47,9 +47,7 @@ TEST_F(SchemaChangeTest, TheIssuesStepsConverge) {
   db().exec("CREATE TABLE " + T("a") + " (id int PRIMARY KEY, v text, n int)");
   db().exec("INSERT INTO " + T("a") + " SELECT g, 'v' || g, g FROM generate_series(1, 100) g");
   StartDblogd();
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   ExpectSameTable("a");
 
   // A column with a default: the source's existing rows have it without any WAL for them; the
@@ -134,9 +132,7 @@ TEST_F(SchemaChangeTest, SwappedNamesAndAReusedTableNameFollowIdentity) {
   db().exec("INSERT INTO " + T("p") + " SELECT g, 'x' || g, 'y' || g FROM generate_series(1, 50) g");
   db().exec("INSERT INTO " + T("q") + " SELECT g, g FROM generate_series(1, 20) g");
   StartDblogd();
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
 
   Step("BEGIN; ALTER TABLE " + T("p") + " RENAME COLUMN x TO tmp; ALTER TABLE " + T("p") +
            " RENAME COLUMN y TO x; ALTER TABLE " + T("p") + " RENAME COLUMN tmp TO y;"
@@ -166,11 +162,7 @@ TEST_F(SchemaChangeTest, RenamesWhileStoppedAndTargetsWithoutAMappingAreFollowed
   db().exec("CREATE TABLE " + T("r") + " (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + T("r") + " SELECT g, 'v' || g FROM generate_series(1, 30) g");
   StartDblogd();
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
-  apply_->Signal(SIGTERM);
-  ASSERT_TRUE(apply_->Wait(30s));
+  ASSERT_NO_FATAL_FAILURE(ApplyBootstrapThenStop());
   // as an older dblog apply left it
   target().exec("DELETE FROM dblog_apply.relations; DELETE FROM dblog_apply.columns");
   StartApply({"--create-tables"});
@@ -199,9 +191,7 @@ TEST_F(SchemaChangeTest, AChangeItCannotApplyStopsWithNothingAppliedAndResumesOn
   db().exec("CREATE TABLE " + T("other") + " (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + T("other") + " VALUES (1, 'v1')");
   StartDblogd();
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   const std::string stored = StoredPosition();
 
   // the first write of the transaction is to another table, so that the transaction's
@@ -235,9 +225,7 @@ TEST_F(SchemaChangeTest, SetSchemaWithinTheScopeMovesTheTargetTable) {
   db().exec("CREATE TABLE " + T("m") + " (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + T("m") + " SELECT g, 'v' || g FROM generate_series(1, 40) g");
   StartDblogd({"--consumer=" + consumer() + "=" + schema() + ".*," + other + ".*"});
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   db().exec("ALTER TABLE " + T("m") + " SET SCHEMA " + other);
   db().exec("UPDATE " + other + ".m SET v = 'moved' WHERE id = 1");
   WaitApplied(Sentinel());
@@ -255,9 +243,7 @@ TEST_F(SchemaChangeTest, AChangedPrimaryKeyStopsUntilTheTargetsKeyIsChanged) {
   db().exec("CREATE TABLE " + T("pk") + " (id int, v int, PRIMARY KEY (id))");
   db().exec("INSERT INTO " + T("pk") + " SELECT g, g FROM generate_series(1, 10) g");
   StartDblogd();
-  StartApply({"--create-tables"});
-  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
-  WaitApplied(Sentinel());
+  ASSERT_NO_FATAL_FAILURE(StartApplyThroughBootstrap());
   const std::string stored = StoredPosition();
   db().exec("BEGIN; ALTER TABLE " + T("pk") + " DROP CONSTRAINT pk_pkey; ALTER TABLE " + T("pk") +
             " ADD PRIMARY KEY (id, v); INSERT INTO " + T("pk") + " VALUES (1, 2); COMMIT");

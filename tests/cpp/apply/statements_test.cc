@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "client/apply/statements.h"
+#include "proto_values.h"
 
 namespace dblog::apply {
 namespace {
@@ -30,26 +31,10 @@ dblog::v1::Relation Rel(const std::vector<Col>& columns, const std::vector<std::
   return r;
 }
 
-dblog::v1::Value Int(std::int64_t v) {
-  dblog::v1::Value out;
-  out.set_int_value(v);
-  return out;
-}
-dblog::v1::Value Text(const std::string& v) {
-  dblog::v1::Value out;
-  out.set_text_value(v);
-  return out;
-}
-dblog::v1::Value Unchanged() {
-  dblog::v1::Value out;
-  out.set_unchanged(true);
-  return out;
-}
-dblog::v1::Row RowOf(std::vector<dblog::v1::Value> values) {
-  dblog::v1::Row r;
-  for (auto& v : values) *r.add_values() = v;
-  return r;
-}
+using dblog::test::Int;
+using dblog::test::MakeRow;
+using dblog::test::Text;
+using dblog::test::Unchanged;
 
 const TableRef kTable{"\"app\".\"t\"", "app.t"};
 
@@ -102,39 +87,39 @@ TEST(Statements, AKeyOnlyTableUpsertsDoNothingOnConflict) {
 TEST(Statements, UpdateKeepingUnchangedSetsOnlyWhatChanged) {
   const auto rel = Rel({{"id", "integer", 23}, {"a", "text", 25}, {"big", "text", 25}}, {0});
   const UpdateStatement u =
-      BuildUpdateKeepingUnchanged(rel, kTable, RowOf({Int(7), Text("x"), Unchanged()}));
+      BuildUpdateKeepingUnchanged(rel, kTable, MakeRow({Int(7), Text("x"), Unchanged()}));
   EXPECT_FALSE(u.check_only);
   EXPECT_EQ(u.statement.sql,
             "UPDATE \"app\".\"t\" SET \"a\" = $1::text WHERE \"id\" = $2::integer");
   EXPECT_EQ(u.statement.params, (TextParams{"x", "7"}));
   // nothing but unchanged values besides the key: only look for the row
   const UpdateStatement check =
-      BuildUpdateKeepingUnchanged(rel, kTable, RowOf({Int(7), Unchanged(), Unchanged()}));
+      BuildUpdateKeepingUnchanged(rel, kTable, MakeRow({Int(7), Unchanged(), Unchanged()}));
   EXPECT_TRUE(check.check_only);
   EXPECT_EQ(check.statement.sql, "SELECT FROM \"app\".\"t\" WHERE \"id\" = $1::integer");
-  EXPECT_THROW(BuildUpdateKeepingUnchanged(rel, kTable, RowOf({Int(7)})), StreamError);
-  EXPECT_THROW(BuildUpdateKeepingUnchanged(rel, kTable, RowOf({Unchanged(), Text("x"), Text("y")})),
+  EXPECT_THROW(BuildUpdateKeepingUnchanged(rel, kTable, MakeRow({Int(7)})), StreamError);
+  EXPECT_THROW(BuildUpdateKeepingUnchanged(rel, kTable, MakeRow({Unchanged(), Text("x"), Text("y")})),
                StreamError);
 }
 
 TEST(Statements, MoveKeepingUnchangedTakesUnchangedColumnsFromTheOldRow) {
   const auto rel = Rel({{"id", "integer", 23}, {"big", "text", 25}}, {0});
   const Statement m =
-      BuildMoveKeepingUnchanged(rel, kTable, RowOf({Int(1)}), RowOf({Int(2), Unchanged()}));
+      BuildMoveKeepingUnchanged(rel, kTable, MakeRow({Int(1)}), MakeRow({Int(2), Unchanged()}));
   EXPECT_EQ(m.sql,
             "WITH old AS (DELETE FROM \"app\".\"t\" AS t WHERE t.\"id\" = $1::integer RETURNING "
             "t.*) INSERT INTO \"app\".\"t\" (\"id\", \"big\") OVERRIDING SYSTEM VALUE SELECT "
             "$2::integer, old.\"big\" FROM old ON CONFLICT (\"id\") DO UPDATE SET \"big\" = "
             "EXCLUDED.\"big\"");
   EXPECT_EQ(m.params, (TextParams{"1", "2"}));
-  EXPECT_THROW(BuildMoveKeepingUnchanged(rel, kTable, RowOf({}), RowOf({Int(2), Unchanged()})),
+  EXPECT_THROW(BuildMoveKeepingUnchanged(rel, kTable, MakeRow({}), MakeRow({Int(2), Unchanged()})),
                StreamError);
 }
 
 TEST(Statements, RangeDeleteBoundsCollationsAndKeptKeys) {
   const auto rel = Rel({{"a", "text", 25}, {"b", "integer", 23}, {"v", "text", 25}}, {0, 1});
   dblog::v1::ChunkBegin begin;
-  *begin.mutable_from_key() = RowOf({Text("k"), Int(1)});
+  *begin.mutable_from_key() = MakeRow({Text("k"), Int(1)});
   begin.set_from_inclusive(true);
   const Statement d = BuildRangeDelete(rel, kTable, begin, {" COLLATE pg_catalog.\"C\"", ""},
                                        {"{\"k\"}", "{\"1\"}"});
@@ -144,7 +129,7 @@ TEST(Statements, RangeDeleteBoundsCollationsAndKeptKeys) {
             "$4::text[]) AS u(c0, c1) WHERE t.\"a\" = u.c0::text AND t.\"b\" = u.c1::integer)");
   EXPECT_EQ(d.params, (TextParams{"k", "1", "{\"k\"}", "{\"1\"}"}));
   // a bound that is not a whole key
-  *begin.mutable_to_key() = RowOf({Text("z")});
+  *begin.mutable_to_key() = MakeRow({Text("z")});
   EXPECT_THROW(BuildRangeDelete(rel, kTable, begin, {"", ""}, {"{}", "{}"}), StreamError);
 }
 

@@ -9,39 +9,17 @@
 #include <vector>
 
 #include "dblog/v1/consumer.pb.h"
+#include "proto_values.h"
 
 namespace dblog::apply::testing {
 
-inline dblog::v1::Value Int(std::int64_t v) {
-  dblog::v1::Value out;
-  out.set_int_value(v);
-  return out;
-}
-inline dblog::v1::Value Text(const std::string& v) {
-  dblog::v1::Value out;
-  out.set_text_value(v);
-  return out;
-}
-inline dblog::v1::Value Lit(const std::string& v) {
-  dblog::v1::Value out;
-  out.set_literal(v);
-  return out;
-}
-inline dblog::v1::Value Null() {
-  dblog::v1::Value out;
-  out.set_null_value(true);
-  return out;
-}
-inline dblog::v1::Value Unchanged() {
-  dblog::v1::Value out;
-  out.set_unchanged(true);
-  return out;
-}
-inline dblog::v1::Row R(std::initializer_list<dblog::v1::Value> values) {
-  dblog::v1::Row row;
-  for (const auto& v : values) *row.add_values() = v;
-  return row;
-}
+// Values and rows: proto_values.h.
+using dblog::test::Int;
+using dblog::test::Lit;
+using dblog::test::MakeRow;
+using dblog::test::Null;
+using dblog::test::Text;
+using dblog::test::Unchanged;
 
 struct ColumnSpec {
   std::string name;

@@ -46,7 +46,7 @@ bool Welcome(FakeConnection& connection) {
 
 StreamEvent InsertEvent(std::uint64_t lsn, std::uint32_t seq, std::int64_t id) {
   StreamEvent event = ChangeEvent(Change::INSERT, 16384, lsn, seq, 771, kTime);
-  *event.mutable_change()->mutable_new_row() = MakeRow({IntValue(id), TextValue("x")});
+  *event.mutable_change()->mutable_new_row() = MakeRow({Int(id), Text("x")});
   return event;
 }
 

@@ -124,7 +124,7 @@ TEST_F(RenderTest, Commit) {
 TEST_F(RenderTest, Insert) {
   StreamEvent event = ChangeEvent(Change::INSERT, kItems, kLsn, 3, 771, kTime);
   *event.mutable_change()->mutable_new_row() =
-      MakeRow({IntValue(1), TextValue("one"), UnchangedValue()});
+      MakeRow({Int(1), Text("one"), Unchanged()});
   EXPECT_EQ(Render(event),
             R"({"position":{"commit_lsn":"0/16B3748","seq":3},"op":"insert",)"
             R"("table":"public.items","xid":771,"commit_time":"2026-11-30T04:46:03.044138Z",)"
@@ -134,14 +134,14 @@ TEST_F(RenderTest, Insert) {
 TEST_F(RenderTest, UpdateShowsOldKeyAndOldRow) {
   StreamEvent event = ChangeEvent(Change::UPDATE, kItems, kLsn, 1, 771, kTime);
   *event.mutable_change()->mutable_new_row() =
-      MakeRow({IntValue(2), TextValue("two"), NullValue()});
-  *event.mutable_change()->mutable_old_key() = MakeRow({IntValue(1)});
+      MakeRow({Int(2), Text("two"), Null()});
+  *event.mutable_change()->mutable_old_key() = MakeRow({Int(1)});
   EXPECT_EQ(Render(event),
             R"({"position":{"commit_lsn":"0/16B3748","seq":1},"op":"update",)"
             R"("table":"public.items","xid":771,"commit_time":"2026-11-30T04:46:03.044138Z",)"
             R"("key":{"id":2},"old_key":{"id":1},"row":{"id":2,"name":"two","body":null}})");
   *event.mutable_change()->mutable_old_row() =
-      MakeRow({IntValue(1), TextValue("one"), NullValue()});
+      MakeRow({Int(1), Text("one"), Null()});
   EXPECT_EQ(Render(event),
             R"({"position":{"commit_lsn":"0/16B3748","seq":1},"op":"update",)"
             R"("table":"public.items","xid":771,"commit_time":"2026-11-30T04:46:03.044138Z",)"
@@ -151,7 +151,7 @@ TEST_F(RenderTest, UpdateShowsOldKeyAndOldRow) {
 
 TEST_F(RenderTest, Delete) {
   StreamEvent event = ChangeEvent(Change::DELETE, kItems, kLsn, 2, 771, kTime);
-  *event.mutable_change()->mutable_old_key() = MakeRow({IntValue(1)});
+  *event.mutable_change()->mutable_old_key() = MakeRow({Int(1)});
   EXPECT_EQ(Render(event),
             R"({"position":{"commit_lsn":"0/16B3748","seq":2},"op":"delete",)"
             R"("table":"public.items","xid":771,"commit_time":"2026-11-30T04:46:03.044138Z",)"
@@ -161,7 +161,7 @@ TEST_F(RenderTest, Delete) {
 TEST_F(RenderTest, ReadHasNoTransaction) {
   StreamEvent event = ChangeEvent(Change::READ, kItems, kLsn, 7, 0, 0);
   *event.mutable_change()->mutable_new_row() =
-      MakeRow({IntValue(7), TextValue("seven"), TextValue("b")});
+      MakeRow({Int(7), Text("seven"), Text("b")});
   EXPECT_EQ(Render(event),
             R"({"position":{"commit_lsn":"0/16B3748","seq":7},"op":"read",)"
             R"("table":"public.items","key":{"id":7},"row":{"id":7,"name":"seven","body":"b"}})");
@@ -172,7 +172,7 @@ TEST_F(RenderTest, CompositeKeyInKeyOrder) {
                                    {{"a", "integer"}, {"b", "text"}, {"v", "text"}}, {1, 0}));
   StreamEvent event = ChangeEvent(Change::INSERT, 20000, kLsn, 1, 9, kTime);
   *event.mutable_change()->mutable_new_row() =
-      MakeRow({IntValue(1), TextValue("x"), TextValue("first")});
+      MakeRow({Int(1), Text("x"), Text("first")});
   EXPECT_EQ(Render(event),
             R"({"position":{"commit_lsn":"0/16B3748","seq":1},"op":"insert",)"
             R"("table":"app.pairs","xid":9,"commit_time":"2026-11-30T04:46:03.044138Z",)"
@@ -181,8 +181,8 @@ TEST_F(RenderTest, CompositeKeyInKeyOrder) {
 
 TEST_F(RenderTest, ChangeOfAnUnknownRelationKeepsValuesPositionally) {
   StreamEvent event = ChangeEvent(Change::UPDATE, 999, kLsn, 1, 9, kTime);
-  *event.mutable_change()->mutable_new_row() = MakeRow({IntValue(5), TextValue("x")});
-  *event.mutable_change()->mutable_old_key() = MakeRow({IntValue(4)});
+  *event.mutable_change()->mutable_new_row() = MakeRow({Int(5), Text("x")});
+  *event.mutable_change()->mutable_old_key() = MakeRow({Int(4)});
   EXPECT_EQ(Render(event),
             R"({"position":{"commit_lsn":"0/16B3748","seq":1},"op":"update","table":null,)"
             R"("relation_oid":999,"xid":9,"commit_time":"2026-11-30T04:46:03.044138Z",)"
@@ -193,7 +193,7 @@ TEST_F(RenderTest, RelationRedefinitionIsUsed) {
   relations_.Observe(
       RelationEvent(kItems, "public", "items", {{"id", "integer"}, {"title", "text"}}, {0}));
   StreamEvent event = ChangeEvent(Change::INSERT, kItems, kLsn, 1, 9, kTime);
-  *event.mutable_change()->mutable_new_row() = MakeRow({IntValue(1), TextValue("t")});
+  *event.mutable_change()->mutable_new_row() = MakeRow({Int(1), Text("t")});
   EXPECT_NE(Render(event).find(R"("row":{"id":1,"title":"t"})"), std::string::npos);
 }
 
@@ -278,7 +278,7 @@ TEST_F(RenderTest, Chunks) {
   chunk.set_seq(1);
   chunk.set_is_range(true);
   chunk.set_chunk(2);
-  *chunk.mutable_from_key() = MakeRow({IntValue(1)});
+  *chunk.mutable_from_key() = MakeRow({Int(1)});
   chunk.add_key_collations("");
   EXPECT_EQ(Render(range),
             R"({"position":{"commit_lsn":"0/16B3748","seq":1},"op":"chunk_begin",)"
@@ -302,7 +302,7 @@ TEST_F(RenderTest, Chunks) {
   chunk_end.set_seq(12);
   chunk_end.set_rows(10);
   chunk_end.set_deletes(1);
-  *chunk_end.add_kept_keys() = MakeRow({IntValue(4)});
+  *chunk_end.add_kept_keys() = MakeRow({Int(4)});
   chunk_end.set_last(true);
   EXPECT_EQ(Render(end), R"({"position":{"commit_lsn":"0/16B3748","seq":12},"op":"chunk_end",)"
                          R"("request_id":7,"table":"public.items","rows":10,"deletes":1,)"
@@ -391,11 +391,11 @@ TEST(RelationCache, TracksLatestDefinitionPerOid) {
   EXPECT_EQ(cache.TableName(kItems).value_or(""), "public.things");
 
   const auto relation = RelationEvent(1, "s", "t", {{"a", "integer"}, {"b", "text"}}, {1});
-  const auto key = KeyOfRow(relation.relation(), MakeRow({IntValue(1), TextValue("k")}));
+  const auto key = KeyOfRow(relation.relation(), MakeRow({Int(1), Text("k")}));
   ASSERT_TRUE(key);
   ASSERT_EQ(key->values_size(), 1);
   EXPECT_EQ(key->values(0).text_value(), "k");
-  EXPECT_FALSE(KeyOfRow(relation.relation(), MakeRow({IntValue(1)})));  // key column missing
+  EXPECT_FALSE(KeyOfRow(relation.relation(), MakeRow({Int(1)})));  // key column missing
 }
 
 }  // namespace

@@ -173,7 +173,7 @@ dblog::v1::ServerMessage Transaction(std::uint64_t lsn, std::uint64_t xid, std::
         RelationEvent(16384, "public", "items", {{"id", "integer"}, {"name", "text"}}, {0});
   }
   StreamEvent insert = ChangeEvent(Change::INSERT, 16384, lsn, 1, xid, kTime);
-  *insert.mutable_change()->mutable_new_row() = MakeRow({IntValue(id), TextValue("n")});
+  *insert.mutable_change()->mutable_new_row() = MakeRow({Int(id), Text("n")});
   *events.add_events() = insert;
   *events.add_events() = CommitEvent(lsn, 2, xid, kTime, lsn + 0x30);
   return message;
@@ -291,7 +291,7 @@ TEST(TailCli, BootstrapIsAcknowledgedAtItsEnd) {
         RelationEvent(16384, "public", "items", {{"id", "integer"}, {"name", "text"}}, {0});
     for (std::uint32_t seq = 1; seq <= 2; ++seq) {  // copied rows: one below the point
       StreamEvent read = ChangeEvent(Change::READ, 16384, kConsistentPoint - 1, seq, 0, 0);
-      *read.mutable_change()->mutable_new_row() = MakeRow({IntValue(seq), TextValue("r")});
+      *read.mutable_change()->mutable_new_row() = MakeRow({Int(seq), Text("r")});
       *events.add_events() = read;
     }
     auto& end = *events.add_events()->mutable_bootstrap_end();
@@ -452,7 +452,7 @@ TEST(TailCli, ReconnectsAndResumesAfterTheLastPositionWritten) {
           for (std::uint32_t seq = 1; seq <= (whole ? 2u : 1u); ++seq) {
             StreamEvent insert = ChangeEvent(Change::INSERT, 16384, 0x2000, seq, 772, kTime);
             *insert.mutable_change()->mutable_new_row() =
-                MakeRow({IntValue(10 + seq), TextValue("n")});
+                MakeRow({Int(10 + seq), Text("n")});
             *m.mutable_events()->add_events() = insert;
           }
           if (whole) *m.mutable_events()->add_events() = CommitEvent(0x2000, 3, 772, kTime, 0x2030);

@@ -9,38 +9,16 @@
 #include <vector>
 
 #include "dblog/v1/consumer.pb.h"
+#include "proto_values.h"
 
 namespace dblog::client::testing {
 
-inline dblog::v1::Value IntValue(std::int64_t v) {
-  dblog::v1::Value out;
-  out.set_int_value(v);
-  return out;
-}
-
-inline dblog::v1::Value TextValue(const std::string& v) {
-  dblog::v1::Value out;
-  out.set_text_value(v);
-  return out;
-}
-
-inline dblog::v1::Value NullValue() {
-  dblog::v1::Value out;
-  out.set_null_value(true);
-  return out;
-}
-
-inline dblog::v1::Value UnchangedValue() {
-  dblog::v1::Value out;
-  out.set_unchanged(true);
-  return out;
-}
-
-inline dblog::v1::Row MakeRow(std::initializer_list<dblog::v1::Value> values) {
-  dblog::v1::Row row;
-  for (const auto& v : values) *row.add_values() = v;
-  return row;
-}
+// Values and rows: proto_values.h.
+using dblog::test::Int;
+using dblog::test::MakeRow;
+using dblog::test::Null;
+using dblog::test::Text;
+using dblog::test::Unchanged;
 
 // A Relation with columns (name, type_name) and key positions.
 inline dblog::v1::StreamEvent RelationEvent(

@@ -16,6 +16,7 @@
 #include "dblog/v1/change.pb.h"
 #include "dblog/v1/consumer.pb.h"
 #include "emit/emitter.h"
+#include "proto_values.h"
 
 namespace dblog::emit::test {
 
@@ -26,33 +27,13 @@ using dblog::v1::Row;
 using dblog::v1::StreamEvent;
 using dblog::v1::Value;
 
-// ---- Values and rows ---------------------------------------------------------------------
+// ---- Values and rows (proto_values.h) ----------------------------------------------------
 
-inline Value Int(std::int64_t v) {
-  Value value;
-  value.set_int_value(v);
-  return value;
-}
-inline Value Text(const std::string& v) {
-  Value value;
-  value.set_text_value(v);
-  return value;
-}
-inline Value Null() {
-  Value value;
-  value.set_null_value(true);
-  return value;
-}
-inline Value Unchanged() {
-  Value value;
-  value.set_unchanged(true);
-  return value;
-}
-inline Row MakeRow(std::initializer_list<Value> values) {
-  Row row;
-  for (const Value& v : values) *row.add_values() = v;
-  return row;
-}
+using dblog::test::Int;
+using dblog::test::MakeRow;
+using dblog::test::Null;
+using dblog::test::Text;
+using dblog::test::Unchanged;
 
 // ---- Plugin events -----------------------------------------------------------------------
 
