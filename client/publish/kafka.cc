@@ -276,6 +276,10 @@ StoredTail Kafka::Open() {
   };
   const auto common = [&](rd_kafka_conf_t* conf) {
     configure(conf, "bootstrap.servers", options_.bootstrap_servers);
+    // errors only (a broker unreachable, ...): librdkafka's warnings at every attempt (the
+    // experimental gapless setting, an old broker's API) say nothing a user can act on;
+    // --kafka-option log_level=7 shows everything
+    configure(conf, "log_level", "3");
     configure(conf, "socket.timeout.ms", std::to_string(std::max(10, Millis(options_.ack_timeout))));
     for (const auto& [key, value] : options_.config) configure(conf, key, value);
   };
@@ -339,6 +343,18 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
   const auto known = topics_.find(topic);
   if (known != topics_.end()) return known->second;
   const bool control = topic == layout_.ControlTopic();
+  const auto check = [&](std::int32_t count) {
+    if (control && count != 1)
+      throw BrokerError("Kafka: topic " + topic + " has " + std::to_string(count) +
+                            " partitions: the control topic must have one (its order is the log's)",
+                        false);
+    // created by someone else since Open, perhaps: read what it holds
+    ReadTails(topic, count);
+    topics_[topic] = count;
+    return count;
+  };
+  // a topic created beforehand (by an administrator, or since Open) is used as it is
+  if (const auto existing = Topics(topic); existing.count(topic)) return check(existing.at(topic));
   const int partitions = control ? 1 : options_.partitions;
   char errstr[512];
   rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions,
@@ -373,7 +389,11 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
   rd_kafka_AdminOptions_destroy(admin);
   rd_kafka_queue_destroy(queue);
   rd_kafka_NewTopic_destroy(nt);
-  if (!error.empty()) throw BrokerError("Kafka: cannot create topic " + topic + ": " + error, retryable);
+  if (!error.empty())
+    throw BrokerError("Kafka: cannot create topic " + topic + ": " + error +
+                          " (a cluster that does not let this client create topics: create " +
+                          topic + " beforehand)",
+                      retryable);
 
   // A new topic's leaders can take a moment to be known.
   const auto deadline = Clock::now() + options_.ack_timeout;
@@ -390,15 +410,7 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
       throw BrokerError("Kafka: topic " + topic + " created, but: " + error, true);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  const std::int32_t count = found[topic];
-  if (control && count != 1)
-    throw BrokerError("Kafka: topic " + topic + " has " + std::to_string(count) +
-                          " partitions: the control topic must have one",
-                      false);
-  // created by someone else meanwhile, perhaps: read what it holds
-  ReadTails(topic, count);
-  topics_[topic] = count;
-  return count;
+  return check(found.at(topic));
 }
 
 void Kafka::Publish(const LogMessage& message, std::uint64_t, std::uint64_t) {

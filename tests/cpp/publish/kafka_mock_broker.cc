@@ -10,7 +10,8 @@
 //   error API_KEY ERROR COUNT   the next COUNT requests of API_KEY (0: Produce) fail with ERROR
 //                               (rd_kafka_mock_push_request_errors)
 //   down BROKER_ID / up BROKER_ID   a broker's listener down or up again
-//   topic NAME PARTITIONS       create a topic
+//   topic NAME PARTITIONS       create a topic, replicated on every broker (the mock cluster
+//                               does not implement CreateTopics: the test creates them here)
 // Exits at the end of stdin (its parent gone).
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
       std::string name;
       int partitions = 1;
       in >> name >> partitions;
-      err = rd_kafka_mock_topic_create(cluster, name.c_str(), partitions, 1);
+      err = rd_kafka_mock_topic_create(cluster, name.c_str(), partitions, brokers);
     } else {
       std::printf("error unknown command '%s'\n", command.c_str());
       std::fflush(stdout);

@@ -290,6 +290,12 @@ class KafkaPublishTest : public DblogdTest {
   std::string Topic(const std::string& table) const {
     return publish::KafkaLayout(Prefix()).TableTopic(schema(), table);
   }
+  // The mock cluster has no controller, so `dblog publish` cannot create topics there: the
+  // test creates them (the control topic with one partition, table topics with three).
+  void CreateTopics(MockCluster& cluster, const std::vector<std::string>& tables) {
+    ASSERT_EQ(cluster.Command("topic " + Prefix() + ".control 1"), "ok");
+    for (const auto& t : tables) ASSERT_EQ(cluster.Command("topic " + Topic(t) + " 3"), "ok");
+  }
   std::vector<std::string> PublishArgs(const MockCluster& cluster, std::vector<std::string> extra = {}) {
     std::vector<std::string> a = {"--consumer=" + consumer(),
                                   "--port=" + std::to_string(dblogd_->port()),
@@ -396,6 +402,7 @@ TEST_F(KafkaPublishTest, KilledPublisherDblogdAndBrokerErrorsLeaveEveryEventOnce
   MockCluster cluster;
   const std::string s = schema();
   CreateWorkloadTables(db(), s);
+  ASSERT_NO_FATAL_FAILURE(CreateTopics(cluster, {"t_int", "t_comp", "t_uuid", "sentinel"}));
   std::mt19937_64 rng(1701);
   for (int i = 0; i < 40; ++i) RandomTransaction(db(), s, rng, kPublishWorkload);
   db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
@@ -508,6 +515,7 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
   const std::string s = schema();
   db().exec("CREATE TABLE " + s + ".items (id int PRIMARY KEY, name text)");
   db().exec("INSERT INTO " + s + ".items VALUES (1, 'one')");
+  ASSERT_NO_FATAL_FAILURE(CreateTopics(cluster, {"items", "sentinel"}));
   StartDblogd();
   PublishProcess publisher(PublishArgs(cluster, {"--format=debezium-json"}));
   publisher.Start();
