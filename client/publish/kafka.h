@@ -54,7 +54,9 @@ class Kafka : public Broker {
   StoredTail Open() override;
   void Publish(const LogMessage& message, std::uint64_t seq, std::uint64_t relation_seq) override;
   void Flush() override;
-  std::size_t pending() const override { return pending_; }
+  // Records not confirmed yet; a failed delivery counts as one until Flush reports it, so that
+  // the Publisher never acknowledges past it.
+  std::size_t pending() const override { return pending_ + (first_error_.empty() ? 0 : 1); }
   bool keyed() const override { return true; }
 
   // Records dropped because their partition already held them (this attempt).
