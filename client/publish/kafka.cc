@@ -293,6 +293,11 @@ StoredTail Kafka::Open() {
   // no local timeout (timed-out records are the one case idempotence leaves gaps in): Flush's
   // own timeout ends the attempt, and the next one reads the tails
   configure(conf, "message.timeout.ms", "0");
+  // one produce request in flight per broker: a batch that fails is retried before any later
+  // one can reach the broker, so the log stays in order even on a broker that does not check
+  // the idempotent producer's sequence numbers (librdkafka's mock cluster, seen reordering
+  // records around an injected retriable error with 5 in flight)
+  configure(conf, "max.in.flight.requests.per.connection", "1");
   configure(conf, "linger.ms", "5");
   rd_kafka_conf_set_dr_msg_cb(conf, OnDeliveryReport);
   rd_kafka_conf_set_opaque(conf, this);
