@@ -149,8 +149,9 @@ std::string PublishHelp() {
           "delivery reports confirmed everything up to it. Kafka has no deduplication id: on\n"
           "start and after any failure it reads the last position stored in every partition,\n"
           "resumes from the consumer's acknowledged position and drops what each partition\n"
-          "already holds, so every partition holds each position once. Tested against\n"
-          "librdkafka's mock cluster only, not a real Kafka cluster.\n"
+          "already holds, so a partition holds each position once (docs/publish.md: the one\n"
+          "window, a request in flight at a crash, and what a reader does about it). Tested\n"
+          "against librdkafka's mock cluster only, not a real Kafka cluster.\n"
           "\n"
        << PublishFlags()
        << "\n"

@@ -2,11 +2,14 @@
 // (client/publish/kafka_layout.h), without a broker: topic names and their escaping, the
 // partition of a key (the same as librdkafka's murmur2 partitioner, which is the Java client's
 // default), one record per partition for what is not a row, and the key change split of the
-// layout (layout.h, set_row_keys).
+// layout (layout.h, set_row_keys); the Kafka flags of `dblog publish`.
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 
 #include <random>
+#include <sstream>
+
+#include "client/cli/publish.h"
 
 #include "client/publish/kafka_layout.h"
 #include "client/publish/layout.h"
@@ -177,3 +180,52 @@ TEST(PublishKafkaLayout, DebeziumKeyChangeIsDeleteTombstoneCreate) {
 
 }  // namespace
 }  // namespace dblog::publish
+
+namespace dblog::cli {
+namespace {
+
+std::optional<std::string> NoEnv(const std::string&) { return std::nullopt; }
+
+PublishCommandOptions Parse(std::vector<std::string> args) {
+  std::ostringstream help;
+  auto o = ParsePublishArgs(args, NoEnv, help);
+  if (!o) throw std::runtime_error("help");
+  return *o;
+}
+
+TEST(PublishKafkaFlags, KafkaUrlAndItsOwnFlags) {
+  EXPECT_EQ(publish::ParseKafkaUrl("kafka://h1:9092"), "h1:9092");
+  EXPECT_EQ(publish::ParseKafkaUrl("kafka://h1:9092,h2:9093"), "h1:9092,h2:9093");
+  EXPECT_EQ(publish::ParseKafkaUrl("kafka://h1:9092,kafka://h2:9093"), "h1:9092,h2:9093");
+  for (const char* bad : {"kafka://", "kafka://h1", "kafka://h1:", "kafka://h1:x", "nats://h:1",
+                          "kafka://h1:1,nats://h2:2", "kafka://u@h1:1", "kafka://h1:1/x"})
+    EXPECT_THROW(publish::ParseKafkaUrl(bad), std::invalid_argument) << bad;
+
+  const auto o = Parse({"--consumer=c1", "--to=kafka://h1:9092", "--partitions=6",
+                        "--replication-factor=3", "--kafka-option=security.protocol=SSL"});
+  EXPECT_TRUE(o.kafka);
+  EXPECT_EQ(o.kafka_options.bootstrap_servers, "h1:9092");
+  EXPECT_EQ(o.kafka_options.prefix, "dblog.c1");
+  EXPECT_EQ(o.prefix, "dblog.c1");
+  EXPECT_EQ(o.kafka_options.partitions, 6);
+  EXPECT_EQ(o.kafka_options.replication_factor, 3);
+  ASSERT_EQ(o.kafka_options.config.size(), 1u);
+  EXPECT_EQ(o.kafka_options.config[0], std::make_pair(std::string("security.protocol"),
+                                                      std::string("SSL")));
+  EXPECT_EQ(Parse({"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=cdc.app"}).prefix, "cdc.app");
+  EXPECT_FALSE(Parse({"--consumer=c1", "--to=nats://h:1"}).kafka);
+
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--consumer=c1", "--to=kafka://h:1", "--stream=S"},           // NATS only
+           {"--consumer=c1", "--to=kafka://h:1", "--replicas=3"},
+           {"--consumer=c1", "--to=nats://h:1", "--partitions=3"},        // Kafka only
+           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=acks=1"},  // dblog's own
+           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=enable.idempotence=false"},
+           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=noequals"},
+           {"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=a/b"},
+           {"--consumer=c1", "--to=kafka://h:1", "--partitions=0"}})
+    EXPECT_THROW(Parse(bad), UsageError) << bad.back();
+}
+
+}  // namespace
+}  // namespace dblog::cli
