@@ -25,7 +25,8 @@ void OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* message, void* opaq
 std::string Header(rd_kafka_headers_t* headers, const char* name) {
   const void* value = nullptr;
   std::size_t size = 0;
-  if (!headers || rd_kafka_header_get_last(headers, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+  if (!headers ||
+      rd_kafka_header_get_last(headers, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR ||
       !value)
     return {};
   return std::string(static_cast<const char*>(value), size);
@@ -65,7 +66,8 @@ std::string ParseKafkaUrl(const std::string& url) {
   bool first = true;
   for (;;) {
     const std::size_t comma = url.find(',', start);
-    std::string one = url.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string one =
+        url.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (one.rfind("kafka://", 0) == 0) {
       one = one.substr(8);
     } else if (first || one.find("://") != std::string::npos) {
@@ -151,8 +153,8 @@ std::map<std::string, std::int32_t> Kafka::Topics(const std::string& topic) {
   std::map<std::string, std::int32_t> out;
   const rd_kafka_metadata_t* md = nullptr;
   TopicHandle handle{topic.empty() ? nullptr : rd_kafka_topic_new(reader_, topic.c_str(), nullptr)};
-  const rd_kafka_resp_err_t err =
-      rd_kafka_metadata(reader_, topic.empty() ? 1 : 0, handle.rkt, &md, Millis(options_.ack_timeout));
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(reader_, topic.empty() ? 1 : 0, handle.rkt, &md,
+                                                    Millis(options_.ack_timeout));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     throw BrokerError(std::string("Kafka: cannot read the cluster's metadata from ") +
                           options_.bootstrap_servers + ": " + rd_kafka_err2str(err),
@@ -193,8 +195,8 @@ void Kafka::ReadTails(const std::string& topic, std::int32_t partitions) {
     std::int64_t window = 1;
     for (std::int64_t start = std::max(low, high - window); high > low;) {
       if (rd_kafka_consume_start(handle.rkt, p, start) != 0)
-        throw BrokerError("Kafka: cannot read " + topic + " [" + std::to_string(p) + "]: " +
-                              rd_kafka_err2str(rd_kafka_last_error()),
+        throw BrokerError("Kafka: cannot read " + topic + " [" + std::to_string(p) +
+                              "]: " + rd_kafka_err2str(rd_kafka_last_error()),
                           true);
       std::optional<dblog::v1::Position> found;
       std::uint32_t found_part = 1;
@@ -247,9 +249,9 @@ void Kafka::ReadTails(const std::string& topic, std::int32_t partitions) {
       }
       rd_kafka_consume_stop(handle.rkt, p);
       if (!error.empty())
-        throw BrokerError("Kafka: reading the end of " + topic + " [" + std::to_string(p) +
-                              "]: " + error,
-                          error.rfind("malformed", 0) != 0);
+        throw BrokerError(
+            "Kafka: reading the end of " + topic + " [" + std::to_string(p) + "]: " + error,
+            error.rfind("malformed", 0) != 0);
       if (found) {
         tail.position = found;
         tail.part = found_part;
@@ -280,7 +282,8 @@ StoredTail Kafka::Open() {
     // experimental gapless setting, an old broker's API) say nothing a user can act on;
     // --kafka-option log_level=7 shows everything
     configure(conf, "log_level", "3");
-    configure(conf, "socket.timeout.ms", std::to_string(std::max(10, Millis(options_.ack_timeout))));
+    configure(conf, "socket.timeout.ms",
+              std::to_string(std::max(10, Millis(options_.ack_timeout))));
     for (const auto& [key, value] : options_.config) configure(conf, key, value);
   };
 
@@ -323,8 +326,7 @@ StoredTail Kafka::Open() {
   topics_ = Topics("");
   const auto control = topics_.find(layout_.ControlTopic());
   if (control != topics_.end() && control->second != 1)
-    throw BrokerError("Kafka: topic " + control->first + " has " +
-                          std::to_string(control->second) +
+    throw BrokerError("Kafka: topic " + control->first + " has " + std::to_string(control->second) +
                           " partitions: the control topic must have one (its order is the log's)",
                       false);
   for (const auto& [topic, partitions] : topics_) ReadTails(topic, partitions);
@@ -334,7 +336,8 @@ StoredTail Kafka::Open() {
   std::size_t held = 0;
   for (const auto& [partition, t] : tails_) {
     if (t.next_offset > 0) ++held;
-    if (t.position && (!last || client::ComparePositions(*t.position, *last) > 0)) last = t.position;
+    if (t.position && (!last || client::ComparePositions(*t.position, *last) > 0))
+      last = t.position;
   }
   tail.resume_note = "the log holds " + std::to_string(topics_.size()) + " topics (" +
                      std::to_string(held) + " partitions not empty" +
@@ -362,12 +365,14 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
   if (const auto existing = Topics(topic); existing.count(topic)) return check(existing.at(topic));
   const int partitions = control ? 1 : options_.partitions;
   char errstr[512];
-  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions,
-                                                  options_.replication_factor, errstr, sizeof errstr);
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(
+      topic.c_str(), partitions, options_.replication_factor, errstr, sizeof errstr);
   if (!nt) throw BrokerError("Kafka: topic " + topic + ": " + errstr, false);
   rd_kafka_queue_t* queue = rd_kafka_queue_new(producer_);
-  rd_kafka_AdminOptions_t* admin = rd_kafka_AdminOptions_new(producer_, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-  rd_kafka_AdminOptions_set_request_timeout(admin, Millis(options_.ack_timeout), errstr, sizeof errstr);
+  rd_kafka_AdminOptions_t* admin =
+      rd_kafka_AdminOptions_new(producer_, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_request_timeout(admin, Millis(options_.ack_timeout), errstr,
+                                            sizeof errstr);
   rd_kafka_CreateTopics(producer_, &nt, 1, admin, queue);
   rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, Millis(options_.ack_timeout) + 1000);
   std::string error;
@@ -385,7 +390,8 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
       const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
         error = rd_kafka_err2str(err);
-        if (const char* s = rd_kafka_topic_result_error_string(results[i])) error += std::string(": ") + s;
+        if (const char* s = rd_kafka_topic_result_error_string(results[i]))
+          error += std::string(": ") + s;
         retryable = !Permanent(err);
       }
     }
@@ -454,10 +460,14 @@ void Kafka::Publish(const LogMessage& message, std::uint64_t, std::uint64_t) {
     if (!message.table.empty()) {
       std::string table;  // CR, LF and '%' escaped, as on NATS
       for (const char c : message.table) {
-        if (c == '\r') table += "%0D";
-        else if (c == '\n') table += "%0A";
-        else if (c == '%') table += "%25";
-        else table += c;
+        if (c == '\r')
+          table += "%0D";
+        else if (c == '\n')
+          table += "%0A";
+        else if (c == '%')
+          table += "%25";
+        else
+          table += c;
       }
       add(kTableHeader, table);
     }
@@ -489,16 +499,16 @@ void Kafka::Publish(const LogMessage& message, std::uint64_t, std::uint64_t) {
       rd_kafka_resp_err_t err;
       if (record.key) {
         err = rd_kafka_producev(
-            producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(record.partition),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()),
+            RD_KAFKA_V_PARTITION(record.partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_KEY(record.key->data(), record.key->size()),
             RD_KAFKA_V_VALUE(record.tombstone ? nullptr : const_cast<char*>(message.payload.data()),
                              record.tombstone ? 0 : message.payload.size()),
             RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
       } else {
         err = rd_kafka_producev(
-            producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(record.partition),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()),
+            RD_KAFKA_V_PARTITION(record.partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_VALUE(const_cast<char*>(message.payload.data()), message.payload.size()),
             RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
       }

@@ -70,7 +70,7 @@ class Kafka : public Broker {
   struct Tail {
     std::optional<dblog::v1::Position> position;  // the last stored record with a position
     std::uint32_t part = 1;
-    std::int64_t next_offset = 0;  // predicted offset of the next record written here
+    std::int64_t next_offset = 0;       // predicted offset of the next record written here
     std::int64_t relation_offset = -1;  // the table's Relation written here by this attempt
   };
 

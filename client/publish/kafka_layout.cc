@@ -44,8 +44,12 @@ std::uint32_t Murmur2(std::string_view key) {
   }
   const std::size_t tail = length & ~static_cast<std::size_t>(3);
   switch (length % 4) {
-    case 3: h ^= static_cast<std::uint32_t>(data[tail + 2]) << 16; [[fallthrough]];
-    case 2: h ^= static_cast<std::uint32_t>(data[tail + 1]) << 8; [[fallthrough]];
+    case 3:
+      h ^= static_cast<std::uint32_t>(data[tail + 2]) << 16;
+      [[fallthrough]];
+    case 2:
+      h ^= static_cast<std::uint32_t>(data[tail + 1]) << 8;
+      [[fallthrough]];
     case 1:
       h ^= static_cast<std::uint32_t>(data[tail]);
       h *= m;

@@ -3,6 +3,8 @@
 // partition of a key (the same as librdkafka's murmur2 partitioner, which is the Java client's
 // default), one record per partition for what is not a row, and the key change split of the
 // layout (layout.h, set_row_keys); the Kafka flags of `dblog publish`.
+#include "client/publish/kafka_layout.h"
+
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 
@@ -10,8 +12,6 @@
 #include <sstream>
 
 #include "client/cli/publish.h"
-
-#include "client/publish/kafka_layout.h"
 #include "client/publish/layout.h"
 
 namespace dblog::publish {
@@ -210,15 +210,16 @@ TEST(PublishKafkaFlags, KafkaUrlAndItsOwnFlags) {
   EXPECT_EQ(o.kafka_options.partitions, 6);
   EXPECT_EQ(o.kafka_options.replication_factor, 3);
   ASSERT_EQ(o.kafka_options.config.size(), 1u);
-  EXPECT_EQ(o.kafka_options.config[0], std::make_pair(std::string("security.protocol"),
-                                                      std::string("SSL")));
-  EXPECT_EQ(Parse({"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=cdc.app"}).prefix, "cdc.app");
+  EXPECT_EQ(o.kafka_options.config[0],
+            std::make_pair(std::string("security.protocol"), std::string("SSL")));
+  EXPECT_EQ(Parse({"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=cdc.app"}).prefix,
+            "cdc.app");
   EXPECT_FALSE(Parse({"--consumer=c1", "--to=nats://h:1"}).kafka);
 
   for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
-           {"--consumer=c1", "--to=kafka://h:1", "--stream=S"},           // NATS only
+           {"--consumer=c1", "--to=kafka://h:1", "--stream=S"},  // NATS only
            {"--consumer=c1", "--to=kafka://h:1", "--replicas=3"},
-           {"--consumer=c1", "--to=nats://h:1", "--partitions=3"},        // Kafka only
+           {"--consumer=c1", "--to=nats://h:1", "--partitions=3"},          // Kafka only
            {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=acks=1"},  // dblog's own
            {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=enable.idempotence=false"},
            {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=noequals"},

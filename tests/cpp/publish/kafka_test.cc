@@ -205,7 +205,8 @@ struct MergeReport {
 // part), each table record with the Relation its Dblog-Relation-Offset names, in its own
 // partition. Also checks the Dblog-Ends watermark of control records: at each Commit, every
 // record of its transaction lies below the ends announced so far.
-MergeReport ReplayMerged(const Log& log, const std::set<std::pair<std::string, std::int32_t>>& partitions,
+MergeReport ReplayMerged(const Log& log,
+                         const std::set<std::pair<std::string, std::int32_t>>& partitions,
                          Replay& replay) {
   MergeReport report;
   std::vector<const Record*> records;
@@ -215,17 +216,16 @@ MergeReport ReplayMerged(const Log& log, const std::set<std::pair<std::string, s
     for (const Record& r : it->second)
       if (SortKey(r)) records.push_back(&r);
   }
-  std::stable_sort(records.begin(), records.end(), [](const Record* a, const Record* b) {
-    return *SortKey(*a) < *SortKey(*b);
-  });
+  std::stable_sort(records.begin(), records.end(),
+                   [](const Record* a, const Record* b) { return *SortKey(*a) < *SortKey(*b); });
   std::optional<std::pair<std::uint64_t, std::uint32_t>> last;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> ends;
   // records per transaction commit_lsn, for the watermark check
   std::map<std::uint64_t, std::vector<const Record*>> by_commit;
   for (const Record* r : records) {
     const auto k = *SortKey(*r);
-    if (r->header(publish::kEventHeader) != "bootstrap_begin" &&
-        r->topic.size() > 8 && r->topic.substr(r->topic.size() - 8) != ".control")
+    if (r->header(publish::kEventHeader) != "bootstrap_begin" && r->topic.size() > 8 &&
+        r->topic.substr(r->topic.size() - 8) != ".control")
       by_commit[std::get<0>(k)].push_back(r);
   }
   for (const Record* r : records) {
@@ -260,8 +260,8 @@ MergeReport ReplayMerged(const Log& log, const std::set<std::pair<std::string, s
     if (!roff.empty()) {
       const auto& same = log.at({r->topic, r->partition});
       const std::int64_t o = std::stoll(roff);
-      const auto rel = std::find_if(same.begin(), same.end(),
-                                    [&](const Record& x) { return x.offset == o; });
+      const auto rel =
+          std::find_if(same.begin(), same.end(), [&](const Record& x) { return x.offset == o; });
       if (rel == same.end() || rel->header(publish::kEventHeader) != "relation") {
         ADD_FAILURE() << r->topic << " @" << r->offset << ": " << publish::kRelationOffsetHeader
                       << " " << roff << " is not a Relation";
@@ -300,11 +300,15 @@ class KafkaPublishTest : public DblogdTest {
     for (const auto& t : tables)
       ASSERT_EQ(cluster.Command("topic " + Topic(t) + " " + std::to_string(Partitions(t))), "ok");
   }
-  std::vector<std::string> PublishArgs(const MockCluster& cluster, std::vector<std::string> extra = {}) {
+  std::vector<std::string> PublishArgs(const MockCluster& cluster,
+                                       std::vector<std::string> extra = {}) {
     std::vector<std::string> a = {"--consumer=" + consumer(),
                                   "--port=" + std::to_string(dblogd_->port()),
-                                  "--to=" + cluster.url(), "--retry-min=0.1", "--retry-max=1",
-                                  "--ack-timeout=3", "--partitions=3"};
+                                  "--to=" + cluster.url(),
+                                  "--retry-min=0.1",
+                                  "--retry-max=1",
+                                  "--ack-timeout=3",
+                                  "--partitions=3"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -322,7 +326,8 @@ class KafkaPublishTest : public DblogdTest {
         if (p && p->commit_lsn() >= lsn && (event == "commit" || event == "bootstrap_end")) return;
       }
       ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << "the log never caught up; " << publisher.Log() << "\n" << dblogd_->log();
+          << "the log never caught up; " << publisher.Log() << "\n"
+          << dblogd_->log();
       std::this_thread::sleep_for(300ms);
     }
   }
@@ -335,8 +340,8 @@ class KafkaPublishTest : public DblogdTest {
         const auto k = *SortKey(r);
         if (prev && !(*prev < k)) {
           ADD_FAILURE() << where.first << " [" << where.second << "] @" << r.offset << ": "
-                        << r.header(publish::kPositionHeader) << " part "
-                        << std::get<2>(k) << " is not after the record before it (stored twice?)";
+                        << r.header(publish::kPositionHeader) << " part " << std::get<2>(k)
+                        << " is not after the record before it (stored twice?)";
           return;
         }
         prev = k;
@@ -457,7 +462,8 @@ TEST_F(KafkaPublishTest, KilledPublisherDblogdAndBrokerErrorsLeaveEveryEventOnce
   for (int i = 0; i < 40; ++i) RandomTransaction(db(), s, rng, kPublishWorkload);
   // (the mock cluster keeps 5 MB per partition: every whole-table repair of t_int copies it
   // all again)
-  db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
+  db().exec("INSERT INTO " + s +
+            ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
             "generate_series(1000000, 1002000) g");
   StartDblogd({"--chunk-size=300"});
   PublishProcess publisher(PublishArgs(cluster));
@@ -555,13 +561,15 @@ TEST_F(KafkaPublishTest, KilledPublisherDblogdAndBrokerErrorsLeaveEveryEventOnce
   const std::string plog = publisher.Log();
   const auto count = [&](const std::string& what) {
     int n = 0;
-    for (std::size_t at = plog.find(what); at != std::string::npos; at = plog.find(what, at + 1)) ++n;
+    for (std::size_t at = plog.find(what); at != std::string::npos; at = plog.find(what, at + 1))
+      ++n;
     return n;
   };
-  std::printf("kafka publish e2e: %d publish kills, %d dblogd kills, %d broker errors, %zu "
-              "repairs; %d attempts of dblog publish, %d of them after an error\n",
-              publish_kills, dblogd_kills, broker_errors, requests.size(),
-              count("resuming from the consumer's"), count("; retrying in"));
+  std::printf(
+      "kafka publish e2e: %d publish kills, %d dblogd kills, %d broker errors, %zu "
+      "repairs; %d attempts of dblog publish, %d of them after an error\n",
+      publish_kills, dblogd_kills, broker_errors, requests.size(),
+      count("resuming from the consumer's"), count("; retrying in"));
   // per partition: t_int's key moves carry unchanged TOAST values whose old row lives in the
   // old key's partition (docs/publish.md): read by merged readers only
   ExpectReadersConverge(cluster, {"t_int", "t_comp", "t_uuid", "sentinel"},
@@ -592,14 +600,13 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
       for (const auto& [where, rs] : ReadAll(cluster.bootstrap(), Prefix()))
         if (where.first == topic) records.insert(records.end(), rs.begin(), rs.end());
       if (records.size() >= count) break;
-      EXPECT_LT(std::chrono::steady_clock::now(), deadline) << records.size() << " records; "
-                                                            << publisher.Log();
+      EXPECT_LT(std::chrono::steady_clock::now(), deadline)
+          << records.size() << " records; " << publisher.Log();
       if (std::chrono::steady_clock::now() > deadline) break;
       std::this_thread::sleep_for(300ms);
     }
-    std::sort(records.begin(), records.end(), [](const Record& a, const Record& b) {
-      return SortKey(a) < SortKey(b);
-    });
+    std::sort(records.begin(), records.end(),
+              [](const Record& a, const Record& b) { return SortKey(a) < SortKey(b); });
     return records;
   };
   read_until(1);
@@ -617,7 +624,7 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
     return a == std::string::npos ? std::string("?") : r.value->substr(a + 6, 1);
   };
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"r", R"({"id":1})"}, {"c", R"({"id":2})"}, {"u", R"({"id":2})"},
+      {"r", R"({"id":1})"}, {"c", R"({"id":2})"},         {"u", R"({"id":2})"},
       {"d", R"({"id":2})"}, {"tombstone", R"({"id":2})"}, {"c", R"({"id":3})"},
       {"d", R"({"id":3})"}, {"tombstone", R"({"id":3})"}};
   for (std::size_t i = 0; i < expected.size(); ++i) {
