@@ -577,6 +577,64 @@ TEST_F(KafkaPublishTest, KilledPublisherDblogdAndBrokerErrorsLeaveEveryEventOnce
   if (HasFailure()) ADD_FAILURE() << plog;
 }
 
+// `dblog publish` SIGKILLed twice while one large transaction is being written: the log's
+// partitions end inside it, each at its own position; the next run (dblogd resends from the
+// consumer's acknowledged position) drops, partition by partition, what is already there,
+// including the transaction's Begin on the control topic. Every partition must hold each
+// position once and the readers must converge.
+TEST_F(KafkaPublishTest, KilledInsideATransactionResumesInsideIt) {
+  MockCluster cluster;
+  const std::string s = schema();
+  CreateWorkloadTables(db(), s);
+  ASSERT_NO_FATAL_FAILURE(CreateTopics(cluster, {"t_int", "t_comp", "t_uuid", "sentinel"}));
+  StartDblogd();
+  PublishProcess publisher(PublishArgs(cluster));
+  publisher.Start();
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(cluster, Sentinel(), publisher));
+  // records in a topic, from its partitions' high watermarks (cheap enough to poll while the
+  // transaction is being written)
+  char errstr[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", cluster.bootstrap().c_str(), errstr, sizeof errstr);
+  rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof errstr);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+  OnScopeExit destroy([&] { rd_kafka_destroy(rk); });
+  const auto records_of = [&](const std::string& topic) {
+    std::int64_t n = 0;
+    for (std::int32_t p = 0; p < Partitions("t_int"); ++p) {
+      std::int64_t low = 0, high = 0;
+      if (rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &low, &high, 5000) == 0) n += high;
+    }
+    return static_cast<std::size_t>(n);
+  };
+  const std::size_t before = records_of(Topic("t_int"));
+  // (the mock cluster keeps 5 MB per partition: 40,000 short rows over 8 partitions)
+  db().exec("INSERT INTO " + s +
+            ".t_int (id, v, s) SELECT g, g, 'one transaction' FROM "
+            "generate_series(1, 40000) g");
+  for (int kill = 0; kill < 2; ++kill) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (records_of(Topic("t_int")) < before + 8000u * static_cast<std::size_t>(kill + 1)) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << publisher.Log();
+      std::this_thread::sleep_for(1ms);
+    }
+    publisher.Kill();
+    publisher.Start();
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(cluster, Sentinel(), publisher));
+  publisher.Kill();
+  const std::string log = publisher.Log();
+  // it was killed inside the transaction: the run after the first kill found the log ending
+  // before the transaction's Commit (the last position's seq below 40001)
+  const std::size_t at = log.find("the last position ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const auto last = publish::ParsePositionText(log.substr(at + 18, log.find(')', at) - at - 18));
+  ASSERT_TRUE(last) << log;
+  EXPECT_LT(last->seq(), 40001u) << "killed after the transaction ended; " << log;
+  ExpectReadersConverge(cluster, {"t_int", "sentinel"}, {"sentinel"});
+  if (HasFailure()) ADD_FAILURE() << log;
+}
+
 // --format debezium-json into Kafka: the record key is the key's JSON, the value Debezium's
 // envelope; a delete is followed by a tombstone (null value) with the same key; a key change
 // is the old key's delete and tombstone, then a create of the new key; a truncate is in every
