@@ -21,21 +21,34 @@ po::options_description PublishFlags() {
       ("consumer", po::value<std::string>()->value_name("NAME"),
        "consumer name, [a-z][a-z0-9_]{0,47} (required)")
       ("to", po::value<std::string>()->value_name("URL"),
-       "the broker: nats://HOST:PORT[,nats://HOST:PORT...] (nodes of one NATS cluster) "
+       "the broker: nats://HOST:PORT[,nats://HOST:PORT...] (nodes of one NATS cluster) or "
+       "kafka://HOST:PORT[,HOST:PORT...] (bootstrap servers of one Kafka cluster) "
        "(required; default $DBLOG_PUBLISH_TO)")
       ("stream", po::value<std::string>()->value_name("NAME"),
-       "the JetStream stream (default DBLOG_<CONSUMER>, upper case); created when missing")
+       "NATS: the JetStream stream (default DBLOG_<CONSUMER>, upper case); created when missing")
       ("subject-prefix", po::value<std::string>()->value_name("PREFIX"),
-       "subjects are PREFIX.control and PREFIX.table.<schema>.<table> (default dblog.<consumer>)")
+       "NATS: subjects are PREFIX.control and PREFIX.table.<schema>.<table> "
+       "(default dblog.<consumer>)")
       ("replicas", po::value<std::string>()->value_name("N"),
-       "replicas of a stream this creates, 1 to 5 (default 1)")
+       "NATS: replicas of a stream this creates, 1 to 5 (default 1)")
+      ("topic-prefix", po::value<std::string>()->value_name("PREFIX"),
+       "Kafka: topics are PREFIX.control and PREFIX.<schema>.<table> (default dblog.<consumer>)")
+      ("partitions", po::value<std::string>()->value_name("N"),
+       "Kafka: partitions of a table topic this creates, 1 to 10000 (default 1); records of a "
+       "row go to its key's partition")
+      ("replication-factor", po::value<std::string>()->value_name("N"),
+       "Kafka: replication factor of a topic this creates (default: the broker's "
+       "default.replication.factor)")
+      ("kafka-option", po::value<std::vector<std::string>>()->value_name("KEY=VALUE"),
+       "Kafka: a librdkafka setting for the connection (security.protocol, sasl.*, ssl.*, "
+       "client.id, ...); repeatable. The producer's delivery settings are dblog's own")
       ("format", po::value<std::string>()->value_name("FORMAT"),
        "dblog (default): each message one dblog.v1.StreamEvent; debezium-json: changes and "
-       "truncates only, as Debezium's PostgreSQL change events (schemaless JSON, the key in "
-       "header Dblog-Key, a delete followed by a tombstone)")
+       "truncates only, as Debezium's PostgreSQL change events (schemaless JSON, the key as "
+       "the Kafka record's key or in NATS header Dblog-Key, a delete followed by a tombstone)")
       ("batch-events", po::value<std::string>()->value_name("N"),
-       "--format dblog: up to N consecutive events of one subject in one message (default "
-       "1024; 1 to 65536)")
+       "--format dblog into NATS: up to N consecutive events of one subject in one message "
+       "(default 1024; 1 to 65536; Kafka records are one event each)")
       ("ack-timeout", po::value<std::string>()->value_name("SECONDS"),
        "how long to wait for the broker's confirmations before starting over (default 10)")
       ("host", po::value<std::string>()->value_name("HOST"),
@@ -54,15 +67,61 @@ po::options_description PublishFlags() {
   return flags;
 }
 
+void KafkaFlags(const po::variables_map& vm, const std::string& consumer,
+                PublishCommandOptions& options) {
+  publish::KafkaOptions& k = options.kafka_options;
+  k.prefix = "dblog." + consumer;
+  if (vm.count("topic-prefix")) k.prefix = vm["topic-prefix"].as<std::string>();
+  // the topics are PREFIX.control and PREFIX.<token>.<token>: at most 249 bytes of
+  // [A-Za-z0-9._-] each
+  bool ok = !k.prefix.empty() && k.prefix.size() <= 200 && k.prefix.front() != '.' &&
+            k.prefix.back() != '.';
+  for (const char c : k.prefix)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+  if (!ok)
+    throw UsageError("invalid --topic-prefix '" + k.prefix +
+                     "': up to 200 letters, digits, '.', '_' and '-', not starting or ending "
+                     "with '.'");
+  if (vm.count("partitions"))
+    k.partitions =
+        static_cast<int>(ParseNumber(vm["partitions"].as<std::string>(), 1, 10000, "--partitions"));
+  if (vm.count("replication-factor"))
+    k.replication_factor = static_cast<int>(
+        ParseNumber(vm["replication-factor"].as<std::string>(), 1, 32, "--replication-factor"));
+  if (vm.count("ack-timeout"))
+    k.ack_timeout = ParseSeconds(vm["ack-timeout"].as<std::string>(), 0.1, 3600, "--ack-timeout");
+  if (vm.count("kafka-option")) {
+    for (const std::string& kv : vm["kafka-option"].as<std::vector<std::string>>()) {
+      const std::size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UsageError("invalid --kafka-option '" + kv + "': KEY=VALUE");
+      const std::string key = kv.substr(0, eq);
+      for (const char* own : {"acks", "request.required.acks", "enable.idempotence",
+                              "enable.gapless.guarantee", "message.timeout.ms",
+                              "delivery.timeout.ms", "bootstrap.servers", "metadata.broker.list",
+                              "transactional.id", "max.in.flight",
+                              "max.in.flight.requests.per.connection", "group.id",
+                              "enable.auto.commit", "enable.partition.eof"})
+        if (key == own)
+          throw UsageError("--kafka-option " + key + ": dblog publish sets it itself "
+                           "(docs/publish.md, \"Kafka\")");
+      k.config.emplace_back(key, kv.substr(eq + 1));
+    }
+  }
+}
+
 }  // namespace
 
 std::string PublishHelp() {
   std::ostringstream help;
   help << "Usage: dblog publish --consumer NAME --to nats://HOST:PORT [options]\n"
+          "       dblog publish --consumer NAME --to kafka://HOST:PORT [options]\n"
           "\n"
-          "Writes a consumer's change stream from dblogd into NATS JetStream, so that any\n"
-          "number of readers read it from there instead of each holding a replication slot.\n"
-          "Layout (docs/publish.md): one stream per consumer; Begin, Commit and the bootstrap's\n"
+          "Writes a consumer's change stream from dblogd into NATS JetStream or Apache Kafka, so\n"
+          "that any number of readers read it from there instead of each holding a replication\n"
+          "slot.\n"
+          "\n"
+          "NATS layout (docs/publish.md): one stream per consumer; Begin, Commit and the bootstrap's\n"
           "begin and end on PREFIX.control; each table's Relation, changes, truncates and\n"
           "repair chunks on PREFIX.table.<schema>.<table> (names %-escaped), so that a reader\n"
           "of one subject can apply that table alone. With --format dblog every message\n"
@@ -82,7 +141,23 @@ std::string PublishHelp() {
           "It keeps running: when dblogd or NATS is down, restarts, or a connection is lost, it\n"
           "says why on stderr and starts over (waits of 0.5 s doubling to 30 s, with jitter).\n"
           "Errors retrying cannot fix exit at once (a refused token, an unknown consumer, a\n"
-          "stream that exists with other subjects). Not yet: kafka:// (docs/publish.md).\n"
+          "stream that exists with other subjects).\n"
+          "\n"
+          "Kafka layout (docs/publish.md, \"Kafka\"): topic PREFIX.control (one partition) holds\n"
+          "Begin, Commit, messages and the whole Truncate and bootstrap events; a topic per table\n"
+          "PREFIX.<schema>.<table> (--partitions) holds its changes, keyed by the row's primary\n"
+          "key (a serialized dblog.v1.Row; debezium-json: the key's JSON), and, in every one of\n"
+          "its partitions, its Relation, repair chunk bounds, truncates and bootstrap events.\n"
+          "Headers: Dblog-Position, Dblog-Part, Dblog-Event, Dblog-Table, Dblog-Relation-Offset\n"
+          "(the offset of the table's Relation in the same partition), Dblog-Ends (on control\n"
+          "records: how far the table partitions were written before it). The producer runs with\n"
+          "acks=all and enable.idempotence=true; a position is acknowledged to dblogd only after\n"
+          "delivery reports confirmed everything up to it. Kafka has no deduplication id: on\n"
+          "start and after any failure it reads the last position stored in every partition,\n"
+          "resumes from the consumer's acknowledged position and drops what each partition\n"
+          "already holds, so a partition holds each position once (docs/publish.md: the one\n"
+          "window, a request in flight at a crash, and what a reader does about it). Tested\n"
+          "against librdkafka's mock cluster only, not a real Kafka cluster.\n"
           "\n"
        << PublishFlags()
        << "\n"
@@ -113,16 +188,24 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
   } else if (const auto t = env("DBLOG_PUBLISH_TO")) {
     to = *t;
   } else {
-    throw UsageError("--to is required (nats://HOST:PORT)");
+    throw UsageError("--to is required (nats://HOST:PORT or kafka://HOST:PORT)");
   }
-  if (to.rfind("kafka://", 0) == 0)
-    throw UsageError("--to kafka://: Kafka is not supported yet (issue #16; docs/publish.md); "
-                     "use nats://");
+  options.kafka = to.rfind("kafka://", 0) == 0;
   try {
-    options.jetstream.servers = publish::ParseNatsUrl(to);
+    if (options.kafka)
+      options.kafka_options.bootstrap_servers = publish::ParseKafkaUrl(to);
+    else
+      options.jetstream.servers = publish::ParseNatsUrl(to);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("invalid --to: ") + e.what());
   }
+  for (const char* flag : {"stream", "subject-prefix", "replicas", "batch-events"})
+    if (options.kafka && vm.count(flag))
+      throw UsageError(std::string("--") + flag + " is for nats:// (Kafka: --topic-prefix, "
+                       "--partitions, --replication-factor)");
+  for (const char* flag : {"topic-prefix", "partitions", "replication-factor", "kafka-option"})
+    if (!options.kafka && vm.count(flag))
+      throw UsageError(std::string("--") + flag + " is for kafka://");
 
   if (vm.count("format")) {
     const std::string format = vm["format"].as<std::string>();
@@ -169,6 +252,11 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
   }
   options.jetstream.max_pending = options.max_in_flight * 2;
 
+  if (options.kafka) {
+    KafkaFlags(vm, consumer, options);
+    options.prefix = options.kafka_options.prefix;
+  }
+
   ReadServerFlags(vm, env, options.connect);
   ReadRetryFlags(vm, options.retry, options.connect);
   return options;
@@ -185,7 +273,8 @@ int RunPublish(const PublishCommandOptions& options,
   popts.prefix = options.prefix;
   popts.format = options.format;
   popts.max_in_flight = options.max_in_flight;
-  if (options.format == publish::Format::kDblog)
+  // NATS only: a Kafka record is one event, placed by its row's key
+  if (options.format == publish::Format::kDblog && !options.kafka)
     popts.batch = publish::BatchLimits{options.batch_events, 256 * 1024};
   publish::Publisher publisher(popts, interrupter, log);
   client::Backoff backoff(options.retry.backoff);
@@ -200,9 +289,13 @@ int RunPublish(const PublishCommandOptions& options,
     bool retryable = false;
     const auto started = std::chrono::steady_clock::now();
     {
-      publish::JetStream broker(options.jetstream);
+      std::unique_ptr<publish::Broker> broker;
+      if (options.kafka)
+        broker = std::make_unique<publish::Kafka>(options.kafka_options);
+      else
+        broker = std::make_unique<publish::JetStream>(options.jetstream);
       try {
-        if (publisher.Run(broker)) {
+        if (publisher.Run(*broker)) {
           log("stopped by signal: " + summary());
           return 0;
         }

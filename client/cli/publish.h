@@ -1,5 +1,5 @@
 // client/cli/publish.h: `dblog publish`: follow a consumer's stream and write it into a
-// distributed log (NATS JetStream; client/publish/), acknowledging to dblogd only what the
+// distributed log (NATS JetStream or Kafka; client/publish/), acknowledging to dblogd only what the
 // broker confirmed as stored.
 // Owns: the publish command's flags (parsed apart from running, so they can be tested) and its
 // retry loop. Signal handling lives in main.cc.
@@ -15,13 +15,16 @@
 #include "client/cli/tail.h"
 #include "client/client.h"
 #include "client/publish/jetstream.h"
+#include "client/publish/kafka.h"
 #include "client/publish/publisher.h"
 
 namespace dblog::cli {
 
 struct PublishCommandOptions {
   client::ConnectOptions connect;
+  bool kafka = false;                // --to kafka://...: `kafka_options`, else `jetstream`
   publish::JetStreamOptions jetstream;
+  publish::KafkaOptions kafka_options;
   std::string prefix;
   publish::Format format = publish::Format::kDblog;
   std::size_t max_in_flight = 2048;
@@ -33,7 +36,7 @@ struct PublishCommandOptions {
 std::string PublishHelp();
 
 // Parses the arguments after "publish". nullopt: --help was asked for (written to help_out).
-// Throws UsageError for anything wrong, and for what is not built yet (kafka://).
+// Throws UsageError for anything wrong.
 std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::string>& args,
                                                       const Environment& env,
                                                       std::ostream& help_out);

@@ -1,6 +1,7 @@
 // client/publish/broker.h: what `dblog publish` needs from a distributed log, so that the
 // ordering, acknowledgement and resume logic (publisher.h) is written once for every broker.
-// Owns: the interface and its error type. Implementations: jetstream.h (NATS JetStream).
+// Owns: the interface and its error type. Implementations: jetstream.h (NATS JetStream),
+// kafka.h (Apache Kafka).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,10 @@ struct StoredTail {
   std::optional<dblog::v1::Position> position;
   std::uint32_t part = 1;
   std::uint32_t parts = 1;
+  // A broker that drops what its log holds itself (keyed(): Kafka, per partition) leaves
+  // `position` empty, so dblogd resends from the consumer's acknowledged position, and says so
+  // here for the log line.
+  std::string resume_note;
 };
 
 class Broker {
@@ -53,6 +58,8 @@ class Broker {
   virtual void Flush() = 0;
   // Messages queued and not confirmed yet.
   virtual std::size_t pending() const = 0;
+  // Whether messages are placed by the row's key (Layout::set_row_keys).
+  virtual bool keyed() const { return false; }
 };
 
 }  // namespace dblog::publish

@@ -151,6 +151,8 @@ LogMessage Layout::TableMessageByName(const std::string& schema, const std::stri
   LogMessage m;
   m.subject = TableSubject(schema, name);
   m.table = schema + "." + name;
+  m.schema = schema;
+  m.name = name;
   m.event = EventName(event);
   m.position = client::PositionOf(event);
   event.SerializeToString(&m.payload);
@@ -186,6 +188,8 @@ std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
     LogMessage m;
     m.subject = TableSubject(rel->schema(), rel->name());
     m.table = rel->schema() + "." + rel->name();
+    m.schema = rel->schema();
+    m.name = rel->name();
     m.relation_oid = oid;
     m.position = client::PositionOf(event);
     m.event = EventName(event);
@@ -235,6 +239,36 @@ std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
       if (change.commit_time()) source.commit_time = change.commit_time();
       if (change.xid()) source.xid = change.xid();
       std::string key = DebeziumKey(rel, KeyOfChange(rel, change));
+      if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
+          change.old_key().SerializeAsString() !=
+              KeyOfChange(rel, change).SerializeAsString()) {
+        // a key change, as Debezium writes it: a delete of the old key and its tombstone, then
+        // a create of the new key (a reader keyed by the key, or a compacted topic, must not
+        // keep the old one)
+        dblog::v1::Change gone;
+        gone.set_kind(dblog::v1::Change::DELETE);
+        gone.set_relation_oid(change.relation_oid());
+        gone.set_commit_lsn(change.commit_lsn());
+        gone.set_seq(change.seq());
+        gone.set_lsn(change.lsn());
+        gone.set_xid(change.xid());
+        gone.set_commit_time(change.commit_time());
+        *gone.mutable_old_key() = change.old_key();
+        if (change.has_old_row()) *gone.mutable_old_row() = change.old_row();
+        const std::string old_key = DebeziumKey(rel, change.old_key());
+        out.push_back(table_message(change.relation_oid(), DebeziumChange(rel, gone, source),
+                                    old_key));
+        LogMessage tombstone = table_message(change.relation_oid(), "", old_key);
+        tombstone.event = "tombstone";
+        out.push_back(std::move(tombstone));
+        dblog::v1::Change created = change;
+        created.set_kind(dblog::v1::Change::INSERT);
+        created.clear_old_key();
+        created.clear_old_row();
+        out.push_back(
+            table_message(change.relation_oid(), DebeziumChange(rel, created, source), key));
+        break;
+      }
       out.push_back(table_message(change.relation_oid(), DebeziumChange(rel, change, source), key));
       if (change.kind() == dblog::v1::Change::DELETE) {
         LogMessage tombstone = table_message(change.relation_oid(), "", key);
@@ -291,9 +325,32 @@ std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
       out.push_back(std::move(m));
       break;
     }
-    case StreamEvent::kChange:
+    case StreamEvent::kChange: {
       out.push_back(TableMessage(event.change().relation_oid(), event));
+      if (!row_keys_) break;
+      const dblog::v1::Change& change = event.change();
+      const dblog::v1::Relation& rel = *relations_.Find(change.relation_oid());
+      out.back().row_key = KeyOfChange(rel, change).SerializeAsString();
+      if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
+          change.old_key().SerializeAsString() != out.back().row_key) {
+        // the key moved: the old key's delete, placed by the old key (set_row_keys)
+        StreamEvent gone;
+        dblog::v1::Change* d = gone.mutable_change();
+        d->set_kind(dblog::v1::Change::DELETE);
+        d->set_relation_oid(change.relation_oid());
+        d->set_commit_lsn(change.commit_lsn());
+        d->set_seq(change.seq());
+        d->set_lsn(change.lsn());
+        d->set_xid(change.xid());
+        d->set_commit_time(change.commit_time());
+        *d->mutable_old_key() = change.old_key();
+        if (change.has_old_row()) *d->mutable_old_row() = change.old_row();
+        LogMessage m = TableMessage(change.relation_oid(), gone);
+        m.row_key = change.old_key().SerializeAsString();
+        out.push_back(std::move(m));
+      }
       break;
+    }
     case StreamEvent::kChunkBegin:
       out.push_back(TableMessage(event.chunk_begin().relation_oid(), event));
       break;

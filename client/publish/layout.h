@@ -43,8 +43,13 @@ struct LogMessage {
   std::string msg_id;           // the broker's deduplication id; empty: none (Relation)
   std::uint32_t relation_oid = 0;  // table messages: the table; 0: the control subject
   std::string table;            // table messages: "schema.name"
+  std::string schema, name;     // table messages: the table's schema and name, apart
   bool is_relation = false;
   std::string key;              // kKeyHeader's value (debezium-json)
+  // Layout::set_row_keys(true), Format::kDblog: the row's key (a serialized dblog.v1.Row of its
+  // key columns, in key order) on Change messages, for brokers that place messages by key
+  // (Kafka); empty elsewhere.
+  std::string row_key;
 };
 
 // "0/16B3748:3" (client::FormatPosition) and back; nullopt for anything else.
@@ -90,6 +95,13 @@ class Layout {
   };
   std::optional<Target> SingleTarget(const dblog::v1::StreamEvent& event);
 
+  // For brokers that place messages by key (Kafka, broker.h's keyed()): Format::kDblog Change
+  // messages carry row_key, and an UPDATE that changes the key is two parts: the UPDATE (keyed
+  // by the new key), then a DELETE of the old key (keyed by the old key), so that each key's
+  // events stay in one place. Format::kDebeziumJson writes a key change as Debezium does in
+  // any case (a delete and its tombstone for the old key, a create for the new one).
+  void set_row_keys(bool on) { row_keys_ = on; }
+
  private:
   struct TableNames {
     std::string schema, name, subject, table;
@@ -105,6 +117,7 @@ class Layout {
 
   std::string prefix_;
   Format format_;
+  bool row_keys_ = false;
   client::RelationCache relations_;
   std::unordered_map<std::uint32_t, TableNames> table_names_;  // by relation oid
   std::string control_subject_, no_table_;

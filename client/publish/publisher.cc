@@ -37,6 +37,8 @@ bool Publisher::Run(Broker& broker) {
                                        std::to_string(tail.parts) + ")"
                                  : "") +
          " (sequence " + std::to_string(tail.last_seq) + "): resuming after it");
+  } else if (!tail.resume_note.empty()) {
+    log_(tail.resume_note);
   } else {
     log_("the log holds no position yet (sequence " + std::to_string(tail.last_seq) +
          "): starting where dblogd has the consumer");
@@ -47,6 +49,7 @@ bool Publisher::Run(Broker& broker) {
        stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
 
   Layout layout(options_.prefix, options_.format);
+  layout.set_row_keys(broker.keyed());
   std::optional<Batcher> batcher;
   if (options_.batch) batcher.emplace(*options_.batch);
   std::vector<LogMessage> ready;  // what the batcher completed, to write now

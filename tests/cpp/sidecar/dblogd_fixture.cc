@@ -89,6 +89,10 @@ void Replay::Copy(std::uint32_t oid, const std::string& from_key, std::int64_t n
   tables_[oid][key.SerializeAsString()] = row;
 }
 
+void Replay::Put(std::uint32_t oid, const dblog::v1::Row& key, const dblog::v1::Row& row) {
+  tables_[oid][key.SerializeAsString()] = row;
+}
+
 std::uint16_t FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -79,6 +79,7 @@ class Replay {
   void Erase(std::uint32_t relation_oid, const std::string& key);
   void Corrupt(std::uint32_t relation_oid, const std::string& key);  // a wrong value
   void Copy(std::uint32_t relation_oid, const std::string& from_key, std::int64_t new_id);
+  void Put(std::uint32_t relation_oid, const dblog::v1::Row& key, const dblog::v1::Row& row);
   std::uint64_t chunks_seen() const { return chunks_; }
   std::uint64_t events() const { return events_; }
   bool restarted_seen() const { return restarted_; }
