@@ -169,6 +169,8 @@ LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
   LogMessage m;
   m.subject = names.subject;
   m.table = names.table;
+  m.schema = names.schema;
+  m.name = names.name;
   m.event = EventName(event);
   m.position = client::PositionOf(event);
   event.SerializeToString(&m.payload);
