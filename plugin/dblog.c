@@ -862,13 +862,15 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	DblogData  *data = ctx->output_plugin_private;
 	MemoryContext old;
 	Size		omitted = 0;
+	bool		ddl;
 
 	if (!message_wanted(data, prefix))
 		return;
-	if (strcmp(prefix, DBLOG_DDL_PREFIX) == 0 &&
-		!(transactional && ddl_message_authentic(message, message_size)))
+	ddl = strcmp(prefix, DBLOG_DDL_PREFIX) == 0;
+	if (ddl && !(transactional && ddl_message_authentic(message, message_size)))
 		return;
-	if (data->message_max_bytes > 0 && message_size > data->message_max_bytes)
+	/* a DDL message is small (names) and useless without its content */
+	if (!ddl && data->message_max_bytes > 0 && message_size > data->message_max_bytes)
 	{
 		/* say that it was there and how big, not what it held */
 		omitted = message_size;

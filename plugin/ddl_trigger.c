@@ -8,7 +8,8 @@
  *		  ordinary table, so that a table entering a consumer's scope by DDL is
  *		  copied (docs/operations.md, "Schema changes").
  *
- * The content is one JSON object (docs/architecture.md, "DDL messages"):
+ * The content is one JSON object (docs/operations.md, "Tables entering or
+ * leaving a scope by DDL"):
  *	 {"oid":16384,"kind":"rename","old_schema":"s","old_name":"a",
  *	  "new_schema":"s","new_name":"b"}
  * kind: "rename" (ALTER TABLE ... RENAME TO), "set_schema" (ALTER TABLE ...

@@ -152,6 +152,34 @@ void Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
   sql.Exec("COMMIT");
 }
 
+Bookkeeping::Entering Bookkeeping::QueueTableEnteringScope(std::uint32_t oid) {
+  pg::Connection& sql = Sql();
+  const std::string table_oid = std::to_string(oid);
+  pg::Result r = sql.ExecParams(
+      "SELECT dblog._scope_holds($2, c.oid), k.key_columns IS NOT NULL,"
+      "       EXISTS (SELECT 1 FROM dblog.request_queue q"
+      "                WHERE q.table_oid = c.oid AND q.kind = 'table' AND NOT q.cancelled"
+      "                  AND (q.consumer IS NULL OR q.consumer = $3)"
+      "                  AND q.requested_at >= (SELECT created_at FROM dblog.consumers"
+      "                                          WHERE name = $3)"
+      "                  AND NOT EXISTS (SELECT 1 FROM dblog.request_progress p"
+      "                                   WHERE p.request_id = q.id AND p.consumer = $3))"
+      "  FROM pg_catalog.pg_class c LEFT JOIN LATERAL dblog._identity_key(c.oid::regclass) AS k"
+      "       ON true"
+      " WHERE c.oid = $1::oid AND c.relkind = 'r' AND c.relpersistence = 'p'",
+      {table_oid, scope_, consumer_.name});
+  if (r.ntuples() == 0) return Entering::kGone;
+  if (!r.bool_value(0, 0)) return Entering::kOutOfScopeNow;
+  if (!r.bool_value(0, 1)) return Entering::kKeyless;
+  if (r.bool_value(0, 2)) return Entering::kAlreadyQueued;
+  sql.ExecParams(
+      "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
+      " key_types) SELECT $1::oid, $1::oid::regclass::text, 'table', $2, k.key_columns,"
+      " k.key_types FROM dblog._identity_key($1::oid::regclass) AS k",
+      {table_oid, consumer_.name});
+  return Entering::kQueued;
+}
+
 std::string Bookkeeping::Blockers(int pid) {
   try {
     pg::Result r = Sql().ExecParams(
