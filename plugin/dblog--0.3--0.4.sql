@@ -1,9 +1,9 @@
 /* plugin/dblog--0.3--0.4.sql: upgrade of the dblog extension from 0.3 to 0.4.
  *
  * 0.4: an event trigger tells dblogd of the tables a DDL moves: ALTER TABLE ... RENAME TO,
- * ALTER TABLE ... SET SCHEMA and ALTER SCHEMA ... RENAME TO write, in the DDL's transaction,
- * one transactional logical message with prefix 'dblog.ddl' per permanent ordinary table
- * (plugin/ddl_trigger.c), so that a table entering a consumer's scope this way is copied
+ * ALTER TABLE ... SET SCHEMA, ALTER SCHEMA ... RENAME TO and ALTER TABLE ... SET LOGGED write,
+ * in the DDL's transaction, one transactional logical message with prefix 'dblog.ddl' per
+ * permanent ordinary table (plugin/ddl_trigger.c), so that a table entering a consumer's scope this way is copied
  * (docs/operations.md, "Schema changes"). The function runs as the role that ran the DDL, with
  * search_path pinned; it never fails the DDL (an error inside becomes a WARNING).
  *

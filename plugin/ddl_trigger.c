@@ -14,7 +14,9 @@
  *	  "new_schema":"s","new_name":"b"}
  * kind: "rename" (ALTER TABLE ... RENAME TO), "set_schema" (ALTER TABLE ...
  * SET SCHEMA), "rename_schema" (ALTER SCHEMA ... RENAME TO: one message per
- * table of the schema). "oid" comes first: the output plugin reads it to check
+ * table of the schema), "set_logged" (ALTER TABLE ... SET LOGGED: an unlogged
+ * table, which is never decoded, becomes a captured one; old and new names
+ * are the same). "oid" comes first: the output plugin reads it to check
  * that the message's transaction did change that table (dblog.c,
  * ddl_message_authentic), since any role may write a message with any prefix.
  *
@@ -65,6 +67,7 @@ static bool test_ddl_trigger_error = false;
 
 static void note_commands(void);
 static void note_command(CollectedCommand *cmd);
+static void note_alter_table(CollectedCommand *cmd);
 static void note_schema_rename(Oid nspid, const char *old_schema, const char *new_schema);
 static void emit_ddl_message(Oid relid, const char *kind, const char *old_schema,
 							 const char *old_name, const char *new_schema,
@@ -158,6 +161,11 @@ note_commands(void)
 static void
 note_command(CollectedCommand *cmd)
 {
+	if (cmd->type == SCT_AlterTable)
+	{
+		note_alter_table(cmd);
+		return;
+	}
 	if (cmd->type != SCT_Simple || cmd->parsetree == NULL)
 		return;
 	if (IsA(cmd->parsetree, RenameStmt))
@@ -194,6 +202,35 @@ note_command(CollectedCommand *cmd)
 			if (old_schema != NULL && name != NULL)
 				emit_ddl_message(objid, "set_schema", old_schema, name,
 								 get_namespace_name(get_rel_namespace(objid)), name);
+		}
+	}
+}
+
+/*
+ * ALTER TABLE ... SET LOGGED: an unlogged table (never decoded, never copied)
+ * becomes one dblog captures, under the same name.
+ */
+static void
+note_alter_table(CollectedCommand *cmd)
+{
+	ListCell   *lc;
+	Oid			relid = cmd->d.alterTable.objectId;
+
+	if (cmd->d.alterTable.classId != RelationRelationId)
+		return;
+	foreach(lc, cmd->d.alterTable.subcmds)
+	{
+		CollectedATSubcmd *sub = lfirst(lc);
+
+		if (sub->parsetree != NULL && IsA(sub->parsetree, AlterTableCmd) &&
+			((AlterTableCmd *) sub->parsetree)->subtype == AT_SetLogged &&
+			is_captured_table(relid))
+		{
+			char	   *schema = get_namespace_name(get_rel_namespace(relid));
+			char	   *name = get_rel_name(relid);
+
+			emit_ddl_message(relid, "set_logged", schema, name, schema, name);
+			return;
 		}
 	}
 }

@@ -24,6 +24,7 @@ ALTER TABLE ddl_a.t RENAME TO t2;
 ALTER TABLE ddl_a.t2 SET SCHEMA ddl_b;
 ALTER SCHEMA ddl_s RENAME TO "ddl S";
 -- nothing for: a column rename, a view, an index, a sequence, an unlogged or temporary table,
+-- a table already logged (SET LOGGED again),
 -- a partitioned parent (its partition is a table of its own), a missing table, other ALTERs
 ALTER TABLE ddl_b.t2 RENAME COLUMN v TO w;
 ALTER TABLE "ddl S".a_view RENAME TO a_view2;
@@ -36,6 +37,10 @@ ALTER TABLE "ddl S".parted RENAME TO parted2;
 ALTER TABLE IF EXISTS ddl_a.missing RENAME TO gone;
 ALTER TABLE ddl_b.t2 ADD COLUMN n int;
 ALTER SCHEMA ddl_b OWNER TO CURRENT_USER;
+ALTER TABLE "ddl S".unlogged2 SET UNLOGGED;
+-- an unlogged table becoming logged: captured from now on, under the same name
+ALTER TABLE "ddl S".unlogged2 SET LOGGED;
+ALTER TABLE "ddl S".unlogged2 SET LOGGED;
 -- a rename rolled back with its savepoint leaves no message; the one kept does
 BEGIN;
 SAVEPOINT s;

@@ -174,7 +174,8 @@ std::optional<ScopeChange> ParseScopeChange(std::string_view content) {
 }
 
 bool EntersScope(const config::Scope& scope, const ScopeChange& change) {
-  const bool before = !SystemSchema(change.old_schema) &&
+  // an unlogged table was never captured, whatever its name
+  const bool before = change.kind != "set_logged" && !SystemSchema(change.old_schema) &&
                       scope.Holds(change.old_schema, change.old_name);
   const bool after = !SystemSchema(change.new_schema) &&
                      scope.Holds(change.new_schema, change.new_name);

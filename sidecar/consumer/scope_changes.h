@@ -1,7 +1,8 @@
 // sidecar/consumer/scope_changes.h: tables entering a consumer's scope by DDL. The extension's
 // event trigger (plugin/ddl_trigger.c) writes, in the DDL's transaction, one transactional
 // message with prefix kScopeChangePrefix per ordinary table that ALTER TABLE ... RENAME TO,
-// ALTER TABLE ... SET SCHEMA or ALTER SCHEMA ... RENAME TO moved; the plugin forwards one only
+// ALTER TABLE ... SET SCHEMA or ALTER SCHEMA ... RENAME TO moved, or ALTER TABLE ... SET LOGGED
+// made a captured (permanent) table; the plugin forwards one only
 // when that transaction did change the table (or its schema). This unit reads the message and
 // decides whether the table entered this consumer's scope: then it is copied through repair
 // windows, like a table added to the scope by configuration (Bookkeeping::QueueTableEnteringScope).
@@ -26,7 +27,7 @@ inline constexpr const char* kScopeChangePrefix = "dblog.ddl";
 
 struct ScopeChange {
   std::uint32_t oid = 0;
-  std::string kind;  // rename, set_schema, rename_schema
+  std::string kind;  // rename, set_schema, rename_schema, set_logged
   std::string old_schema, old_name;
   std::string new_schema, new_name;
 };
@@ -35,7 +36,8 @@ struct ScopeChange {
 // nullopt when it is not that (other members are ignored, for later versions).
 std::optional<ScopeChange> ParseScopeChange(std::string_view content);
 
-// The table was not in `scope` under its old name and is under its new one. dblog's own schema
+// The table was not in `scope` under its old name (or was unlogged: set_logged) and is under its
+// new one. dblog's own schema
 // and the system schemas are never in a scope (as bootstrap::EnumerateScope).
 bool EntersScope(const config::Scope& scope, const ScopeChange& change);
 

@@ -89,6 +89,18 @@ TEST(ScopeChange, EntersOnlyFromOutsideToInside) {
   EXPECT_FALSE(EntersScope(scope, Change("stage", "items", "other", "items")));
 }
 
+TEST(ScopeChange, AnUnloggedTableBecomingLoggedEntersUnderItsOwnName) {
+  const config::Scope scope = config::ParseScope("app.*");
+  ScopeChange c = Change("app", "u", "app", "u");
+  c.kind = "set_logged";
+  EXPECT_TRUE(EntersScope(scope, c));
+  c.kind = "rename";  // the same names otherwise: a rename inside the scope
+  EXPECT_FALSE(EntersScope(scope, c));
+  c = Change("other", "u", "other", "u");
+  c.kind = "set_logged";
+  EXPECT_FALSE(EntersScope(scope, c));
+}
+
 TEST(ScopeChange, ASchemaRenameEntersEveryTableItBringsIn) {
   const config::Scope scope = config::ParseScope("live.*");
   EXPECT_TRUE(EntersScope(scope, Change("old", "a", "live", "a")));

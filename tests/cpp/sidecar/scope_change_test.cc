@@ -13,7 +13,8 @@ using namespace std::chrono_literals;
 class ScopeChangeTest : public DblogdTest {
  protected:
   // Tables outside the consumer's scope with rows, and one inside: `<s>.in_live` (in scope),
-  // `<s>.out_a` (renamed in), `<s>_x.in_b` (moved in), `<s>_old.c` (its schema renamed in).
+  // `<s>.out_a` (renamed in), `<s>_x.in_b` (moved in), `<s>_old.c` (its schema renamed in),
+  // `<s>.in_u` (unlogged: never captured until SET LOGGED).
   void CreateTables() {
     const std::string s = schema();
     db().exec("DROP SCHEMA IF EXISTS " + s + "_x, " + s + "_old, " + s + "_moved CASCADE");
@@ -23,6 +24,8 @@ class ScopeChangeTest : public DblogdTest {
       db().exec("CREATE TABLE " + t + " (id int PRIMARY KEY, v text)");
       db().exec("INSERT INTO " + t + " SELECT g, 'before' FROM generate_series(1, 300) g");
     }
+    db().exec("CREATE UNLOGGED TABLE " + s + ".in_u (id int PRIMARY KEY, v text)");
+    db().exec("INSERT INTO " + s + ".in_u SELECT g, 'before' FROM generate_series(1, 300) g");
   }
   void DropSchemas() {
     const std::string s = schema();
@@ -37,11 +40,13 @@ class ScopeChangeTest : public DblogdTest {
     db().exec("ALTER TABLE " + s + ".out_a RENAME TO in_a");
     db().exec("ALTER TABLE " + s + "_x.in_b SET SCHEMA " + s);
     db().exec("ALTER SCHEMA " + s + "_old RENAME TO " + s + "_moved");
+    db().exec("ALTER TABLE " + s + ".in_u SET LOGGED");
   }
   // Writes to the moved tables after the DDL: the log carries them, the copy must agree.
   void WriteAfter() {
     const std::string s = schema();
-    for (const std::string& t : {s + ".in_a", s + ".in_b", s + "_moved.c", s + ".in_live"}) {
+    for (const std::string& t :
+         {s + ".in_a", s + ".in_b", s + "_moved.c", s + ".in_u", s + ".in_live"}) {
       db().exec("UPDATE " + t + " SET v = 'after' WHERE id % 7 = 0");
       db().exec("DELETE FROM " + t + " WHERE id % 11 = 0");
       db().exec("INSERT INTO " + t + " SELECT g, 'new' FROM generate_series(301, 320) g");
@@ -62,7 +67,7 @@ class ScopeChangeTest : public DblogdTest {
     ReadUntil(c, replay, Sentinel());
   }
   void ExpectEveryRow(const Replay& replay) {
-    ExpectConverged(replay, {"in_live", "in_a", "in_b"});
+    ExpectConverged(replay, {"in_live", "in_a", "in_b", "in_u"});
     const std::string moved = schema() + "_moved.c";
     const auto source = SourceTable(db(), moved);
     EXPECT_EQ(source.size(), 300u - 27u + 20u);
@@ -78,22 +83,23 @@ TEST_F(ScopeChangeTest, TablesMovedIntoTheScopeWhileStreamingAreCopied) {
   Replay replay;
   ReadUntil(c, replay, 0);
   EXPECT_TRUE(replay.Table(TableOid(db(), schema() + ".out_a")).empty());
+  EXPECT_TRUE(replay.Table(TableOid(db(), schema() + ".in_u")).empty());
   MoveTablesIn();
   WriteAfter();
-  StreamUntilCopied(c, replay, 3);
+  StreamUntilCopied(c, replay, 4);
   ExpectEveryRow(replay);
   // one copy each, queued for this consumer only
   EXPECT_EQ(db().scalar("SELECT count(*) FROM dblog.request_queue WHERE consumer = '" +
                         consumer() + "'"),
-            "3");
-  EXPECT_EQ(CountLogEvents(dblogd_->log(), "scope_table_entered"), 3);
+            "4");
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "scope_table_entered"), 4);
   // a rename inside the scope, or out of it, copies nothing
   db().exec("ALTER TABLE " + schema() + ".in_a RENAME TO in_a2");
   db().exec("ALTER TABLE " + schema() + ".in_live RENAME TO gone_live");
   ReadUntil(c, replay, Sentinel());
   EXPECT_EQ(db().scalar("SELECT count(*) FROM dblog.request_queue WHERE consumer = '" +
                         consumer() + "'"),
-            "3");
+            "4");
 }
 
 TEST_F(ScopeChangeTest, TablesMovedIntoTheScopeWhileDblogdIsStoppedAreCopied) {
@@ -112,7 +118,7 @@ TEST_F(ScopeChangeTest, TablesMovedIntoTheScopeWhileDblogdIsStoppedAreCopied) {
   StartDblogd({Scope(), "--chunk-size=100"});
   client::Client c = Connect(replay.last_position());
   EXPECT_FALSE(c.welcome().slot_created());
-  StreamUntilCopied(c, replay, 3);
+  StreamUntilCopied(c, replay, 4);
   EXPECT_FALSE(replay.restarted_seen());
   ExpectEveryRow(replay);
 }
