@@ -17,6 +17,8 @@ the sections, the --json and --docs outputs. The rest is the package dblog_bench
     latency    commit-to-consumer latency at a fixed rate
     bootstrap  initial copy of a 5M-row table
     repair     whole-table repair of 1M rows under a pgbench-style load
+  (with --baseline-dblogd, bulk, oltp and bootstrap also run that older dblogd as a contender of
+  their own, and the report adds the same-run ratios current / baseline)
   report.py     the markdown tables and the targets table
   targets.py    the targets' thresholds (issue 7), as data
 """
@@ -43,6 +45,11 @@ def main():
     p.add_argument("--contenders", help="log throughput: comma-separated contender keys")
     p.add_argument("--dblogd")
     p.add_argument("--consumer")
+    p.add_argument("--baseline-dblogd", metavar="PATH",
+                   help="bulk, oltp, bootstrap: also run this (older) dblogd, side by side with "
+                        "--dblogd (bench/baseline.sh builds one)")
+    p.add_argument("--baseline-consumer", metavar="PATH",
+                   help="the bench consumer for --baseline-dblogd's runs (default: --consumer)")
     p.add_argument("--logdir")
     p.add_argument("--rerender", metavar="RESULTS_JSON",
                    help="measure nothing: rewrite --docs from an earlier run's --json file "
@@ -88,6 +95,11 @@ def main():
         return 0
     if not (a.dblogd and a.consumer and a.logdir):
         p.error("--dblogd, --consumer and --logdir are required")
+    if a.baseline_consumer and not a.baseline_dblogd:
+        p.error("--baseline-consumer needs --baseline-dblogd")
+    for path in (a.baseline_dblogd, a.baseline_consumer):
+        if path and not os.access(path, os.X_OK):
+            p.error(f"{path}: not an executable file")
     only = a.only.split(",") if a.only else SECTIONS
     for s in only:
         if s not in SECTIONS:

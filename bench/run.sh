@@ -2,6 +2,7 @@
 # bench/run.sh: the one benchmark command (docs/benchmarks.md has the method and the results).
 #
 #   bench/run.sh [--smoke] [--reps N] [--only SECTION[,SECTION...]] [--no-docs]
+#                [--baseline-dblogd PATH [--baseline-consumer PATH]]
 #
 # Builds and installs the extension, builds dblogd and the bench consumer (cmake, in $DBLOG_BUILD_DIR,
 # default build/), starts its own throwaway PostgreSQL cluster (tests/cluster.sh, plus
@@ -19,12 +20,22 @@
 #   --contenders K,K  log throughput: only these contenders (keys as in
 #               bench/dblog_bench/sections/log_throughput.py)
 #   --repair-chunk-size N   repair: dblogd --chunk-size (default: dblogd's default, 2000)
+#   --baseline-dblogd PATH   bulk, oltp, bootstrap: also run this older dblogd (bench/baseline.sh
+#               COMMIT builds one) as a contender of its own, with its own slots, in the rotating
+#               order, measured as dblogd is; the report adds the same-run ratios current /
+#               baseline (wall time, dblogd CPU, peak RSS). Issue 14's check of a refactoring:
+#                 bench/baseline.sh e836aed
+#                 bench/run.sh --only bulk,oltp,bootstrap \
+#                   --baseline-dblogd /tmp/dblog-baseline-e836aed/dblogd
+#   --baseline-consumer PATH   the bench consumer for the baseline's runs (default: the current
+#               one, so that both dblogds are measured by the same consumer)
 #
 # Needs the anchors' plugins (postgresql-15-decoderbufs, postgresql-15-wal2json): bench/setup.sh.
 # Environment: DBLOG_JOBS (build parallelism, default 1: the machine is shared),
 # DBLOG_BUILD_DIR, DBLOG_BENCH_LOGDIR (dblogd logs etc., default a temp dir),
 # DBLOG_KEEP_CLUSTER=1 (leave the cluster running).
 set -euo pipefail
+start_dir=$PWD
 cd "$(dirname "$0")/.."
 command_line="bench/run.sh${*:+ $*}"
 # settings that change what is built or how long it waits are part of the exact command
@@ -41,6 +52,10 @@ while [ $# -gt 0 ]; do
     --contenders) pass+=(--contenders "$2"); shift ;;
     --quiet-wait) pass+=(--quiet-wait "$2"); shift ;;
     --repair-chunk-size) pass+=(--repair-chunk-size "$2"); shift ;;
+    --baseline-dblogd|--baseline-consumer)
+      path=$2; [ "${path#/}" = "$path" ] && path="$start_dir/$path"
+      [ -x "$path" ] || { echo "bench/run.sh: $1 $2: not an executable file" >&2; exit 2; }
+      pass+=("$1" "$path"); shift ;;
     --docs) docs=yes ;;
     --no-docs) docs=no ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;

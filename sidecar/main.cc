@@ -1,5 +1,6 @@
 // sidecar/main.cc: dblogd, the daemon. Parses settings, starts the consumer listener and the
-// metrics endpoint on one io_context, and stops gracefully on SIGTERM/SIGINT.
+// metrics endpoint on one io_context, reloads its consumers' settings on SIGHUP and stops
+// gracefully on SIGTERM/SIGINT.
 #include <boost/asio.hpp>
 #include <csignal>
 #include <functional>
@@ -62,12 +63,53 @@ int main(int argc, char** argv) {
                              "nothing but a tunnel (SSH, WireGuard) reaches this address"}});
     for (const auto& [name, c] : cfg->consumers)
       registry.ForConsumer(name);  // so /metrics lists configured consumers before they connect
+    // SIGHUP: the settings are read again (flags, --config file, environment, token files);
+    // what may change at once does (config::PlanReload), the rest waits for a restart. Handled
+    // before the first consumer can connect.
+    boost::asio::signal_set hangup(io, SIGHUP);
+    config::Config running = *cfg;
+    std::function<void()> await_hangup = [&] {
+      hangup.async_wait([&](boost::system::error_code ec, int) {
+        if (ec) return;
+        try {
+          std::optional<config::Config> read = config::Parse(argc, argv);
+          if (!read) return await_hangup();
+          config::Reload reload = config::PlanReload(running, std::move(*read));
+          log::SetMinLevel(log::ParseLevel(reload.next.log_level));
+          auto names = [](const std::vector<std::string>& v) {
+            std::string out;
+            for (const auto& n : v) out += (out.empty() ? "" : ",") + n;
+            return out;
+          };
+          log::Info("config_reloaded",
+                    {{"added", names(reload.added)},
+                     {"removed", names(reload.removed)},
+                     {"changed", names(reload.changed)},
+                     {"ending", names(reload.end_consumers)},
+                     {"ending_unnamed", reload.end_unconfigured ? "true" : "false"}});
+          if (!reload.needs_restart.empty())
+            log::Warn("config_needs_restart",
+                      {{"settings", names(reload.needs_restart)},
+                       {"message", "these settings changed but take effect only when dblogd "
+                                   "restarts; they keep their running values"}});
+          for (const auto& [name, c] : reload.next.consumers) registry.ForConsumer(name);
+          server.Reconfigure(reload);
+          running = std::move(reload.next);
+        } catch (const std::exception& e) {
+          log::Error("config_reload_failed",
+                     {{"error", e.what()}, {"message", "the running settings are kept"}});
+        }
+        await_hangup();
+      });
+    };
+    await_hangup();
     server.Start();
 
     boost::asio::signal_set signals(io, SIGTERM, SIGINT);
     signals.async_wait([&](boost::system::error_code ec, int signo) {
       if (ec) return;
       log::Info("shutting_down", {{"signal", signo}});
+      hangup.cancel();
       const bool consumers_connected = server.live_consumers() > 0;
       server.Shutdown();
       if (http) http->Stop();

@@ -181,18 +181,38 @@ class Ctx:
         self.consumer = args.consumer
         self.logdir = args.logdir
         os.makedirs(self.logdir, exist_ok=True)
+        # An older dblogd (and its bench consumer; by default the current one) measured side by
+        # side with the current one in the sections that take it (bench.py --baseline-dblogd).
+        self.baseline_dblogd = getattr(args, "baseline_dblogd", None)
+        self.baseline_consumer = getattr(args, "baseline_consumer", None) or self.consumer
+
+    def binaries(self, baseline=False):
+        """(dblogd, bench consumer) of the current build, or of the baseline."""
+        if baseline:
+            return self.baseline_dblogd, self.baseline_consumer
+        return self.dblogd, self.consumer
+
+def baseline_ident(path):
+    """What a baseline dblogd is, for the report: the commit bench/baseline.sh wrote beside it
+    (its file COMMIT), else its path."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(path)), "COMMIT")) as f:
+            return f.read().strip()[:7] or path
+    except OSError:
+        return path
 
 class Dblogd:
     """dblogd as a child process on free ports; its log goes to a file in the log dir."""
 
-    def __init__(self, ctx, name, flags):
+    def __init__(self, ctx, name, flags, binary=None):
         self.ctx = ctx
         self.port = free_port()
         self.mport = free_port()
         self.logpath = os.path.join(ctx.logdir, f"dblogd-{name}.log")
         self.logf = open(self.logpath, "w")
-        cmd = [ctx.dblogd, f"--source={ctx.conninfo}", f"--listen=127.0.0.1:{self.port}",
-               f"--metrics-listen=127.0.0.1:{self.mport}", "--log-level=info"] + flags
+        cmd = [binary or ctx.dblogd, f"--source={ctx.conninfo}",
+               f"--listen=127.0.0.1:{self.port}", f"--metrics-listen=127.0.0.1:{self.mport}",
+               "--log-level=info"] + flags
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while True:
@@ -252,8 +272,8 @@ def consumer_in_background(ctx, port, consumer, until, **kwargs):
     return t, holder
 
 def run_consumer(ctx, port, consumer, until, expect=None, latency=False, ready_cb=None,
-                 timeout=3600, linger=0):
-    cmd = [ctx.consumer, "--port", str(port), "--consumer", consumer]
+                 timeout=3600, linger=0, binary=None):
+    cmd = [binary or ctx.consumer, "--port", str(port), "--consumer", consumer]
     if until == "bootstrap":
         cmd += ["--until-bootstrap-end"]
     elif until == "repair":
@@ -292,12 +312,14 @@ def run_consumer(ctx, port, consumer, until, expect=None, latency=False, ready_c
     res["cpu_s"] = cpu
     return res
 
-def measure_dblogd_stream(ctx, name, consumer, flags, until, expect):
-    """One dblogd run: start dblogd, consume until the end condition, collect the numbers."""
+def measure_dblogd_stream(ctx, name, consumer, flags, until, expect, baseline=False):
+    """One dblogd run: start dblogd, consume until the end condition, collect the numbers.
+    baseline: run the baseline's dblogd and consumer (Ctx.binaries) instead of the current."""
+    dblogd, consumer_bin = ctx.binaries(baseline)
     win = Window(ctx)
-    d = Dblogd(ctx, name, flags)
+    d = Dblogd(ctx, name, flags, binary=dblogd)
     try:
-        res = run_consumer(ctx, d.port, consumer, until, expect)
+        res = run_consumer(ctx, d.port, consumer, until, expect, binary=consumer_bin)
         st = d.stats()
         out_bytes = d.metric("dblog_consumer_bytes_sent_total", consumer)
     except Exception:

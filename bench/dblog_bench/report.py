@@ -1,5 +1,6 @@
-"""The report: the markdown tables of a run's medians (min–max), the ratios to the anchors, and
-the table of targets met or missed (their thresholds are in targets.py). Rendered from the
+"""The report: the markdown tables of a run's medians (min–max), the ratios to the anchors, the
+current dblogd against a baseline dblogd when the run has one (--baseline-dblogd), and the table
+of targets met or missed (their thresholds are in targets.py). Rendered from the
 sections' data alone, so that --rerender gives the same text from a saved --json file."""
 import statistics
 
@@ -30,6 +31,34 @@ def ratio(a, b):
     if a is None or b is None or b == 0:
         return "—"
     return f"{a / b:.2f}×"
+
+
+def report_vs_baseline(out, results, pairs):
+    """The same-run ratios current / baseline dblogd for (label, current key, baseline key) pairs
+    whose both sides have runs: ratio of the medians, and in parentheses the range of the ratios
+    of the runs of one repetition (paired in order when neither side lost a run)."""
+    pairs = [p for p in pairs if results.get(p[1]) and results.get(p[2])]
+    if not pairs:
+        return
+    cols = [("wall time", lambda r: r["wall_s"]), ("dblogd CPU", lambda r: r["dblogd_cpu_s"]),
+            ("dblogd peak RSS", lambda r: r["rss_kb"])]
+    out.append("Current dblogd / baseline dblogd, same run (ratio of the medians, and min–max of "
+               "the ratios within one repetition; below 1 means the current one is faster or "
+               "smaller):")
+    out.append("")
+    out.append("| | " + " | ".join(c[0] for c in cols) + " |")
+    out.append("|---|" + "---|" * len(cols))
+    for label, cur_key, base_key in pairs:
+        cur, base = results[cur_key], results[base_key]
+        cells = []
+        for _, get in cols:
+            cell = ratio(med([get(r) for r in cur]), med([get(r) for r in base]))
+            if len(cur) == len(base) > 1 and all(get(b) for b in base):
+                paired = [get(c) / get(b) for c, b in zip(cur, base)]
+                cell += f" ({min(paired):.2f}–{max(paired):.2f})"
+            cells.append(cell)
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out.append("")
 
 
 def peak_rss(runs, what):
@@ -78,7 +107,10 @@ def report_log(w):
     lines.append("")
     lines.append("| | " + " | ".join(a[1] for a in anchors) + " |")
     lines.append("|---|" + "---|" * len(anchors))
-    for key, label in [("dblogd", "dblogd → consumer"), ("dblog_peek", "dblog plugin peek")]:
+    rows = [("dblogd", "dblogd → consumer"), ("dblog_peek", "dblog plugin peek")]
+    if any(c[0] == "dblogd_baseline" for c in w["contenders"]):
+        rows.insert(1, ("dblogd_baseline", "dblogd baseline → consumer"))
+    for key, label in rows:
         lines.append(f"| {label} | " + " | ".join(ratio(walls.get(key), walls.get(a[0]))
                                                    for a in anchors) + " |")
     return "\n".join(lines), walls
@@ -98,6 +130,7 @@ def report_log_section(out, targets, w, d, oltp_tx):
     text, walls = report_log(d)
     out.append(text)
     out.append("")
+    report_vs_baseline(out, d["results"], [("dblogd → consumer", "dblogd", "dblogd_baseline")])
     if walls.get("dblogd") and walls.get("pgoutput_peek"):
         targets.append(T.LOG_VS_PGOUTPUT_PEEK[w].check(walls["dblogd"] / walls["pgoutput_peek"]))
     if w == "bulk" and walls.get("dblogd") and walls.get("decoderbufs"):
@@ -145,10 +178,16 @@ def report_bootstrap(out, targets, d):
     out.append("")
     out.append("| | " + " | ".join(x[1] for x in anchors) + " |")
     out.append("|---|" + "---|" * len(anchors))
-    for key in ("dblogd_w1", "dblogd_w2"):
-        out.append(f"| {key.replace('_w', ', workers=')} | " +
+    keys = ["dblogd_w1", "dblogd_w2"]
+    baseline = [f"dblogd_baseline_w{w}" for w in (1, 2)]
+    if any(c[0] in baseline for c in d["contenders"]):
+        keys += baseline
+    for key in keys:
+        out.append(f"| {key.replace('_baseline', ' baseline').replace('_w', ', workers=')} | " +
                    " | ".join(ratio(walls.get(key), walls.get(x[0])) for x in anchors) + " |")
     out.append("")
+    report_vs_baseline(out, d["results"], [(f"bootstrap, workers={w}", f"dblogd_w{w}",
+                                            f"dblogd_baseline_w{w}") for w in (1, 2)])
     if walls.get("dblogd_w2") and walls.get("copy_text"):
         targets.append(T.BOOTSTRAP_VS_COPY_TEXT.check(walls["dblogd_w2"] / walls["copy_text"]))
     for key in ("dblogd_w1", "dblogd_w2"):

@@ -357,4 +357,70 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   return c;
 }
 
+namespace {
+
+bool SameScope(const std::optional<Scope>& a, const std::optional<Scope>& b) {
+  return a.has_value() == b.has_value() && (!a || a->text() == b->text());
+}
+
+// A setting that only a restart changes: named when it differs, and kept as it runs.
+template <typename T>
+void KeepRunning(const char* name, const T& running, T& read, std::vector<std::string>& out) {
+  if (running == read) return;
+  out.push_back(name);
+  read = running;
+}
+
+}  // namespace
+
+Reload PlanReload(const Config& running, Config read) {
+  Reload r;
+  auto& keep = r.needs_restart;
+  KeepRunning("source", running.source, read.source, keep);
+  KeepRunning("listen", running.listen, read.listen, keep);
+  KeepRunning("metrics-listen", running.metrics, read.metrics, keep);
+  KeepRunning("tls-cert", running.tls_cert, read.tls_cert, keep);
+  KeepRunning("tls-key", running.tls_key, read.tls_key, keep);
+  KeepRunning("tls-client-ca", running.tls_client_ca, read.tls_client_ca, keep);
+  KeepRunning("insecure-no-tls", running.insecure_no_tls, read.insecure_no_tls, keep);
+  KeepRunning("status-interval", running.status_interval, read.status_interval, keep);
+  KeepRunning("heartbeat-interval", running.heartbeat_interval, read.heartbeat_interval, keep);
+  KeepRunning("reconnect-min", running.reconnect_min, read.reconnect_min, keep);
+  KeepRunning("reconnect-max", running.reconnect_max, read.reconnect_max, keep);
+  KeepRunning("max-buffer-bytes", running.max_buffer_bytes, read.max_buffer_bytes, keep);
+  KeepRunning("max-pending-handshakes", running.max_pending_handshakes,
+              read.max_pending_handshakes, keep);
+  KeepRunning("batch-bytes", running.batch_bytes, read.batch_bytes, keep);
+  KeepRunning("max-message-bytes", running.max_message_bytes, read.max_message_bytes, keep);
+  KeepRunning("copy-workers", running.copy_workers, read.copy_workers, keep);
+  KeepRunning("bootstrap", running.bootstrap, read.bootstrap, keep);
+  KeepRunning("chunk-size", running.chunk_size, read.chunk_size, keep);
+  KeepRunning("repair-rows-per-second", running.repair_rows_per_second,
+              read.repair_rows_per_second, keep);
+  KeepRunning("window-key-memory-bytes", running.window_key_memory_bytes,
+              read.window_key_memory_bytes, keep);
+  KeepRunning("plain-windows", running.plain_windows, read.plain_windows, keep);
+
+  const bool token_changed = running.token != read.token;
+  for (const auto& [name, old] : running.consumers) {
+    auto it = read.consumers.find(name);
+    if (it == read.consumers.end()) {
+      r.removed.push_back(name);
+      r.end_consumers.push_back(name);
+      continue;
+    }
+    const bool changed = old.scope.text() != it->second.scope.text() ||
+                         old.token != it->second.token;
+    if (changed) r.changed.push_back(name);
+    // a consumer that opened with the global token must show the new one
+    if (changed || (token_changed && (old.token.empty() || it->second.token.empty())))
+      r.end_consumers.push_back(name);
+  }
+  for (const auto& [name, c] : read.consumers)
+    if (!running.consumers.count(name)) r.added.push_back(name);
+  r.end_unconfigured = !SameScope(running.default_scope, read.default_scope) || token_changed;
+  r.next = std::move(read);
+  return r;
+}
+
 }  // namespace dblog::config

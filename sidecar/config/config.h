@@ -21,6 +21,7 @@ struct Endpoint {
   std::string host;
   std::uint16_t port = 0;
   bool loopback() const;
+  bool operator==(const Endpoint& o) const { return host == o.host && port == o.port; }
 };
 
 // A consumer's scope, parsed and matched by the matcher the plugin and the SQL API share
@@ -103,6 +104,25 @@ class ConfigError : public std::runtime_error {
 // Parses argv (+ --config file + environment). Throws ConfigError with a message naming the
 // setting. Returns std::nullopt when --help or --version was printed.
 std::optional<Config> Parse(int argc, const char* const* argv);
+
+// SIGHUP: what reading the settings again changes in a running dblogd. The consumers (their
+// scopes and tokens), --default-scope, --token-file, --max-unconfigured-consumers and
+// --log-level take effect at once; any other setting that changed is named in needs_restart and
+// keeps its running value until dblogd restarts.
+struct Reload {
+  Config next;                             // the settings in force from now on
+  std::vector<std::string> needs_restart;  // changed settings that wait for a restart
+  // Connections that must end (and reconnect under the new settings): configured consumers
+  // removed, or whose scope or token changed (also: the global token changed for those
+  // without their own).
+  std::vector<std::string> end_consumers;
+  // Consumers not named by --consumer: their connections end too (--default-scope or the
+  // global token changed).
+  bool end_unconfigured = false;
+  // Consumers added, removed or changed, for the log line.
+  std::vector<std::string> added, removed, changed;
+};
+Reload PlanReload(const Config& running, Config read);
 
 // A scope as configured (--consumer, --default-scope) or stored in dblog.consumers.scope: throws
 // ConfigError ("scope '...': at character N: reason"). Unquoted names are matched as spelled

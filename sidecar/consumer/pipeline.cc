@@ -16,8 +16,6 @@ using dblog::v1::Error;
 
 namespace {
 
-constexpr std::int64_t kRowsPerTask = 250000;
-constexpr std::size_t kCopyQueueBytes = 8u << 20;
 constexpr std::size_t kMaxUnacknowledged = 1u << 20;  // commits in flight before pausing
 
 // PostgreSQL invalidated the slot (max_slot_wal_keep_size): what the consumer had not
@@ -55,7 +53,6 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       heartbeat_timer_(io),
       status_timer_(io),
       reconnect_timer_(io),
-      progress_timer_(io),
       slot_wait_timer_(io),
       shutdown_timer_(io),
       parse_block_(new char[kParseBlockBytes]),
@@ -71,7 +68,7 @@ google::protobuf::ArenaOptions Pipeline::ParseArenaOptions(char* block, std::siz
 }
 
 Pipeline::~Pipeline() {
-  if (copier_) copier_->Cancel();
+  if (bootstrap_) bootstrap_->Stop();
 }
 
 std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const {
@@ -116,7 +113,7 @@ server::ConsumerFactory MakeConsumerFactory(const config::Config& config) {
     return std::make_shared<Pipeline>(io, config, consumer, std::move(stats), std::move(session),
                                       hello, std::move(on_finished));
   };
-  f.unconfigured_with_slots = [&config] { return UnconfiguredWithSlots(config); };
+  f.unconfigured_with_slots = [](const config::Config& now) { return UnconfiguredWithSlots(now); };
   return f;
 }
 
@@ -298,112 +295,21 @@ void Pipeline::SendWelcome(bool slot_created, const emit::Position* resume) {
 void Pipeline::StartBootstrap(const pg::CreatedSlot& created, bool restarted) {
   state_ = State::kBootstrapping;
   // From here until every worker imported the snapshot, repl_ must stay idle.
-  consistent_point_ = created.consistent_point;
   confirmed_ = created.consistent_point;
-  bootstrap::Plan plan;
-  try {
-    plan = bootstrap::PlanInSnapshot(bookkeeping_.Sql(), created.snapshot_name, consumer_.scope,
-                                     kRowsPerTask);
-  } catch (...) {
-    // Nothing was emitted: leave no slot behind that would look like a resume point.
-    repl_.reset();
-    bookkeeping_.Reset();
-    bookkeeping_.BestEffort(log::Level::kWarn, "slot_drop_failed", {{"slot", slot_}},
-                            [&] { pg::DropSlot(bookkeeping_.Sql(), slot_, true); });
-    throw;
-  }
-  bookkeeping_.RecordBootstrapStarted(slot_, consistent_point_);
-
-  std::vector<dblog::v1::TableProgress> estimates;
-  std::uint64_t estimated_total = 0;
-  for (const auto& t : plan.tables) {
-    dblog::v1::TableProgress& p = estimates.emplace_back();
-    p.set_schema(t.schema);
-    p.set_name(t.name);
-    p.set_relation_oid(t.oid);
-    p.set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
-    estimated_total += static_cast<std::uint64_t>(t.estimated_rows);
-  }
-  log::Info("bootstrap_started",
-            {{"consumer", consumer_.name}, {"slot", slot_},
-             {"consistent_point", common::FormatLsn(consistent_point_)},
-             {"tables", plan.tables.size()}, {"tasks", plan.tasks.size()},
-             {"workers", config_.copy_workers}, {"rows_estimated", estimated_total},
-             {"restarted", restarted ? "true" : "false"}});
-  stats_->bootstraps_total++;
-  stats_->bootstrap_running = 1;
-  stats_->bootstrap_rows = 0;
-  stats_->bootstrap_rows_estimated = estimated_total;
-
-  std::weak_ptr<Pipeline> weak = weak_from_this();
-  copier_ = std::make_unique<bootstrap::Copier>(
-      config_.source, created.snapshot_name, std::move(plan.tables), std::move(plan.tasks),
-      config_.copy_workers, kCopyQueueBytes, [weak, this] {
-        asio::post(io_, [weak, this] {
-          if (auto self = weak.lock()) {
-            drain_posted_ = false;
-            DrainCopy();
-          }
-        });
-      });
-  copier_->Start();
-  if (!copier_->WaitImported())
-    throw std::runtime_error("bootstrap: copy workers could not import the snapshot: " +
-                             copier_->error().value_or("cancelled"));
+  bootstrap_ = std::make_unique<BootstrapRun>(io_, config_, consumer_, slot_, *stats_,
+                                              bookkeeping_, *this);
+  bootstrap_->Start(created, restarted);
   // Every worker holds the snapshot now; repl_ may be used again (for START_REPLICATION).
 
   acks_ = std::make_unique<emit::AckTracker>(confirmed_);
   emitter_ = std::make_unique<emit::Emitter>(emit::Position{}, acks_.get());
   SendWelcome(true, nullptr);
-  emitter_->BeginBootstrap(consistent_point_, restarted, estimates);
-  Flush();
-  SendProgress();
+  bootstrap_->Begin();
   Heartbeat();
-  DrainCopy();
+  bootstrap_->Drain();
 }
 
-void Pipeline::DrainCopy() {
-  if (state_ != State::kBootstrapping || !copier_) return;
-  if (auto error = copier_->error()) {
-    Fail(Error::SOURCE_ERROR, "bootstrap failed: " + *error);
-    return;
-  }
-  while (session_->queued_bytes() < config_.max_buffer_bytes) {
-    std::optional<bootstrap::Copier::Batch> batch = copier_->Pop();
-    if (!batch) break;
-    const auto& table = copier_->tables()[batch->table];
-    emitter_->EmitCopiedRows(table.relation, batch->Rows());
-    stats_->bootstrap_rows += batch->size();
-    Flush();
-  }
-  if (copier_->done() && !copier_->error()) FinishBootstrap();
-}
-
-void Pipeline::FinishBootstrap() {
-  std::vector<dblog::v1::TableProgress> counts;
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < copier_->tables().size(); ++i) {
-    const auto& t = copier_->tables()[i];
-    dblog::v1::TableProgress p;
-    p.set_schema(t.schema);
-    p.set_name(t.name);
-    p.set_relation_oid(t.oid);
-    p.set_rows_copied(copier_->rows_copied(i));
-    p.set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
-    p.set_done(true);
-    total += copier_->rows_copied(i);
-    counts.push_back(p);
-  }
-  const std::uint64_t bytes = copier_->bytes_copied();
-  copier_.reset();
-  emitter_->EndBootstrap(counts);
-  bootstrap_end_ = emitter_->last_position();
-  Flush();
-  SendProgress();
-  stats_->bootstrap_running = 0;
-  log::Info("bootstrap_copied", {{"consumer", consumer_.name}, {"rows", total},
-                                 {"bytes", bytes},
-                                 {"consistent_point", common::FormatLsn(consistent_point_)}});
+void Pipeline::Copied() {
   // Requests committed before this slot's consistent point are not in its stream: a bootstrap
   // redone from a new slot would never see one made during the earlier attempt. Take them
   // from the queue (those the stream does carry are known by id and not loaded twice).
@@ -420,14 +326,6 @@ void Pipeline::FinishBootstrap() {
     return;
   }
   repairs_->Schedule();
-}
-
-void Pipeline::MarkBootstrapDone() {
-  const std::uint64_t rows = stats_->bootstrap_rows;
-  // Not recorded: retried at the next ack; until then a crash redoes the bootstrap (safe).
-  if (!bookkeeping_.MarkBootstrapDone(rows)) return;
-  bootstrap_end_.reset();
-  log::Info("bootstrap_done", {{"consumer", consumer_.name}, {"rows", rows}});
 }
 
 void Pipeline::StartStream() {
@@ -567,7 +465,7 @@ void Pipeline::Flush() {
 
 void Pipeline::OnDrained() {
   stats_->queued_bytes = session_->queued_bytes();
-  if (state_ == State::kBootstrapping) DrainCopy();
+  if (state_ == State::kBootstrapping && bootstrap_) bootstrap_->Drain();
   if (paused_ && stream_ && acks_->unacknowledged() <= kMaxUnacknowledged) {
     paused_ = false;
     stream_->Resume();
@@ -602,7 +500,7 @@ void Pipeline::OnAck(const dblog::v1::Ack& ack) {
     unacked_commits_.pop_front();
   stats_->oldest_unacked_commit_us =
       unacked_commits_.empty() ? 0 : unacked_commits_.front().second;
-  if (bootstrap_end_ && !(pos < *bootstrap_end_)) MarkBootstrapDone();
+  if (bootstrap_) bootstrap_->OnAcknowledged(pos);
   repairs_->OnAcknowledged(pos);
   ApplyConfirmable(lsn);
   if (paused_ && stream_ && session_->queued_bytes() <= config_.max_buffer_bytes &&
@@ -655,39 +553,6 @@ void Pipeline::Heartbeat() {
     self->sent_since_heartbeat_ = false;
     self->Heartbeat();
   });
-}
-
-void Pipeline::SendProgress() {
-  if (!copier_) return;
-  dblog::v1::ServerMessage m;
-  auto* p = m.mutable_progress();
-  p->set_phase("bootstrap");
-  std::uint64_t copied = 0, estimated = 0;
-  if (copier_) {
-    for (std::size_t i = 0; i < copier_->tables().size(); ++i) {
-      const auto& t = copier_->tables()[i];
-      auto* tp = p->add_tables();
-      tp->set_schema(t.schema);
-      tp->set_name(t.name);
-      tp->set_relation_oid(t.oid);
-      tp->set_rows_copied(copier_->rows_copied(i));
-      tp->set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
-      copied += copier_->rows_copied(i);
-      estimated += static_cast<std::uint64_t>(t.estimated_rows);
-    }
-  }
-  session_->Send(m);
-  if (copier_) {
-    log::Info("bootstrap_progress",
-              {{"consumer", consumer_.name}, {"rows_copied", copied},
-               {"rows_estimated", estimated}});
-    progress_timer_.expires_after(std::chrono::seconds(1));
-    progress_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
-      auto self = weak.lock();
-      if (!self || ec) return;
-      self->SendProgress();
-    });
-  }
 }
 
 void Pipeline::OnError(const std::exception& error) {
@@ -756,12 +621,12 @@ void Pipeline::Fail(Error::Code code, const std::string& message) {
   Finish();
 }
 
-void Pipeline::Shutdown() {
+void Pipeline::Shutdown(const std::string& reason) {
   if (state_ == State::kDone || shutting_down_) return;
   shutting_down_ = true;
   // Acks the client sent before it read the Error are still on their way: they count, until
   // the client closes or kShutdownAckGrace passes; then the final status update carries them.
-  session_->Fail(Error::SHUTTING_DOWN, "dblogd is shutting down", /*keep_acks=*/true);
+  session_->Fail(Error::SHUTTING_DOWN, reason, /*keep_acks=*/true);
   shutdown_timer_.expires_after(kShutdownAckGrace);
   shutdown_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
     if (auto self = weak.lock(); self && !ec) self->Finish();
@@ -784,7 +649,7 @@ void Pipeline::Finish() {
   stats_->bootstrap_running = 0;
   repairs_->Stop();
   session_->Detach();
-  if (copier_) copier_->Cancel();
+  if (bootstrap_) bootstrap_->Stop();
   slot_creation_.reset();  // cancels a creation still waiting
   stats_->slot_creation_started_us = 0;
   slot_wait_timer_.cancel();
@@ -792,11 +657,10 @@ void Pipeline::Finish() {
   heartbeat_timer_.cancel();
   status_timer_.cancel();
   reconnect_timer_.cancel();
-  progress_timer_.cancel();
   // Tear down from the io loop, not from inside a callback of what is torn down.
   asio::post(io_, [self = shared_from_this()] {
     self->stream_.reset();
-    self->copier_.reset();
+    self->bootstrap_.reset();
     self->on_finished_(self->consumer_.name);
   });
 }

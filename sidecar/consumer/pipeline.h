@@ -1,8 +1,9 @@
 // sidecar/consumer/pipeline.h: what serves one connected consumer: its slot (created on first
-// connection, with a bootstrap copy from the slot's exported snapshot), the replication stream
+// connection, then bootstrapped from the slot's exported snapshot), the replication stream
 // and the dispatch of its events, the one emitter, acknowledgements and the slot's confirmed
-// position, backpressure, heartbeats, progress and reconnecting to the source. Repairs run in
-// `Repairs` (repairs.h), the dblog.* statements in `Bookkeeping` (bookkeeping.h).
+// position, backpressure, heartbeats and reconnecting to the source. The bootstrap runs in
+// `BootstrapRun` (bootstrap_run.h), repairs in `Repairs` (repairs.h), the dblog.* statements
+// in `Bookkeeping` (bookkeeping.h).
 // Owns: the consumer's lifecycle and its replication connection. Events are rendered only by
 // the emitter (emit/); bytes only leave through the session (server/).
 #pragma once
@@ -16,9 +17,9 @@
 #include <optional>
 #include <string>
 
-#include "bootstrap/copier.h"
 #include "bootstrap/scope.h"
 #include "consumer/bookkeeping.h"
+#include "consumer/bootstrap_run.h"
 #include "consumer/repairs.h"
 #include "consumer/slot_creation.h"
 #include "config/config.h"
@@ -42,6 +43,7 @@ class Pipeline : public server::Consumer,
                  public server::SessionListener,
                  public pg::ReplicationStream::Handler,
                  public Repairs::Host,
+                 public BootstrapRun::Host,
                  public std::enable_shared_from_this<Pipeline> {
  public:
   Pipeline(boost::asio::io_context& io, const config::Config& config,
@@ -52,9 +54,10 @@ class Pipeline : public server::Consumer,
 
   // Prepares the slot and scope, answers Welcome (or an Error) and starts streaming.
   void Start() override;
-  // Graceful stop (SIGTERM): Error.SHUTTING_DOWN to the client, its acks taken until it closes
-  // (at most kShutdownAckGrace), then the final status update to PostgreSQL.
-  void Shutdown() override;
+  // Graceful stop (SIGTERM, or SIGHUP changed this consumer's settings): Error.SHUTTING_DOWN
+  // with `reason` to the client, its acks taken until it closes (at most kShutdownAckGrace),
+  // then the final status update to PostgreSQL.
+  void Shutdown(const std::string& reason) override;
   static constexpr std::chrono::milliseconds kShutdownAckGrace{500};
 
   static std::string SlotName(const std::string& consumer) { return "dblog_" + consumer; }
@@ -70,11 +73,14 @@ class Pipeline : public server::Consumer,
   void OnError(const std::exception& error) override;
   void OnEnd() override;
 
-  // Repairs::Host
+  // Repairs::Host and BootstrapRun::Host
   bool Streaming() const override { return state_ == State::kStreaming; }
   emit::Emitter& emitter() override { return *emitter_; }
   void Flush() override;
   void Send(const dblog::v1::ServerMessage& message) override;
+  void CloseIdleReplication() override { repl_.reset(); }
+  std::size_t queued_bytes() const override { return session_->queued_bytes(); }
+  void Copied() override;
 
   // Runs `step`, turning what it throws into the Error the client gets.
   template <typename F>
@@ -90,17 +96,13 @@ class Pipeline : public server::Consumer,
   void SendWelcome(bool slot_created, const emit::Position* resume);
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
   bool MessageWanted(const std::string& prefix) const;
-  void DrainCopy();
-  void FinishBootstrap();
   void StartStream();
   void SourceLost(const std::string& why);
   void Reconnect();
   void ApplyConfirmable(std::uint64_t lsn);
   void SendStatusSoon();
   void Heartbeat();
-  void SendProgress();
-  void MarkBootstrapDone();
-  void Fail(dblog::v1::Error::Code code, const std::string& message);
+  void Fail(dblog::v1::Error::Code code, const std::string& message) override;
   void Finish();
   std::vector<std::pair<std::string, std::string>> PluginOptions() const;
 
@@ -122,11 +124,7 @@ class Pipeline : public server::Consumer,
   std::unique_ptr<emit::AckTracker> acks_;
   std::unique_ptr<emit::Emitter> emitter_;
 
-  // bootstrap
-  std::unique_ptr<bootstrap::Copier> copier_;
-  std::uint64_t consistent_point_ = 0;
-  std::optional<emit::Position> bootstrap_end_;  // done once the consumer acks it
-  bool drain_posted_ = false;
+  std::unique_ptr<BootstrapRun> bootstrap_;  // from the slot's creation on, when it bootstraps
 
   std::uint64_t confirmed_ = 0;
   // How far this connection's stream has read the source's WAL (Heartbeat.source_lsn): every
@@ -142,7 +140,6 @@ class Pipeline : public server::Consumer,
   boost::asio::steady_timer heartbeat_timer_;
   boost::asio::steady_timer status_timer_;
   boost::asio::steady_timer reconnect_timer_;
-  boost::asio::steady_timer progress_timer_;
   std::unique_ptr<SlotCreation> slot_creation_;
   boost::asio::steady_timer slot_wait_timer_;
   std::chrono::steady_clock::time_point slot_wait_logged_{};

@@ -23,8 +23,9 @@ class Consumer {
   virtual ~Consumer() = default;
   // Prepares the slot and scope, answers Welcome (or an Error) and starts streaming.
   virtual void Start() = 0;
-  // Graceful stop (SIGTERM).
-  virtual void Shutdown() = 0;
+  // Graceful stop: SIGTERM, or SIGHUP changed what this consumer may stream (`reason` goes to
+  // the client with Error.SHUTTING_DOWN, which sinks retry).
+  virtual void Shutdown(const std::string& reason) = 0;
 };
 
 struct ConsumerFactory {
@@ -36,9 +37,9 @@ struct ConsumerFactory {
       const dblog::v1::Hello& hello, std::function<void(const std::string&)> on_finished)>
       make;
   // Names of consumers that no --consumer names but that have a slot in the source (junk left
-  // by an earlier run counts too), for --max-unconfigured-consumers. Blocking SQL; throws when
-  // the source cannot be reached.
-  std::function<std::set<std::string>()> unconfigured_with_slots;
+  // by an earlier run counts too), for --max-unconfigured-consumers, under the settings in force
+  // (SIGHUP may have named more). Blocking SQL; throws when the source cannot be reached.
+  std::function<std::set<std::string>(const config::Config&)> unconfigured_with_slots;
 };
 
 }  // namespace dblog::server

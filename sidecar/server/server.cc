@@ -23,7 +23,8 @@ tcp::endpoint Resolve(asio::io_context& io, const config::Endpoint& e) {
 
 Server::Server(asio::io_context& io, const config::Config& config, metrics::Registry& metrics,
                ConsumerFactory consumers, std::shared_ptr<asio::ssl::context> tls)
-    : io_(io), config_(config), metrics_(metrics), consumers_(std::move(consumers)),
+    : io_(io), config_(config), current_(std::make_shared<const config::Config>(config)),
+      metrics_(metrics), consumers_(std::move(consumers)),
       acceptor_(io, Resolve(io, config.listen)),
       tls_(std::move(tls)),
       accept_retry_(io, "consumers", metrics.accept_errors_consumers) {}
@@ -69,7 +70,33 @@ void Server::Shutdown() {
       if (l.pipeline) live.push_back(l);
   }
   name_freed_.notify_all();  // Hellos waiting for a name: refused now
-  for (auto& l : live) asio::post(*l.io, [p = l.pipeline] { p->Shutdown(); });
+  for (auto& l : live)
+    asio::post(*l.io, [p = l.pipeline] { p->Shutdown("dblogd is shutting down"); });
+}
+
+void Server::Reconfigure(const config::Reload& reload) {
+  auto named = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::vector<std::pair<std::string, Live>> ending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    current_ = std::make_shared<const config::Config>(reload.next);
+    ++generation_;
+    for (auto& [name, l] : pipelines_) {
+      // an unnamed consumer that is now configured streams under its own scope from now on
+      const bool ends = l.configured ? named(reload.end_consumers, name)
+                                     : reload.end_unconfigured || named(reload.added, name);
+      if (l.pipeline && ends) ending.emplace_back(name, l);
+    }
+  }
+  for (auto& [name, l] : ending) {
+    log::Info("consumer_reconfigured", {{"consumer", name}});
+    asio::post(*l.io, [p = l.pipeline] {
+      p->Shutdown("the consumer's settings changed (dblogd reloaded them on SIGHUP): reconnect "
+                  "to stream under the new ones");
+    });
+  }
 }
 
 void Server::Accept() {
@@ -216,6 +243,8 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
                      const dblog::v1::Hello& hello) {
   config::ConsumerConfig consumer;
   bool configured = false;
+  std::shared_ptr<const config::Config> config;  // the settings this Hello is checked against
+  std::uint64_t generation = 0;
   HelloContext context;
   context.shutting_down = shutting_down_;
   context.peer_common_name = session->peer_common_name();
@@ -228,7 +257,9 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
       return shutting_down_ || pipelines_.count(hello.consumer()) == 0;
     });
     context.connected = [this](const std::string& name) { return pipelines_.count(name) != 0; };
-    if (auto refusal = CheckHello(hello, config_, context, &consumer, &configured))
+    config = current_;
+    generation = generation_;
+    if (auto refusal = CheckHello(hello, *config, context, &consumer, &configured))
       return Refuse(*session, refusal->code, refusal->message);
     pipelines_[consumer.name] = Live{nullptr, &io, configured};
   }
@@ -243,7 +274,7 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
     std::lock_guard<std::mutex> admission(unconfigured_admission_);
     std::set<std::string> names;
     try {
-      names = consumers_.unconfigured_with_slots();
+      names = consumers_.unconfigured_with_slots(*config);
     } catch (const std::exception& e) {
       release_name();
       return Refuse(*session, Error::SOURCE_ERROR, e.what());
@@ -255,7 +286,7 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
     }
     const bool has_own = names.count(consumer.name) != 0;
     const long count = static_cast<long>(names.size()) - (has_own ? 1 : 0);
-    if (!has_own && count >= config_.max_unconfigured_consumers) {
+    if (!has_own && count >= config->max_unconfigured_consumers) {
       release_name();
       metrics_.unconfigured_refused++;
       return Refuse(*session, Error::TOO_MANY_CONSUMERS,
@@ -263,7 +294,7 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
                         std::to_string(count) +
                         " slots of consumers not named by --consumer exist already "
                         "(--max-unconfigured-consumers=" +
-                        std::to_string(config_.max_unconfigured_consumers) +
+                        std::to_string(config->max_unconfigured_consumers) +
                         "); configure it, or drop unused ones (docs/operations.md)");
     }
   }
@@ -280,13 +311,18 @@ void Server::OnHello(std::shared_ptr<Session> session, asio::io_context& io,
         }
         if (!configured) metrics_.Forget(name);  // unnamed consumers' series live while connected
       });
+  bool reloaded = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pipelines_[consumer.name].pipeline = pipeline;
+    reloaded = generation_ != generation;
   }
   // Shutdown() sets the flag before it reads the registry: either it saw this pipeline, or the
-  // flag is seen here.
-  if (shutting_down_) return pipeline->Shutdown();
+  // flag is seen here. The same for a reload: admitted under settings that were replaced since.
+  if (shutting_down_) return pipeline->Shutdown("dblogd is shutting down");
+  if (reloaded)
+    return pipeline->Shutdown("dblogd reloaded its settings (SIGHUP) while this consumer was "
+                              "admitted: reconnect");
   pipeline->Start();
 }
 

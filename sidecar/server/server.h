@@ -32,6 +32,7 @@ class Server {
  public:
   // `tls`: the listener's context (server/tls.h) when --tls-cert is set, else null.
   // `consumers` makes the pipelines of admitted consumers (consumer/, wired by main.cc).
+  // `config` must outlive the server: the settings a reload cannot change are read from it.
   Server(boost::asio::io_context& io, const config::Config& config, metrics::Registry& metrics,
          ConsumerFactory consumers, std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   // Stops every connection thread (what they have not run is dropped) and joins them.
@@ -39,6 +40,10 @@ class Server {
   void Start();
   // Stops accepting and shuts every pipeline down gracefully (on its own thread).
   void Shutdown();
+  // SIGHUP: Hellos are checked against `reload.next` from now on; the connections it names
+  // (and any admitted while it was applied) end with Error.SHUTTING_DOWN, so that their clients
+  // reconnect under the new settings.
+  void Reconfigure(const config::Reload& reload);
   boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
   std::size_t live_consumers() const;
 
@@ -58,7 +63,11 @@ class Server {
   void Reap(std::uint64_t id);
 
   boost::asio::io_context& io_;  // the acceptor's; each connection has its own
-  const config::Config& config_;
+  const config::Config& config_;  // as started: listen, TLS, limits (a reload keeps them)
+  // The settings Hellos are checked against, replaced by Reconfigure (under mutex_), and how
+  // many times it was.
+  std::shared_ptr<const config::Config> current_;
+  std::uint64_t generation_ = 0;
   metrics::Registry& metrics_;
   ConsumerFactory consumers_;
   boost::asio::ip::tcp::acceptor acceptor_;

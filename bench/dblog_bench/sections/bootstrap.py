@@ -1,9 +1,11 @@
 """Section bootstrap: the initial copy of a big table, dblogd with one and two copy workers
-against COPY (text, binary) and pg_dump."""
+(and, with --baseline-dblogd, the older dblogd likewise) against COPY (text, binary) and
+pg_dump."""
 import os
 import time
 
-from ..harness import count_output, log, measure_dblogd_stream, measure_process, sql, tool
+from ..harness import (baseline_ident, count_output, log, measure_dblogd_stream,
+                       measure_process, sql, tool)
 from ..workloads import TABLE_DDL, row_expr
 
 def section_bootstrap(ctx):
@@ -28,6 +30,10 @@ def section_bootstrap(ctx):
     contenders = [
         ("dblogd_w1", "dblogd bootstrap, --copy-workers=1 → consumer"),
         ("dblogd_w2", "dblogd bootstrap, --copy-workers=2 → consumer"),
+    ] + ([
+        (f"dblogd_baseline_w{w}", f"dblogd baseline ({baseline_ident(ctx.baseline_dblogd)}) "
+         f"bootstrap, --copy-workers={w} → consumer") for w in (1, 2)
+    ] if ctx.baseline_dblogd else []) + [
         ("copy_text", "psql \\copy (SELECT * FROM t) TO /dev/null (text)"),
         ("copy_binary", "psql \\copy (SELECT * FROM t) TO /dev/null (FORMAT binary)"),
         ("pg_dump", "pg_dump --data-only -t t > /dev/null"),
@@ -40,10 +46,12 @@ def section_bootstrap(ctx):
             try:
                 if key.startswith("dblogd"):
                     workers = key[-1]
-                    name = f"boot_w{workers}_r{rep}"
+                    baseline = key.startswith("dblogd_baseline")
+                    name = f"boot_{'base_' if baseline else ''}w{workers}_r{rep}"
                     r = measure_dblogd_stream(
                         ctx, name, name, [f"--consumer={name}=bench.big",
-                                          f"--copy-workers={workers}"], "bootstrap", n)
+                                          f"--copy-workers={workers}"], "bootstrap", n,
+                        baseline=baseline)
                     sql(f"SELECT count(pg_drop_replication_slot(slot_name)) FROM "
                         f"pg_replication_slots WHERE slot_name = 'dblog_{name}' AND NOT active;"
                         f" DELETE FROM dblog.consumers WHERE name = '{name}';")

@@ -1,11 +1,12 @@
 """Sections bulk and oltp: log throughput. Every contender (dblogd end to end, the dblog plugin
 and pgoutput through SQL peeks, pg_recvlogical with pgoutput, test_decoding, decoderbufs and
-wal2json) consumes the same WAL from its own slot, the order rotating over the repetitions."""
+wal2json; with --baseline-dblogd, an older dblogd end to end too) consumes the same WAL from its
+own slot, the order rotating over the repetitions."""
 import os
 import time
 
-from ..harness import (log, measure_dblogd_stream, measure_peek, measure_process, sql,
-                       tool)
+from ..harness import (baseline_ident, log, measure_dblogd_stream, measure_peek,
+                       measure_process, sql, tool)
 from ..workloads import OLTP_PROC, TABLE_DDL, gen_bulk, gen_oltp, next_marker, row_expr
 
 # Log throughput contenders: (key, label, plugin, kind, plugin options)
@@ -24,20 +25,41 @@ LOG_CONTENDERS = [
      [("format-version", "2")]),
 ]
 BINARY_PLUGINS = {"dblog", "pgoutput", "decoderbufs"}
+# With --baseline-dblogd: the older dblogd, measured as dblogd is, right after it in the list.
+BASELINE_KEY = "dblogd_baseline"
+
+
+def baseline_contender(ctx):
+    return (BASELINE_KEY, f"dblogd baseline ({baseline_ident(ctx.baseline_dblogd)}) → TCP "
+            "consumer", "dblog", "dblogd", [])
+
+
+def log_contenders(ctx):
+    """The contenders of this run: LOG_CONTENDERS, the baseline after dblogd if there is one,
+    those --contenders names if given."""
+    contenders = list(LOG_CONTENDERS)
+    if ctx.baseline_dblogd:
+        contenders.insert(1, baseline_contender(ctx))
+    if ctx.args.contenders:
+        keep = ctx.args.contenders.split(",")
+        contenders = [c for c in contenders if c[0] in keep]
+    return contenders
+
+
+def consumer_name(workload, key, rep):
+    """The dblog consumer a dblogd contender serves (its slot is dblog_<consumer>)."""
+    return f"{workload}_base_r{rep}" if key == BASELINE_KEY else f"{workload}_r{rep}"
 
 
 def slot_name(workload, key, rep):
-    if key == "dblogd":
-        return f"dblog_{workload}_r{rep}"  # dblogd's slot for consumer "<workload>_r<rep>"
+    if key in ("dblogd", BASELINE_KEY):
+        return f"dblog_{consumer_name(workload, key, rep)}"
     return f"b_{workload}_{key}_r{rep}"
 
 def run_log_workload(ctx, workload, reps, generate, expect_check=True):
     """Creates one slot per contender and repetition, generates the workload once, then lets
     every contender consume its own slots, rotating the order each repetition."""
-    contenders = LOG_CONTENDERS
-    if ctx.args.contenders:
-        keep = ctx.args.contenders.split(",")
-        contenders = [c for c in contenders if c[0] in keep]
+    contenders = log_contenders(ctx)
     stmts = []
     for rep in range(reps):
         for key, _, plugin, _, _ in contenders:
@@ -73,11 +95,13 @@ def run_log_workload(ctx, workload, reps, generate, expect_check=True):
             slot = slot_name(workload, key, rep)
             try:
                 if kind == "dblogd":
+                    name = consumer_name(workload, key, rep)
                     r = measure_dblogd_stream(
-                        ctx, f"{workload}_r{rep}", f"{workload}_r{rep}",
+                        ctx, name, name,
                         ["--default-scope=bench.*", "--bootstrap=false",
                          "--status-interval=1"],
-                        "bench.marker", changes if expect_check else None)
+                        "bench.marker", changes if expect_check else None,
+                        baseline=key == BASELINE_KEY)
                 elif kind == "peek":
                     fn = "pg_logical_slot_peek_binary_changes"
                     r = measure_peek(ctx, slot, fn, opts, endpos)

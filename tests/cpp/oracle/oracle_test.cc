@@ -379,14 +379,17 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   // the damage and the restart happen in every seed, whatever the dice said
   if (!damaged) {
     // The applier writes the same rows: a deadlock with it (the target's error 40P01) is
-    // retried, as the damage inside the loop is.
-    for (int attempt = 0;; ++attempt) {
+    // retried, as the damage inside the loop is. On a slow machine the kills and the restart
+    // can leave the bootstrap still running: the target's table may not exist yet.
+    const auto until = std::chrono::steady_clock::now() + 120s;
+    for (;;) {
       try {
         PgConn t(target);
         t.exec("DELETE FROM " + s + ".t_int WHERE id % 7 = 0");
         break;
       } catch (const PgError&) {
-        if (attempt == 20) throw;
+        apply.Supervise();
+        if (std::chrono::steady_clock::now() > until) throw;
         std::this_thread::sleep_for(100ms);
       }
     }

@@ -5,7 +5,10 @@
 // cancel; a crash in the middle of a repair.
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -518,6 +521,120 @@ TEST_F(DblogdTest, ForgedMarkersAreCountedAndLoggedRateLimited) {
   const std::string final_log = dblogd_->log();
   EXPECT_LE(CountLogEvents(final_log, "foreign_watermark_ignored"), 4);
   EXPECT_NE(final_log.find("suppressed=5109"), std::string::npos) << final_log;
+}
+
+}  // namespace
+}  // namespace dblog::test
+
+namespace dblog::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Issue 15, item 2: scope changes by editing the config file and SIGHUP. `consumer`'s line is
+// rewritten; the fixture's own --consumer is replaced by an idle one (the file must be the
+// only place naming ours).
+class ReloadTest : public DblogdTest {
+ protected:
+  void WriteConfig(const std::string& consumer_line) {
+    std::ofstream(path_) << "consumer = " << consumer_line << "\n";
+  }
+  void StartWithConfig(std::vector<std::string> extra = {}) {
+    extra.push_back("--config=" + path_);
+    extra.push_back("--consumer=" + consumer() + "_idle=" + schema() + ".sentinel");
+    StartDblogd(extra);
+  }
+  // Reads until the server ends the stream; its Error.
+  dblog::v1::Error::Code ReadUntilEnded(client::Client& c, Replay& replay, std::string* message) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    client::Item item;
+    try {
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (!c.Next(item)) continue;
+        if (auto* e = std::get_if<dblog::v1::StreamEvent>(&item)) replay.Apply(*e);
+      }
+    } catch (const client::ServerError& e) {
+      *message = e.server_message();
+      return e.code();
+    }
+    ADD_FAILURE() << "the stream was not ended";
+    return dblog::v1::Error::CODE_UNSPECIFIED;
+  }
+  // Table a, the whole schema in the config file, dblogd started and a consumer caught up.
+  client::Client StreamOneTable(Replay& replay) {
+    db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
+    WriteConfig(consumer() + "=" + schema() + ".*");
+    StartWithConfig();
+    client::Client c = Connect();
+    ReadUntil(c, replay, Sentinel());
+    return c;
+  }
+  ~ReloadTest() override { unlink(path_.c_str()); }
+
+  std::string path_ = "/tmp/dblogd-reload-" + std::to_string(getpid()) + ".conf";
+};
+
+TEST_F(ReloadTest, AScopeWidenedBySighupCopiesTheNewTableAndTheConsumerReconnects) {
+  db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
+  db().exec("CREATE TABLE " + schema() + ".b (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".a SELECT g, 'a' FROM generate_series(1, 100) g");
+  db().exec("INSERT INTO " + schema() + ".b SELECT g, 'b' FROM generate_series(1, 1000) g");
+  WriteConfig(consumer() + "=" + schema() + ".a," + schema() + ".sentinel");
+  StartWithConfig({"--chunk-size=300"});
+  Replay replay;
+  client::Client c = Connect();
+  ReadUntil(c, replay, Sentinel());
+  EXPECT_TRUE(replay.Table(TableOid(db(), schema() + ".b")).empty()) << "b is not in scope yet";
+
+  WriteConfig(consumer() + "=" + schema() + ".*");
+  dblogd_->Signal(SIGHUP);
+  std::string why;
+  EXPECT_EQ(ReadUntilEnded(c, replay, &why), dblog::v1::Error::SHUTTING_DOWN);
+  EXPECT_NE(why.find("SIGHUP"), std::string::npos) << why;
+
+  client::Client again = Connect(replay.last_position());
+  EXPECT_FALSE(again.welcome().slot_created());
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (db().scalar("SELECT count(*) FROM dblog.requests WHERE consumer = '" + consumer() +
+                     "' AND state = 'done'") != "1") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
+    ReadUntil(again, replay, Sentinel());
+  }
+  db().exec("UPDATE " + schema() + ".b SET v = 'changed' WHERE id <= 10");
+  ReadUntil(again, replay, Sentinel());
+  ExpectConverged(replay, {"a", "b"});
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "config_reloaded"), 1);
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "scope_table_added"), 1);
+}
+
+TEST_F(ReloadTest, AnUnreadableConfigKeepsTheRunningSettingsAndTheStream) {
+  Replay replay;
+  client::Client c = StreamOneTable(replay);
+  WriteConfig(consumer() + "=" + schema() + ".\"unterminated");
+  dblogd_->Signal(SIGHUP);
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (CountLogEvents(dblogd_->log(), "config_reload_failed") != 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << dblogd_->log();
+    std::this_thread::sleep_for(20ms);
+  }
+  db().exec("INSERT INTO " + schema() + ".a VALUES (1, 'still streaming')");
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"a"});
+}
+
+TEST_F(ReloadTest, AConsumerRemovedBySighupEndsAndIsRefusedAfterwards) {
+  Replay replay;
+  client::Client c = StreamOneTable(replay);
+  // another consumer instead of ours, and a setting that only a restart changes
+  std::ofstream(path_) << "consumer = " << consumer() << "_other=" << schema() << ".*\n"
+                       << "chunk-size = 200\n";
+  dblogd_->Signal(SIGHUP);
+  std::string why;
+  EXPECT_EQ(ReadUntilEnded(c, replay, &why), dblog::v1::Error::SHUTTING_DOWN);
+  EXPECT_EQ(ExpectRefused([&] { return Connect(replay.last_position()); }),
+            dblog::v1::Error::UNKNOWN_CONSUMER);
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "config_needs_restart"), 1) << dblogd_->log();
+  EXPECT_NE(dblogd_->log().find("settings=chunk-size"), std::string::npos) << dblogd_->log();
 }
 
 }  // namespace
