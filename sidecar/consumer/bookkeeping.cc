@@ -1,6 +1,9 @@
 // sidecar/consumer/bookkeeping.cc: see bookkeeping.h.
 #include "consumer/bookkeeping.h"
 
+#include <chrono>
+#include <thread>
+
 #include "consumer/chunk_query.h"
 #include "pg/slot.h"
 
@@ -152,9 +155,23 @@ void Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
   sql.Exec("COMMIT");
 }
 
-Bookkeeping::Entering Bookkeeping::QueueTableEnteringScope(std::uint32_t oid) {
+Bookkeeping::Entering Bookkeeping::QueueTableEnteringScope(std::uint32_t oid,
+                                                           std::uint64_t xid) {
   pg::Connection& sql = Sql();
   const std::string table_oid = std::to_string(oid);
+  // The DDL's commit reaches us before every snapshot sees it (WAL order is not visibility
+  // order): read the catalogs once a new snapshot does, or the table still has its old name.
+  for (int attempt = 0; xid != 0; ++attempt) {
+    pg::Result visible = sql.ExecParams(
+        "SELECT pg_catalog.pg_visible_in_snapshot($1::text::pg_catalog.xid8,"
+        "                                         pg_catalog.pg_current_snapshot())",
+        {std::to_string(xid)});
+    if (visible.bool_value(0, 0)) break;
+    if (attempt >= 500)
+      throw std::runtime_error("the DDL's transaction " + std::to_string(xid) +
+                               " is decoded but still not visible after 5 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   pg::Result r = sql.ExecParams(
       "SELECT dblog._scope_holds($2, c.oid), k.key_columns IS NOT NULL,"
       "       EXISTS (SELECT 1 FROM dblog.request_queue q"

@@ -197,7 +197,7 @@ void CopyIfEntering(const dblog::v1::Message& message, const config::ConsumerCon
   const std::string new_name = change->new_schema + "." + change->new_name;
   Bookkeeping::Entering outcome;
   try {
-    outcome = bookkeeping.QueueTableEnteringScope(change->oid);
+    outcome = bookkeeping.QueueTableEnteringScope(change->oid, message.xid());
   } catch (const std::exception& e) {
     bookkeeping.Reset();
     throw ScopeChangeError(dblog::v1::Error::SOURCE_ERROR,
