@@ -38,21 +38,28 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_index.h"
 #include "commands/defrem.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/snapmgr.h"
 #include "utils/varlena.h"
 
 #include "messages.h"
@@ -64,6 +71,13 @@ PG_MODULE_MAGIC;
 #define DBLOG_PROTO_VERSION_MAX 1
 #define DBLOG_SCHEMA "dblog"
 #define DBLOG_CONTROL_TABLE "request_queue"
+
+/*
+ * The extension's event trigger (ddl_trigger.c) tells dblogd of renames with
+ * messages of this prefix; one is sent only when its transaction did change
+ * the table it names (ddl_message_authentic).
+ */
+#define DBLOG_DDL_PREFIX "dblog.ddl"
 
 /*
  * The refusal of a table without a key (keyless=error) has SQLSTATE 55000 and
@@ -129,6 +143,7 @@ static bool dblog_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_
 
 static void parse_output_parameters(List *options, DblogData *data);
 static bool message_wanted(DblogData *data, const char *prefix);
+static bool ddl_message_authentic(const char *message, Size size);
 static RelEntry *get_rel_entry(DblogData *data, Relation relation);
 static void invalidate_rel_entry(Datum arg, Oid relid);
 static void create_relation_cache(DblogData *data);
@@ -749,6 +764,95 @@ message_wanted(DblogData *data, const char *prefix)
 	return false;
 }
 
+/* Is xid one of the decoded transaction's own (sub)transactions? */
+static bool
+own_xid(Snapshot snap, TransactionId xid)
+{
+	int32		i;
+
+	for (i = 0; i < snap->subxcnt; i++)
+		if (TransactionIdEquals(snap->subxip[i], xid))
+			return true;
+	return false;
+}
+
+/*
+ * A dblog.ddl message makes dblogd copy a table, so only the extension's event
+ * trigger may write one that reaches it; but any role may call
+ * pg_logical_emit_message with any prefix. The trigger writes its message in
+ * the transaction of the DDL it describes, so the table's pg_class row (a
+ * rename, SET SCHEMA) or its schema's pg_namespace row (ALTER SCHEMA RENAME)
+ * was written by that same transaction: in the historic catalog at the
+ * message's place, the row's xmin is one of the transaction's own xids.
+ * Writing either row takes the table's or the schema's owner (or a privilege
+ * on it), who could rename it for real anyway. The content starts
+ * {"oid":N (ddl_trigger.c); anything else is dropped.
+ */
+static bool
+ddl_message_authentic(const char *message, Size size)
+{
+	static const char head[] = "{\"oid\":";
+	char		digits[16];
+	Size		n = 0;
+	Oid			relid,
+				nspid;
+	TransactionId xmin;
+	Snapshot	snap;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	if (size <= sizeof(head) - 1 || memcmp(message, head, sizeof(head) - 1) != 0)
+		return false;
+	message += sizeof(head) - 1;
+	size -= sizeof(head) - 1;
+	while (n < size && n < sizeof(digits) - 1 && message[n] >= '0' && message[n] <= '9')
+	{
+		digits[n] = message[n];
+		n++;
+	}
+	if (n == 0 || n == sizeof(digits) - 1)
+		return false;
+	digits[n] = '\0';
+	relid = (Oid) strtoul(digits, NULL, 10);
+	if (!OidIsValid(relid))
+		return false;
+
+	snap = GetCatalogSnapshot(RelationRelationId);	/* the historic snapshot */
+	rel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, ClassOidIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		found = true;
+		xmin = HeapTupleHeaderGetXmin(tup->t_data);
+		nspid = ((Form_pg_class) GETSTRUCT(tup))->relnamespace;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!found)
+		return false;
+	if (own_xid(snap, xmin))
+		return true;
+
+	found = false;
+	rel = table_open(NamespaceRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_namespace_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(nspid));
+	scan = systable_beginscan(rel, NamespaceOidIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		found = true;
+		xmin = HeapTupleHeaderGetXmin(tup->t_data);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found && own_xid(snap, xmin);
+}
+
 /* MESSAGE callback */
 static void
 dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
@@ -758,10 +862,15 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	DblogData  *data = ctx->output_plugin_private;
 	MemoryContext old;
 	Size		omitted = 0;
+	bool		ddl;
 
 	if (!message_wanted(data, prefix))
 		return;
-	if (data->message_max_bytes > 0 && message_size > data->message_max_bytes)
+	ddl = strcmp(prefix, DBLOG_DDL_PREFIX) == 0;
+	if (ddl && !(transactional && ddl_message_authentic(message, message_size)))
+		return;
+	/* a DDL message is small (names) and useless without its content */
+	if (!ddl && data->message_max_bytes > 0 && message_size > data->message_max_bytes)
 	{
 		/* say that it was there and how big, not what it held */
 		omitted = message_size;

@@ -18,7 +18,7 @@ SELECT dblog.repair_keys('items', '[{"id": 1}]') > 0 AS queued_in_0_2;
 -- the same functions (bodies, security settings), tables and views as a fresh install
 SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
   FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
-               || p.prosrc AS x
+               || coalesce(p.proacl::text, '') || p.prosrc AS x
           FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
         UNION ALL
         SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
@@ -28,7 +28,11 @@ SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
         SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
          WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
-           AND NOT a.attisdropped) s \gset upgraded_
+           AND NOT a.attisdropped
+        UNION ALL
+        SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
+               || e.evtfoid::regprocedure::text
+          FROM pg_event_trigger e) s \gset upgraded_
 -- 0.2 to 0.3: the repair API reads scopes with the shared matcher (0.2 split the text itself)
 CREATE DATABASE regress_dblog_upgrade_0_2;
 \c regress_dblog_upgrade_0_2
@@ -40,13 +44,13 @@ INSERT INTO dblog.consumers (name, slot_name, scope)
 SELECT dblog._scope_holds('public.*,!public.audit_log', 'audit_log') AS excluded_held_in_0_2;
 ALTER EXTENSION dblog UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'dblog';
-SELECT dblog._scope_holds('public.*,!public.audit_log', 'audit_log') AS excluded_held_in_0_3,
-       dblog._scope_holds('public.*,!public.audit_log', 'items') AS items_held_in_0_3;
+SELECT dblog._scope_holds('public.*,!public.audit_log', 'audit_log') AS excluded_held_after_0_2,
+       dblog._scope_holds('public.*,!public.audit_log', 'items') AS items_held_after_0_2;
 SELECT dblog.repair('audit_log', 'up');
-SELECT dblog.repair('items', 'up') > 0 AS queued_in_0_3;
+SELECT dblog.repair('items', 'up') > 0 AS queued_after_0_2;
 SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
   FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
-               || p.prosrc AS x
+               || coalesce(p.proacl::text, '') || p.prosrc AS x
           FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
         UNION ALL
         SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
@@ -56,13 +60,52 @@ SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
         SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
          WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
-           AND NOT a.attisdropped) s \gset upgraded_0_2_
+           AND NOT a.attisdropped
+        UNION ALL
+        SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
+               || e.evtfoid::regprocedure::text
+          FROM pg_event_trigger e) s \gset upgraded_0_2_
+-- 0.3 to 0.4: the event trigger that tells dblogd of renames (there was none in 0.3)
+CREATE DATABASE regress_dblog_upgrade_0_3;
+\c regress_dblog_upgrade_0_3
+CREATE EXTENSION dblog VERSION '0.3';
+CREATE TABLE items (id int PRIMARY KEY);
+INSERT INTO dblog.consumers (name, slot_name, scope) VALUES ('up', 'dblog_up', 'public.*');
+SELECT count(*) AS event_triggers_in_0_3 FROM pg_event_trigger;
+ALTER EXTENSION dblog UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+SELECT evtname, evtevent, evttags, evtfoid::regprocedure FROM pg_event_trigger;
+-- the trigger fires after the update: a rename writes its message
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_upgrade_0_3', 'dblog');
+ALTER TABLE items RENAME TO items2;
+SELECT regexp_replace(data, '"oid":[0-9]+', '"oid":N') AS data
+  FROM pg_logical_slot_get_changes('regress_upgrade_0_3', NULL, NULL,
+       'format', 'text', 'include_coordinates', '0');
+SELECT pg_drop_replication_slot('regress_upgrade_0_3');
+SELECT dblog.repair('items2', 'up') > 0 AS queued_after_0_3;
+SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
+  FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
+               || coalesce(p.proacl::text, '') || p.prosrc AS x
+          FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
+               || coalesce(c.reloptions::text, '')
+          FROM pg_class c WHERE c.relnamespace = 'dblog'::regnamespace
+        UNION ALL
+        SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
+           AND NOT a.attisdropped
+        UNION ALL
+        SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
+               || e.evtfoid::regprocedure::text
+          FROM pg_event_trigger e) s \gset upgraded_0_3_
 CREATE DATABASE regress_dblog_fresh;
 \c regress_dblog_fresh
 CREATE EXTENSION dblog;
 SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
   FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
-               || p.prosrc AS x
+               || coalesce(p.proacl::text, '') || p.prosrc AS x
           FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
         UNION ALL
         SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
@@ -72,10 +115,16 @@ SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
         SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
          WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
-           AND NOT a.attisdropped) s \gset fresh_
+           AND NOT a.attisdropped
+        UNION ALL
+        SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
+               || e.evtfoid::regprocedure::text
+          FROM pg_event_trigger e) s \gset fresh_
 SELECT :'upgraded_sig' = :'fresh_sig' AS upgrade_equals_fresh_install;
 SELECT :'upgraded_0_2_sig' = :'fresh_sig' AS upgrade_from_0_2_equals_fresh_install;
+SELECT :'upgraded_0_3_sig' = :'fresh_sig' AS upgrade_from_0_3_equals_fresh_install;
 \c :regress_db
 DROP DATABASE regress_dblog_upgrade_0_1;
 DROP DATABASE regress_dblog_upgrade_0_2;
+DROP DATABASE regress_dblog_upgrade_0_3;
 DROP DATABASE regress_dblog_fresh;

@@ -1,6 +1,9 @@
 // sidecar/consumer/bookkeeping.cc: see bookkeeping.h.
 #include "consumer/bookkeeping.h"
 
+#include <chrono>
+#include <thread>
+
 #include "consumer/chunk_query.h"
 #include "pg/slot.h"
 
@@ -150,6 +153,48 @@ void Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
   sql.ExecParams("UPDATE dblog.consumers SET scope = $2 WHERE name = $1",
                  {consumer_.name, scope_});
   sql.Exec("COMMIT");
+}
+
+Bookkeeping::Entering Bookkeeping::QueueTableEnteringScope(std::uint32_t oid,
+                                                           std::uint64_t xid) {
+  pg::Connection& sql = Sql();
+  const std::string table_oid = std::to_string(oid);
+  // The DDL's commit reaches us before every snapshot sees it (WAL order is not visibility
+  // order): read the catalogs once a new snapshot does, or the table still has its old name.
+  for (int attempt = 0; xid != 0; ++attempt) {
+    pg::Result visible = sql.ExecParams(
+        "SELECT pg_catalog.pg_visible_in_snapshot($1::text::pg_catalog.xid8,"
+        "                                         pg_catalog.pg_current_snapshot())",
+        {std::to_string(xid)});
+    if (visible.bool_value(0, 0)) break;
+    if (attempt >= 500)
+      throw std::runtime_error("the DDL's transaction " + std::to_string(xid) +
+                               " is decoded but still not visible after 5 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pg::Result r = sql.ExecParams(
+      "SELECT dblog._scope_holds($2, c.oid), k.key_columns IS NOT NULL,"
+      "       EXISTS (SELECT 1 FROM dblog.request_queue q"
+      "                WHERE q.table_oid = c.oid AND q.kind = 'table' AND NOT q.cancelled"
+      "                  AND (q.consumer IS NULL OR q.consumer = $3)"
+      "                  AND q.requested_at >= (SELECT created_at FROM dblog.consumers"
+      "                                          WHERE name = $3)"
+      "                  AND NOT EXISTS (SELECT 1 FROM dblog.request_progress p"
+      "                                   WHERE p.request_id = q.id AND p.consumer = $3))"
+      "  FROM pg_catalog.pg_class c LEFT JOIN LATERAL dblog._identity_key(c.oid::regclass) AS k"
+      "       ON true"
+      " WHERE c.oid = $1::oid AND c.relkind = 'r' AND c.relpersistence = 'p'",
+      {table_oid, scope_, consumer_.name});
+  if (r.ntuples() == 0) return Entering::kGone;
+  if (!r.bool_value(0, 0)) return Entering::kOutOfScopeNow;
+  if (!r.bool_value(0, 1)) return Entering::kKeyless;
+  if (r.bool_value(0, 2)) return Entering::kAlreadyQueued;
+  sql.ExecParams(
+      "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
+      " key_types) SELECT $1::oid, $1::oid::regclass::text, 'table', $2, k.key_columns,"
+      " k.key_types FROM dblog._identity_key($1::oid::regclass) AS k",
+      {table_oid, consumer_.name});
+  return Entering::kQueued;
 }
 
 std::string Bookkeeping::Blockers(int pid) {

@@ -25,7 +25,7 @@
 namespace dblog::consumer {
 
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
-inline constexpr const char* kExtensionVersion = "0.3";
+inline constexpr const char* kExtensionVersion = "0.4";
 
 class Bookkeeping {
  public:
@@ -61,6 +61,14 @@ class Bookkeeping {
   // Tables that joined the scope since the consumer's row was written get a whole-table
   // repair request each, and the row takes the new scope (one transaction).
   void QueueTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
+  // A table entered the scope by DDL (consumer/scope_changes.h): a whole-table repair request
+  // for this consumer, unless one is queued and not started yet (a message read again after a
+  // crash queues at most one more), or the table is gone, out of the scope by now, or keyless.
+  // `xid`: the DDL's transaction, 64-bit (0: none to wait for). Its commit is decoded before every
+  // snapshot sees it (WAL order is not visibility order): the catalogs are read once it is
+  // visible (waits up to a few seconds, then throws).
+  enum class Entering { kQueued, kAlreadyQueued, kGone, kOutOfScopeNow, kKeyless };
+  Entering QueueTableEnteringScope(std::uint32_t oid, std::uint64_t xid = 0);
   // The transactions that block backend `pid` (a slot creation), for people.
   std::string Blockers(int pid);
   std::uint64_t CurrentWalInsertLsn();

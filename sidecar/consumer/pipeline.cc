@@ -2,6 +2,7 @@
 #include "consumer/pipeline.h"
 
 #include "bootstrap/scope.h"
+#include "consumer/scope_changes.h"
 #include "consumer/watermark.h"
 #include "log/log.h"
 #include "pg/slot.h"
@@ -71,9 +72,10 @@ Pipeline::~Pipeline() {
 }
 
 std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const {
-  // Messages: this consumer's watermarks and what it asked for, nothing else, so that a large
-  // message anyone may write never reaches dblogd unless a consumer wants it.
-  std::string prefixes = kWatermarkPrefix;
+  // Messages: this consumer's watermarks, the DDL that moved tables (consumer/scope_changes.h)
+  // and what it asked for, nothing else, so that a large message anyone may write never
+  // reaches dblogd unless a consumer wants it.
+  std::string prefixes = std::string(kWatermarkPrefix) + "," + kScopeChangePrefix;
   for (const auto& p : hello_.message_prefixes()) prefixes += "," + p;
   return {{"proto_version", "1"},
           {"format", "binary"},
@@ -378,6 +380,9 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
     for (int i = 0; i < batch->events_size(); ++i)
       ProcessEvent(*batch->mutable_events(i),
                    change_bytes.empty() ? std::string_view() : change_bytes[i]);
+  } catch (const ScopeChangeError& e) {
+    Fail(e.code(), e.what());
+    return;
   } catch (const std::exception& e) {
     log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
     Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
@@ -407,6 +412,10 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
       if (prefix.rfind(kWatermarkPrefix, 0) == 0) {
         repairs_->OnWatermark(event.message());
         return;  // markers are dblogd's own: never forwarded
+      }
+      if (prefix == kScopeChangePrefix) {
+        CopyIfEntering(event.message(), consumer_, bookkeeping_);  // throws ScopeChangeError
+        return;  // dblog's own: never forwarded
       }
       if (!MessageWanted(prefix)) return;
       break;

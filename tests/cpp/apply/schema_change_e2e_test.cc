@@ -237,6 +237,38 @@ TEST_F(SchemaChangeTest, SetSchemaWithinTheScopeMovesTheTargetTable) {
   db().exec("DROP SCHEMA " + other + " CASCADE");
 }
 
+// A table renamed into the consumer's scope (extension 0.4's event trigger, dblogd's
+// consumer/scope_changes.h): its rows made before the rename reach the target through the copy
+// dblogd queues at the rename's place in the log, the write after the rename through the stream.
+TEST_F(SchemaChangeTest, ATableRenamedIntoTheScopeIsCopiedIntoTheTarget) {
+  db().exec("CREATE TABLE " + T("in_a") + " (id int PRIMARY KEY, v text)");
+  db().exec("CREATE TABLE " + T("out_b") + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + T("out_b") + " SELECT g, 'v' || g FROM generate_series(1, 50) g");
+  StartDblogd({"--consumer=" + consumer() + "=" + T("in_*") + "," + T("sentinel")});
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 60s)) << apply_->log();
+  WaitApplied(Sentinel());
+  EXPECT_FALSE(TargetHas("out_b"));
+  db().exec("ALTER TABLE " + T("out_b") + " RENAME TO in_b");
+  db().exec("UPDATE " + T("in_b") + " SET v = 'after' WHERE id = 1");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  // one copy, done (a second one is allowed: the DDL's message read again before its
+  // transaction was acknowledged, after the first copy started)
+  const std::string copied = "SELECT count(*) FILTER (WHERE state = 'done') > 0 AND"
+                             " count(*) FILTER (WHERE state <> 'done') = 0"
+                             " FROM dblog.requests WHERE consumer = '" + consumer() + "'";
+  while (db().scalar(copied) != "t") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "no copy of in_b was done: " << db().scalar(
+               "SELECT string_agg(id || ' ' || table_name || ' ' || state, '; ')"
+               " FROM dblog.requests WHERE consumer = '" + consumer() + "'")
+        << "\n" << apply_->log();
+    std::this_thread::sleep_for(50ms);
+  }
+  WaitApplied(Sentinel());
+  ExpectSameTable("in_b");
+}
+
 // A primary key changed at the source: the target's key no longer fits; dblog apply stops
 // before applying the transaction, and resumes with it once the target's key is changed.
 TEST_F(SchemaChangeTest, AChangedPrimaryKeyStopsUntilTheTargetsKeyIsChanged) {

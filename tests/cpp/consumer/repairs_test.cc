@@ -137,6 +137,59 @@ TEST_F(RepairsTest, OnlyRequestsForThisConsumerAndItsScopeAreQueued) {
   test::PgConn(*conninfo).exec("DROP DATABASE repairs_unit WITH (FORCE)");
 }
 
+// A table that entered the scope by DDL (consumer/scope_changes.h) gets one whole-table request
+// for this consumer; the same message read again (dblogd crashed before the DDL's transaction
+// was acknowledged) queues none while that request has not started, and one more once it has
+// (a copy is idempotent: twice at most, never none). Another consumer's request does not count;
+// a table gone, out of the scope by now, or keyless is not queued.
+TEST_F(RepairsTest, ATableEnteringTheScopeIsQueuedOnceUntilItsCopyStarts) {
+  const std::optional<std::string> conninfo = test::test_conninfo();
+  if (!conninfo) GTEST_SKIP() << "DBLOG_TEST_CONNINFO is not set";
+  {
+    test::PgConn admin(*conninfo);
+    admin.exec("DROP DATABASE IF EXISTS repairs_unit_enter WITH (FORCE)");
+    admin.exec("CREATE DATABASE repairs_unit_enter");
+  }
+  config_.source = *conninfo + " dbname=repairs_unit_enter";
+  test::PgConn db(config_.source);
+  db.exec("CREATE EXTENSION dblog; CREATE SCHEMA other;"
+          "CREATE TABLE public.t (id int PRIMARY KEY); CREATE TABLE public.t2 (id int PRIMARY KEY);"
+          "CREATE TABLE public.k (id int); CREATE TABLE other.u (id int PRIMARY KEY);"
+          "INSERT INTO dblog.consumers (name, slot_name, scope)"
+          " VALUES ('search', 'dblog_search', 'public.*'), ('orders', 'dblog_orders', '*.*')");
+  auto oid = [&](const std::string& table) {
+    return static_cast<std::uint32_t>(std::stoul(db.scalar("SELECT '" + table + "'::regclass::oid")));
+  };
+  auto queued = [&](const std::string& table) {
+    return db.scalar("SELECT count(*) FROM dblog.request_queue WHERE consumer = 'search'"
+                     " AND kind = 'table' AND table_oid = '" + table + "'::regclass");
+  };
+  using E = Bookkeeping::Entering;
+  EXPECT_EQ(bookkeeping_.QueueTableEnteringScope(oid("public.t")), E::kQueued);
+  EXPECT_EQ(bookkeeping_.QueueTableEnteringScope(oid("public.t")), E::kAlreadyQueued);
+  EXPECT_EQ(queued("public.t"), "1");
+  db.exec("INSERT INTO dblog.request_progress (request_id, consumer, state)"
+          " SELECT id, 'search', 'running' FROM dblog.request_queue WHERE consumer = 'search'");
+  EXPECT_EQ(bookkeeping_.QueueTableEnteringScope(oid("public.t")), E::kQueued);
+  EXPECT_EQ(queued("public.t"), "2");
+  EXPECT_EQ(db.scalar("SELECT key_columns::text FROM dblog.request_queue WHERE consumer ="
+                      " 'search' ORDER BY id LIMIT 1"),
+            "{id}");
+
+  db.exec("INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
+          " key_types) VALUES ('public.t2'::regclass, 'public.t2', 'table', 'orders', '{id}',"
+          " '{integer}')");
+  EXPECT_EQ(bookkeeping_.QueueTableEnteringScope(oid("public.t2")), E::kQueued);
+  EXPECT_EQ(bookkeeping_.QueueTableEnteringScope(oid("other.u")), E::kOutOfScopeNow);
+  EXPECT_EQ(bookkeeping_.QueueTableEnteringScope(oid("public.k")), E::kKeyless);
+  const std::uint32_t gone = oid("public.t2");
+  db.exec("DROP TABLE public.t2");
+  EXPECT_EQ(bookkeeping_.QueueTableEnteringScope(gone), E::kGone);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM dblog.request_queue WHERE consumer = 'search'"), "3");
+  bookkeeping_.Reset();
+  test::PgConn(*conninfo).exec("DROP DATABASE repairs_unit_enter WITH (FORCE)");
+}
+
 // A window whose table changed definition between its chunk's read and its high watermark
 // (DDL, then a change of the table, both inside the window) is redone: its rows were encoded
 // for the old definition, and emitting them would make the old Relation the table's latest

@@ -1,0 +1,119 @@
+// tests/cpp/consumer/scope_changes_test.cc: the DDL messages of the extension's event trigger
+// (consumer/scope_changes.h): the format as plugin/ddl_trigger.c writes it (sql/ddl.sql shows
+// the same texts), what is refused, and when a table enters a consumer's scope.
+#include "consumer/scope_changes.h"
+
+#include <gtest/gtest.h>
+
+namespace dblog::consumer {
+namespace {
+
+ScopeChange Change(const std::string& old_schema, const std::string& old_name,
+                   const std::string& new_schema, const std::string& new_name) {
+  ScopeChange c;
+  c.oid = 16384;
+  c.kind = "rename";
+  c.old_schema = old_schema;
+  c.old_name = old_name;
+  c.new_schema = new_schema;
+  c.new_name = new_name;
+  return c;
+}
+
+TEST(ScopeChange, ParsesWhatTheTriggerWrites) {
+  const auto c = ParseScopeChange(
+      R"({"oid":16464,"kind":"rename_schema","old_schema":"ddl_s","old_name":"Two words",)"
+      R"("new_schema":"ddl S","new_name":"Two words"})");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->oid, 16464u);
+  EXPECT_EQ(c->kind, "rename_schema");
+  EXPECT_EQ(c->old_schema, "ddl_s");
+  EXPECT_EQ(c->old_name, "Two words");
+  EXPECT_EQ(c->new_schema, "ddl S");
+  EXPECT_EQ(c->new_name, "Two words");
+}
+
+TEST(ScopeChange, NamesWithEscapesAndUnicodeComeBackAsSpelled) {
+  // escape_json: '"', '\\', control characters; UTF-8 passes through, \u escapes are read
+  const auto c = ParseScopeChange(
+      "{\"oid\":1,\"kind\":\"rename\",\"old_schema\":\"a\\\"b\\\\c\",\"old_name\":\"x\\ny\\t\","
+      "\"new_schema\":\"\xc3\xa9t\xc3\xa9\",\"new_name\":\"\\u00e9\\ud83d\\ude00\\/\"}");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->old_schema, "a\"b\\c");
+  EXPECT_EQ(c->old_name, "x\ny\t");
+  EXPECT_EQ(c->new_schema, "\xc3\xa9t\xc3\xa9");
+  EXPECT_EQ(c->new_name, "\xc3\xa9\xf0\x9f\x98\x80/");
+}
+
+TEST(ScopeChange, MembersOfALaterVersionAreIgnored) {
+  const auto c = ParseScopeChange(
+      R"({"oid":7,"v":2,"kind":"set_schema","old_schema":"a","old_name":"t","new_schema":"b",)"
+      R"("new_name":"t","extra":"x"})");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->oid, 7u);
+}
+
+TEST(ScopeChange, AnythingElseIsRefused) {
+  const char* full = R"("kind":"rename","old_schema":"a","old_name":"t","new_schema":"a","new_name":"u")";
+  for (const std::string& bad : {
+           std::string(""), std::string("not json"), std::string("{}"),
+           std::string("{") + full + "}",                                 // no oid
+           std::string(R"({"oid":0,)") + full + "}",                      // oid 0
+           std::string(R"({"oid":4294967296,)") + full + "}",             // beyond an oid
+           std::string(R"({"oid":99999999999999999999999,)") + full + "}",
+           std::string(R"({"oid":-1,)") + full + "}",
+           std::string(R"({"oid":1,"oid":2,)") + full + "}",              // twice
+           std::string(R"({"oid":1,"kind":"rename"})"),                   // names missing
+           std::string(R"({"oid":1,)") + full + R"(,"new_name":"v"})",    // a name twice
+           std::string(R"({"oid":1,)") + full + "} trailing",
+           std::string(R"({"oid":1,)") + full,                            // truncated
+           std::string(R"({"oid":1,"kind":"rename","old_schema":"","old_name":"t","new_schema":"a","new_name":"u"})"),
+           std::string(R"({"oid":1,"kind":"rename","old_schema":"a\u0000","old_name":"t","new_schema":"a","new_name":"u"})"),
+           std::string(R"({"oid":1,"kind":"rename","old_schema":"a\ud800","old_name":"t","new_schema":"a","new_name":"u"})"),
+           std::string(R"({"oid":1,"kind":"rename","old_schema":"a\q","old_name":"t","new_schema":"a","new_name":"u"})"),
+           std::string("{\"oid\":1,\"kind\":\"rename\",\"old_schema\":\"a\nb\",\"old_name\":\"t\","
+                       "\"new_schema\":\"a\",\"new_name\":\"u\"}"),  // a raw control character
+       })
+    EXPECT_FALSE(ParseScopeChange(bad)) << bad;
+}
+
+TEST(ScopeChange, EntersOnlyFromOutsideToInside) {
+  const config::Scope scope = config::ParseScope("app.order_*,app.items,!app.order_audit");
+  EXPECT_TRUE(EntersScope(scope, Change("app", "staging", "app", "order_new")));    // rename in
+  EXPECT_TRUE(EntersScope(scope, Change("stage", "items", "app", "items")));        // SET SCHEMA in
+  EXPECT_TRUE(EntersScope(scope, Change("app", "order_audit", "app", "order_x")));  // out of '!'
+  EXPECT_FALSE(EntersScope(scope, Change("app", "order_a", "app", "order_b")));     // inside
+  EXPECT_FALSE(EntersScope(scope, Change("app", "order_a", "app", "old_orders")));  // leaving
+  EXPECT_FALSE(EntersScope(scope, Change("app", "x", "app", "y")));                 // outside
+  EXPECT_FALSE(EntersScope(scope, Change("app", "staging", "app", "order_audit")));  // excluded
+  EXPECT_FALSE(EntersScope(scope, Change("stage", "items", "other", "items")));
+}
+
+TEST(ScopeChange, AnUnloggedTableBecomingLoggedEntersUnderItsOwnName) {
+  const config::Scope scope = config::ParseScope("app.*");
+  ScopeChange c = Change("app", "u", "app", "u");
+  c.kind = "set_logged";
+  EXPECT_TRUE(EntersScope(scope, c));
+  c.kind = "rename";  // the same names otherwise: a rename inside the scope
+  EXPECT_FALSE(EntersScope(scope, c));
+  c = Change("other", "u", "other", "u");
+  c.kind = "set_logged";
+  EXPECT_FALSE(EntersScope(scope, c));
+}
+
+TEST(ScopeChange, ASchemaRenameEntersEveryTableItBringsIn) {
+  const config::Scope scope = config::ParseScope("live.*");
+  EXPECT_TRUE(EntersScope(scope, Change("old", "a", "live", "a")));
+  EXPECT_FALSE(EntersScope(scope, Change("live", "a", "dead", "a")));
+}
+
+TEST(ScopeChange, SystemSchemasAndDblogsOwnNeverEnter) {
+  const config::Scope scope = config::ParseScope("*.*");
+  for (const char* schema : {"dblog", "pg_catalog", "information_schema", "pg_toast", "pg_temp_3"})
+    EXPECT_FALSE(EntersScope(scope, Change(schema, "t", schema, "u"))) << schema;
+  EXPECT_TRUE(EntersScope(scope, Change("dblog", "t", "public", "t")));  // out of dblog's schema
+  EXPECT_FALSE(EntersScope(scope, Change("public", "t", "dblog", "t")));
+}
+
+}  // namespace
+}  // namespace dblog::consumer

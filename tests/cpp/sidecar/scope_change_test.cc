@@ -1,0 +1,145 @@
+// tests/cpp/sidecar/scope_change_test.cc: tables entering a consumer's scope by DDL (extension
+// 0.4's event trigger, consumer/scope_changes.h) are copied through repair windows: a rename,
+// a SET SCHEMA and a schema rename bring tables with rows into the scope while the consumer
+// streams, and while dblogd is stopped; the consumer ends up with every row. A keyless table
+// entering ends the session with SCOPE_ERROR instead of diverging silently.
+#include "dblogd_fixture.h"
+
+namespace dblog::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ScopeChangeTest : public DblogdTest {
+ protected:
+  // Tables outside the consumer's scope with rows, and one inside: `<s>.in_live` (in scope),
+  // `<s>.out_a` (renamed in), `<s>_x.in_b` (moved in), `<s>_old.c` (its schema renamed in),
+  // `<s>.in_u` (unlogged: never captured until SET LOGGED).
+  void CreateTables() {
+    const std::string s = schema();
+    db().exec("DROP SCHEMA IF EXISTS " + s + "_x, " + s + "_old, " + s + "_moved CASCADE");
+    db().exec("CREATE SCHEMA " + s + "_x");
+    db().exec("CREATE SCHEMA " + s + "_old");
+    for (const std::string& t : {s + ".in_live", s + ".out_a", s + "_x.in_b", s + "_old.c"}) {
+      db().exec("CREATE TABLE " + t + " (id int PRIMARY KEY, v text)");
+      db().exec("INSERT INTO " + t + " SELECT g, 'before' FROM generate_series(1, 300) g");
+    }
+    db().exec("CREATE UNLOGGED TABLE " + s + ".in_u (id int PRIMARY KEY, v text)");
+    db().exec("INSERT INTO " + s + ".in_u SELECT g, 'before' FROM generate_series(1, 300) g");
+  }
+  void DropSchemas() {
+    const std::string s = schema();
+    db().exec("DROP SCHEMA IF EXISTS " + s + "_x, " + s + "_old, " + s + "_moved CASCADE");
+  }
+  std::string Scope() {
+    const std::string s = schema();
+    return "--consumer=" + consumer() + "=" + s + ".in_*," + s + ".sentinel," + s + "_moved.*";
+  }
+  void MoveTablesIn() {
+    const std::string s = schema();
+    db().exec("ALTER TABLE " + s + ".out_a RENAME TO in_a");
+    db().exec("ALTER TABLE " + s + "_x.in_b SET SCHEMA " + s);
+    db().exec("ALTER SCHEMA " + s + "_old RENAME TO " + s + "_moved");
+    db().exec("ALTER TABLE " + s + ".in_u SET LOGGED");
+  }
+  // Writes to the moved tables after the DDL: the log carries them, the copy must agree.
+  void WriteAfter() {
+    const std::string s = schema();
+    for (const std::string& t :
+         {s + ".in_a", s + ".in_b", s + "_moved.c", s + ".in_u", s + ".in_live"}) {
+      db().exec("UPDATE " + t + " SET v = 'after' WHERE id % 7 = 0");
+      db().exec("DELETE FROM " + t + " WHERE id % 11 = 0");
+      db().exec("INSERT INTO " + t + " SELECT g, 'new' FROM generate_series(301, 320) g");
+    }
+  }
+  int DoneRequests() {
+    return std::stoi(db().scalar("SELECT count(*) FROM dblog.requests WHERE consumer = '" +
+                                 consumer() + "' AND kind = 'table' AND state = 'done'"));
+  }
+  // Streams (acking) until `n` whole-table requests of this consumer are done.
+  void StreamUntilCopied(client::Client& c, Replay& replay, int n) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (DoneRequests() < n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "the tables that entered the scope were not copied";
+      ReadUntil(c, replay, Sentinel());
+    }
+    ReadUntil(c, replay, Sentinel());
+  }
+  void ExpectEveryRow(const Replay& replay) {
+    ExpectConverged(replay, {"in_live", "in_a", "in_b", "in_u"});
+    const std::string moved = schema() + "_moved.c";
+    const auto source = SourceTable(db(), moved);
+    EXPECT_EQ(source.size(), 300u - 27u + 20u);
+    EXPECT_EQ(replay.Table(TableOid(db(), moved)), source) << moved;
+  }
+};
+
+TEST_F(ScopeChangeTest, TablesMovedIntoTheScopeWhileStreamingAreCopied) {
+  CreateTables();
+  OnScopeExit drop([&] { DropSchemas(); });
+  StartDblogd({Scope(), "--chunk-size=100"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  EXPECT_TRUE(replay.Table(TableOid(db(), schema() + ".out_a")).empty());
+  EXPECT_TRUE(replay.Table(TableOid(db(), schema() + ".in_u")).empty());
+  MoveTablesIn();
+  WriteAfter();
+  StreamUntilCopied(c, replay, 4);
+  ExpectEveryRow(replay);
+  // one copy each, queued for this consumer only
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM dblog.request_queue WHERE consumer = '" +
+                        consumer() + "'"),
+            "4");
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "scope_table_entered"), 4);
+  // a rename inside the scope, or out of it, copies nothing
+  db().exec("ALTER TABLE " + schema() + ".in_a RENAME TO in_a2");
+  db().exec("ALTER TABLE " + schema() + ".in_live RENAME TO gone_live");
+  ReadUntil(c, replay, Sentinel());
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM dblog.request_queue WHERE consumer = '" +
+                        consumer() + "'"),
+            "4");
+}
+
+TEST_F(ScopeChangeTest, TablesMovedIntoTheScopeWhileDblogdIsStoppedAreCopied) {
+  CreateTables();
+  OnScopeExit drop([&] { DropSchemas(); });
+  StartDblogd({Scope(), "--chunk-size=100"});
+  Replay replay;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, 0);
+    ReadUntil(c, replay, Sentinel());
+  }
+  dblogd_->Stop();
+  MoveTablesIn();
+  WriteAfter();
+  StartDblogd({Scope(), "--chunk-size=100"});
+  client::Client c = Connect(replay.last_position());
+  EXPECT_FALSE(c.welcome().slot_created());
+  StreamUntilCopied(c, replay, 4);
+  EXPECT_FALSE(replay.restarted_seen());
+  ExpectEveryRow(replay);
+}
+
+TEST_F(ScopeChangeTest, AKeylessTableEnteringEndsTheSessionWithAScopeError) {
+  db().exec("CREATE TABLE " + schema() + ".out_k (id int, v text)");
+  db().exec("INSERT INTO " + schema() + ".out_k VALUES (1, 'x')");
+  StartDblogd({Scope()});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  db().exec("ALTER TABLE " + schema() + ".out_k RENAME TO in_k");
+  try {
+    ReadUntil(c, replay, Sentinel());
+    ADD_FAILURE() << "the stream went on past a keyless table entering the scope";
+  } catch (const client::ServerError& e) {
+    EXPECT_EQ(e.code(), dblog::v1::Error::SCOPE_ERROR) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in_k"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no primary key"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dblog::test
