@@ -87,9 +87,18 @@ class DdlTable {
   }
   const std::string& table() const { return table_; }
   int ddl() const { return ddl_; }
+  // Tables created outside the scope, filled, then moved into it (issue 15, item 2): their rows
+  // reach the target only if dblogd copies a table that enters the scope by DDL.
+  const std::vector<std::string>& moved() const { return moved_; }
+  std::string OutsideSchema() const { return schema_ + "_out"; }
 
-  // One transaction: a DDL statement (1 in 12) or a few rows.
+  // One transaction: a DDL statement (1 in 12), a table moved into the scope (1 in 60, at most
+  // 3 per seed), or a few rows.
   void Step(PgConn& db, std::mt19937_64& rng) {
+    if (rng() % 60 == 0 && moved_.size() < 3) {
+      MoveIn(db, rng);
+      return;
+    }
     if (rng() % 12 == 0) {
       Ddl(db, rng);
       return;
@@ -133,6 +142,28 @@ class DdlTable {
     if (type == "bigint") return std::to_string(rng() % 100000 + 5000000000LL);
     return "'x" + std::to_string(rng() % 1000) + "'";
   }
+  // Alternately ALTER TABLE ... SET SCHEMA and a rename-and-move in one transaction; a row
+  // changed in the scope right after, in the same transaction or the next.
+  void MoveIn(PgConn& db, std::mt19937_64& rng) {
+    const std::string name = "t_moved_" + std::to_string(moved_.size());
+    const std::string out = OutsideSchema() + "." + name + "_staging";
+    db.exec("CREATE SCHEMA IF NOT EXISTS " + OutsideSchema());
+    db.exec("DROP TABLE IF EXISTS " + out);
+    db.exec("CREATE TABLE " + out + " (id int PRIMARY KEY, v int, s text)");
+    db.exec("INSERT INTO " + out + " SELECT g, g * 7, 'before ' || g FROM generate_series(1, " +
+            std::to_string(50 + rng() % 500) + ") g");
+    if (moved_.size() % 2 == 0)
+      db.exec("BEGIN; ALTER TABLE " + out + " RENAME TO " + name + "; ALTER TABLE " +
+              OutsideSchema() + "." + name + " SET SCHEMA " + schema_ + "; COMMIT");
+    else
+      db.exec("BEGIN; ALTER TABLE " + out + " SET SCHEMA " + schema_ + "; ALTER TABLE " +
+              schema_ + "." + name + "_staging RENAME TO " + name + "; UPDATE " + schema_ +
+              "." + name + " SET v = -v WHERE id % 5 = 0; COMMIT");
+    moved_.push_back(name);
+    db.exec("UPDATE " + schema_ + "." + name + " SET s = 'after' WHERE id % 3 = 0");
+    ++ddl_;
+  }
+
   void Ddl(PgConn& db, std::mt19937_64& rng) {
     const std::string t = Name();
     std::vector<std::pair<std::string, std::string>> after = columns_;
@@ -200,6 +231,7 @@ class DdlTable {
   std::string oid_;
   std::string table_ = "t_ddl";
   std::vector<std::pair<std::string, std::string>> columns_;  // besides id: name, type
+  std::vector<std::string> moved_;
   int next_ = 3;
   std::atomic<int> ddl_{0};
 };
@@ -411,6 +443,9 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
     for (auto id : requests)
       done = done && db().scalar("SELECT state FROM dblog.requests WHERE id = " +
                                  std::to_string(id)) == "done";
+    // and those dblogd queued itself (tables moved into the scope)
+    done = done && db().scalar("SELECT count(*) FROM dblog.requests WHERE consumer = '" +
+                               consumer() + "' AND state IS DISTINCT FROM 'done'") == "0";
     if (done) {
       try {
         PgConn t(target);
@@ -429,8 +464,9 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   PgConn t(target);
   t.exec("SET timezone = 'UTC'");
   db().exec("SET timezone = 'UTC'");
-  for (const std::string& table :
-       std::vector<std::string>{"t_int", "t_comp", "t_uuid", ddl_table.table()}) {
+  std::vector<std::string> compared{"t_int", "t_comp", "t_uuid", ddl_table.table()};
+  compared.insert(compared.end(), ddl_table.moved().begin(), ddl_table.moved().end());
+  for (const std::string& table : compared) {
     const std::string q = "SELECT count(*) || ' ' || coalesce(md5(string_agg(x::text, '|' ORDER BY "
                           "x::text)), '') FROM " + s + "." + table + " x";
     const std::string want = db().scalar(q), got = t.scalar(q);
@@ -448,10 +484,11 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   RecordProperty("seed", std::to_string(seed));
   std::printf("oracle seed %llu: %d dblogd kills (%d during the bootstrap, after a repair was "
               "requested), %d apply kills (%d starts), %d repairs, %d DDL statements (table now "
-              "%s), PostgreSQL restarted: %s\n",
+              "%s, %zu tables moved into the scope), PostgreSQL restarted: %s\n",
               static_cast<unsigned long long>(seed), dblogd_kills, bootstrap_kills, apply_kills,
               apply.starts(), repairs, ddl_table.ddl(), ddl_table.table().c_str(),
-              restarted_pg ? "yes" : "no");
+              ddl_table.moved().size(), restarted_pg ? "yes" : "no");
+  db().exec("DROP SCHEMA IF EXISTS " + ddl_table.OutsideSchema() + " CASCADE");
   if (!HasFailure()) unlink(tmpl);
 }
 
