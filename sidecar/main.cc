@@ -13,8 +13,97 @@
 #include "server/server.h"
 #include "server/tls.h"
 
+namespace {
+
+using namespace dblog;
+
+// Without a token, the listen address is the only barrier (dblogd refuses to start like this on
+// any other than loopback): say who is exposed.
+void WarnAboutExposure(const config::Config& cfg) {
+  std::string open;
+  for (const std::string& name : config::OpenConsumers(cfg))
+    open += (open.empty() ? "" : ",") + name;
+  if (cfg.default_scope && cfg.token.empty()) open += open.empty() ? "*" : ",*";
+  if (!open.empty())
+    log::Warn("consumers_without_token",
+              {{"consumers", open},
+               {"message", "any local process can connect as these consumers (* = any name "
+                           "under --default-scope), read their changes and acknowledge them, "
+                           "so that their real sink never receives them; give each consumer "
+                           "its own --consumer-token-file (or set --token-file)"}});
+  if (cfg.insecure_no_tls)
+    log::Warn("tls_disabled",
+              {{"listen", cfg.listen.host},
+               {"message", "--insecure-no-tls: consumer connections to a non-loopback address "
+                           "are plaintext; tokens and every change travel in clear text, "
+                           "readable and alterable by anyone on the path. Only safe when "
+                           "nothing but a tunnel (SSH, WireGuard) reaches this address"}});
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+// SIGHUP: the settings are read again (flags, --config file, environment, token files); what
+// may change at once does (config::PlanReload), the rest waits for a restart. `running` is what
+// is in force; a reading that fails changes nothing.
+void Reload(int argc, char** argv, config::Config& running, metrics::Registry& registry,
+            server::Server& server) {
+  try {
+    std::optional<config::Config> read = config::Parse(argc, argv);
+    if (!read) return;
+    config::Reload reload = config::PlanReload(running, std::move(*read));
+    log::SetMinLevel(log::ParseLevel(reload.next.log_level));
+    log::Info("config_reloaded", {{"added", JoinNames(reload.added)},
+                                  {"removed", JoinNames(reload.removed)},
+                                  {"changed", JoinNames(reload.changed)},
+                                  {"ending", JoinNames(reload.end_consumers)},
+                                  {"ending_unnamed", reload.end_unconfigured ? "true" : "false"}});
+    if (!reload.needs_restart.empty())
+      log::Warn("config_needs_restart",
+                {{"settings", JoinNames(reload.needs_restart)},
+                 {"message", "these settings changed but take effect only when dblogd "
+                             "restarts; they keep their running values"}});
+    for (const auto& [name, c] : reload.next.consumers) registry.ForConsumer(name);
+    server.Reconfigure(reload);
+    running = std::move(reload.next);
+  } catch (const std::exception& e) {
+    log::Error("config_reload_failed",
+               {{"error", e.what()}, {"message", "the running settings are kept"}});
+  }
+}
+
+// SIGTERM/SIGINT: stop accepting, let error frames, the consumers' last acks and final status
+// updates go: stop the loop when every pipeline has finished (at once when none was
+// connected), or after 2 s.
+void StopGracefully(boost::asio::io_context& io, server::Server& server,
+                    metrics::HttpEndpoint* http) {
+  const bool consumers_connected = server.live_consumers() > 0;
+  server.Shutdown();
+  if (http) http->Stop();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        (consumers_connected ? std::chrono::seconds(2) : std::chrono::seconds(0));
+  auto timer = std::make_shared<boost::asio::steady_timer>(io);
+  auto wait = std::make_shared<std::function<void()>>();
+  *wait = [&io, &server, timer, deadline, wait] {
+    if (server.live_consumers() == 0 || std::chrono::steady_clock::now() >= deadline) {
+      io.stop();
+      *wait = nullptr;  // breaks the cycle
+      return;
+    }
+    timer->expires_after(std::chrono::milliseconds(20));
+    timer->async_wait([wait](boost::system::error_code) {
+      if (*wait) (*wait)();
+    });
+  };
+  (*wait)();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace dblog;
   std::optional<config::Config> cfg;
   std::shared_ptr<boost::asio::ssl::context> tls;
   try {
@@ -41,64 +130,16 @@ int main(int argc, char** argv) {
       log::Info("metrics_listening", {{"address", at.endpoint().address().to_string()},
                                       {"port", http->local_endpoint().port()}});
     }
-    // Without a token, the listen address is the only barrier (dblogd refuses to start like
-    // this on any other than loopback): say who is exposed.
-    std::string open;
-    for (const std::string& name : config::OpenConsumers(*cfg))
-      open += (open.empty() ? "" : ",") + name;
-    if (cfg->default_scope && cfg->token.empty()) open += open.empty() ? "*" : ",*";
-    if (!open.empty())
-      log::Warn("consumers_without_token",
-                {{"consumers", open},
-                 {"message", "any local process can connect as these consumers (* = any name "
-                             "under --default-scope), read their changes and acknowledge them, "
-                             "so that their real sink never receives them; give each consumer "
-                             "its own --consumer-token-file (or set --token-file)"}});
-    if (cfg->insecure_no_tls)
-      log::Warn("tls_disabled",
-                {{"listen", cfg->listen.host},
-                 {"message", "--insecure-no-tls: consumer connections to a non-loopback address "
-                             "are plaintext; tokens and every change travel in clear text, "
-                             "readable and alterable by anyone on the path. Only safe when "
-                             "nothing but a tunnel (SSH, WireGuard) reaches this address"}});
+    WarnAboutExposure(*cfg);
     for (const auto& [name, c] : cfg->consumers)
       registry.ForConsumer(name);  // so /metrics lists configured consumers before they connect
-    // SIGHUP: the settings are read again (flags, --config file, environment, token files);
-    // what may change at once does (config::PlanReload), the rest waits for a restart. Handled
-    // before the first consumer can connect.
+    // handled before the first consumer can connect
     boost::asio::signal_set hangup(io, SIGHUP);
     config::Config running = *cfg;
     std::function<void()> await_hangup = [&] {
       hangup.async_wait([&](boost::system::error_code ec, int) {
         if (ec) return;
-        try {
-          std::optional<config::Config> read = config::Parse(argc, argv);
-          if (!read) return await_hangup();
-          config::Reload reload = config::PlanReload(running, std::move(*read));
-          log::SetMinLevel(log::ParseLevel(reload.next.log_level));
-          auto names = [](const std::vector<std::string>& v) {
-            std::string out;
-            for (const auto& n : v) out += (out.empty() ? "" : ",") + n;
-            return out;
-          };
-          log::Info("config_reloaded",
-                    {{"added", names(reload.added)},
-                     {"removed", names(reload.removed)},
-                     {"changed", names(reload.changed)},
-                     {"ending", names(reload.end_consumers)},
-                     {"ending_unnamed", reload.end_unconfigured ? "true" : "false"}});
-          if (!reload.needs_restart.empty())
-            log::Warn("config_needs_restart",
-                      {{"settings", names(reload.needs_restart)},
-                       {"message", "these settings changed but take effect only when dblogd "
-                                   "restarts; they keep their running values"}});
-          for (const auto& [name, c] : reload.next.consumers) registry.ForConsumer(name);
-          server.Reconfigure(reload);
-          running = std::move(reload.next);
-        } catch (const std::exception& e) {
-          log::Error("config_reload_failed",
-                     {{"error", e.what()}, {"message", "the running settings are kept"}});
-        }
+        Reload(argc, argv, running, registry, server);
         await_hangup();
       });
     };
@@ -110,27 +151,7 @@ int main(int argc, char** argv) {
       if (ec) return;
       log::Info("shutting_down", {{"signal", signo}});
       hangup.cancel();
-      const bool consumers_connected = server.live_consumers() > 0;
-      server.Shutdown();
-      if (http) http->Stop();
-      // Let error frames, the consumers' last acks and final status updates go: stop when every
-      // pipeline has finished (at once when none was connected), or after 2 s.
-      const auto deadline = std::chrono::steady_clock::now() +
-                            (consumers_connected ? std::chrono::seconds(2) : std::chrono::seconds(0));
-      auto timer = std::make_shared<boost::asio::steady_timer>(io);
-      auto wait = std::make_shared<std::function<void()>>();
-      *wait = [&io, &server, timer, deadline, wait] {
-        if (server.live_consumers() == 0 || std::chrono::steady_clock::now() >= deadline) {
-          io.stop();
-          *wait = nullptr;  // breaks the cycle
-          return;
-        }
-        timer->expires_after(std::chrono::milliseconds(20));
-        timer->async_wait([wait](boost::system::error_code) {
-          if (*wait) (*wait)();
-        });
-      };
-      (*wait)();
+      StopGracefully(io, server, http.get());
     });
     io.run();
     log::Info("stopped");
