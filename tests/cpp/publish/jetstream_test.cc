@@ -23,6 +23,7 @@
 #include "client/publish/layout.h"
 #include "dblogd_fixture.h"
 #include "oracle_workload.h"
+#include "publish_process.h"
 
 namespace dblog::test {
 namespace {
@@ -107,67 +108,6 @@ class NatsServer {
   std::vector<std::uint16_t> routes_;
   std::string dir_;
   pid_t pid_ = -1;
-};
-
-// `dblog publish` as a child process.
-class PublishProcess {
- public:
-  explicit PublishProcess(std::vector<std::string> args) : args_(std::move(args)) {
-    char tmpl[] = "/tmp/dblog-publish-XXXXXX";
-    close(mkstemp(tmpl));
-    log_ = tmpl;
-  }
-  ~PublishProcess() {
-    Kill();
-    if (!keep_log_) unlink(log_.c_str());
-  }
-  void Start() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log_.c_str(), "a");
-      dup2(fileno(f), 2);
-      dup2(fileno(f), 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(DBLOG_PATH));
-      argv.push_back(const_cast<char*>("publish"));
-      for (auto& a : args_) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    ++starts_;
-  }
-  // Restarts it if it exited (it keeps running through lost connections, so an exit is an
-  // error the test shows in the log).
-  void Supervise() {
-    int status;
-    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      ++exits_;
-      std::this_thread::sleep_for(200ms);
-      Start();
-    }
-  }
-  void Kill() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-  int exits() const { return exits_; }
-  std::string Log() {
-    keep_log_ = true;
-    std::ifstream f(log_);
-    return log_ + ":\n" + std::string(std::istreambuf_iterator<char>(f), {});
-  }
-
- private:
-  std::vector<std::string> args_;
-  std::string log_;
-  bool keep_log_ = false;
-  pid_t pid_ = -1;
-  int starts_ = 0, exits_ = 0;
 };
 
 std::string HeaderOf(natsMsg* msg, const char* key) {

@@ -1,5 +1,5 @@
 // tests/cpp/publish/publish_process.h: the real `dblog publish` as a child process, for the
-// broker tests (kafka_test.cc; jetstream_test.cc has its own copy of the same class).
+// broker tests (jetstream_test.cc, kafka_test.cc).
 #pragma once
 
 #include <signal.h>
