@@ -63,6 +63,7 @@ class Publisher {
   const PublishStats& stats() const { return stats_; }
 
  private:
+  class Attempt;
   PublisherOptions options_;
   std::shared_ptr<client::Interrupter> interrupter_;
   Log log_;
