@@ -355,6 +355,23 @@ class KafkaPublishTest : public DblogdTest {
                              const std::vector<std::string>& partition_tables,
                              const std::string& damage_request = "") {
     const Log log = ReadAll(cluster.bootstrap(), Prefix());
+    // how close each partition came to the mock's 5 MB (so that a workload change shows its
+    // margin before it costs a flaky run)
+    std::size_t fullest = 0;
+    std::string fullest_name;
+    for (const auto& [where, records] : log) {
+      std::size_t bytes = 0;
+      for (const Record& r : records) {
+        bytes += (r.value ? r.value->size() : 0) + (r.key ? r.key->size() : 0);
+        for (const auto& [k, v] : r.headers) bytes += k.size() + v.size();
+      }
+      if (bytes > fullest) {
+        fullest = bytes;
+        fullest_name = where.first + " [" + std::to_string(where.second) + "]";
+      }
+    }
+    std::printf("fullest partition: %s, %zu bytes of records (the mock keeps 5 MB)\n",
+                fullest_name.c_str(), fullest);
     OnScopeExit dump([&] {
       // on failure, the whole log as a reader sees it, for the post-mortem
       if (!HasFailure()) return;
@@ -473,13 +490,20 @@ TEST_F(KafkaPublishTest, KilledPublisherDblogdAndBrokerErrorsLeaveEveryEventOnce
   publisher.Start();
 
   std::atomic<bool> stop{false};
+  // At most kTransactions, paced over the 20 s below: the control topic's one partition gets
+  // two records per transaction (with Dblog-Ends, up to a few hundred bytes each), and the mock
+  // keeps 5 MB per partition. Unpaced, a fast machine wrote past that (CI: "the mock cluster
+  // dropped its start").
+  constexpr int kTransactions = 1500;
   std::thread writer([&] {
     std::mt19937_64 wrng(7);
     std::optional<PgConn> conn;
-    while (!stop) {
+    for (int done = 0; !stop && done < kTransactions;) {
       try {
         if (!conn) conn.emplace(conninfo());
         RandomTransaction(*conn, s, wrng, kPublishWorkload);
+        ++done;
+        std::this_thread::sleep_for(10ms);
       } catch (const PgError&) {
         conn.reset();
         std::this_thread::sleep_for(50ms);
