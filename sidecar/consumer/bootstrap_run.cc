@@ -122,10 +122,10 @@ void BootstrapRun::Finish() {
   }
   const std::uint64_t bytes = copier_->bytes_copied();
   copier_.reset();
+  progress_timer_.cancel();  // the BootstrapEnd event carries the final counts
   host_.emitter().EndBootstrap(counts);
   end_ = host_.emitter().last_position();
   host_.Flush();
-  SendProgress();
   stats_.bootstrap_running = 0;
   log::Info("bootstrap_copied", {{"consumer", consumer_.name}, {"rows", total},
                                  {"bytes", bytes},
@@ -151,31 +151,26 @@ void BootstrapRun::SendProgress() {
   auto* p = m.mutable_progress();
   p->set_phase("bootstrap");
   std::uint64_t copied = 0, estimated = 0;
-  if (copier_) {
-    for (std::size_t i = 0; i < copier_->tables().size(); ++i) {
-      const auto& t = copier_->tables()[i];
-      auto* tp = p->add_tables();
-      tp->set_schema(t.schema);
-      tp->set_name(t.name);
-      tp->set_relation_oid(t.oid);
-      tp->set_rows_copied(copier_->rows_copied(i));
-      tp->set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
-      copied += copier_->rows_copied(i);
-      estimated += static_cast<std::uint64_t>(t.estimated_rows);
-    }
+  for (std::size_t i = 0; i < copier_->tables().size(); ++i) {
+    const auto& t = copier_->tables()[i];
+    auto* tp = p->add_tables();
+    tp->set_schema(t.schema);
+    tp->set_name(t.name);
+    tp->set_relation_oid(t.oid);
+    tp->set_rows_copied(copier_->rows_copied(i));
+    tp->set_rows_estimated(static_cast<std::uint64_t>(t.estimated_rows));
+    copied += copier_->rows_copied(i);
+    estimated += static_cast<std::uint64_t>(t.estimated_rows);
   }
   host_.Send(m);
-  if (copier_) {
-    log::Info("bootstrap_progress",
-              {{"consumer", consumer_.name}, {"rows_copied", copied},
-               {"rows_estimated", estimated}});
-    progress_timer_.expires_after(std::chrono::seconds(1));
-    progress_timer_.async_wait([weak = std::weak_ptr<char>(alive_), this](
-                                   boost::system::error_code ec) {
-      if (!weak.lock() || ec) return;
-      SendProgress();
-    });
-  }
+  log::Info("bootstrap_progress", {{"consumer", consumer_.name}, {"rows_copied", copied},
+                                   {"rows_estimated", estimated}});
+  progress_timer_.expires_after(std::chrono::seconds(1));
+  progress_timer_.async_wait([weak = std::weak_ptr<char>(alive_), this](
+                                 boost::system::error_code ec) {
+    if (!weak.lock() || ec) return;
+    SendProgress();
+  });
 }
 
 void BootstrapRun::Stop() {

@@ -1,7 +1,8 @@
 // tests/cpp/sidecar/dblogd_test.cc: dblogd end to end: a real cluster, the real daemon, the real
 // client over TCP. Streaming, acknowledgements, the quiet-slot case, refusals, malformed
 // frames, SIGKILL and PostgreSQL restarts, bootstraps (point splice) under load, and the
-// listeners under file-descriptor exhaustion and idle or unfinished connections.
+// listeners under file-descriptor exhaustion and idle or unfinished connections, and one malloc
+// arena for all consumers.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -12,7 +13,9 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "dblogd_fixture.h"
@@ -803,6 +806,74 @@ TEST_F(DblogdTest, MetricsEndpointBoundsUnfinishedRequests) {
   EXPECT_EQ(MetricValue(metrics, "dblog_metrics_http_refused_total{reason=\"connection_limit\"}"), 3);
   EXPECT_EQ(MetricValue(metrics, "dblog_metrics_http_refused_total{reason=\"header_timeout\"}"), 16);
   EXPECT_LE(CountLogEvents(dblogd_->log(), "metrics_connection_refused"), 2);
+}
+
+// ---- memory ----------------------------------------------------------------------------------
+
+// The heaps of glibc's malloc arenas other than the main one, in a process's /proc/PID/maps: a
+// reservation of 64 MiB (HEAP_MAX_SIZE on 64-bit) at an address aligned to it, readable and
+// writable as far as it is used, PROT_NONE after that.
+int ThreadArenaHeaps(pid_t pid) {
+  constexpr unsigned long long kHeapMax = 64ull << 20;
+  struct Mapping {
+    unsigned long long start, end;
+    std::string perms;
+    bool anonymous;
+  };
+  std::vector<Mapping> maps;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, dev, inode, path;
+    fields >> range >> perms >> offset >> dev >> inode >> path;
+    const auto dash = range.find('-');
+    maps.push_back({std::stoull(range.substr(0, dash), nullptr, 16),
+                    std::stoull(range.substr(dash + 1), nullptr, 16), perms,
+                    inode == "0" && path.empty()});
+  }
+  int heaps = 0;
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    const Mapping& m = maps[i];
+    if (!m.anonymous || m.perms != "rw-p" || m.start % kHeapMax != 0) continue;
+    const bool whole = m.end == m.start + kHeapMax;
+    const bool reserved_rest = i + 1 < maps.size() && maps[i + 1].anonymous &&
+                               maps[i + 1].perms == "---p" && maps[i + 1].start == m.end &&
+                               maps[i + 1].end == m.start + kHeapMax;
+    if (whole || reserved_rest) ++heaps;
+  }
+  return heaps;
+}
+
+// Each consumer runs on a thread of its own; a glibc arena per thread grew one mprotect call at
+// a time and cost about 9% of dblogd's CPU (docs/benchmarks.md). dblogd keeps to one arena,
+// unless the operator set MALLOC_ARENA_MAX (or glibc.malloc.arena_max in GLIBC_TUNABLES).
+TEST_F(DblogdTest, ConsumersShareOneMallocArenaUnlessTheOperatorSetsTheirNumber) {
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY, payload text)");
+  int round = 0;
+  auto heaps_after_streaming = [&] {
+    StartDblogd({"--bootstrap=false"});
+    client::Client c = Connect();
+    const std::string first = std::to_string(round * 5000 + 1), last = std::to_string(++round * 5000);
+    db().exec("INSERT INTO " + schema() + ".items SELECT g, repeat('x', 2000) FROM "
+              "generate_series(" + first + ", " + last + ") g");
+    Replay replay;
+    ReadUntil(c, replay, Sentinel());
+    const int heaps = ThreadArenaHeaps(dblogd_->pid());
+    dblogd_->Stop();
+    return heaps;
+  };
+  EXPECT_EQ(heaps_after_streaming(), 0) << "a consumer's thread has a malloc arena of its own";
+  OnScopeExit unset([] {
+    ::unsetenv("MALLOC_ARENA_MAX");
+    ::unsetenv("GLIBC_TUNABLES");
+  });
+  ::setenv("MALLOC_ARENA_MAX", "4", 1);
+  // also shows that ThreadArenaHeaps finds the heap it looks for where there is one
+  EXPECT_GE(heaps_after_streaming(), 1) << "the operator's MALLOC_ARENA_MAX was overridden";
+  ::unsetenv("MALLOC_ARENA_MAX");
+  ::setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=4", 1);
+  EXPECT_GE(heaps_after_streaming(), 1) << "the operator's glibc.malloc.arena_max was overridden";
 }
 
 }  // namespace
