@@ -40,6 +40,53 @@ std::string CodeName(dblog::v1::Error::Code code) {
   return name.empty() ? "CODE_" + std::to_string(static_cast<int>(code)) : name;
 }
 
+// A TLS 1.2+ client context that verifies the server against options.tls_ca_file (else the
+// system's trusted CAs) and presents options.tls_cert_file when given.
+void ConfigureTlsClient(asio::ssl::context& ctx, const ConnectOptions& options) {
+  namespace ssl = asio::ssl;
+  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                  ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                  ssl::context::no_compression);
+  SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
+  boost::system::error_code ec;
+  if (options.tls_ca_file.empty()) {
+    ctx.set_default_verify_paths(ec);
+    if (ec) throw TlsError("TLS: cannot load the system's trusted CAs: " + ec.message());
+  } else {
+    ctx.load_verify_file(options.tls_ca_file, ec);
+    if (ec) {
+      throw TlsError("TLS: cannot load CA file " + options.tls_ca_file + ": " + ec.message());
+    }
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    throw TlsError("TLS: a client certificate needs its key, and a key its certificate");
+  }
+  if (!options.tls_cert_file.empty()) {
+    ctx.use_certificate_chain_file(options.tls_cert_file, ec);
+    if (ec) {
+      throw TlsError("TLS: cannot load certificate " + options.tls_cert_file + ": " + ec.message());
+    }
+    ctx.use_private_key_file(options.tls_key_file, ssl::context::pem, ec);
+    if (ec) {
+      throw TlsError("TLS: cannot load key " + options.tls_key_file + ": " + ec.message());
+    }
+  }
+  ctx.set_verify_mode(ssl::verify_peer);
+}
+
+// OpenSSL's own check of `name` against the certificate's subjectAltName (DNS name or IP
+// address, as host_name_verification does), so that a mismatch has its own verify error.
+void VerifyServerAs(SSL* ssl_handle, const std::string& name) {
+  boost::system::error_code not_an_address;
+  asio::ip::make_address(name, not_an_address);
+  const int named =
+      not_an_address
+          ? SSL_set1_host(ssl_handle, name.c_str()) &
+                static_cast<int>(SSL_set_tlsext_host_name(ssl_handle, name.c_str()))  // + SNI
+          : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_handle), name.c_str());
+  if (named != 1) throw TlsError("TLS: cannot verify the server as '" + name + "'");
+}
+
 }  // namespace
 
 ServerError::ServerError(dblog::v1::Error::Code code, std::string message)
@@ -110,7 +157,16 @@ class Client::Impl {
   void Run(const bool& done, Deadline deadline, bool interruptible, const std::string& what,
            const std::function<void()>& cancel);
   void Abort(const bool& done, const std::function<void()>& cancel);
+  // The steps of Handshake(), in its order.
+  tcp::resolver::results_type Resolve(Clock::time_point deadline);
+  void ConnectSocket(const tcp::resolver::results_type& endpoints, Clock::time_point deadline);
   void StartTls(Clock::time_point deadline);
+  void SendHello(Clock::time_point deadline);
+  ServerMessage AwaitWelcome(Clock::time_point deadline);  // the answer to Hello
+  // Throws the error of a failed TLS handshake: TransportError (retryable) when the server
+  // closed the connection, TlsError otherwise; `name` is the one the certificate must have.
+  [[noreturn]] void TlsHandshakeFailed(const boost::system::error_code& result,
+                                       const std::string& name);
   void CancelSocket() {
     boost::system::error_code ignored;
     socket_.cancel(ignored);
@@ -227,44 +283,51 @@ bool Client::Impl::ReadMessage(ServerMessage& message, Deadline deadline, const 
 
 void Client::Impl::Handshake() {
   const Clock::time_point deadline = Clock::now() + options_.connect_timeout;
-  const std::string what = "connecting to " + Peer();
+  ConnectSocket(Resolve(deadline), deadline);
+  if (options_.tls) StartTls(deadline);
+  SendHello(deadline);
+  reader_.AcceptWelcome(AwaitWelcome(deadline), options_.resume_after);
+}
 
+tcp::resolver::results_type Client::Impl::Resolve(Clock::time_point deadline) {
   tcp::resolver resolver(io_);
   tcp::resolver::results_type endpoints;
-  {
-    bool done = false;
-    boost::system::error_code result;
-    resolver.async_resolve(
-        options_.host, std::to_string(options_.port),
-        [&](const boost::system::error_code& ec, tcp::resolver::results_type found) {
-          result = ec;
-          endpoints = std::move(found);
-          done = true;
-        });
-    Run(done, deadline, true, "resolving " + options_.host, [&resolver] { resolver.cancel(); });
-    if (result) {
-      throw TransportError("cannot resolve " + options_.host + ": " + result.message());
-    }
+  bool done = false;
+  boost::system::error_code result;
+  resolver.async_resolve(
+      options_.host, std::to_string(options_.port),
+      [&](const boost::system::error_code& ec, tcp::resolver::results_type found) {
+        result = ec;
+        endpoints = std::move(found);
+        done = true;
+      });
+  Run(done, deadline, true, "resolving " + options_.host, [&resolver] { resolver.cancel(); });
+  if (result) {
+    throw TransportError("cannot resolve " + options_.host + ": " + result.message());
   }
-  {
-    bool done = false;
-    boost::system::error_code result;
-    asio::async_connect(socket_, endpoints,
-                        [&](const boost::system::error_code& ec, const tcp::endpoint&) {
-                          result = ec;
-                          done = true;
-                        });
-    Run(done, deadline, true, what, [this] {
-      boost::system::error_code ignored;
-      socket_.close(ignored);  // async_connect may be between endpoints: close stops it
-    });
-    if (result) throw TransportError("cannot connect to " + Peer() + ": " + result.message());
-  }
+  return endpoints;
+}
+
+void Client::Impl::ConnectSocket(const tcp::resolver::results_type& endpoints,
+                                 Clock::time_point deadline) {
+  bool done = false;
+  boost::system::error_code result;
+  asio::async_connect(socket_, endpoints,
+                      [&](const boost::system::error_code& ec, const tcp::endpoint&) {
+                        result = ec;
+                        done = true;
+                      });
+  Run(done, deadline, true, "connecting to " + Peer(), [this] {
+    boost::system::error_code ignored;
+    socket_.close(ignored);  // async_connect may be between endpoints: close stops it
+  });
+  if (result) throw TransportError("cannot connect to " + Peer() + ": " + result.message());
   boost::system::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);  // acks are tiny and should not wait
   socket_.set_option(asio::socket_base::keep_alive(true), ignored);
-  if (options_.tls) StartTls(deadline);
+}
 
+void Client::Impl::SendHello(Clock::time_point deadline) {
   ClientMessage hello_message;
   dblog::v1::Hello& hello = *hello_message.mutable_hello();
   hello.set_protocol_version(kProtocolVersion);
@@ -276,7 +339,9 @@ void Client::Impl::Handshake() {
   std::string frame;
   wire::AppendFrame(frame, hello_message);
   Write(frame, deadline, true, "sending Hello to " + Peer());
+}
 
+ServerMessage Client::Impl::AwaitWelcome(Clock::time_point deadline) {
   ServerMessage answer;
   Clock::time_point answer_deadline = deadline;
   for (;;) {
@@ -290,90 +355,52 @@ void Client::Impl::Handshake() {
     // and waiting for the source, so the wait for Welcome starts again (docs/protocol.md).
     if (answer.msg_case() != ServerMessage::kProgress ||
         answer.progress().phase() != "creating_slot")
-      break;
+      return answer;
     if (options_.on_slot_wait) options_.on_slot_wait(answer.progress());
     answer_deadline = Clock::now() + options_.connect_timeout;
   }
-  reader_.AcceptWelcome(answer, options_.resume_after);
 }
 
 void Client::Impl::StartTls(Clock::time_point deadline) {
-  namespace ssl = asio::ssl;
-  tls_ctx_.emplace(ssl::context::tls_client);
-  ssl::context& ctx = *tls_ctx_;
-  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                  ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
-                  ssl::context::no_compression);
-  SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
-  boost::system::error_code ec;
-  if (options_.tls_ca_file.empty()) {
-    ctx.set_default_verify_paths(ec);
-    if (ec) throw TlsError("TLS: cannot load the system's trusted CAs: " + ec.message());
-  } else {
-    ctx.load_verify_file(options_.tls_ca_file, ec);
-    if (ec) {
-      throw TlsError("TLS: cannot load CA file " + options_.tls_ca_file + ": " + ec.message());
-    }
-  }
-  if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
-    throw TlsError("TLS: a client certificate needs its key, and a key its certificate");
-  }
-  if (!options_.tls_cert_file.empty()) {
-    ctx.use_certificate_chain_file(options_.tls_cert_file, ec);
-    if (ec) {
-      throw TlsError("TLS: cannot load certificate " + options_.tls_cert_file + ": " +
-                     ec.message());
-    }
-    ctx.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
-    if (ec) {
-      throw TlsError("TLS: cannot load key " + options_.tls_key_file + ": " + ec.message());
-    }
-  }
+  tls_ctx_.emplace(asio::ssl::context::tls_client);
+  ConfigureTlsClient(*tls_ctx_, options_);
   const std::string name =
       options_.tls_server_name.empty() ? options_.host : options_.tls_server_name;
-  ctx.set_verify_mode(ssl::verify_peer);
-  tls_.emplace(socket_, ctx);
-  // OpenSSL's own check of the name against the certificate's subjectAltName (DNS name or IP
-  // address, as host_name_verification does), so that a mismatch has its own verify error.
-  SSL* ssl_handle = tls_->native_handle();
-  boost::system::error_code not_an_address;
-  asio::ip::make_address(name, not_an_address);
-  const int named =
-      not_an_address
-          ? SSL_set1_host(ssl_handle, name.c_str()) &
-                static_cast<int>(SSL_set_tlsext_host_name(ssl_handle, name.c_str()))  // + SNI
-          : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_handle), name.c_str());
-  if (named != 1) throw TlsError("TLS: cannot verify the server as '" + name + "'");
+  tls_.emplace(socket_, *tls_ctx_);
+  VerifyServerAs(tls_->native_handle(), name);
 
   bool done = false;
   boost::system::error_code result;
-  tls_->async_handshake(ssl::stream_base::client, [&](const boost::system::error_code& e) {
+  tls_->async_handshake(asio::ssl::stream_base::client, [&](const boost::system::error_code& e) {
     result = e;
     done = true;
   });
   Run(done, deadline, true, "TLS handshake with " + Peer(), [this] { CancelSocket(); });
-  if (result) {
-    std::string why = result.message();
-    const long verify = SSL_get_verify_result(tls_->native_handle());
-    // A connection closed or reset during the handshake may be a server that was killed (or
-    // one that refused our certificate without an alert): retryable. The rest is not.
-    bool cut = false;
-    if (verify != X509_V_OK) {
-      why = std::string("the server's certificate was not accepted: ") +
-            X509_verify_cert_error_string(verify) + " (expected a certificate for '" + name +
-            "' from " +
-            (options_.tls_ca_file.empty() ? "a CA the system trusts" : options_.tls_ca_file) + ")";
-    } else if (result == asio::error::eof || result == asio::ssl::error::stream_truncated ||
-               result == asio::error::connection_reset) {
-      why = "the server closed the connection (" + result.message() +
-            "; is it dblogd with TLS, and does it want a client certificate this one does not "
-            "satisfy?)";
-      cut = true;
-    }
-    const std::string message = "TLS handshake with " + Peer() + " failed: " + why;
-    if (cut) throw TransportError(message);
-    throw TlsError(message);
+  if (result) TlsHandshakeFailed(result, name);
+}
+
+void Client::Impl::TlsHandshakeFailed(const boost::system::error_code& result,
+                                      const std::string& name) {
+  std::string why = result.message();
+  const long verify = SSL_get_verify_result(tls_->native_handle());
+  // A connection closed or reset during the handshake may be a server that was killed (or
+  // one that refused our certificate without an alert): retryable. The rest is not.
+  bool cut = false;
+  if (verify != X509_V_OK) {
+    why = std::string("the server's certificate was not accepted: ") +
+          X509_verify_cert_error_string(verify) + " (expected a certificate for '" + name +
+          "' from " +
+          (options_.tls_ca_file.empty() ? "a CA the system trusts" : options_.tls_ca_file) + ")";
+  } else if (result == asio::error::eof || result == asio::ssl::error::stream_truncated ||
+             result == asio::error::connection_reset) {
+    why = "the server closed the connection (" + result.message() +
+          "; is it dblogd with TLS, and does it want a client certificate this one does not "
+          "satisfy?)";
+    cut = true;
   }
+  const std::string message = "TLS handshake with " + Peer() + " failed: " + why;
+  if (cut) throw TransportError(message);
+  throw TlsError(message);
 }
 
 bool Client::Impl::NextRef(ItemRef& item) {

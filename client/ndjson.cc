@@ -211,6 +211,107 @@ void WriteRelation(JsonWriter& json, const Relation& relation) {
   json.EndArray();
 }
 
+void WriteBegin(JsonWriter& json, const dblog::v1::Begin& begin) {
+  json.Key("op").String("begin");
+  WriteXidAndTime(json, begin.xid(), begin.commit_time());
+  json.Key("end_lsn").String(FormatLsn(begin.end_lsn()));
+  if (begin.origin_id() != 0) json.Key("origin_id").Uint(begin.origin_id());
+}
+
+void WriteCommit(JsonWriter& json, const dblog::v1::Commit& commit) {
+  json.Key("op").String("commit");
+  WriteXidAndTime(json, commit.xid(), commit.commit_time());
+  json.Key("end_lsn").String(FormatLsn(commit.end_lsn()));
+}
+
+void WriteTruncate(JsonWriter& json, const dblog::v1::Truncate& truncate,
+                   const RelationCache& relations) {
+  json.Key("op").String("truncate").Key("tables").BeginArray();
+  for (const std::uint32_t oid : truncate.relation_oids()) {
+    if (const auto name = relations.TableName(oid)) {
+      json.String(*name);
+    } else {
+      json.Uint(oid);  // never described by a Relation: the oid, not a made-up name
+    }
+  }
+  json.EndArray();
+  json.Key("cascade").Bool(truncate.cascade());
+  json.Key("restart_identity").Bool(truncate.restart_identity());
+}
+
+void WriteMessage(JsonWriter& json, const dblog::v1::Message& message) {
+  json.Key("op").String("message");
+  json.Key("transactional").Bool(message.transactional());
+  if (message.xid() != 0) json.Key("xid").Uint(message.xid());
+  json.Key("lsn").String(FormatLsn(message.lsn()));
+  json.Key("prefix").String(message.prefix());
+  if (common::IsValidUtf8(message.content())) {
+    json.Key("content").String(message.content());
+  } else {
+    json.Key("content_base64").String(common::Base64Encode(message.content()));
+  }
+  if (message.omitted_bytes() != 0) json.Key("omitted_bytes").Uint(message.omitted_bytes());
+}
+
+void WriteBootstrapBegin(JsonWriter& json, const dblog::v1::BootstrapBegin& begin) {
+  json.Key("op").String("bootstrap_begin");
+  json.Key("consistent_point").String(FormatLsn(begin.consistent_point()));
+  json.Key("restarted").Bool(begin.restarted());
+  WriteTableCounts(json, begin.tables(), "rows_estimated", false);
+}
+
+void WriteBootstrapEnd(JsonWriter& json, const dblog::v1::BootstrapEnd& end) {
+  json.Key("op").String("bootstrap_end");
+  json.Key("consistent_point").String(FormatLsn(end.consistent_point()));
+  WriteTableCounts(json, end.tables(), "rows_copied", true);
+}
+
+// A range bound: the key, or null when the range is unbounded on that side.
+void WriteBound(JsonWriter& json, const Relation* relation, bool has_key, const Row& key) {
+  if (has_key) {
+    WriteKey(json, relation, key);
+  } else {
+    json.Null();
+  }
+}
+
+void WriteChunkBegin(JsonWriter& json, const dblog::v1::ChunkBegin& chunk,
+                     const RelationCache& relations) {
+  json.Key("op").String("chunk_begin");
+  json.Key("request_id").Uint(chunk.request_id());
+  WriteTable(json, relations, chunk.relation_oid());
+  json.Key("chunk").Uint(chunk.chunk());
+  json.Key("is_range").Bool(chunk.is_range());
+  if (!chunk.is_range()) return;
+  const Relation* relation = relations.Find(chunk.relation_oid());
+  json.Key("from_key");
+  WriteBound(json, relation, chunk.has_from_key(), chunk.from_key());
+  json.Key("from_inclusive").Bool(chunk.from_inclusive());
+  json.Key("to_key");
+  WriteBound(json, relation, chunk.has_to_key(), chunk.to_key());
+  json.Key("to_inclusive").Bool(chunk.to_inclusive());
+  // how the source orders each key column (docs/protocol.md, "Range chunks")
+  json.Key("key_collations").BeginArray();
+  for (const auto& collation : chunk.key_collations()) json.String(collation);
+  json.EndArray();
+}
+
+void WriteChunkEnd(JsonWriter& json, const dblog::v1::ChunkEnd& chunk,
+                   const RelationCache& relations) {
+  json.Key("op").String("chunk_end");
+  json.Key("request_id").Uint(chunk.request_id());
+  WriteTable(json, relations, chunk.relation_oid());
+  json.Key("rows").Uint(chunk.rows());
+  json.Key("deletes").Uint(chunk.deletes());
+  if (chunk.kept_keys_size() > 0) {  // range chunks: keys the log carried; keep them
+    const Relation* relation = relations.Find(chunk.relation_oid());
+    json.Key("kept_keys").BeginArray();
+    for (const auto& key : chunk.kept_keys()) WriteKey(json, relation, key);
+    json.EndArray();
+  }
+  json.Key("last").Bool(chunk.last());
+}
+
 }  // namespace
 
 void WriteValue(JsonWriter& json, const Value& value) {
@@ -274,118 +375,36 @@ bool RenderEvent(const StreamEvent& event, const RelationCache& relations,
   json.BeginObject();
   WritePosition(json, event);
   switch (event.event_case()) {
-    case StreamEvent::kBegin: {
-      const auto& begin = event.begin();
-      json.Key("op").String("begin");
-      WriteXidAndTime(json, begin.xid(), begin.commit_time());
-      json.Key("end_lsn").String(FormatLsn(begin.end_lsn()));
-      if (begin.origin_id() != 0) json.Key("origin_id").Uint(begin.origin_id());
+    case StreamEvent::kBegin:
+      WriteBegin(json, event.begin());
       break;
-    }
     case StreamEvent::kRelation:
       WriteRelation(json, event.relation());
       break;
     case StreamEvent::kChange:
       WriteChange(json, event.change(), relations);
       break;
-    case StreamEvent::kTruncate: {
-      const auto& truncate = event.truncate();
-      json.Key("op").String("truncate").Key("tables").BeginArray();
-      for (const std::uint32_t oid : truncate.relation_oids()) {
-        if (const auto name = relations.TableName(oid)) {
-          json.String(*name);
-        } else {
-          json.Uint(oid);  // never described by a Relation: the oid, not a made-up name
-        }
-      }
-      json.EndArray();
-      json.Key("cascade").Bool(truncate.cascade());
-      json.Key("restart_identity").Bool(truncate.restart_identity());
+    case StreamEvent::kTruncate:
+      WriteTruncate(json, event.truncate(), relations);
       break;
-    }
-    case StreamEvent::kMessage: {
-      const auto& message = event.message();
-      json.Key("op").String("message");
-      json.Key("transactional").Bool(message.transactional());
-      if (message.xid() != 0) json.Key("xid").Uint(message.xid());
-      json.Key("lsn").String(FormatLsn(message.lsn()));
-      json.Key("prefix").String(message.prefix());
-      if (common::IsValidUtf8(message.content())) {
-        json.Key("content").String(message.content());
-      } else {
-        json.Key("content_base64").String(common::Base64Encode(message.content()));
-      }
-      if (message.omitted_bytes() != 0) json.Key("omitted_bytes").Uint(message.omitted_bytes());
+    case StreamEvent::kMessage:
+      WriteMessage(json, event.message());
       break;
-    }
-    case StreamEvent::kCommit: {
-      const auto& commit = event.commit();
-      json.Key("op").String("commit");
-      WriteXidAndTime(json, commit.xid(), commit.commit_time());
-      json.Key("end_lsn").String(FormatLsn(commit.end_lsn()));
+    case StreamEvent::kCommit:
+      WriteCommit(json, event.commit());
       break;
-    }
-    case StreamEvent::kBootstrapBegin: {
-      const auto& begin = event.bootstrap_begin();
-      json.Key("op").String("bootstrap_begin");
-      json.Key("consistent_point").String(FormatLsn(begin.consistent_point()));
-      json.Key("restarted").Bool(begin.restarted());
-      WriteTableCounts(json, begin.tables(), "rows_estimated", false);
+    case StreamEvent::kBootstrapBegin:
+      WriteBootstrapBegin(json, event.bootstrap_begin());
       break;
-    }
-    case StreamEvent::kBootstrapEnd: {
-      const auto& end = event.bootstrap_end();
-      json.Key("op").String("bootstrap_end");
-      json.Key("consistent_point").String(FormatLsn(end.consistent_point()));
-      WriteTableCounts(json, end.tables(), "rows_copied", true);
+    case StreamEvent::kBootstrapEnd:
+      WriteBootstrapEnd(json, event.bootstrap_end());
       break;
-    }
-    case StreamEvent::kChunkBegin: {
-      const auto& chunk = event.chunk_begin();
-      json.Key("op").String("chunk_begin");
-      json.Key("request_id").Uint(chunk.request_id());
-      WriteTable(json, relations, chunk.relation_oid());
-      json.Key("chunk").Uint(chunk.chunk());
-      json.Key("is_range").Bool(chunk.is_range());
-      if (chunk.is_range()) {
-        const Relation* relation = relations.Find(chunk.relation_oid());
-        json.Key("from_key");  // null: unbounded
-        if (chunk.has_from_key()) {
-          WriteKey(json, relation, chunk.from_key());
-        } else {
-          json.Null();
-        }
-        json.Key("from_inclusive").Bool(chunk.from_inclusive());
-        json.Key("to_key");  // null: unbounded
-        if (chunk.has_to_key()) {
-          WriteKey(json, relation, chunk.to_key());
-        } else {
-          json.Null();
-        }
-        json.Key("to_inclusive").Bool(chunk.to_inclusive());
-        // how the source orders each key column (docs/protocol.md, "Range chunks")
-        json.Key("key_collations").BeginArray();
-        for (const auto& collation : chunk.key_collations()) json.String(collation);
-        json.EndArray();
-      }
+    case StreamEvent::kChunkBegin:
+      WriteChunkBegin(json, event.chunk_begin(), relations);
       break;
-    }
-    case StreamEvent::kChunkEnd: {
-      const auto& chunk = event.chunk_end();
-      json.Key("op").String("chunk_end");
-      json.Key("request_id").Uint(chunk.request_id());
-      WriteTable(json, relations, chunk.relation_oid());
-      json.Key("rows").Uint(chunk.rows());
-      json.Key("deletes").Uint(chunk.deletes());
-      if (chunk.kept_keys_size() > 0) {  // range chunks: keys the log carried; keep them
-        const Relation* relation = relations.Find(chunk.relation_oid());
-        json.Key("kept_keys").BeginArray();
-        for (const auto& key : chunk.kept_keys()) WriteKey(json, relation, key);
-        json.EndArray();
-      }
-      json.Key("last").Bool(chunk.last());
+    case StreamEvent::kChunkEnd:
+      WriteChunkEnd(json, event.chunk_end(), relations);
       break;
-    }
     case StreamEvent::EVENT_NOT_SET:
       break;
   }

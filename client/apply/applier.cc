@@ -154,45 +154,8 @@ void Applier::OnChange(const Change& change) {
   BeginTarget();
   Register(table);
   switch (change.kind()) {
-    case Change::READ: {
-      if (HasUnchanged(change.new_row()))
-        throw StreamError("a copied row of " + table.target.Display() +
-                          " with an unchanged-TOAST marker");
-      if (chunk_.open) {
-        if (chunk_.begin.relation_oid() != change.relation_oid())
-          throw StreamError("a copied row of another table inside a repair chunk of " +
-                            table.target.Display());
-        const Row key = KeyOf(table, change.new_row());
-        for (int i = 0; i < key.values_size(); ++i)
-          chunk_.keys[static_cast<std::size_t>(i)].Add(ValueText(key.values(i)));
-      }
-      if (bootstrap_open_ && table.bootstrap_fill == Table::Fill::kUnknown) {
-        FlushBatch();  // a TRUNCATE of the restart comes first
-        PgResult empty =
-            target_.QueryNow("SELECT NOT EXISTS (SELECT FROM " + table.quoted + ")", {},
-                             "looking into target table " + table.target.Display());
-        const bool is_empty = empty.get(0, 0) == "t";
-        // COPY only into the source's own types: it reads values with the target's input
-        // functions, which do not convert (integer cannot read "1.25").
-        table.bootstrap_fill =
-            is_empty && table.same_types ? Table::Fill::kCopy : Table::Fill::kUpsert;
-        if (!is_empty)
-          log_("note: target table " + table.target.Display() +
-               " has rows this consumer did not write: the bootstrap upserts into it, and rows"
-               " the source lacks stay (empty the table first, or repair it)");
-      }
-      if (bootstrap_open_ && table.bootstrap_fill == Table::Fill::kCopy) {
-        AddToCopy(table, change.new_row());
-      } else {
-        Upsert(table, change.new_row());
-      }
-      if (bootstrap_open_) {
-        ++bootstrap_rows_;
-        if (++bootstrap_rows_in_txn_ >= options_.bootstrap_commit_rows)
-          CommitTarget(client::MakePosition(change.commit_lsn(), change.seq()));
-      }
-      return;
-    }
+    case Change::READ:
+      return OnCopiedRow(table, change);
     case Change::INSERT:
       if (HasUnchanged(change.new_row())) {
         UpdateKeepingUnchanged(table, change.new_row());
@@ -200,22 +163,8 @@ void Applier::OnChange(const Change& change) {
         Upsert(table, change.new_row());
       }
       return;
-    case Change::UPDATE: {
-      const Row new_key = KeyOf(table, change.new_row());
-      const bool same_key = !change.has_old_key() ||
-                            change.old_key().SerializeAsString() == new_key.SerializeAsString();
-      if (HasUnchanged(change.new_row())) {
-        if (same_key) {
-          UpdateKeepingUnchanged(table, change.new_row());
-        } else {
-          MoveKeepingUnchanged(table, change.old_key(), change.new_row());
-        }
-        return;
-      }
-      if (!same_key) Delete(table, change.old_key());
-      Upsert(table, change.new_row());
-      return;
-    }
+    case Change::UPDATE:
+      return OnUpdate(table, change);
     case Change::DELETE:
       Delete(table, change.old_key());
       return;
@@ -224,6 +173,61 @@ void Applier::OnChange(const Change& change) {
   }
   throw StreamError("a Change of unknown kind " + std::to_string(change.kind()) + " for " +
                     table.target.Display());
+}
+
+void Applier::OnCopiedRow(Table& table, const Change& change) {
+  if (HasUnchanged(change.new_row()))
+    throw StreamError("a copied row of " + table.target.Display() +
+                      " with an unchanged-TOAST marker");
+  if (chunk_.open) {
+    if (chunk_.begin.relation_oid() != change.relation_oid())
+      throw StreamError("a copied row of another table inside a repair chunk of " +
+                        table.target.Display());
+    const Row key = KeyOf(table, change.new_row());
+    for (int i = 0; i < key.values_size(); ++i)
+      chunk_.keys[static_cast<std::size_t>(i)].Add(ValueText(key.values(i)));
+  }
+  if (bootstrap_open_ && table.bootstrap_fill == Table::Fill::kUnknown) ChooseBootstrapFill(table);
+  if (bootstrap_open_ && table.bootstrap_fill == Table::Fill::kCopy) {
+    AddToCopy(table, change.new_row());
+  } else {
+    Upsert(table, change.new_row());
+  }
+  if (bootstrap_open_) {
+    ++bootstrap_rows_;
+    if (++bootstrap_rows_in_txn_ >= options_.bootstrap_commit_rows)
+      CommitTarget(client::MakePosition(change.commit_lsn(), change.seq()));
+  }
+}
+
+void Applier::ChooseBootstrapFill(Table& table) {
+  FlushBatch();  // a TRUNCATE of the restart comes first
+  PgResult empty = target_.QueryNow("SELECT NOT EXISTS (SELECT FROM " + table.quoted + ")", {},
+                                    "looking into target table " + table.target.Display());
+  const bool is_empty = empty.get(0, 0) == "t";
+  // COPY only into the source's own types: it reads values with the target's input
+  // functions, which do not convert (integer cannot read "1.25").
+  table.bootstrap_fill = is_empty && table.same_types ? Table::Fill::kCopy : Table::Fill::kUpsert;
+  if (!is_empty)
+    log_("note: target table " + table.target.Display() +
+         " has rows this consumer did not write: the bootstrap upserts into it, and rows"
+         " the source lacks stay (empty the table first, or repair it)");
+}
+
+void Applier::OnUpdate(Table& table, const Change& change) {
+  const Row new_key = KeyOf(table, change.new_row());
+  const bool same_key =
+      !change.has_old_key() || change.old_key().SerializeAsString() == new_key.SerializeAsString();
+  if (HasUnchanged(change.new_row())) {
+    if (same_key) {
+      UpdateKeepingUnchanged(table, change.new_row());
+    } else {
+      MoveKeepingUnchanged(table, change.old_key(), change.new_row());
+    }
+    return;
+  }
+  if (!same_key) Delete(table, change.old_key());
+  Upsert(table, change.new_row());
 }
 
 void Applier::OnTruncate(const dblog::v1::Truncate& truncate) {

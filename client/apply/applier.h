@@ -199,6 +199,10 @@ class Applier {
   void OnBegin(const dblog::v1::Begin& begin);
   void OnCommit(const dblog::v1::Commit& commit);
   void OnChange(const dblog::v1::Change& change);
+  void OnCopiedRow(Table& table, const dblog::v1::Change& change);  // READ: bootstrap, repair
+  // At the bootstrap's first row for `table`: COPY or upserts (Table::bootstrap_fill).
+  void ChooseBootstrapFill(Table& table);
+  void OnUpdate(Table& table, const dblog::v1::Change& change);
   void OnTruncate(const dblog::v1::Truncate& truncate);
   void OnBootstrapBegin(const dblog::v1::BootstrapBegin& begin);
   void OnBootstrapEnd(const dblog::v1::BootstrapEnd& end);

@@ -34,28 +34,41 @@ std::optional<Position> ProgressStore::Open() {
       "SET DateStyle = ISO; SET IntervalStyle = postgres; SET TimeZone = 'UTC';"
       " SET extra_float_digits = 3; SET client_encoding = 'UTF8'",
       "setting up the target session");
-  // One applier per consumer and target. A killed applier's backend may still be finishing
-  // what it had been sent: wait for it a while.
+  Lock();
+  CreateSchema();
+  target_.Query("INSERT INTO dblog_apply.progress (consumer) VALUES ($1) ON CONFLICT DO NOTHING",
+                {consumer_}, "creating the consumer's progress row");
+  const std::optional<Position> position = ReadPosition();
+  ReadRegisteredTables();
+  ReadMappings();
+  return position;
+}
+
+// One applier per consumer and target. A killed applier's backend may still be finishing what
+// it had been sent: wait for it a while.
+void ProgressStore::Lock() {
   const std::string lock_sql = kLockArguments;
   PgResult lock = target_.Query("SELECT pg_try_advisory_lock(" + lock_sql + ")", {consumer_},
                                 "taking the consumer's advisory lock on the target");
-  if (lock.get(0, 0) != "t") {
-    log_("another session holds consumer " + consumer_ +
-         "'s advisory lock on the target (a previous applier still finishing?): waiting up to"
-         " 30 s");
-    try {
-      target_.Exec("SET lock_timeout = '30s'");
-      target_.Query("SELECT pg_advisory_lock(" + lock_sql + ")", {consumer_},
-                    "waiting for the consumer's advisory lock on the target");
-      target_.Exec("RESET lock_timeout");
-    } catch (const TargetError& e) {
-      throw TargetError("another dblog apply for consumer " + consumer_ +
-                            " is connected to this target database (it holds the consumer's"
-                            " advisory lock): " +
-                            e.what(),
-                        e.sqlstate());
-    }
+  if (lock.get(0, 0) == "t") return;
+  log_("another session holds consumer " + consumer_ +
+       "'s advisory lock on the target (a previous applier still finishing?): waiting up to"
+       " 30 s");
+  try {
+    target_.Exec("SET lock_timeout = '30s'");
+    target_.Query("SELECT pg_advisory_lock(" + lock_sql + ")", {consumer_},
+                  "waiting for the consumer's advisory lock on the target");
+    target_.Exec("RESET lock_timeout");
+  } catch (const TargetError& e) {
+    throw TargetError("another dblog apply for consumer " + consumer_ +
+                          " is connected to this target database (it holds the consumer's"
+                          " advisory lock): " +
+                          e.what(),
+                      e.sqlstate());
   }
+}
+
+void ProgressStore::CreateSchema() {
   target_.Exec(
       "BEGIN;"
       " SELECT pg_advisory_xact_lock(hashtext('dblog apply setup'));"
@@ -69,20 +82,25 @@ std::optional<Position> ProgressStore::Open() {
       "   PRIMARY KEY (consumer, table_schema, table_name));" +
           std::string(kRelationMapDdl) + " COMMIT",
       "creating the dblog_apply schema in the target");
-  target_.Query("INSERT INTO dblog_apply.progress (consumer) VALUES ($1) ON CONFLICT DO NOTHING",
-                {consumer_}, "creating the consumer's progress row");
+}
+
+std::optional<Position> ProgressStore::ReadPosition() {
   PgResult stored =
       target_.Query("SELECT commit_lsn::text, seq FROM dblog_apply.progress WHERE consumer = $1",
                     {consumer_}, "reading the stored position");
-  std::optional<Position> position;
-  if (stored.rows() == 1 && !stored.is_null(0, 0)) {
-    position = client::MakePosition(common::ParseLsn(stored.get(0, 0)),
-                                    static_cast<std::uint32_t>(std::stoull(stored.get(0, 1))));
-  }
+  if (stored.rows() != 1 || stored.is_null(0, 0)) return std::nullopt;
+  return client::MakePosition(common::ParseLsn(stored.get(0, 0)),
+                              static_cast<std::uint32_t>(std::stoull(stored.get(0, 1))));
+}
+
+void ProgressStore::ReadRegisteredTables() {
   PgResult tables =
       target_.Query("SELECT table_schema, table_name FROM dblog_apply.tables WHERE consumer = $1",
                     {consumer_}, "reading the consumer's tables");
   for (int i = 0; i < tables.rows(); ++i) registered_.insert({tables.get(i, 0), tables.get(i, 1)});
+}
+
+void ProgressStore::ReadMappings() {
   PgResult relations = target_.Query(
       "SELECT relation_oid::text, table_schema, table_name FROM dblog_apply.relations"
       " WHERE consumer = $1",
@@ -100,7 +118,6 @@ std::optional<Position> ProgressStore::Open() {
     it->second.columns.push_back(MappedColumn{ParseOid(columns.get(i, 1)), columns.get(i, 2),
                                               columns.get(i, 3), columns.get(i, 4) == "t"});
   }
-  return position;
 }
 
 void ProgressStore::StartPipeline() {

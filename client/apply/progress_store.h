@@ -60,6 +60,13 @@ class ProgressStore {
   void Unlock();
 
  private:
+  // The steps of Open(), in its order.
+  void Lock();          // the consumer's session advisory lock
+  void CreateSchema();  // dblog_apply's tables, if missing
+  std::optional<dblog::v1::Position> ReadPosition();
+  void ReadRegisteredTables();
+  void ReadMappings();
+
   PgConnection& target_;
   std::string consumer_;
   Log log_;

@@ -46,55 +46,68 @@ bool ByteEqualKeys(const Relation& rel) {
   return true;
 }
 
-TableStatements BuildTableStatements(const Relation& rel, const std::string& table) {
-  TableStatements out;
+namespace {
+
+// The quoted names of the table's columns, in order: "a", "b".
+std::string ColumnList(const Relation& rel) {
+  std::string columns;
+  for (int i = 0; i < rel.columns_size(); ++i)
+    columns += (i ? ", " : "") + QuoteIdent(rel.columns(i).name());
+  return columns;
+}
+
+// " ON CONFLICT (key columns) DO UPDATE SET" every other column from EXCLUDED, or DO NOTHING
+// when every column is a key column.
+std::string OnConflict(const Relation& rel) {
+  std::string keys;
+  for (int k = 0; k < rel.key_columns_size(); ++k)
+    keys += (k ? ", " : "") + QuoteIdent(rel.columns(static_cast<int>(rel.key_columns(k))).name());
+  const std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
+  std::string set;
+  for (int i = 0; i < rel.columns_size(); ++i) {
+    if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
+    const std::string name = QuoteIdent(rel.columns(i).name());
+    set += (set.empty() ? "" : ", ") + name + " = EXCLUDED." + name;
+  }
+  return " ON CONFLICT (" + keys + ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
+}
+
+// The rows of a batch: one text[] parameter per column, unnested and cast to the source's
+// types. When the key is not byte-equal, the last row per key wins, by PostgreSQL's own
+// equality.
+std::string UnnestedRows(const Relation& rel) {
   const std::size_t n = static_cast<std::size_t>(rel.columns_size());
-  std::string columns, casts, arrays, aliases, set, keys;
+  std::string casts, arrays, aliases;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto& c = rel.columns(static_cast<int>(i));
     const std::string sep = i ? ", " : "";
-    columns += sep + QuoteIdent(c.name());
-    casts += sep + "u." + ColumnAlias(i) + "::" + c.type_name() + " AS " + ColumnAlias(i);
+    casts += sep + "u." + ColumnAlias(i) + "::" + rel.columns(static_cast<int>(i)).type_name() +
+             " AS " + ColumnAlias(i);
     arrays += sep + Placeholder(i + 1) + "::text[]";
     aliases += sep + ColumnAlias(i);
   }
-  std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
-  for (std::size_t i = 0; i < n; ++i) {
-    if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
-    const std::string name = QuoteIdent(rel.columns(static_cast<int>(i)).name());
-    set += (set.empty() ? "" : ", ") + name + " = EXCLUDED." + name;
-  }
+  if (ByteEqualKeys(rel))
+    return "SELECT " + casts + " FROM unnest(" + arrays + ") AS u(" + aliases + ")";
   std::string distinct_keys;
-  for (int k = 0; k < rel.key_columns_size(); ++k) {
-    const auto pos = rel.key_columns(k);
-    keys += (k ? ", " : "") + QuoteIdent(rel.columns(static_cast<int>(pos)).name());
-    distinct_keys += (k ? ", " : "") + std::string("s.") + ColumnAlias(pos);
-  }
-  std::string source = "SELECT " + casts + " FROM unnest(" + arrays + ") AS u(" + aliases + ")";
-  if (!ByteEqualKeys(rel)) {
-    // The last row per key wins, by PostgreSQL's own equality.
-    std::string outer;
-    for (std::size_t i = 0; i < n; ++i)
-      outer += (i ? ", " : "") + std::string("s.") + ColumnAlias(i);
-    source = "SELECT DISTINCT ON (" + distinct_keys + ") " + outer + " FROM (SELECT " + casts +
-             ", u.ord FROM unnest(" + arrays + ") WITH ORDINALITY AS u(" + aliases +
-             ", ord)) AS s ORDER BY " + distinct_keys + ", s.ord DESC";
-  }
-  const std::string upsert = "INSERT INTO " + table + " (" + columns +
-                             ") OVERRIDING SYSTEM VALUE " + source + " ON CONFLICT (" + keys +
-                             ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
-  out.upsert = upsert;
-  out.copy = "COPY " + table + " (" + columns + ") FROM STDIN";
-  // One row (the common case of small transactions): plain parameters, no arrays.
+  for (int k = 0; k < rel.key_columns_size(); ++k)
+    distinct_keys += (k ? ", " : "") + std::string("s.") + ColumnAlias(rel.key_columns(k));
+  std::string outer;
+  for (std::size_t i = 0; i < n; ++i) outer += (i ? ", " : "") + std::string("s.") + ColumnAlias(i);
+  return "SELECT DISTINCT ON (" + distinct_keys + ") " + outer + " FROM (SELECT " + casts +
+         ", u.ord FROM unnest(" + arrays + ") WITH ORDINALITY AS u(" + aliases +
+         ", ord)) AS s ORDER BY " + distinct_keys + ", s.ord DESC";
+}
+
+// One row as plain parameters cast to the source's types: $1::integer, $2::text.
+std::string RowParameters(const Relation& rel) {
   std::string values;
-  for (std::size_t i = 0; i < n; ++i)
+  for (std::size_t i = 0; i < static_cast<std::size_t>(rel.columns_size()); ++i)
     values +=
         (i ? ", " : "") + Placeholder(i + 1) + "::" + rel.columns(static_cast<int>(i)).type_name();
-  const std::string upsert_one = "INSERT INTO " + table + " (" + columns +
-                                 ") OVERRIDING SYSTEM VALUE VALUES (" + values + ") ON CONFLICT (" +
-                                 keys + ") DO " + (set.empty() ? "NOTHING" : "UPDATE SET " + set);
-  out.upsert_one = upsert_one;
+  return values;
+}
 
+// DELETE of the rows whose key is in the batch's keys: one text[] parameter per key column.
+std::string DeleteKeys(const Relation& rel, const std::string& table) {
   std::string key_arrays, key_aliases, match;
   for (int k = 0; k < rel.key_columns_size(); ++k) {
     const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
@@ -104,16 +117,35 @@ TableStatements BuildTableStatements(const Relation& rel, const std::string& tab
     match += (k ? " AND " : "") + std::string("t.") + QuoteIdent(c.name()) + " = u." +
              ColumnAlias(static_cast<std::size_t>(k)) + "::" + c.type_name();
   }
-  const std::string del = "DELETE FROM " + table + " AS t USING unnest(" + key_arrays +
-                          ") AS u(" + key_aliases + ") WHERE " + match;
-  out.remove = del;
-  std::string match_one;
+  return "DELETE FROM " + table + " AS t USING unnest(" + key_arrays + ") AS u(" + key_aliases +
+         ") WHERE " + match;
+}
+
+// DELETE of the row at one key, as plain parameters.
+std::string DeleteKey(const Relation& rel, const std::string& table) {
+  std::string match;
   for (int k = 0; k < rel.key_columns_size(); ++k) {
     const auto& c = rel.columns(static_cast<int>(rel.key_columns(k)));
-    match_one += (k ? " AND " : "") + QuoteIdent(c.name()) + " = " +
-                 Placeholder(static_cast<std::size_t>(k) + 1) + "::" + c.type_name();
+    match += (k ? " AND " : "") + QuoteIdent(c.name()) + " = " +
+             Placeholder(static_cast<std::size_t>(k) + 1) + "::" + c.type_name();
   }
-  out.remove_one = "DELETE FROM " + table + " WHERE " + match_one;
+  return "DELETE FROM " + table + " WHERE " + match;
+}
+
+}  // namespace
+
+TableStatements BuildTableStatements(const Relation& rel, const std::string& table) {
+  const std::string columns = ColumnList(rel);
+  const std::string on_conflict = OnConflict(rel);
+  TableStatements out;
+  out.upsert = "INSERT INTO " + table + " (" + columns + ") OVERRIDING SYSTEM VALUE " +
+               UnnestedRows(rel) + on_conflict;
+  out.copy = "COPY " + table + " (" + columns + ") FROM STDIN";
+  // One row (the common case of small transactions): plain parameters, no arrays.
+  out.upsert_one = "INSERT INTO " + table + " (" + columns + ") OVERRIDING SYSTEM VALUE VALUES (" +
+                   RowParameters(rel) + ")" + on_conflict;
+  out.remove = DeleteKeys(rel, table);
+  out.remove_one = DeleteKey(rel, table);
   return out;
 }
 

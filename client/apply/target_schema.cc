@@ -10,14 +10,6 @@
 namespace dblog::apply {
 namespace {
 
-struct TargetColumn {
-  std::string type;
-  bool not_null = false;
-  bool has_default = false;
-  bool generated = false;  // GENERATED ALWAYS AS (...) STORED
-  bool identity = false;
-};
-
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -64,67 +56,80 @@ std::string DescribeLossyColumn(const TargetName& name, const LossyColumn& colum
          ", the source's is " + column.source_type;
 }
 
-TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
-                                  const TargetName& name, const TargetTableOptions& options,
-                                  const std::function<void(const std::string&)>& log) {
-  const bool create = options.create;
+namespace {
+
+std::optional<std::string> FindTargetTable(PgConnection& target, const TargetName& name) {
+  PgResult r = target.Query(
+      "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2"
+      " AND c.relkind IN ('r', 'p')",
+      {name.schema, name.name}, "looking up target table " + name.Display());
+  return r.get_optional(0, 0);
+}
+
+TargetColumns ReadTargetColumns(PgConnection& target, const std::string& oid,
+                                const std::string& display) {
+  TargetColumns columns;
+  PgResult r = target.Query(
+      "SELECT attname, pg_catalog.format_type(atttypid, atttypmod), attnotnull, atthasdef,"
+      " attgenerated <> '', attidentity <> '' FROM pg_catalog.pg_attribute"
+      " WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
+      {oid}, "reading the columns of target table " + display);
+  for (int i = 0; i < r.rows(); ++i) {
+    columns[r.get(i, 0)] = TargetColumn{r.get(i, 1), r.get(i, 2) == "t", r.get(i, 3) == "t",
+                                        r.get(i, 4) == "t", r.get(i, 5) == "t"};
+  }
+  return columns;
+}
+
+// --create-tables: adds the source's columns the target table lacks. True when it added one.
+bool AddMissingColumns(PgConnection& target, const dblog::v1::Relation& relation,
+                       const TargetName& name, const TargetColumns& columns,
+                       const std::function<void(const std::string&)>& log) {
   const std::string display = name.Display();
-  const std::vector<std::string> key = SourceKeyNames(relation);
-  if (key.empty())
-    throw SchemaError("source table " + relation.schema() + "." + relation.name() +
-                      " arrived without key columns");
-
-  const auto find_table = [&]() -> std::optional<std::string> {
-    PgResult r = target.Query(
-        "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-        " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2"
-        " AND c.relkind IN ('r', 'p')",
-        {name.schema, name.name}, "looking up target table " + display);
-    return r.get_optional(0, 0);
-  };
-
-  std::optional<std::string> oid = find_table();
-  if (!oid && create) {
-    target.Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(name.schema),
-                "creating target schema " + name.schema);
-    target.Exec(CreateTableSql(relation, name), "creating target table " + display);
-    log("created target table " + display);
-    oid = find_table();
+  bool added = false;
+  for (const auto& c : relation.columns()) {
+    if (columns.count(c.name())) continue;
+    // Nullable: the rows already there have no value for it until the stream brings one.
+    target.Exec("ALTER TABLE " + name.Quoted() + " ADD COLUMN IF NOT EXISTS " +
+                    QuoteIdent(c.name()) + " " + c.type_name(),
+                "adding column " + c.name() + " to target table " + display);
+    log("added column " + c.name() + " " + c.type_name() + " to target table " + display);
+    added = true;
   }
-  if (!oid)
-    throw SchemaError("target table " + display + " does not exist (source table " +
-                      relation.schema() + "." + relation.name() +
-                      "); create it or run with --create-tables");
+  return added;
+}
 
-  const auto read_columns = [&]() {
-    std::map<std::string, TargetColumn> columns;
-    PgResult r = target.Query(
-        "SELECT attname, pg_catalog.format_type(atttypid, atttypmod), attnotnull, atthasdef,"
-        " attgenerated <> '', attidentity <> '' FROM pg_catalog.pg_attribute"
-        " WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
-        {*oid}, "reading the columns of target table " + display);
-    for (int i = 0; i < r.rows(); ++i) {
-      columns[r.get(i, 0)] = TargetColumn{r.get(i, 1), r.get(i, 2) == "t", r.get(i, 3) == "t",
-                                          r.get(i, 4) == "t", r.get(i, 5) == "t"};
-    }
-    return columns;
-  };
-  std::map<std::string, TargetColumn> columns = read_columns();
-
-  if (create) {
-    bool added = false;
-    for (const auto& c : relation.columns()) {
-      if (columns.count(c.name())) continue;
-      // Nullable: the rows already there have no value for it until the stream brings one.
-      target.Exec("ALTER TABLE " + name.Quoted() + " ADD COLUMN IF NOT EXISTS " +
-                      QuoteIdent(c.name()) + " " + c.type_name(),
-                  "adding column " + c.name() + " to target table " + display);
-      log("added column " + c.name() + " " + c.type_name() + " to target table " + display);
-      added = true;
-    }
-    if (added) columns = read_columns();
+// The unique indexes of the target table (not partial), the primary key first.
+std::vector<UniqueIndex> ReadUniqueIndexes(PgConnection& target, const std::string& oid,
+                                           const std::string& display) {
+  // One row per (index, column) in index order.
+  PgResult r = target.Query(
+      "SELECT i.indexrelid, i.indisprimary, a.attname FROM pg_catalog.pg_index i"
+      " CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
+      " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+      " WHERE i.indrelid = $1::oid AND i.indisunique AND i.indisvalid AND i.indpred IS NULL"
+      " ORDER BY i.indisprimary DESC, i.indexrelid, k.ord",
+      {oid}, "reading the unique indexes of target table " + display);
+  std::map<std::string, UniqueIndex> indexes;
+  std::vector<std::string> order;
+  for (int i = 0; i < r.rows(); ++i) {
+    const std::string id = r.get(i, 0);
+    if (!indexes.count(id)) order.push_back(id);
+    UniqueIndex& index = indexes[id];
+    index.primary = r.get(i, 1) == "t";
+    // attnum 0 (an expression) has no attribute: such an index cannot be the conflict target.
+    index.columns.push_back(r.is_null(i, 2) ? std::string() : r.get(i, 2));
   }
+  std::vector<UniqueIndex> out;
+  for (const auto& id : order) out.push_back(std::move(indexes[id]));
+  return out;
+}
 
+}  // namespace
+
+TargetTableFit CheckTargetColumns(const dblog::v1::Relation& relation, const TargetColumns& columns,
+                                  const TargetTableOptions& options, const std::string& display) {
   std::set<std::string> source_names;
   TargetTableFit fit;
   std::vector<LossyColumn>& lossy = fit.lossy;
@@ -150,7 +155,6 @@ TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relatio
       throw SchemaError("target table " + display + ": column \"" + column +
                         "\" is NOT NULL without a default, and the source has no such column");
   }
-
   if (!lossy.empty() && !options.allow_lossy_columns) {
     // Before anything is applied to the table: the values would be rounded, truncated or
     // refused half-way through the stream.
@@ -164,38 +168,54 @@ TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relatio
                       " rounded, truncated or refused); change the target's type, or run with"
                       " --allow-lossy-columns to apply anyway");
   }
+  return fit;
+}
 
-  // Unique indexes, one row per (index, column) in index order.
-  PgResult r = target.Query(
-      "SELECT i.indexrelid, i.indisprimary, a.attname FROM pg_catalog.pg_index i"
-      " CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
-      " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
-      " WHERE i.indrelid = $1::oid AND i.indisunique AND i.indisvalid AND i.indpred IS NULL"
-      " ORDER BY i.indisprimary DESC, i.indexrelid, k.ord",
-      {*oid}, "reading the unique indexes of target table " + display);
-  std::map<std::string, std::pair<bool, std::vector<std::string>>> indexes;
-  std::vector<std::string> order;
-  for (int i = 0; i < r.rows(); ++i) {
-    const std::string id = r.get(i, 0);
-    if (!indexes.count(id)) order.push_back(id);
-    auto& index = indexes[id];
-    index.first = r.get(i, 1) == "t";
-    // attnum 0 (an expression) has no attribute: such an index cannot be the conflict target.
-    index.second.push_back(r.is_null(i, 2) ? std::string() : r.get(i, 2));
-  }
+void CheckConflictTarget(const std::vector<UniqueIndex>& indexes,
+                         const std::vector<std::string>& key, const std::string& display) {
   const std::set<std::string> key_set(key.begin(), key.end());
   std::optional<std::vector<std::string>> primary;
-  for (const auto& id : order) {
-    const auto& [is_primary, cols] = indexes[id];
-    if (is_primary) primary = cols;
-    if (std::set<std::string>(cols.begin(), cols.end()) == key_set && cols.size() == key.size())
-      return fit;  // fits
+  for (const UniqueIndex& index : indexes) {
+    if (index.primary) primary = index.columns;
+    if (std::set<std::string>(index.columns.begin(), index.columns.end()) == key_set &&
+        index.columns.size() == key.size())
+      return;  // fits
   }
   if (primary)
     throw SchemaError("target table " + display + ": its primary key (" + JoinNames(*primary) +
                       ") differs from the source's key (" + JoinNames(key) + ")");
   throw SchemaError("target table " + display + " has no primary key or unique index on (" +
                     JoinNames(key) + "), the source's key");
+}
+
+TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
+                                  const TargetName& name, const TargetTableOptions& options,
+                                  const std::function<void(const std::string&)>& log) {
+  const std::string display = name.Display();
+  const std::vector<std::string> key = SourceKeyNames(relation);
+  if (key.empty())
+    throw SchemaError("source table " + relation.schema() + "." + relation.name() +
+                      " arrived without key columns");
+
+  std::optional<std::string> oid = FindTargetTable(target, name);
+  if (!oid && options.create) {
+    target.Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(name.schema),
+                "creating target schema " + name.schema);
+    target.Exec(CreateTableSql(relation, name), "creating target table " + display);
+    log("created target table " + display);
+    oid = FindTargetTable(target, name);
+  }
+  if (!oid)
+    throw SchemaError("target table " + display + " does not exist (source table " +
+                      relation.schema() + "." + relation.name() +
+                      "); create it or run with --create-tables");
+
+  TargetColumns columns = ReadTargetColumns(target, *oid, display);
+  if (options.create && AddMissingColumns(target, relation, name, columns, log))
+    columns = ReadTargetColumns(target, *oid, display);
+  const TargetTableFit fit = CheckTargetColumns(relation, columns, options, display);
+  CheckConflictTarget(ReadUniqueIndexes(target, *oid, display), key, display);
+  return fit;
 }
 
 }  // namespace dblog::apply

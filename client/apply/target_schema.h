@@ -78,6 +78,29 @@ TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relatio
                                   const TargetName& name, const TargetTableOptions& options,
                                   const std::function<void(const std::string&)>& log);
 
+// The checks PrepareTargetTable makes of what it read from the target's catalog, pure (for
+// tests); each throws SchemaError naming `display`, the target table.
+struct TargetColumn {
+  std::string type;  // format_type(atttypid, atttypmod)
+  bool not_null = false;
+  bool has_default = false;
+  bool generated = false;  // GENERATED ALWAYS AS (...) STORED
+  bool identity = false;
+};
+using TargetColumns = std::map<std::string, TargetColumn>;  // by column name
+// Every source column has a target column that is not generated and whose type holds its values
+// (or options.allow_lossy_columns), and every other target column can be left out.
+TargetTableFit CheckTargetColumns(const dblog::v1::Relation& relation, const TargetColumns& columns,
+                                  const TargetTableOptions& options, const std::string& display);
+struct UniqueIndex {
+  bool primary = false;
+  std::vector<std::string> columns;  // "" for an expression
+};
+// One of `indexes` (the target table's valid, non-partial unique indexes) is on exactly the
+// source's `key` columns, in any order: the ON CONFLICT target.
+void CheckConflictTarget(const std::vector<UniqueIndex>& indexes,
+                         const std::vector<std::string>& key, const std::string& display);
+
 // "target column s.t.c is <target type>, the source's is <source type>": for messages.
 std::string DescribeLossyColumn(const TargetName& name, const LossyColumn& column);
 

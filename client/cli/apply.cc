@@ -196,6 +196,15 @@ class ApplyRun {
   };
 
   End Session();
+  // A new applier on a new target connection; sets stored_, the position stored there. An End
+  // when that failed.
+  std::optional<End> StartApplier();
+  // Reads the stream and applies it until dblogd closes the connection (or something throws).
+  void ApplyStream(client::Client& stream);
+  // Acknowledges the applier's durable position once it is past what this connection has.
+  void Acknowledge(client::Client& stream);
+  // How the session ends when dblogd closed the connection between frames.
+  End StreamClosed(client::Client& stream, const client::ConnectOptions& connect);
   void Log(const std::string& line) const {
     std::fprintf(err_, "dblog apply: %s\n", line.c_str());
     std::fflush(err_);
@@ -217,6 +226,7 @@ class ApplyRun {
   std::optional<Position> stored_;         // what its Start() read: Hello.resume_after
   apply::ApplierStats done_;               // of the appliers discarded so far
   std::optional<Position> acked_;          // the last position acknowledged, any connection
+  std::optional<Position> connection_acked_;  // the server has everything up to it already
   bool progressed_ = false;  // the current connection committed something new in the target
   std::optional<std::chrono::steady_clock::time_point> connected_at_;  // of the current one
 };
@@ -286,27 +296,8 @@ ApplyRun::End ApplyRun::Session() {
   progressed_ = false;
   connected_at_.reset();
   if (!applier_) {
-    try {
-      applier_.emplace(
-          apply::PgConnection::Open(options_.target, "dblog apply " + options_.connect.consumer),
-          options_.applier, [this](const std::string& line) { Log(line); });
-      stored_ = applier_->Start();
-    } catch (const apply::TargetError& e) {
-      applier_.reset();
-      return {End::kFailed, e.what(), client::IsRetryableSqlstate(e.sqlstate())};
-    } catch (const std::exception& e) {
-      applier_.reset();
-      return {End::kFailed, e.what(), false};
-    }
-    if (stored_) {
-      Log("resuming after " + client::FormatPosition(*stored_) + " (stored in the target)");
-    } else {
-      Log("no stored position for consumer " + options_.connect.consumer +
-          " in the target: starting where dblogd has it");
-    }
+    if (std::optional<End> failed = StartApplier()) return *failed;
   }
-  apply::Applier& applier = *applier_;
-
   client::ConnectOptions connect = options_.connect;
   connect.resume_after = stored_;
   std::optional<client::Client> connection;
@@ -324,76 +315,14 @@ ApplyRun::End ApplyRun::Session() {
   Log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
       stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
 
-  std::optional<Position> acked = stored_;  // the server has everything up to it already
-  const auto acknowledge = [&] {
-    const auto& durable = applier.durable();
-    if (!durable || (acked && ComparePositions(*durable, *acked) <= 0)) return;
-    progressed_ = true;  // committed in the target beyond where this connection started
-    stream.Ack(*durable);
-    acked = *durable;
-    acked_ = *durable;
-  };
-
-  client::ItemRef item;  // valid until the next NextRef: used at once, never kept
-  auto last_wait = std::chrono::steady_clock::now();
+  connection_acked_ = stored_;
   try {
-    for (;;) {
-      if (!stream.HasBufferedItems()) {
-        // About to block on the network. Waiting for the target's commits costs a round trip
-        // and the overlap of both sides, so a busy stream only does it every kAckWait; the
-        // rest of the time whatever has committed is acknowledged without waiting. A quiet
-        // stream gets a heartbeat, which waits (below): acks lag by at most one of them.
-        const auto now = std::chrono::steady_clock::now();
-        if (now - last_wait >= kAckWait) {
-          applier.WaitForCommits();
-          last_wait = now;
-        } else {
-          applier.Poll();
-        }
-        acknowledge();
-      }
-      if (!stream.NextRef(item)) break;
-      if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
-        const StreamEvent* event = *ref;
-        applier.Apply(*event);
-        if (event->has_commit() || event->has_bootstrap_end()) {
-          applier.Poll();
-          acknowledge();
-        }
-      } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
-        const dblog::v1::Heartbeat* heartbeat = *hb;
-        applier.OnHeartbeat(*heartbeat);
-        applier.WaitForCommits();
-        last_wait = std::chrono::steady_clock::now();
-        acknowledge();
-      }
-    }
-    // A connection closed between frames is a clean end only between transactions; in the
-    // middle of one (or of the bootstrap) dblogd went away (killed, say).
-    const bool cut = applier.in_source_transaction();
-    if (options_.retry.once) {
-      applier.Stop();
-      acknowledge();
-      if (cut) {
-        return {End::kFailed,
-                "dblogd closed the connection in the middle of a transaction (rolled back; "
-                "it comes again on the next run): " +
-                    Summary(),
-                false};
-      }
-      Log("dblogd closed the stream: " + Summary());
-      return {End::kStopped, {}, false, 0};
-    }
-    const std::string message =
-        "dblogd at " + connect.host + ":" + std::to_string(connect.port) +
-        " closed the connection" +
-        (cut ? " in the middle of a transaction (rolled back; it comes again)" : "");
-    Discard();
-    return {End::kClosed, message, true};
+    ApplyStream(stream);
+    return StreamClosed(stream, connect);
   } catch (const client::Interrupted&) {
     try {
-      applier.Stop();
-      acknowledge();
+      applier_->Stop();
+      Acknowledge(stream);
     } catch (const std::exception& e) {
       return {End::kFailed, e.what(), false};
     }
@@ -410,6 +339,100 @@ ApplyRun::End ApplyRun::Session() {
     Discard();
     return {End::kFailed, e.what(), retryable};
   }
+}
+
+std::optional<ApplyRun::End> ApplyRun::StartApplier() {
+  try {
+    applier_.emplace(
+        apply::PgConnection::Open(options_.target, "dblog apply " + options_.connect.consumer),
+        options_.applier, [this](const std::string& line) { Log(line); });
+    stored_ = applier_->Start();
+  } catch (const apply::TargetError& e) {
+    applier_.reset();
+    return End{End::kFailed, e.what(), client::IsRetryableSqlstate(e.sqlstate())};
+  } catch (const std::exception& e) {
+    applier_.reset();
+    return End{End::kFailed, e.what(), false};
+  }
+  if (stored_) {
+    Log("resuming after " + client::FormatPosition(*stored_) + " (stored in the target)");
+  } else {
+    Log("no stored position for consumer " + options_.connect.consumer +
+        " in the target: starting where dblogd has it");
+  }
+  return std::nullopt;
+}
+
+void ApplyRun::Acknowledge(client::Client& stream) {
+  const auto& durable = applier_->durable();
+  if (!durable || (connection_acked_ && ComparePositions(*durable, *connection_acked_) <= 0))
+    return;
+  progressed_ = true;  // committed in the target beyond where this connection started
+  stream.Ack(*durable);
+  connection_acked_ = *durable;
+  acked_ = *durable;
+}
+
+void ApplyRun::ApplyStream(client::Client& stream) {
+  apply::Applier& applier = *applier_;
+  client::ItemRef item;  // valid until the next NextRef: used at once, never kept
+  auto last_wait = std::chrono::steady_clock::now();
+  for (;;) {
+    if (!stream.HasBufferedItems()) {
+      // About to block on the network. Waiting for the target's commits costs a round trip
+      // and the overlap of both sides, so a busy stream only does it every kAckWait; the
+      // rest of the time whatever has committed is acknowledged without waiting. A quiet
+      // stream gets a heartbeat, which waits (below): acks lag by at most one of them.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_wait >= kAckWait) {
+        applier.WaitForCommits();
+        last_wait = now;
+      } else {
+        applier.Poll();
+      }
+      Acknowledge(stream);
+    }
+    if (!stream.NextRef(item)) return;
+    if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
+      const StreamEvent* event = *ref;
+      applier.Apply(*event);
+      if (event->has_commit() || event->has_bootstrap_end()) {
+        applier.Poll();
+        Acknowledge(stream);
+      }
+    } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
+      const dblog::v1::Heartbeat* heartbeat = *hb;
+      applier.OnHeartbeat(*heartbeat);
+      applier.WaitForCommits();
+      last_wait = std::chrono::steady_clock::now();
+      Acknowledge(stream);
+    }
+  }
+}
+
+ApplyRun::End ApplyRun::StreamClosed(client::Client& stream,
+                                     const client::ConnectOptions& connect) {
+  // A connection closed between frames is a clean end only between transactions; in the
+  // middle of one (or of the bootstrap) dblogd went away (killed, say).
+  const bool cut = applier_->in_source_transaction();
+  if (options_.retry.once) {
+    applier_->Stop();
+    Acknowledge(stream);
+    if (cut) {
+      return {End::kFailed,
+              "dblogd closed the connection in the middle of a transaction (rolled back; "
+              "it comes again on the next run): " +
+                  Summary(),
+              false};
+    }
+    Log("dblogd closed the stream: " + Summary());
+    return {End::kStopped, {}, false, 0};
+  }
+  const std::string message =
+      "dblogd at " + connect.host + ":" + std::to_string(connect.port) + " closed the connection" +
+      (cut ? " in the middle of a transaction (rolled back; it comes again)" : "");
+  Discard();
+  return {End::kClosed, message, true};
 }
 
 }  // namespace

@@ -422,6 +422,11 @@ class TailRun {
   };
 
   End Session();
+  // Reads the stream and writes it until dblogd closes the connection (or something throws).
+  void Follow(client::Client& stream);
+  // One event: written unless it was written before the connection was lost (or is a relation
+  // line already written), acknowledged per --ack-every at commits and bootstrap ends.
+  void OnEvent(client::Client& stream, const StreamEvent& event);
   int Fail(const std::string& message);
   void Note(const std::string& message);
   // The only way anything is acknowledged: flush first, so the ack never covers a line that is
@@ -446,6 +451,7 @@ class TailRun {
   Position acked_;                   // never ack at or before this again
   std::optional<Position> unacked_;  // written and flushed, not yet acked
   unsigned boundaries_since_ack_ = 0;
+  std::string line_;  // the rendering of the current event
 };
 
 int TailRun::Fail(const std::string& message) {
@@ -533,52 +539,8 @@ TailRun::End TailRun::Session() {
   acked_ = stream.welcome().resume_from();
   unacked_.reset();
   boundaries_since_ack_ = 0;
-  client::ItemRef item;  // valid until the next NextRef: used at once, never kept
-  std::string line;
   try {
-    for (;;) {
-      // Flush before blocking on the network, so a quiet stream is never held in our buffer.
-      if (!stream.HasBufferedItems()) FlushOut(out_);
-      if (!stream.NextRef(item)) break;
-      if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
-        const StreamEvent* event = *ref;
-        const std::optional<Position> position = client::PositionOf(*event);
-        // Written before the connection was lost: dblogd sends the interrupted transaction (or
-        // the transactions after the last acknowledgement) again from its start.
-        if (position && written_ && ComparePositions(*position, *written_) <= 0) continue;
-        bool show = true;
-        if (event->has_relation()) {
-          // Sent again on every connection: an unchanged definition is not news.
-          const dblog::v1::Relation* known = relations_.Find(event->relation().oid());
-          show = known == nullptr ||
-                 known->SerializeAsString() != event->relation().SerializeAsString();
-        }
-        relations_.Observe(*event);
-        line.clear();
-        if (show && client::RenderEvent(*event, relations_, options_.render, &line)) {
-          progress_.BeforeOutput();
-          WriteOut(out_, line);
-        }
-        if (position) {
-          written_ = position;
-          progressed_ = true;
-        }
-        if (event->has_commit() || event->has_bootstrap_end()) {
-          if (event->has_bootstrap_end()) progress_.Clear();
-          resume_ = position;
-          unacked_ = position;
-          if (++boundaries_since_ack_ >= options_.ack_every) Acknowledge(stream, *unacked_);
-        }
-      } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
-        const dblog::v1::Heartbeat* heartbeat = *hb;
-        // Its position is the last one sent; everything up to it has been rendered above.
-        if (heartbeat->has_position()) Acknowledge(stream, heartbeat->position());
-      } else if (const auto* const* pr = std::get_if<const dblog::v1::Progress*>(&item)) {
-        const dblog::v1::Progress* report = *pr;
-        FlushOut(out_);  // lines before the report reach a shared terminal before the bar
-        progress_.Show(*report);
-      }
-    }
+    Follow(stream);
     return {End::kClosed, {}};
   } catch (const client::Interrupted&) {
     progress_.Clear();
@@ -593,6 +555,55 @@ TailRun::End TailRun::Session() {
     return {End::kFailed, e.what(), false, true};
   } catch (const std::exception& e) {
     return {End::kFailed, e.what(), client::IsRetryable(e)};
+  }
+}
+
+void TailRun::Follow(client::Client& stream) {
+  client::ItemRef item;  // valid until the next NextRef: used at once, never kept
+  for (;;) {
+    // Flush before blocking on the network, so a quiet stream is never held in our buffer.
+    if (!stream.HasBufferedItems()) FlushOut(out_);
+    if (!stream.NextRef(item)) return;
+    if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
+      OnEvent(stream, **ref);
+    } else if (const auto* const* hb = std::get_if<const dblog::v1::Heartbeat*>(&item)) {
+      const dblog::v1::Heartbeat* heartbeat = *hb;
+      // Its position is the last one sent; everything up to it has been rendered above.
+      if (heartbeat->has_position()) Acknowledge(stream, heartbeat->position());
+    } else if (const auto* const* pr = std::get_if<const dblog::v1::Progress*>(&item)) {
+      const dblog::v1::Progress* report = *pr;
+      FlushOut(out_);  // lines before the report reach a shared terminal before the bar
+      progress_.Show(*report);
+    }
+  }
+}
+
+void TailRun::OnEvent(client::Client& stream, const StreamEvent& event) {
+  const std::optional<Position> position = client::PositionOf(event);
+  // Written before the connection was lost: dblogd sends the interrupted transaction (or the
+  // transactions after the last acknowledgement) again from its start.
+  if (position && written_ && ComparePositions(*position, *written_) <= 0) return;
+  bool show = true;
+  if (event.has_relation()) {
+    // Sent again on every connection: an unchanged definition is not news.
+    const dblog::v1::Relation* known = relations_.Find(event.relation().oid());
+    show = known == nullptr || known->SerializeAsString() != event.relation().SerializeAsString();
+  }
+  relations_.Observe(event);
+  line_.clear();
+  if (show && client::RenderEvent(event, relations_, options_.render, &line_)) {
+    progress_.BeforeOutput();
+    WriteOut(out_, line_);
+  }
+  if (position) {
+    written_ = position;
+    progressed_ = true;
+  }
+  if (event.has_commit() || event.has_bootstrap_end()) {
+    if (event.has_bootstrap_end()) progress_.Clear();
+    resume_ = position;
+    unacked_ = position;
+    if (++boundaries_since_ack_ >= options_.ack_every) Acknowledge(stream, *unacked_);
   }
 }
 
