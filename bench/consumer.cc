@@ -111,18 +111,103 @@ double Percentile(std::vector<std::int64_t>& v, double p) {
   return static_cast<double>(v[k]);
 }
 
-}  // namespace
+// What the consumer saw, printed as the JSON line.
+struct Tally {
+  std::uint64_t events = 0, changes = 0, reads = 0, inserts = 0, updates = 0, deletes = 0,
+                commits = 0, relations = 0, heartbeats = 0, progress = 0, acks = 0;
+  std::vector<std::int64_t> latencies;
+  double first_event_s = -1;
+  std::uint64_t chunks = 0, chunk_rows = 0, chunk_deletes = 0;
+  std::int64_t first_chunk_us = 0, last_chunk_us = 0;  // system clock, microseconds
+  double wall = 0;
+  std::int64_t done_us = 0;
+};
 
-int main(int argc, char** argv) {
-  const Options opt = Parse(argc, argv);
-  std::string marker_schema, marker_table;
-  if (!opt.until_marker.empty()) {
-    const auto dot = opt.until_marker.find('.');
-    if (dot == std::string::npos) Usage("--until-marker wants SCHEMA.TABLE");
-    marker_schema = opt.until_marker.substr(0, dot);
-    marker_table = opt.until_marker.substr(dot + 1);
+// What an event asks of the acknowledgements: nothing, or its position is the one to
+// acknowledge, when caught up (kLater) or at once (kNow).
+enum class Ack { kNone, kLater, kNow };
+
+// The consumer's state between events: the end condition, the marker table, the transaction's
+// flags, the tally.
+struct Run {
+  explicit Run(const Options& o) : opt(o) {
+    if (!opt.until_marker.empty()) {
+      const auto dot = opt.until_marker.find('.');
+      if (dot == std::string::npos) Usage("--until-marker wants SCHEMA.TABLE");
+      marker_schema = opt.until_marker.substr(0, dot);
+      marker_table = opt.until_marker.substr(dot + 1);
+    }
   }
 
+  // Counts one event; says whether the end condition was met in `done`.
+  Ack OnEvent(const StreamEvent& ev) {
+    switch (ev.event_case()) {
+      case StreamEvent::kRelation:
+        ++t.relations;
+        is_marker[ev.relation().oid()] =
+            ev.relation().schema() == marker_schema && ev.relation().name() == marker_table;
+        break;
+      case StreamEvent::kBegin:
+        txn_has_marker = false;
+        txn_has_last_chunk = false;
+        break;
+      case StreamEvent::kChunkBegin:
+        if (t.first_chunk_us == 0) t.first_chunk_us = NowMicros();
+        break;
+      case StreamEvent::kChunkEnd:
+        ++t.chunks;
+        t.chunk_rows += ev.chunk_end().rows();
+        t.chunk_deletes += ev.chunk_end().deletes();
+        t.last_chunk_us = NowMicros();
+        if (ev.chunk_end().last()) txn_has_last_chunk = true;
+        break;
+      case StreamEvent::kChange:
+        OnChange(ev.change());
+        break;
+      case StreamEvent::kCommit:
+        ++t.commits;
+        if (opt.latency && !txn_has_marker)
+          t.latencies.push_back(NowMicros() - ev.commit().commit_time());
+        if (txn_has_marker && !opt.until_marker.empty()) done = true;
+        if (txn_has_last_chunk && opt.until_repair_done) done = true;
+        if (done) return Ack::kNow;
+        return opt.ack_every > 0 && t.commits % static_cast<std::uint64_t>(opt.ack_every) == 0
+                   ? Ack::kNow
+                   : Ack::kLater;
+      case StreamEvent::kBootstrapEnd:
+        if (opt.until_bootstrap_end) done = true;
+        return done || opt.ack_every > 0 ? Ack::kNow : Ack::kLater;
+      default:
+        break;
+    }
+    return Ack::kNone;
+  }
+
+  void OnChange(const dblog::v1::Change& c) {
+    if (is_marker[c.relation_oid()]) {
+      txn_has_marker = true;
+      return;
+    }
+    ++t.changes;
+    switch (c.kind()) {
+      case dblog::v1::Change::INSERT: ++t.inserts; break;
+      case dblog::v1::Change::UPDATE: ++t.updates; break;
+      case dblog::v1::Change::DELETE: ++t.deletes; break;
+      case dblog::v1::Change::READ: ++t.reads; break;
+      default: break;
+    }
+  }
+
+  const Options& opt;
+  std::string marker_schema, marker_table;
+  Tally t;
+  std::map<std::uint32_t, bool> is_marker;  // relation oid -> is the marker table
+  bool txn_has_marker = false;
+  bool txn_has_last_chunk = false;
+  bool done = false;
+};
+
+dblog::client::ConnectOptions ConnectOptionsOf(const Options& opt) {
   dblog::client::ConnectOptions co;
   co.host = opt.host;
   co.port = opt.port;
@@ -132,146 +217,102 @@ int main(int argc, char** argv) {
   co.io_timeout = std::chrono::milliseconds(1000LL * opt.timeout_s);
   co.tls = !opt.tls_ca.empty();
   co.tls_ca_file = opt.tls_ca;
+  return co;
+}
 
-  std::uint64_t events = 0, changes = 0, reads = 0, inserts = 0, updates = 0, deletes = 0,
-                commits = 0, relations = 0, heartbeats = 0, progress = 0, acks = 0;
-  std::vector<std::int64_t> latencies;
-  std::map<std::uint32_t, bool> is_marker;  // relation oid -> is the marker table
-  bool txn_has_marker = false;
-  bool txn_has_last_chunk = false;
-  double first_event_s = -1;
-  std::uint64_t chunks = 0, chunk_rows = 0, chunk_deletes = 0;
-  std::int64_t first_chunk_us = 0, last_chunk_us = 0;  // system clock, microseconds
-  double wall = 0;
-  std::int64_t done_us = 0;
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  auto seconds = [&t0] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// Connects and consumes to the end condition, then --linger seconds more. False when dblogd
+// closed the stream before the end condition.
+bool Consume(Run& run, std::chrono::steady_clock::time_point t0) {
+  const Options& opt = run.opt;
+  Tally& t = run.t;
+  dblog::client::Client client = dblog::client::Client::Connect(ConnectOptionsOf(opt));
+  if (opt.ready_line) std::cerr << "ready" << std::endl;
+  dblog::client::ItemRef item;
+  std::optional<dblog::v1::Position> unacked;  // the last Commit/BootstrapEnd not acked yet
+  auto ack = [&] {
+    client.Ack(*unacked);
+    unacked.reset();
+    ++t.acks;
   };
-  try {
-    dblog::client::Client client = dblog::client::Client::Connect(co);
-    if (opt.ready_line) std::cerr << "ready" << std::endl;
-    dblog::client::ItemRef item;
-    bool done = false;
-    std::optional<dblog::v1::Position> unacked;  // the last Commit/BootstrapEnd not acked yet
-    auto ack = [&] {
-      client.Ack(*unacked);
-      unacked.reset();
-      ++acks;
-    };
-    while (!done) {
-      if (unacked && opt.ack_every == 0 && !client.HasBufferedItems()) ack();
-      if (!client.NextRef(item)) {
-        std::fprintf(stderr, "dblog_bench_consumer: dblogd closed the stream early\n");
-        return 1;
-      }
-      if (std::holds_alternative<const dblog::v1::Heartbeat*>(item)) {
-        ++heartbeats;
-        continue;
-      }
-      if (std::holds_alternative<const dblog::v1::Progress*>(item)) {
-        ++progress;
-        continue;
-      }
-      const StreamEvent& ev = *std::get<const StreamEvent*>(item);
-      if (events++ == 0) first_event_s = seconds();
-      switch (ev.event_case()) {
-        case StreamEvent::kRelation:
-          ++relations;
-          is_marker[ev.relation().oid()] =
-              ev.relation().schema() == marker_schema && ev.relation().name() == marker_table;
-          break;
-        case StreamEvent::kBegin:
-          txn_has_marker = false;
-          txn_has_last_chunk = false;
-          break;
-        case StreamEvent::kChunkBegin:
-          if (first_chunk_us == 0) first_chunk_us = NowMicros();
-          break;
-        case StreamEvent::kChunkEnd:
-          ++chunks;
-          chunk_rows += ev.chunk_end().rows();
-          chunk_deletes += ev.chunk_end().deletes();
-          last_chunk_us = NowMicros();
-          if (ev.chunk_end().last()) txn_has_last_chunk = true;
-          break;
-        case StreamEvent::kChange: {
-          const auto& c = ev.change();
-          if (is_marker[c.relation_oid()]) {
-            txn_has_marker = true;
-            break;
-          }
-          ++changes;
-          switch (c.kind()) {
-            case dblog::v1::Change::INSERT: ++inserts; break;
-            case dblog::v1::Change::UPDATE: ++updates; break;
-            case dblog::v1::Change::DELETE: ++deletes; break;
-            case dblog::v1::Change::READ: ++reads; break;
-            default: break;
-          }
-          break;
-        }
-        case StreamEvent::kCommit: {
-          ++commits;
-          if (opt.latency && !txn_has_marker)
-            latencies.push_back(NowMicros() - ev.commit().commit_time());
-          if (txn_has_marker && !opt.until_marker.empty()) done = true;
-          if (txn_has_last_chunk && opt.until_repair_done) done = true;
-          unacked = dblog::client::Client::PositionOf(ev);
-          if (done || (opt.ack_every > 0 && commits % static_cast<std::uint64_t>(opt.ack_every) == 0))
-            ack();
-          break;
-        }
-        case StreamEvent::kBootstrapEnd:
-          unacked = dblog::client::Client::PositionOf(ev);
-          if (opt.until_bootstrap_end) done = true;
-          if (done || opt.ack_every > 0) ack();
-          break;
-        default:
-          break;
-      }
+  while (!run.done) {
+    if (unacked && opt.ack_every == 0 && !client.HasBufferedItems()) ack();
+    if (!client.NextRef(item)) {
+      std::fprintf(stderr, "dblog_bench_consumer: dblogd closed the stream early\n");
+      return false;
     }
-    wall = seconds();
-    done_us = NowMicros();
-    // --linger: the stream goes on as before (a workload measured "after" still pays for
-    // being streamed); what comes now is read, acknowledged and not counted.
-    while (seconds() < wall + opt.linger_s) {
-      if (unacked && !client.HasBufferedItems()) ack();
-      if (!client.NextRef(item)) break;
-      if (const auto* const* ev = std::get_if<const StreamEvent*>(&item);
-          ev && ((*ev)->has_commit() || (*ev)->has_bootstrap_end()))
-        unacked = dblog::client::Client::PositionOf(**ev);
+    if (std::holds_alternative<const dblog::v1::Heartbeat*>(item)) {
+      ++t.heartbeats;
+      continue;
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dblog_bench_consumer: %s\n", e.what());
-    return 1;
+    if (std::holds_alternative<const dblog::v1::Progress*>(item)) {
+      ++t.progress;
+      continue;
+    }
+    const StreamEvent& ev = *std::get<const StreamEvent*>(item);
+    if (t.events++ == 0) t.first_event_s = SecondsSince(t0);
+    const Ack a = run.OnEvent(ev);
+    if (a == Ack::kNone) continue;
+    unacked = dblog::client::Client::PositionOf(ev);
+    if (a == Ack::kNow) ack();
   }
+  t.wall = SecondsSince(t0);
+  t.done_us = NowMicros();
+  // --linger: the stream goes on as before (a workload measured "after" still pays for
+  // being streamed); what comes now is read, acknowledged and not counted.
+  while (SecondsSince(t0) < t.wall + opt.linger_s) {
+    if (unacked && !client.HasBufferedItems()) ack();
+    if (!client.NextRef(item)) break;
+    if (const auto* const* ev = std::get_if<const StreamEvent*>(&item);
+        ev && ((*ev)->has_commit() || (*ev)->has_bootstrap_end()))
+      unacked = dblog::client::Client::PositionOf(**ev);
+  }
+  return true;
+}
 
+void PrintTally(const Tally& t, bool latency) {
   std::printf(
       "{\"wall_s\": %.6f, \"first_event_s\": %.6f, \"events\": %llu, \"changes\": %llu, "
       "\"inserts\": %llu, \"updates\": %llu, \"deletes\": %llu, \"reads\": %llu, "
       "\"commits\": %llu, \"relations\": %llu, \"heartbeats\": %llu, \"progress\": %llu, "
       "\"acks\": %llu, \"chunks\": %llu, \"chunk_rows\": %llu, \"chunk_deletes\": %llu, "
       "\"first_chunk_us\": %lld, \"last_chunk_us\": %lld, \"done_us\": %lld",
-      wall, first_event_s, (unsigned long long)events, (unsigned long long)changes,
-      (unsigned long long)inserts, (unsigned long long)updates, (unsigned long long)deletes,
-      (unsigned long long)reads, (unsigned long long)commits, (unsigned long long)relations,
-      (unsigned long long)heartbeats, (unsigned long long)progress, (unsigned long long)acks,
-      (unsigned long long)chunks, (unsigned long long)chunk_rows,
-      (unsigned long long)chunk_deletes, (long long)first_chunk_us, (long long)last_chunk_us,
-      (long long)done_us);
-  if (opt.latency) {
-    std::vector<std::int64_t> v = latencies;
+      t.wall, t.first_event_s, (unsigned long long)t.events, (unsigned long long)t.changes,
+      (unsigned long long)t.inserts, (unsigned long long)t.updates, (unsigned long long)t.deletes,
+      (unsigned long long)t.reads, (unsigned long long)t.commits, (unsigned long long)t.relations,
+      (unsigned long long)t.heartbeats, (unsigned long long)t.progress, (unsigned long long)t.acks,
+      (unsigned long long)t.chunks, (unsigned long long)t.chunk_rows,
+      (unsigned long long)t.chunk_deletes, (long long)t.first_chunk_us, (long long)t.last_chunk_us,
+      (long long)t.done_us);
+  if (latency) {
+    std::vector<std::int64_t> v = t.latencies;
     const double mx = v.empty() ? 0 : static_cast<double>(*std::max_element(v.begin(), v.end()));
     std::printf(", \"latency_n\": %zu, \"latency_p50_us\": %.0f, \"latency_p99_us\": %.0f, "
                 "\"latency_max_us\": %.0f",
                 v.size(), Percentile(v, 50), Percentile(v, 99), mx);
   }
   std::printf("}\n");
-  if (opt.expect_changes >= 0 && static_cast<long long>(changes) != opt.expect_changes) {
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = Parse(argc, argv);
+  Run run(opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (!Consume(run, t0)) return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dblog_bench_consumer: %s\n", e.what());
+    return 1;
+  }
+  PrintTally(run.t, opt.latency);
+  if (opt.expect_changes >= 0 && static_cast<long long>(run.t.changes) != opt.expect_changes) {
     std::fprintf(stderr, "dblog_bench_consumer: expected %lld changes, saw %llu\n",
-                 opt.expect_changes, (unsigned long long)changes);
+                 opt.expect_changes, (unsigned long long)run.t.changes);
     return 1;
   }
   return 0;

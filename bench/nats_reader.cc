@@ -63,12 +63,14 @@ bool IsStoredChange(jsCtx* js, const std::string& stream, const std::string& mar
   return stored;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
   std::string server, stream, marker, filter;
   unsigned long long start_seq = 1;
   bool wait_only = false;
+};
+
+Args ParseArgs(int argc, char** argv) {
+  Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto next = [&]() -> std::string {
@@ -76,77 +78,84 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--server")
-      server = next();
+      args.server = next();
     else if (a == "--stream")
-      stream = next();
+      args.stream = next();
     else if (a == "--marker")
-      marker = next();
+      args.marker = next();
     else if (a == "--filter")
-      filter = next();
+      args.filter = next();
     else if (a == "--start-seq")
-      start_seq = std::strtoull(next().c_str(), nullptr, 10);
+      args.start_seq = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--wait-only")
-      wait_only = true;
+      args.wait_only = true;
     else
       Die("unknown argument " + a);
   }
-  if (server.empty() || stream.empty() || marker.empty())
+  if (args.server.empty() || args.stream.empty() || args.marker.empty())
     Die("usage: --server URL --stream NAME --marker SUBJECT [--filter F] [--start-seq N] "
         "[--wait-only]");
-  natsConnection* nc = nullptr;
-  Check(natsConnection_ConnectTo(&nc, server.c_str()), "connect");
-  jsCtx* js = nullptr;
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.Wait = 10000;
-  Check(natsConnection_JetStream(&js, nc, &jo), "JetStream");
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto seconds = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+  return args;
+}
 
-  if (wait_only) {
-    // told by a plain NATS subscription to the marker's subject (no polling load on the
-    // server), then confirmed stored in the stream
-    natsSubscription* notify = nullptr;
-    Check(natsConnection_SubscribeSync(&notify, nc, marker.c_str()), "subscribe");
-    Check(natsConnection_Flush(nc), "flush");
-    for (;;) {
-      if (seconds() > 600) Die("the marker never came");
-      natsMsg* m = nullptr;
-      if (natsSubscription_NextMsg(&m, notify, 1000) != NATS_OK) {
-        if (!IsStoredChange(js, stream, marker, start_seq)) continue;
-        break;
-      }
-      const bool change = Header(m, "Dblog-Event") == "change";
-      natsMsg_Destroy(m);
-      if (!change) continue;
-      while (!IsStoredChange(js, stream, marker, start_seq)) {
-        if (seconds() > 600) Die("the marker was never stored");
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// --wait-only: told by a plain NATS subscription to the marker's subject (no polling load on
+// the server), then confirmed stored in the stream.
+void WaitForTheMarker(natsConnection* nc, jsCtx* js, const Args& args,
+                      std::chrono::steady_clock::time_point t0) {
+  natsSubscription* notify = nullptr;
+  Check(natsConnection_SubscribeSync(&notify, nc, args.marker.c_str()), "subscribe");
+  Check(natsConnection_Flush(nc), "flush");
+  for (;;) {
+    if (SecondsSince(t0) > 600) Die("the marker never came");
+    natsMsg* m = nullptr;
+    if (natsSubscription_NextMsg(&m, notify, 1000) != NATS_OK) {
+      if (!IsStoredChange(js, args.stream, args.marker, args.start_seq)) continue;
       break;
     }
-    std::printf("{\"wall_s\": %.3f}\n", seconds());
-    return 0;
+    const bool change = Header(m, "Dblog-Event") == "change";
+    natsMsg_Destroy(m);
+    if (!change) continue;
+    while (!IsStoredChange(js, args.stream, args.marker, args.start_seq)) {
+      if (SecondsSince(t0) > 600) Die("the marker was never stored");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    break;
   }
+}
 
+// An ephemeral pull consumer of the stream from --start-seq on --filter, once the stream exists.
+natsSubscription* PullSubscribe(jsCtx* js, const Args& args) {
   natsSubscription* sub = nullptr;
   jsSubOptions so;
   jsSubOptions_Init(&so);
-  so.Stream = stream.c_str();
+  so.Stream = args.stream.c_str();
   so.Config.DeliverPolicy = js_DeliverByStartSequence;
-  so.Config.OptStartSeq = start_seq;
+  so.Config.OptStartSeq = args.start_seq;
   so.Config.AckPolicy = js_AckAll;  // one ack per fetched batch of messages
   jsErrCode code = static_cast<jsErrCode>(0);
-  const std::string subject = filter.empty() ? ">" : filter;
+  const std::string subject = args.filter.empty() ? ">" : args.filter;
   for (int tries = 0;; ++tries) {  // (the publisher creates the stream when it starts)
     const natsStatus s = js_PullSubscribe(&sub, js, subject.c_str(), nullptr, nullptr, &so, &code);
     if (s == NATS_OK) break;
     if (tries > 300) Check(s, "pull subscribe");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  return sub;
+}
+
+struct Counts {
   unsigned long long messages = 0, events = 0, changes = 0;
+};
+
+// Fetches, unpacks and parses every message up to the first Change on the marker subject.
+Counts ReadToTheMarker(natsSubscription* sub, const std::string& marker,
+                       std::chrono::steady_clock::time_point t0) {
+  Counts n;
+  jsErrCode code = static_cast<jsErrCode>(0);
   std::vector<std::string_view> parts;
   dblog::v1::StreamEvent event;
   bool done = false;
@@ -154,13 +163,13 @@ int main(int argc, char** argv) {
     natsMsgList list{};
     const natsStatus s = natsSubscription_Fetch(&list, sub, 1024, 5000, &code);
     if (s == NATS_TIMEOUT) {
-      if (seconds() > 600) Die("the marker never came");
+      if (SecondsSince(t0) > 600) Die("the marker never came");
       continue;
     }
     Check(s, "fetch");
     for (int i = 0; i < list.Count; ++i) {
       natsMsg* m = list.Msgs[i];
-      ++messages;
+      ++n.messages;
       const char* data = natsMsg_GetData(m);
       if (!dblog::publish::SplitDelimited(
               std::string_view(data ? data : "",
@@ -171,9 +180,9 @@ int main(int argc, char** argv) {
       for (const auto p : parts) {
         if (!event.ParseFromArray(p.data(), static_cast<int>(p.size())))
           Die("a message holds something that is not a StreamEvent");
-        ++events;
+        ++n.events;
         if (event.has_change()) {
-          ++changes;
+          ++n.changes;
           if (on_marker) done = true;
         }
       }
@@ -181,8 +190,30 @@ int main(int argc, char** argv) {
     if (list.Count > 0) natsMsg_Ack(list.Msgs[list.Count - 1], nullptr);
     natsMsgList_Destroy(&list);
   }
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = ParseArgs(argc, argv);
+  natsConnection* nc = nullptr;
+  Check(natsConnection_ConnectTo(&nc, args.server.c_str()), "connect");
+  jsCtx* js = nullptr;
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 10000;
+  Check(natsConnection_JetStream(&js, nc, &jo), "JetStream");
+  const auto t0 = std::chrono::steady_clock::now();
+  if (args.wait_only) {
+    WaitForTheMarker(nc, js, args, t0);
+    std::printf("{\"wall_s\": %.3f}\n", SecondsSince(t0));
+    return 0;
+  }
+  natsSubscription* sub = PullSubscribe(js, args);
+  const Counts n = ReadToTheMarker(sub, args.marker, t0);
   std::printf("{\"messages\": %llu, \"events\": %llu, \"changes\": %llu, \"wall_s\": %.3f}\n",
-              messages, events, changes, seconds());
+              n.messages, n.events, n.changes, SecondsSince(t0));
   natsSubscription_Destroy(sub);
   jsCtx_Destroy(js);
   natsConnection_Destroy(nc);

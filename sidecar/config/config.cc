@@ -125,29 +125,29 @@ std::string FormatScope(const Scope& scope) { return scope.text(); }
 // The plugin parses the canonical text with the same matcher.
 std::string PluginIncludeOption(const Scope& scope) { return scope.text(); }
 
-std::optional<Config> Parse(int argc, const char* const* argv) {
-  Config c;
+namespace {
+
+// The settings as given, before they are checked and turned into a Config.
+struct Flags {
   std::string listen, metrics, config_file, token_file, default_scope;
   std::vector<std::string> consumers, consumer_token_files;
   double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
   std::size_t max_buffer_mb = 16;
   std::size_t window_key_mb = 16;
   long long repair_rate = 0;
+};
 
-  po::options_description opts("dblogd: change-data capture for PostgreSQL, served over TCP.\n\n"
-                               "Every setting can also be given in the --config file (name = "
-                               "value) or as an environment variable DBLOG_<NAME> (upper case, "
-                               "dashes as underscores). Flags win over the file, the file over "
-                               "the environment.\n\nSettings");
+// Long: the table of dblogd's settings, one entry (name, default, help text) each.
+void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
   // clang-format off
   opts.add_options()
     ("help,h", "print this help and exit")
     ("version", "print the version and exit")
-    ("config", po::value(&config_file), "read settings from this file (name = value lines)")
+    ("config", po::value(&f.config_file), "read settings from this file (name = value lines)")
     ("source", po::value(&c.source),
      "libpq connection string or URI of the source database (required); the role needs "
      "REPLICATION and SELECT on the tables in scope")
-    ("listen", po::value(&listen)->default_value("127.0.0.1:7654"),
+    ("listen", po::value(&f.listen)->default_value("127.0.0.1:7654"),
      "host:port for consumers; anything but loopback requires a token and TLS (--tls-cert)")
     ("tls-cert", po::value(&c.tls_cert),
      "PEM certificate (chain) of dblogd's consumer listener; with it every consumer connection "
@@ -166,31 +166,31 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "global token: opens every consumer without a token of its own (and, with "
      "--default-scope, the consumers not named by --consumer); visible in ps, prefer "
      "--token-file")
-    ("token-file", po::value(&token_file), "read the global token from this file (first line)")
-    ("consumer", po::value(&consumers)->composing(),
+    ("token-file", po::value(&f.token_file), "read the global token from this file (first line)")
+    ("consumer", po::value(&f.consumers)->composing(),
      "NAME=SCOPE, repeatable: a consumer and the tables it receives, as comma-separated "
      "schema.table patterns: * anywhere in a name, \"Quoted\" names exact, !schema.table to "
      "exclude, e.g. search='public.order_*,app.*,!app.audit_log'")
-    ("consumer-token-file", po::value(&consumer_token_files)->composing(),
+    ("consumer-token-file", po::value(&f.consumer_token_files)->composing(),
      "NAME=FILE, repeatable: consumer NAME's own token is the first line of FILE; only it "
      "opens NAME (the global token does not), and it opens no other consumer")
-    ("default-scope", po::value(&default_scope),
+    ("default-scope", po::value(&f.default_scope),
      "scope for consumers not named by --consumer; without it they are refused. They must "
      "present the global token (--token/--token-file; required with a non-loopback --listen)")
     ("max-unconfigured-consumers", po::value(&c.max_unconfigured_consumers)->default_value(8),
      "with --default-scope: how many slots of consumers not named by --consumer may exist in "
      "the source database; a new name beyond that is refused (TOO_MANY_CONSUMERS)")
-    ("metrics-listen", po::value(&metrics)->default_value("127.0.0.1:9187"),
+    ("metrics-listen", po::value(&f.metrics)->default_value("127.0.0.1:9187"),
      "host:port of the Prometheus /metrics endpoint; 'off' disables it")
-    ("status-interval", po::value(&status_interval)->default_value(10),
+    ("status-interval", po::value(&f.status_interval)->default_value(10),
      "seconds between standby status updates to PostgreSQL")
-    ("heartbeat-interval", po::value(&heartbeat_interval)->default_value(5),
+    ("heartbeat-interval", po::value(&f.heartbeat_interval)->default_value(5),
      "seconds of silence after which a consumer gets a heartbeat")
-    ("reconnect-min", po::value(&reconnect_min)->default_value(0.5),
+    ("reconnect-min", po::value(&f.reconnect_min)->default_value(0.5),
      "first retry delay in seconds after losing the source connection (doubles each time)")
-    ("reconnect-max", po::value(&reconnect_max)->default_value(30),
+    ("reconnect-max", po::value(&f.reconnect_max)->default_value(30),
      "longest retry delay in seconds")
-    ("max-buffer-mb", po::value(&max_buffer_mb)->default_value(16),
+    ("max-buffer-mb", po::value(&f.max_buffer_mb)->default_value(16),
      "MiB of unsent events per consumer before dblogd stops reading its slot (backpressure)")
     ("batch-bytes", po::value(&c.batch_bytes)->default_value(65536),
      "bytes per plugin message (several changes per message)")
@@ -203,10 +203,10 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "copy existing rows when a consumer connects for the first time")
     ("chunk-size", po::value(&c.chunk_size)->default_value(2000),
      "rows (or keys) per repair window")
-    ("repair-rows-per-second", po::value(&repair_rate)->default_value(0),
+    ("repair-rows-per-second", po::value(&f.repair_rate)->default_value(0),
      "cap on the rows repairs read per second, averaged over windows, to bound their load on "
      "the source; 0 = no cap")
-    ("window-key-memory-mb", po::value(&window_key_mb)->default_value(16),
+    ("window-key-memory-mb", po::value(&f.window_key_mb)->default_value(16),
      "MiB of recently streamed keys kept to widen repair windows; when a window needs a "
      "forgotten transaction, its chunk is read again")
     ("unsafe-plain-windows", po::bool_switch(&c.plain_windows),
@@ -214,17 +214,31 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
      "can emit stale rows")
     ("log-level", po::value(&c.log_level)->default_value("info"), "debug, info, warn or error");
   // clang-format on
+}
 
+// The DBLOG_* variable's setting name ("" for other variables, and those never read from the
+// environment).
+std::string SettingOfVariable(const po::options_description& opts, const std::string& env) {
+  if (env.rfind("DBLOG_", 0) != 0) return "";
+  std::string name = env.substr(6);
+  for (auto& ch : name) ch = ch == '_' ? '-' : static_cast<char>(std::tolower(ch));
+  if (name == "help" || name == "version" || name == "config") return "";
+  return opts.find_nothrow(name, false) ? name : "";
+}
+
+// Flags, then the --config file, then the environment, into the variables the options name.
+// False when --help or --version was printed instead.
+bool ReadSettings(int argc, const char* const* argv, const po::options_description& opts) {
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
     if (vm.count("help")) {
       std::cout << opts << "\n";
-      return std::nullopt;
+      return false;
     }
     if (vm.count("version")) {
       std::cout << kVersion << "\n";
-      return std::nullopt;
+      return false;
     }
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
@@ -232,27 +246,19 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
       if (!in) throw ConfigError("config: cannot read '" + path + "'");
       po::store(po::parse_config_file(in, opts), vm);
     }
-    po::store(po::parse_environment(opts,
-                                    [&opts](const std::string& env) -> std::string {
-                                      if (env.rfind("DBLOG_", 0) != 0) return "";
-                                      std::string name = env.substr(6);
-                                      for (auto& ch : name)
-                                        ch = ch == '_' ? '-' : static_cast<char>(std::tolower(ch));
-                                      if (name == "help" || name == "version" || name == "config")
-                                        return "";
-                                      return opts.find_nothrow(name, false) ? name : "";
-                                    }),
+    po::store(po::parse_environment(
+                  opts, [&opts](const std::string& env) { return SettingOfVariable(opts, env); }),
               vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(e.what());
   }
+  return true;
+}
 
-  if (c.source.empty()) throw ConfigError("source: required (a libpq connection string)");
-  c.listen = ParseEndpoint("listen", listen);
-  if (metrics != "off") c.metrics = ParseEndpoint("metrics-listen", metrics);
-  if (!token_file.empty()) c.token = ReadTokenFile("token-file", token_file);
-  for (const std::string& spec : consumers) {
+// --consumer NAME=SCOPE, each.
+void ParseConsumers(const std::vector<std::string>& specs, Config& c) {
+  for (const std::string& spec : specs) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos)
       throw ConfigError("consumer: expected NAME=SCOPE, got '" + spec + "'");
@@ -268,9 +274,13 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     if (!c.consumers.emplace(cc.name, cc).second)
       throw ConfigError("consumer: '" + cc.name + "' is configured twice");
   }
+}
+
+// --consumer-token-file NAME=FILE, each: a configured consumer's own token, shared with no one.
+void ReadConsumerTokens(const std::vector<std::string>& specs, Config& c) {
   std::map<std::string, std::string> token_owner;  // token -> consumer, to refuse a shared one
   if (!c.token.empty()) token_owner[c.token] = "the global token";
-  for (const std::string& spec : consumer_token_files) {
+  for (const std::string& spec : specs) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos || eq + 1 == spec.size())
       throw ConfigError("consumer-token-file: expected NAME=FILE, got '" + spec + "'");
@@ -287,13 +297,10 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
       throw ConfigError("consumer-token-file: consumer '" + name + "' has the same token as " +
                         owner->second + "; each consumer needs its own");
   }
-  if (!default_scope.empty()) {
-    try {
-      c.default_scope = ParseScope(default_scope);
-    } catch (const ConfigError& e) {
-      throw ConfigError(std::string("default-scope: ") + e.what());
-    }
-  }
+}
+
+// The TLS files come in pairs, can be read, and TLS is not also waived.
+void CheckTls(const Config& c) {
   if (!c.tls_cert.empty() && c.tls_key.empty())
     throw ConfigError("tls-key: required with --tls-cert");
   if (c.tls_cert.empty() && !c.tls_key.empty())
@@ -306,6 +313,11 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (!c.tls_client_ca.empty()) CheckReadable("tls-client-ca", c.tls_client_ca);
   if (c.insecure_no_tls && c.tls())
     throw ConfigError("insecure-no-tls: contradicts --tls-cert; give one of them");
+}
+
+// A listener other than loopback: every consumer needs a token, and the connections TLS
+// (unless --insecure-no-tls).
+void CheckExposedListener(const Config& c) {
   if (!c.listen.loopback()) {
     const std::vector<std::string> open = OpenConsumers(c);
     if (c.token.empty() && (c.default_scope || open.size() == c.consumers.size()))
@@ -324,19 +336,23 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     throw ConfigError("listen: " + c.listen.host +
                       " is not a loopback address, so TLS is required (--tls-cert and "
                       "--tls-key; or --insecure-no-tls when only a tunnel reaches it)");
+}
+
+// The numeric settings: each in its range, then in the units Config keeps.
+void SetLimits(const Flags& f, Config& c) {
   if (c.max_unconfigured_consumers < 0 || c.max_unconfigured_consumers > 10000)
     throw ConfigError("max-unconfigured-consumers: must be 0 to 10000");
-  c.status_interval = Seconds("status-interval", status_interval);
-  c.heartbeat_interval = Seconds("heartbeat-interval", heartbeat_interval);
-  c.reconnect_min = Seconds("reconnect-min", reconnect_min);
-  c.reconnect_max = Seconds("reconnect-max", reconnect_max);
+  c.status_interval = Seconds("status-interval", f.status_interval);
+  c.heartbeat_interval = Seconds("heartbeat-interval", f.heartbeat_interval);
+  c.reconnect_min = Seconds("reconnect-min", f.reconnect_min);
+  c.reconnect_max = Seconds("reconnect-max", f.reconnect_max);
   if (c.reconnect_max < c.reconnect_min)
     throw ConfigError("reconnect-max: must not be below reconnect-min");
   if (c.max_pending_handshakes < 1 || c.max_pending_handshakes > 100000)
     throw ConfigError("max-pending-handshakes: must be 1 to 100000");
-  if (max_buffer_mb < 1 || max_buffer_mb > 4096)
+  if (f.max_buffer_mb < 1 || f.max_buffer_mb > 4096)
     throw ConfigError("max-buffer-mb: must be 1 to 4096");
-  c.max_buffer_bytes = max_buffer_mb << 20;
+  c.max_buffer_bytes = f.max_buffer_mb << 20;
   if (c.max_message_bytes > (1u << 30))
     throw ConfigError("max-message-bytes: must be 0 to 1073741824");
   if (c.batch_bytes < 0 || c.batch_bytes > (64 << 20))
@@ -344,13 +360,44 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (c.copy_workers < 0 || c.copy_workers > 64) throw ConfigError("copy-workers: must be 0 to 64");
   if (c.chunk_size < 1 || c.chunk_size > 1000000)
     throw ConfigError("chunk-size: must be 1 to 1000000");
-  if (repair_rate < 0) throw ConfigError("repair-rows-per-second: must be 0 or more");
-  c.repair_rows_per_second = static_cast<std::uint64_t>(repair_rate);
-  if (window_key_mb < 1 || window_key_mb > 4096)
+  if (f.repair_rate < 0) throw ConfigError("repair-rows-per-second: must be 0 or more");
+  c.repair_rows_per_second = static_cast<std::uint64_t>(f.repair_rate);
+  if (f.window_key_mb < 1 || f.window_key_mb > 4096)
     throw ConfigError("window-key-memory-mb: must be 1 to 4096");
-  c.window_key_memory_bytes = window_key_mb << 20;
+  c.window_key_memory_bytes = f.window_key_mb << 20;
   if (c.copy_workers == 0)
     c.copy_workers = std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+std::optional<Config> Parse(int argc, const char* const* argv) {
+  Config c;
+  Flags f;
+  po::options_description opts("dblogd: change-data capture for PostgreSQL, served over TCP.\n\n"
+                               "Every setting can also be given in the --config file (name = "
+                               "value) or as an environment variable DBLOG_<NAME> (upper case, "
+                               "dashes as underscores). Flags win over the file, the file over "
+                               "the environment.\n\nSettings");
+  DescribeSettings(opts, c, f);
+  if (!ReadSettings(argc, argv, opts)) return std::nullopt;
+
+  if (c.source.empty()) throw ConfigError("source: required (a libpq connection string)");
+  c.listen = ParseEndpoint("listen", f.listen);
+  if (f.metrics != "off") c.metrics = ParseEndpoint("metrics-listen", f.metrics);
+  if (!f.token_file.empty()) c.token = ReadTokenFile("token-file", f.token_file);
+  ParseConsumers(f.consumers, c);
+  ReadConsumerTokens(f.consumer_token_files, c);
+  if (!f.default_scope.empty()) {
+    try {
+      c.default_scope = ParseScope(f.default_scope);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("default-scope: ") + e.what());
+    }
+  }
+  CheckTls(c);
+  CheckExposedListener(c);
+  SetLimits(f, c);
   if (c.consumers.empty() && !c.default_scope)
     throw ConfigError("consumer: configure at least one (--consumer NAME=SCOPE) or a "
                       "--default-scope");

@@ -32,73 +32,99 @@ std::string Join(const std::vector<std::string>& parts, const std::string& sep) 
   return out;
 }
 
+// The key's columns and values as the chunk statements write them, one entry per key column.
+struct KeyExpressions {
+  std::vector<std::string> tcols;         // t."col": the table's key columns
+  std::vector<std::string> typed_resume;  // $1's elements, by position, read as the column's type
+  std::vector<std::string> typed_from;    // $2's and $3's values, by column name
+  std::vector<std::string> typed_to;
+  std::vector<std::string> typed_asked;   // a listed key's values, as k0, k1, ...
+  std::vector<std::string> asked_cols;    // a.k0, a.k1, ...
+  std::string key;                        // (t."col1", t."col2")
+};
+
+KeyExpressions KeyExpressionsOf(const ChunkRequest& r) {
+  KeyExpressions k;
+  for (std::size_t i = 0; i < r.key_columns.size(); ++i) {
+    k.tcols.push_back("t." + r.key_columns[i]);
+    const auto in = [&](const std::string& text) {
+      return "dblog._key_in(" + text + ", NULL::" + r.key_types[i] + ")";
+    };
+    const std::string name = SqlLiteral(Unquote(r.key_columns[i]));
+    k.typed_resume.push_back(in("($1::jsonb)->>" + std::to_string(i)));
+    k.typed_from.push_back(in("($2::jsonb)->>" + name));
+    k.typed_to.push_back(in("($3::jsonb)->>" + name));
+    k.typed_asked.push_back(in("x.e->>" + name) + " AS k" + std::to_string(i));
+    k.asked_cols.push_back("a.k" + std::to_string(i));
+  }
+  k.key = "(" + Join(k.tcols, ", ") + ")";
+  return k;
+}
+
+std::string BoundsQuery(const KeyExpressions& k) {
+  return "SELECT dblog.relation_info($4::oid),"
+         " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_resume, ", ") + ")) END,"
+         " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_from, ", ") + ")) END,"
+         " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_to, ", ") + ")) END,"
+         // the collation of every collatable column (attnum=descriptor, the descriptor hex
+         // encoded), for ChunkBegin.key_collations; the database's default resolved
+         " (SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
+         "    pg_catalog.convert_to(CASE"
+         "      WHEN co.collprovider = 'i' THEN 'icu:' || co.colliculocale"
+         "      WHEN co.collprovider = 'c' THEN 'libc:' || co.collcollate"
+         "      WHEN d.datlocprovider = 'i' THEN 'icu:' || d.daticulocale"
+         "      ELSE 'libc:' || d.datcollate END, 'UTF8'), 'hex'), ',')"
+         "    FROM pg_catalog.pg_attribute a"
+         "    JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation,"
+         "         pg_catalog.pg_database d"
+         "   WHERE a.attrelid = $4::oid AND a.attnum > 0 AND NOT a.attisdropped"
+         "     AND d.datname = pg_catalog.current_database())";
+}
+
+// A key list's chunk: each asked key, with its row when the table has one.
+std::string KeysRowsQuery(const ChunkRequest& r, const KeyExpressions& k) {
+  return "WITH asked AS (SELECT x.ord, " + Join(k.typed_asked, ", ") +
+         " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(e, ord)"
+         " WHERE x.ord > $2 AND x.ord <= $3)"
+         " SELECT dblog.encode_row(ROW(" + Join(k.asked_cols, ", ") +
+         ")), CASE WHEN t." + r.key_columns[0] +
+         " IS NULL THEN NULL ELSE dblog.encode_row(t.*) END,"
+         " (SELECT jsonb_array_length($1::jsonb))::text"
+         " FROM asked a LEFT JOIN ONLY " + r.table + " t ON " + k.key +
+         " OPERATOR(pg_catalog.=) (" + Join(k.asked_cols, ", ") + ") ORDER BY a.ord";
+}
+
+// A table's or a range's chunk: the next chunk_size rows in key order within the bounds.
+std::string RangeRowsQuery(const ChunkRequest& r, const KeyExpressions& k) {
+  std::vector<std::string> conds;
+  if (r.has_resume)
+    conds.push_back(k.key + " OPERATOR(pg_catalog.>) (" + Join(k.typed_resume, ", ") + ")");
+  else if (r.has_from)
+    conds.push_back(k.key + " OPERATOR(pg_catalog.>=) (" + Join(k.typed_from, ", ") + ")");
+  if (r.has_to)
+    conds.push_back(k.key + " OPERATOR(pg_catalog.<) (" + Join(k.typed_to, ", ") + ")");
+  // The key's values also come back as text: dblogd writes the JSON array of the last row's
+  // key (where the next chunk resumes) itself, rather than have the server build one per row.
+  std::vector<std::string> key_text;
+  for (const auto& c : k.tcols) key_text.push_back("pg_catalog.format('%s', " + c + ")");
+  return "SELECT dblog.encode_row(ROW(" + Join(k.tcols, ", ") + ")), dblog.encode_row(t.*), " +
+         Join(key_text, ", ") + " FROM ONLY " + r.table + " t" +
+         // every parameter is referenced, used or not (PostgreSQL insists)
+         " WHERE length($1::text || $2::text || $3::text) >= 0" +
+         (conds.empty() ? "" : " AND " + Join(conds, " AND ")) + " ORDER BY " +
+         Join(k.tcols, ", ") + " LIMIT " + std::to_string(r.chunk_size);
+}
+
 }  // namespace
 
 ChunkQueries BuildChunkQueries(const ChunkRequest& r) {
   const std::size_t n = r.key_columns.size();
   if (n == 0 || r.key_types.size() != n)
     throw std::invalid_argument("a chunk needs one type per key column");
-  std::vector<std::string> tcols, typed_resume, typed_from, typed_to, typed_asked, asked_cols;
-  for (std::size_t i = 0; i < n; ++i) {
-    tcols.push_back("t." + r.key_columns[i]);
-    const auto in = [&](const std::string& text) {
-      return "dblog._key_in(" + text + ", NULL::" + r.key_types[i] + ")";
-    };
-    const std::string name = SqlLiteral(Unquote(r.key_columns[i]));
-    typed_resume.push_back(in("($1::jsonb)->>" + std::to_string(i)));
-    typed_from.push_back(in("($2::jsonb)->>" + name));
-    typed_to.push_back(in("($3::jsonb)->>" + name));
-    typed_asked.push_back(in("x.e->>" + name) + " AS k" + std::to_string(i));
-    asked_cols.push_back("a.k" + std::to_string(i));
-  }
-  const std::string key = "(" + Join(tcols, ", ") + ")";
-
+  const KeyExpressions k = KeyExpressionsOf(r);
   ChunkQueries q;
-  q.bounds = "SELECT dblog.relation_info($4::oid),"
-             " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(typed_resume, ", ") + ")) END,"
-             " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(typed_from, ", ") + ")) END,"
-             " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(typed_to, ", ") + ")) END,"
-             // the collation of every collatable column (attnum=descriptor, the descriptor hex
-             // encoded), for ChunkBegin.key_collations; the database's default resolved
-             " (SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
-             "    pg_catalog.convert_to(CASE"
-             "      WHEN co.collprovider = 'i' THEN 'icu:' || co.colliculocale"
-             "      WHEN co.collprovider = 'c' THEN 'libc:' || co.collcollate"
-             "      WHEN d.datlocprovider = 'i' THEN 'icu:' || d.daticulocale"
-             "      ELSE 'libc:' || d.datcollate END, 'UTF8'), 'hex'), ',')"
-             "    FROM pg_catalog.pg_attribute a"
-             "    JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation,"
-             "         pg_catalog.pg_database d"
-             "   WHERE a.attrelid = $4::oid AND a.attnum > 0 AND NOT a.attisdropped"
-             "     AND d.datname = pg_catalog.current_database())";
-  if (r.keys) {
-    q.rows = "WITH asked AS (SELECT x.ord, " + Join(typed_asked, ", ") +
-             " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(e, ord)"
-             " WHERE x.ord > $2 AND x.ord <= $3)"
-             " SELECT dblog.encode_row(ROW(" + Join(asked_cols, ", ") +
-             ")), CASE WHEN t." + r.key_columns[0] +
-             " IS NULL THEN NULL ELSE dblog.encode_row(t.*) END,"
-             " (SELECT jsonb_array_length($1::jsonb))::text"
-             " FROM asked a LEFT JOIN ONLY " + r.table + " t ON " + key +
-             " OPERATOR(pg_catalog.=) (" + Join(asked_cols, ", ") + ") ORDER BY a.ord";
-    return q;
-  }
-  std::vector<std::string> conds;
-  if (r.has_resume)
-    conds.push_back(key + " OPERATOR(pg_catalog.>) (" + Join(typed_resume, ", ") + ")");
-  else if (r.has_from)
-    conds.push_back(key + " OPERATOR(pg_catalog.>=) (" + Join(typed_from, ", ") + ")");
-  if (r.has_to) conds.push_back(key + " OPERATOR(pg_catalog.<) (" + Join(typed_to, ", ") + ")");
-  // The key's values also come back as text: dblogd writes the JSON array of the last row's
-  // key (where the next chunk resumes) itself, rather than have the server build one per row.
-  std::vector<std::string> key_text;
-  for (const auto& c : tcols) key_text.push_back("pg_catalog.format('%s', " + c + ")");
-  q.rows = "SELECT dblog.encode_row(ROW(" + Join(tcols, ", ") + ")), dblog.encode_row(t.*), " +
-           Join(key_text, ", ") + " FROM ONLY " + r.table + " t" +
-           // every parameter is referenced, used or not (PostgreSQL insists)
-           " WHERE length($1::text || $2::text || $3::text) >= 0" +
-           (conds.empty() ? "" : " AND " + Join(conds, " AND ")) + " ORDER BY " +
-           Join(tcols, ", ") + " LIMIT " + std::to_string(r.chunk_size);
+  q.bounds = BoundsQuery(k);
+  q.rows = r.keys ? KeysRowsQuery(r, k) : RangeRowsQuery(r, k);
   return q;
 }
 

@@ -381,6 +381,15 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
                  r.keys, std::to_string(r.keys_done),
                  std::to_string(r.keys_done + static_cast<std::size_t>(config_.chunk_size))}
            : std::vector<std::optional<std::string>>{r.resume_key, r.from_key, r.to_key};
+  const pg::Result rows = ReadBetweenWatermarks(r, w, queries.rows, params);
+  w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
+  if (keys) TakeAskedKeys(r, w, rows);
+  else TakeRangeRows(r, w, rows);
+}
+
+pg::Result Repairs::ReadBetweenWatermarks(const RepairRequest& r, OpenWindow& w,
+                                          const std::string& rows_sql,
+                                          const std::vector<std::optional<std::string>>& params) {
   const std::string prefix = Watermark::Prefix(consumer_.name);
   // 1. low watermark  2. the chunk, with its snapshot  3. high watermark
   pg::Connection& sql = bookkeeping_.Sql();
@@ -389,7 +398,7 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   w.chunk.snapshot =
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
-  pg::Result rows = sql.ExecParams(queries.rows, params, pg::ResultFormat::kBinary);
+  pg::Result rows = sql.ExecParams(rows_sql, params, pg::ResultFormat::kBinary);
   // The rows were encoded with the table's definition when the statement ran, which its lock
   // keeps until COMMIT: describe the table now, for the chunk. A definition that changed since
   // the bounds were read redoes the window.
@@ -401,24 +410,26 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
   sql.Exec("COMMIT");
   sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
                  {prefix, Watermark{Watermark::Kind::kHigh, w.window.id()}.Content()});
+  return rows;
+}
 
-  w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
-  // Binary results: bytea values arrive as their bytes, text as its characters.
+// Binary results: bytea values arrive as their bytes, text as its characters.
+void Repairs::TakeAskedKeys(const RepairRequest& r, OpenWindow& w, const pg::Result& rows) {
   for (int i = 0; i < rows.ntuples(); ++i) {
     std::string key_bytes(rows.value(i, 0));
-    if (keys) {
-      w.chunk.asked_keys.push_back(key_bytes);
-      if (!rows.is_null(i, 1)) w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
-      w.total_keys = std::stoul(std::string(rows.value(i, 2)));
-    } else {
-      w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
-      w.last_key_bytes = std::move(key_bytes);
-    }
+    w.chunk.asked_keys.push_back(key_bytes);
+    if (!rows.is_null(i, 1)) w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
+    w.total_keys = std::stoul(std::string(rows.value(i, 2)));
   }
-  if (keys) {
-    w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
-    w.last = rows.ntuples() < config_.chunk_size || w.keys_covered >= w.total_keys;
-    return;
+  w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
+  w.last = rows.ntuples() < config_.chunk_size || w.keys_covered >= w.total_keys;
+}
+
+void Repairs::TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows) {
+  for (int i = 0; i < rows.ntuples(); ++i) {
+    std::string key_bytes(rows.value(i, 0));
+    w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
+    w.last_key_bytes = std::move(key_bytes);
   }
   w.last = rows.ntuples() < config_.chunk_size;
   if (rows.ntuples() > 0) {

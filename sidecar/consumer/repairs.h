@@ -113,6 +113,15 @@ class Repairs {
   // The window's chunk: relation, bounds, collations, then the markers and rows (throws).
   void ReadChunk(RepairRequest& r, OpenWindow& w);
   void ReadBounds(RepairRequest& r, OpenWindow& w, const std::string& bounds_sql);
+  // The chunk's rows in their own snapshot (w.chunk.snapshot) between the window's two markers;
+  // sets w.relation_changed when the table's definition changed since the bounds were read.
+  pg::Result ReadBetweenWatermarks(const RepairRequest& r, OpenWindow& w,
+                                   const std::string& rows_sql,
+                                   const std::vector<std::optional<std::string>>& params);
+  // The rows read into the window: a key list's (asked keys, rows found, keys covered) or a
+  // table's or range's (rows, the last key where the next chunk resumes).
+  void TakeAskedKeys(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
+  void TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
   // The source went away while a window was being opened: retried after --reconnect-max.
   void DeferWindow(const RepairRequest& r, const std::string& error);
   // The oldest request cannot run: logged, recorded as failed, dropped; the next one goes on.

@@ -26,6 +26,127 @@ void Family(std::ostringstream& out, const char* name, const char* type, const c
   out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
 }
 
+// The daemon's own families (one series each, or one per reason or listener).
+void RenderDaemonFamilies(std::ostringstream& out, const Registry& r) {
+  Family(out, "dblog_connections_total", "counter", "Consumer TCP connections accepted.");
+  out << "dblog_connections_total " << r.connections_total << "\n";
+  Family(out, "dblog_connections_refused_total", "counter",
+         "Consumer connections refused at the handshake (auth, name, duplicate, version, "
+         "unconfigured cap).");
+  out << "dblog_connections_refused_total " << r.connections_refused << "\n";
+  Family(out, "dblog_bad_frames_total", "counter", "Malformed, oversized or unexpected frames.");
+  out << "dblog_bad_frames_total " << r.bad_frames << "\n";
+  Family(out, "dblog_handshakes_over_limit_total", "counter",
+         "Consumer connections closed at once because --max-pending-handshakes connections "
+         "were already waiting for (or had failed) their handshake.");
+  out << "dblog_handshakes_over_limit_total " << r.handshakes_over_limit << "\n";
+  Family(out, "dblog_tls_handshake_failures_total", "counter",
+         "Consumer connections closed before TLS was established: the handshake failed "
+         "(reason=handshake: protocol version, client certificate, not TLS at all), did not end "
+         "within the handshake deadline (timeout), or the client spoke plaintext (plaintext).");
+  out << "dblog_tls_handshake_failures_total{reason=\"handshake\"} " << r.tls_failed_handshake
+      << "\n";
+  out << "dblog_tls_handshake_failures_total{reason=\"timeout\"} " << r.tls_failed_timeout << "\n";
+  out << "dblog_tls_handshake_failures_total{reason=\"plaintext\"} " << r.tls_failed_plaintext
+      << "\n";
+  Family(out, "dblog_accept_errors_total", "counter",
+         "Failed accept() calls (out of file descriptors, ...), retried with backoff.");
+  out << "dblog_accept_errors_total{listener=\"consumers\"} " << r.accept_errors_consumers << "\n";
+  out << "dblog_accept_errors_total{listener=\"metrics\"} " << r.accept_errors_metrics << "\n";
+  Family(out, "dblog_metrics_http_refused_total", "counter",
+         "HTTP connections to the metrics endpoint refused: over the connection cap (closed at "
+         "once), headers not finished in time (closed) or too large (answered 431).");
+  out << "dblog_metrics_http_refused_total{reason=\"connection_limit\"} "
+      << r.http_refused_connection_limit << "\n";
+  out << "dblog_metrics_http_refused_total{reason=\"header_timeout\"} "
+      << r.http_refused_header_timeout << "\n";
+  out << "dblog_metrics_http_refused_total{reason=\"header_too_large\"} "
+      << r.http_refused_header_too_large << "\n";
+  Family(out, "dblog_unconfigured_consumers_refused_total", "counter",
+         "Handshakes of consumers not named by --consumer refused because "
+         "--max-unconfigured-consumers of their slots exist.");
+  out << "dblog_unconfigured_consumers_refused_total " << r.unconfigured_refused << "\n";
+}
+
+// Each consumer's families: a name, its type and help, and how a consumer's value is read.
+struct Metric {
+  const char* name;
+  const char* type;
+  const char* help;
+  double (*value)(const ConsumerStats&, std::int64_t now_us);
+};
+const Metric kConsumerMetrics[] = {
+    {"dblog_consumer_connected", "gauge", "1 while the consumer is connected.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.connected.load()); }},
+    {"dblog_consumer_events_sent_total", "counter", "Events sent to the consumer.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.events_sent.load()); }},
+    {"dblog_consumer_bytes_sent_total", "counter", "Bytes of frames sent to the consumer.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.bytes_sent.load()); }},
+    {"dblog_consumer_transactions_sent_total", "counter", "Transactions sent to the consumer.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.transactions_sent.load()); }},
+    {"dblog_consumer_acked_lsn", "gauge", "WAL position the consumer acknowledged.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.acked_lsn.load()); }},
+    {"dblog_slot_confirmed_lsn", "gauge",
+     "WAL position the consumer's slot was confirmed to (confirmed_flush_lsn).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.confirmed_lsn.load()); }},
+    {"dblog_source_wal_lsn", "gauge", "WAL position of the source as last reported to dblogd.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.source_wal_lsn.load()); }},
+    {"dblog_consumer_lag_bytes", "gauge",
+     "Bytes of source WAL not yet acknowledged by the consumer.",
+     [](const ConsumerStats& s, std::int64_t) {
+       const auto wal = s.source_wal_lsn.load(), confirmed = s.confirmed_lsn.load();
+       return wal > confirmed ? double(wal - confirmed) : 0.0;
+     }},
+    {"dblog_consumer_lag_seconds", "gauge",
+     "Age of the oldest commit sent but not yet acknowledged (0 when all are).",
+     [](const ConsumerStats& s, std::int64_t now) {
+       const auto oldest = s.oldest_unacked_commit_us.load();
+       return oldest == 0 || now < oldest ? 0.0 : double(now - oldest) / 1e6;
+     }},
+    {"dblog_consumer_queued_bytes", "gauge", "Bytes queued for the consumer, not yet sent.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.queued_bytes.load()); }},
+    {"dblog_consumer_backpressure_pauses_total", "counter",
+     "Times reading the slot paused because the consumer was slow.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.paused_total.load()); }},
+    {"dblog_source_reconnects_total", "counter", "Reconnections to the source database.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.source_reconnects.load()); }},
+    {"dblog_bootstrap_running", "gauge", "1 while a bootstrap copy runs for the consumer.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.bootstrap_running.load()); }},
+    {"dblog_bootstrap_rows_copied", "gauge", "Rows copied by the current or last bootstrap.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.bootstrap_rows.load()); }},
+    {"dblog_bootstrap_rows_estimated", "gauge", "Rows the current or last bootstrap expects.",
+     [](const ConsumerStats& s, std::int64_t) {
+       return double(s.bootstrap_rows_estimated.load());
+     }},
+    {"dblog_slot_creation_wait_seconds", "gauge",
+     "How long the consumer's slot creation has waited for transactions open in the source "
+     "(0 when no slot is being created).",
+     [](const ConsumerStats& s, std::int64_t now) {
+       const auto since = s.slot_creation_started_us.load();
+       return since == 0 || now < since ? 0.0 : double(now - since) / 1e6;
+     }},
+    {"dblog_bootstraps_total", "counter", "Bootstraps started.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.bootstraps_total.load()); }},
+    {"dblog_repair_window_redos_total", "counter",
+     "Repair windows whose chunk was read again because widening could not be decided.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.window_redos.load()); }},
+    {"dblog_foreign_markers_total", "counter",
+     "Watermark messages (prefix dblog.watermark) this consumer's pipeline did not open: "
+     "forged, other consumers', abandoned windows' (ignored, each one counted).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.foreign_markers.load()); }},
+};
+
+// One family per kConsumerMetrics entry, a series per consumer in each.
+void RenderConsumerFamilies(std::ostringstream& out,
+                            const std::map<std::string, std::shared_ptr<ConsumerStats>>& consumers,
+                            std::int64_t now_us) {
+  for (const Metric& m : kConsumerMetrics) {
+    Family(out, m.name, m.type, m.help);
+    for (const auto& [name, stats] : consumers)
+      out << m.name << "{consumer=\"" << name << "\"} " << m.value(*stats, now_us) << "\n";
+  }
+}
+
 }  // namespace
 
 std::string Registry::Render() const {
@@ -35,117 +156,8 @@ std::string Registry::Render() const {
   const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-
-  Family(out, "dblog_connections_total", "counter", "Consumer TCP connections accepted.");
-  out << "dblog_connections_total " << connections_total << "\n";
-  Family(out, "dblog_connections_refused_total", "counter",
-         "Consumer connections refused at the handshake (auth, name, duplicate, version, "
-         "unconfigured cap).");
-  out << "dblog_connections_refused_total " << connections_refused << "\n";
-  Family(out, "dblog_bad_frames_total", "counter", "Malformed, oversized or unexpected frames.");
-  out << "dblog_bad_frames_total " << bad_frames << "\n";
-  Family(out, "dblog_handshakes_over_limit_total", "counter",
-         "Consumer connections closed at once because --max-pending-handshakes connections "
-         "were already waiting for (or had failed) their handshake.");
-  out << "dblog_handshakes_over_limit_total " << handshakes_over_limit << "\n";
-  Family(out, "dblog_tls_handshake_failures_total", "counter",
-         "Consumer connections closed before TLS was established: the handshake failed "
-         "(reason=handshake: protocol version, client certificate, not TLS at all), did not end "
-         "within the handshake deadline (timeout), or the client spoke plaintext (plaintext).");
-  out << "dblog_tls_handshake_failures_total{reason=\"handshake\"} " << tls_failed_handshake
-      << "\n";
-  out << "dblog_tls_handshake_failures_total{reason=\"timeout\"} " << tls_failed_timeout << "\n";
-  out << "dblog_tls_handshake_failures_total{reason=\"plaintext\"} " << tls_failed_plaintext
-      << "\n";
-  Family(out, "dblog_accept_errors_total", "counter",
-         "Failed accept() calls (out of file descriptors, ...), retried with backoff.");
-  out << "dblog_accept_errors_total{listener=\"consumers\"} " << accept_errors_consumers << "\n";
-  out << "dblog_accept_errors_total{listener=\"metrics\"} " << accept_errors_metrics << "\n";
-  Family(out, "dblog_metrics_http_refused_total", "counter",
-         "HTTP connections to the metrics endpoint refused: over the connection cap (closed at "
-         "once), headers not finished in time (closed) or too large (answered 431).");
-  out << "dblog_metrics_http_refused_total{reason=\"connection_limit\"} "
-      << http_refused_connection_limit << "\n";
-  out << "dblog_metrics_http_refused_total{reason=\"header_timeout\"} "
-      << http_refused_header_timeout << "\n";
-  out << "dblog_metrics_http_refused_total{reason=\"header_too_large\"} "
-      << http_refused_header_too_large << "\n";
-  Family(out, "dblog_unconfigured_consumers_refused_total", "counter",
-         "Handshakes of consumers not named by --consumer refused because "
-         "--max-unconfigured-consumers of their slots exist.");
-  out << "dblog_unconfigured_consumers_refused_total " << unconfigured_refused << "\n";
-
-  struct Metric {
-    const char* name;
-    const char* type;
-    const char* help;
-    double (*value)(const ConsumerStats&, std::int64_t now_us);
-  };
-  static const Metric kMetrics[] = {
-      {"dblog_consumer_connected", "gauge", "1 while the consumer is connected.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.connected.load()); }},
-      {"dblog_consumer_events_sent_total", "counter", "Events sent to the consumer.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.events_sent.load()); }},
-      {"dblog_consumer_bytes_sent_total", "counter", "Bytes of frames sent to the consumer.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.bytes_sent.load()); }},
-      {"dblog_consumer_transactions_sent_total", "counter", "Transactions sent to the consumer.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.transactions_sent.load()); }},
-      {"dblog_consumer_acked_lsn", "gauge", "WAL position the consumer acknowledged.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.acked_lsn.load()); }},
-      {"dblog_slot_confirmed_lsn", "gauge",
-       "WAL position the consumer's slot was confirmed to (confirmed_flush_lsn).",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.confirmed_lsn.load()); }},
-      {"dblog_source_wal_lsn", "gauge", "WAL position of the source as last reported to dblogd.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.source_wal_lsn.load()); }},
-      {"dblog_consumer_lag_bytes", "gauge",
-       "Bytes of source WAL not yet acknowledged by the consumer.",
-       [](const ConsumerStats& s, std::int64_t) {
-         const auto wal = s.source_wal_lsn.load(), confirmed = s.confirmed_lsn.load();
-         return wal > confirmed ? double(wal - confirmed) : 0.0;
-       }},
-      {"dblog_consumer_lag_seconds", "gauge",
-       "Age of the oldest commit sent but not yet acknowledged (0 when all are).",
-       [](const ConsumerStats& s, std::int64_t now) {
-         const auto oldest = s.oldest_unacked_commit_us.load();
-         return oldest == 0 || now < oldest ? 0.0 : double(now - oldest) / 1e6;
-       }},
-      {"dblog_consumer_queued_bytes", "gauge", "Bytes queued for the consumer, not yet sent.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.queued_bytes.load()); }},
-      {"dblog_consumer_backpressure_pauses_total", "counter",
-       "Times reading the slot paused because the consumer was slow.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.paused_total.load()); }},
-      {"dblog_source_reconnects_total", "counter", "Reconnections to the source database.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.source_reconnects.load()); }},
-      {"dblog_bootstrap_running", "gauge", "1 while a bootstrap copy runs for the consumer.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.bootstrap_running.load()); }},
-      {"dblog_bootstrap_rows_copied", "gauge", "Rows copied by the current or last bootstrap.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.bootstrap_rows.load()); }},
-      {"dblog_bootstrap_rows_estimated", "gauge", "Rows the current or last bootstrap expects.",
-       [](const ConsumerStats& s, std::int64_t) {
-         return double(s.bootstrap_rows_estimated.load());
-       }},
-      {"dblog_slot_creation_wait_seconds", "gauge",
-       "How long the consumer's slot creation has waited for transactions open in the source "
-       "(0 when no slot is being created).",
-       [](const ConsumerStats& s, std::int64_t now) {
-         const auto since = s.slot_creation_started_us.load();
-         return since == 0 || now < since ? 0.0 : double(now - since) / 1e6;
-       }},
-      {"dblog_bootstraps_total", "counter", "Bootstraps started.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.bootstraps_total.load()); }},
-      {"dblog_repair_window_redos_total", "counter",
-       "Repair windows whose chunk was read again because widening could not be decided.",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.window_redos.load()); }},
-      {"dblog_foreign_markers_total", "counter",
-       "Watermark messages (prefix dblog.watermark) this consumer's pipeline did not open: "
-       "forged, other consumers', abandoned windows' (ignored, each one counted).",
-       [](const ConsumerStats& s, std::int64_t) { return double(s.foreign_markers.load()); }},
-  };
-  for (const Metric& m : kMetrics) {
-    Family(out, m.name, m.type, m.help);
-    for (const auto& [name, stats] : consumers_)
-      out << m.name << "{consumer=\"" << name << "\"} " << m.value(*stats, now_us) << "\n";
-  }
+  RenderDaemonFamilies(out, *this);
+  RenderConsumerFamilies(out, consumers_, now_us);
   return out.str();
 }
 

@@ -497,6 +497,42 @@ void DblogdTest::ExpectConverged(const Replay& replay, const std::vector<std::st
   }
 }
 
+std::string DblogdTest::DdlDuringTheBootstrap(const std::string& ddl) {
+  db_->exec("CREATE TABLE " + schema_ + ".a_big (id int PRIMARY KEY, v text)");
+  db_->exec("INSERT INTO " + schema_ + ".a_big SELECT g, repeat('v', 50) FROM "
+            "generate_series(1, 300000) g");
+  db_->exec("CREATE TABLE " + schema_ + ".b (id int PRIMARY KEY, v text)");
+  db_->exec("INSERT INTO " + schema_ + ".b SELECT g, 'b' || g FROM generate_series(1, 10) g");
+  StartDblogd({"--max-buffer-mb=1", "--copy-workers=1"});
+  client::Client c = Connect();
+  Replay replay;
+  client::Item item;
+  int reads = 0;
+  // the one worker is inside a_big, held back by this consumer, which reads no further
+  while (reads < 1000 && c.Next(item))
+    if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
+      replay.Apply(*ev);
+      if (ev->has_change()) ++reads;
+    }
+  db_->exec(ddl);
+  try {
+    ReadUntil(c, replay, 0, std::chrono::seconds(300));
+  } catch (const client::ServerError& e) {
+    EXPECT_EQ(e.code(), dblog::v1::Error::SOURCE_ERROR);
+    return e.what();
+  }
+  return "";
+}
+
+void DblogdTest::ExpectBootstrapRedone(const std::vector<std::string>& tables) {
+  client::Client c = Connect();
+  Replay again;
+  ReadUntil(c, again, 0, std::chrono::seconds(300));
+  EXPECT_TRUE(again.restarted_seen());
+  ReadUntil(c, again, Sentinel());
+  ExpectConverged(again, tables);
+}
+
 std::uint64_t DblogdTest::ConfirmedFlush() {
   const std::string v = db_->scalar("SELECT coalesce(confirmed_flush_lsn, '0/0') FROM "
                                     "pg_replication_slots WHERE slot_name = '" + Slot() + "'");

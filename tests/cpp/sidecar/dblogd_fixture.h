@@ -129,6 +129,13 @@ class DblogdTest : public ::testing::Test {
   // Asserts that replay equals the source for these tables.
   void ExpectConverged(const Replay& replay, const std::vector<std::string>& tables);
   std::uint64_t ConfirmedFlush();
+  // A DDL statement while the bootstrap copies: tables a_big (300,000 rows) and b (10), one
+  // copy worker, held inside a_big by a consumer that stops reading after 1,000 rows; then
+  // `ddl` runs and the consumer reads on. Returns the message of the SOURCE_ERROR the bootstrap
+  // ended with ("" when it ended without one).
+  std::string DdlDuringTheBootstrap(const std::string& ddl);
+  // The next connection redoes the bootstrap (flagged restarted) and converges on `tables`.
+  void ExpectBootstrapRedone(const std::vector<std::string>& tables);
 
   std::unique_ptr<DblogdProcess> dblogd_;
   long dblogd_fd_limit_ = 0;  // RLIMIT_NOFILE for the next StartDblogd (0: inherited)

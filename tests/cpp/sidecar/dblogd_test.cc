@@ -604,84 +604,24 @@ TEST_F(DblogdTest, KillDuringBootstrapRedoesIt) {
 // table again under its COPY's lock) and redoes the bootstrap; the consumer never gets rows
 // that do not fit their Relation (Replay refuses those), and converges.
 TEST_F(DblogdTest, DdlDuringTheBootstrapRedoesItInsteadOfMislabellingRows) {
-  db().exec("CREATE TABLE " + schema() + ".a_big (id int PRIMARY KEY, v text)");
-  db().exec("INSERT INTO " + schema() + ".a_big SELECT g, repeat('v', 50) FROM "
-            "generate_series(1, 300000) g");
-  db().exec("CREATE TABLE " + schema() + ".b (id int PRIMARY KEY, v text)");
-  db().exec("INSERT INTO " + schema() + ".b SELECT g, 'b' || g FROM generate_series(1, 10) g");
-  StartDblogd({"--max-buffer-mb=1", "--copy-workers=1"});
-  Replay replay;
-  bool failed = false;
-  {
-    client::Client c = Connect();
-    client::Item item;
-    int reads = 0;
-    // the one worker is inside a_big, held back by this consumer, which reads no further
-    while (reads < 1000 && c.Next(item))
-      if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
-        replay.Apply(*ev);
-        if (ev->has_change()) ++reads;
-      }
-    db().exec("ALTER TABLE " + schema() + ".b ADD COLUMN w int DEFAULT 7");
-    try {
-      ReadUntil(c, replay, 0, 300s);
-    } catch (const client::ServerError& e) {
-      failed = true;
-      EXPECT_EQ(e.code(), dblog::v1::Error::SOURCE_ERROR);
-      EXPECT_NE(std::string(e.what()).find("changed while it was copied"), std::string::npos)
-          << e.what();
-    }
-  }
-  EXPECT_TRUE(failed) << "the bootstrap went on with rows encoded for another definition";
+  const std::string error =
+      DdlDuringTheBootstrap("ALTER TABLE " + schema() + ".b ADD COLUMN w int DEFAULT 7");
+  EXPECT_FALSE(error.empty()) << "the bootstrap went on with rows encoded for another definition";
+  EXPECT_NE(error.find("changed while it was copied"), std::string::npos) << error;
   // the retry: a new bootstrap from a new slot, with the new definition
-  client::Client c = Connect();
-  Replay again;
-  ReadUntil(c, again, 0, 300s);
-  EXPECT_TRUE(again.restarted_seen());
-  ReadUntil(c, again, Sentinel());
-  ExpectConverged(again, {"a_big", "b"});
+  ExpectBootstrapRedone({"a_big", "b"});
 }
 
 // Issue 15, item 3: a table dropped while the bootstrap copies another one. The worker that
 // reaches it reads it in the snapshot (where it exists) but cannot open it any more: the
 // bootstrap fails (SOURCE_ERROR) and the retry, from a new slot, copies what exists now.
 TEST_F(DblogdTest, ATableDroppedDuringTheBootstrapRedoesIt) {
-  db().exec("CREATE TABLE " + schema() + ".a_big (id int PRIMARY KEY, v text)");
-  db().exec("INSERT INTO " + schema() + ".a_big SELECT g, repeat('v', 50) FROM "
-            "generate_series(1, 300000) g");
-  db().exec("CREATE TABLE " + schema() + ".b (id int PRIMARY KEY, v text)");
-  db().exec("INSERT INTO " + schema() + ".b SELECT g, 'b' || g FROM generate_series(1, 10) g");
-  StartDblogd({"--max-buffer-mb=1", "--copy-workers=1"});
-  std::string error;
-  {
-    client::Client c = Connect();
-    Replay replay;
-    client::Item item;
-    int reads = 0;
-    // the one worker is inside a_big, held back by this consumer, which reads no further
-    while (reads < 1000 && c.Next(item))
-      if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
-        replay.Apply(*ev);
-        if (ev->has_change()) ++reads;
-      }
-    db().exec("DROP TABLE " + schema() + ".b");
-    try {
-      ReadUntil(c, replay, 0, 300s);
-    } catch (const client::ServerError& e) {
-      EXPECT_EQ(e.code(), dblog::v1::Error::SOURCE_ERROR);
-      error = e.what();
-    }
-  }
+  const std::string error = DdlDuringTheBootstrap("DROP TABLE " + schema() + ".b");
   EXPECT_FALSE(error.empty()) << "the bootstrap ended although a table of its plan is gone";
   // "bootstrap failed: relation "...b" does not exist [SQLSTATE 42P01] while running: COPY ..."
   EXPECT_NE(error.find(".b\" does not exist"), std::string::npos) << error;
   // the retry: a new bootstrap from a new slot, without b
-  client::Client c = Connect();
-  Replay again;
-  ReadUntil(c, again, 0, 300s);
-  EXPECT_TRUE(again.restarted_seen());
-  ReadUntil(c, again, Sentinel());
-  ExpectConverged(again, {"a_big"});
+  ExpectBootstrapRedone({"a_big"});
 }
 
 }  // namespace

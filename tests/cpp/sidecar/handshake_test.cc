@@ -1,5 +1,6 @@
 // tests/cpp/sidecar/handshake_test.cc: dblogd's pure reading of consumer frames and Hellos
-// (server/handshake.h) and of /metrics requests (metrics::HttpResponse). No database, no socket.
+// (server/handshake.h), of /metrics requests (metrics::HttpRespond) and the page they get
+// (Registry::Render). No database, no socket.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -164,6 +165,53 @@ TEST(HttpRespond, MetricsIndexAndRefusals) {
             0u);
   EXPECT_EQ(Respond("GET /x\r\n\r\n", registry).rfind("HTTP/1.0 404 Not Found\r\n", 0), 0u);
   EXPECT_EQ(Respond("\r\n\r\n", registry).rfind("HTTP/1.0 405 ", 0), 0u);
+}
+
+// Registry::Render, the bytes of GET /metrics: each family's HELP and TYPE before its series,
+// the daemon's families first, then one series per consumer in name order; LSNs and counters
+// in full (not 6 significant digits); lag derived at render time, never negative.
+TEST(MetricsRender, FamiliesThenOneSeriesPerConsumer) {
+  dblog::metrics::Registry registry;
+  registry.connections_total = 7;
+  registry.tls_failed_timeout = 2;
+  registry.http_refused_header_too_large = 3;
+  const auto b = registry.ForConsumer("b");
+  const auto a = registry.ForConsumer("a");
+  a->confirmed_lsn = 0x100000000ULL;
+  a->source_wal_lsn = 0x100000000ULL + 500;
+  b->connected = 1;
+  b->confirmed_lsn = 9;  // the slot ahead of the WAL position last reported: no lag
+  b->source_wal_lsn = 5;
+  const std::string text = registry.Render();
+  const auto has = [&text](const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  EXPECT_EQ(text.rfind("# HELP dblog_connections_total Consumer TCP connections accepted.\n"
+                       "# TYPE dblog_connections_total counter\n"
+                       "dblog_connections_total 7\n"
+                       "# HELP dblog_connections_refused_total ",
+                       0),
+            0u)
+      << text;
+  EXPECT_TRUE(has("\ndblog_tls_handshake_failures_total{reason=\"handshake\"} 0\n"
+                  "dblog_tls_handshake_failures_total{reason=\"timeout\"} 2\n"
+                  "dblog_tls_handshake_failures_total{reason=\"plaintext\"} 0\n"));
+  EXPECT_TRUE(has("\ndblog_metrics_http_refused_total{reason=\"header_too_large\"} 3\n"
+                  "# HELP dblog_unconfigured_consumers_refused_total "));
+  EXPECT_TRUE(has("\n# TYPE dblog_consumer_connected gauge\n"
+                  "dblog_consumer_connected{consumer=\"a\"} 0\n"
+                  "dblog_consumer_connected{consumer=\"b\"} 1\n"
+                  "# HELP dblog_consumer_events_sent_total Events sent to the consumer.\n"));
+  EXPECT_TRUE(has("\ndblog_source_wal_lsn{consumer=\"a\"} 4294967796\n"));
+  EXPECT_TRUE(has("\ndblog_consumer_lag_bytes{consumer=\"a\"} 500\n"
+                  "dblog_consumer_lag_bytes{consumer=\"b\"} 0\n"));
+  EXPECT_TRUE(has("\ndblog_consumer_lag_seconds{consumer=\"a\"} 0\n"));
+  const std::string end = "\ndblog_foreign_markers_total{consumer=\"b\"} 0\n";
+  EXPECT_EQ(text.substr(text.size() - end.size()), end);
+  std::size_t families = 0;
+  for (auto at = text.find("# HELP "); at != std::string::npos; at = text.find("# HELP ", at + 1))
+    ++families;
+  EXPECT_EQ(families, 8u + 19u);  // the daemon's, each consumer's
 }
 
 TEST(HttpRespond, HeadEndAndSizeLimit) {
