@@ -216,6 +216,13 @@ TEST_F(IdentityTest, UnconfiguredConsumersNeedTheGlobalTokenAndAreCapped) {
   // The cleanup operators are told to run once dblogd is stopped: every dblog slot and
   // bookkeeping row of a name not given to --consumer goes.
   dblogd_->Stop();
+  // The stopped dblogd's walsenders end a moment after it; until then their slots are active,
+  // and the cleanup (which drops only inactive slots) would leave them.
+  for (int i = 0; i < 100 && db().scalar("SELECT count(*) FROM pg_replication_slots WHERE "
+                                         "slot_name LIKE 'dblog\\_" + consumer() +
+                                         "\\_u%' AND active") != "0";
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const std::string keep = "'" + consumer() + "'";
   for (int i = 0; i < 100; ++i) {
     try {
