@@ -143,6 +143,9 @@ static bool dblog_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_
 
 static void parse_output_parameters(List *options, DblogData *data);
 static bool message_wanted(DblogData *data, const char *prefix);
+static Oid	ddl_message_relid(const char *message, Size size);
+static bool catalog_row_xmin(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid,
+							 TransactionId *xmin, Oid *relnamespace);
 static bool ddl_message_authentic(const char *message, Size size);
 static RelEntry *get_rel_entry(DblogData *data, Relation relation);
 static void invalidate_rel_entry(Datum arg, Oid relid);
@@ -262,6 +265,72 @@ parse_scope_option(DefElem *elem, int flags)
 	return scope;
 }
 
+/* A boolean; the option alone means on. */
+static bool
+bool_option(DefElem *elem)
+{
+	bool		value;
+
+	if (elem->arg == NULL)
+		return true;
+	if (!parse_bool(strVal(elem->arg), &value))
+		bad_value(elem, "booleans");
+	return value;
+}
+
+/*
+ * proto_version, negotiated against what this plugin speaks.  A missing value
+ * is reported before a repeated option, hence `seen` here.
+ */
+static int
+proto_version_option(DefElem *elem, bool *seen)
+{
+	char	   *v = option_string(elem);
+	char	   *end;
+	long		version;
+
+	reject_duplicate(seen, elem);
+	errno = 0;
+	version = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || end == v)
+		bad_value(elem, "whole numbers");
+	if (version < DBLOG_PROTO_VERSION_MIN || version > DBLOG_PROTO_VERSION_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("client sent proto_version=%ld but dblog supports protocol versions %d to %d",
+						version, DBLOG_PROTO_VERSION_MIN, DBLOG_PROTO_VERSION_MAX)));
+	return (int) version;
+}
+
+/*
+ * message_prefixes: a comma list of non-empty prefixes.  A missing value is
+ * reported before a repeated option, hence `seen` here.
+ */
+static List *
+message_prefixes_option(DefElem *elem, bool *seen)
+{
+	char	   *p = pstrdup(option_string(elem));
+	List	   *prefixes = NIL;
+
+	reject_duplicate(seen, elem);
+	/* '' is the empty list: no message passes */
+	while (*p != '\0' || prefixes != NIL)
+	{
+		char	   *comma = strchr(p, ',');
+
+		if (comma)
+			*comma = '\0';
+		if (*p == '\0')
+			bad_value(elem, "a comma-separated list of non-empty message prefixes");
+		prefixes = lappend(prefixes, p);
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	return prefixes;
+}
+
+/* Long: one short branch per option, as pgoutput's parse_output_parameters. */
 static void
 parse_output_parameters(List *options, DblogData *data)
 {
@@ -294,23 +363,7 @@ parse_output_parameters(List *options, DblogData *data)
 			data->fmt.text = option_choice(elem, "binary", "text");
 		}
 		else if (strcmp(elem->defname, "proto_version") == 0)
-		{
-			char	   *v = option_string(elem);
-			char	   *end;
-			long		version;
-
-			reject_duplicate(&version_seen, elem);
-			errno = 0;
-			version = strtol(v, &end, 10);
-			if (errno != 0 || *end != '\0' || end == v)
-				bad_value(elem, "whole numbers");
-			if (version < DBLOG_PROTO_VERSION_MIN || version > DBLOG_PROTO_VERSION_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("client sent proto_version=%ld but dblog supports protocol versions %d to %d",
-								version, DBLOG_PROTO_VERSION_MIN, DBLOG_PROTO_VERSION_MAX)));
-			data->proto_version = (int) version;
-		}
+			data->proto_version = proto_version_option(elem, &version_seen);
 		else if (strcmp(elem->defname, "include_tables") == 0)
 		{
 			reject_duplicate(&include_seen, elem);
@@ -339,39 +392,17 @@ parse_output_parameters(List *options, DblogData *data)
 		else if (strcmp(elem->defname, "include_coordinates") == 0)
 		{
 			reject_duplicate(&coordinates_seen, elem);
-			if (elem->arg == NULL)
-				data->fmt.coordinates = true;
-			else if (!parse_bool(strVal(elem->arg), &data->fmt.coordinates))
-				bad_value(elem, "booleans");
+			data->fmt.coordinates = bool_option(elem);
 		}
 		else if (strcmp(elem->defname, "control") == 0)
 		{
 			reject_duplicate(&control_seen, elem);
-			if (elem->arg == NULL)
-				data->control = true;
-			else if (!parse_bool(strVal(elem->arg), &data->control))
-				bad_value(elem, "booleans");
+			data->control = bool_option(elem);
 		}
 		else if (strcmp(elem->defname, "message_prefixes") == 0)
 		{
-			char	   *p = pstrdup(option_string(elem));
-
-			reject_duplicate(&prefixes_seen, elem);
+			data->message_prefixes = message_prefixes_option(elem, &prefixes_seen);
 			data->filter_messages = true;
-			/* '' is the empty list: no message passes */
-			while (*p != '\0' || data->message_prefixes != NIL)
-			{
-				char	   *comma = strchr(p, ',');
-
-				if (comma)
-					*comma = '\0';
-				if (*p == '\0')
-					bad_value(elem, "a comma-separated list of non-empty message prefixes");
-				data->message_prefixes = lappend(data->message_prefixes, p);
-				if (!comma)
-					break;
-				p = comma + 1;
-			}
 		}
 		else if (strcmp(elem->defname, "message_max_bytes") == 0)
 		{
@@ -777,6 +808,63 @@ own_xid(Snapshot snap, TransactionId xid)
 }
 
 /*
+ * The table a dblog.ddl message names: its content starts {"oid":N
+ * (ddl_trigger.c). InvalidOid for anything else.
+ */
+static Oid
+ddl_message_relid(const char *message, Size size)
+{
+	static const char head[] = "{\"oid\":";
+	char		digits[16];
+	Size		n = 0;
+
+	if (size <= sizeof(head) - 1 || memcmp(message, head, sizeof(head) - 1) != 0)
+		return InvalidOid;
+	message += sizeof(head) - 1;
+	size -= sizeof(head) - 1;
+	while (n < size && n < sizeof(digits) - 1 && message[n] >= '0' && message[n] <= '9')
+	{
+		digits[n] = message[n];
+		n++;
+	}
+	if (n == 0 || n == sizeof(digits) - 1)
+		return InvalidOid;
+	digits[n] = '\0';
+	return (Oid) strtoul(digits, NULL, 10);
+}
+
+/*
+ * The xmin of the row with this oid in a catalog (pg_class or pg_namespace,
+ * by their oid index), as the historic snapshot sees it; for a pg_class row,
+ * also the table's schema. False when there is no such row.
+ */
+static bool
+catalog_row_xmin(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid,
+				 TransactionId *xmin, Oid *relnamespace)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	Assert(relnamespace == NULL || catalog == RelationRelationId);
+	rel = table_open(catalog, AccessShareLock);
+	ScanKeyInit(&key, oid_attnum, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(oid));
+	scan = systable_beginscan(rel, oid_index, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		found = true;
+		*xmin = HeapTupleHeaderGetXmin(tup->t_data);
+		if (relnamespace)
+			*relnamespace = ((Form_pg_class) GETSTRUCT(tup))->relnamespace;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * A dblog.ddl message makes dblogd copy a table, so only the extension's event
  * trigger may write one that reaches it; but any role may call
  * pg_logical_emit_message with any prefix. The trigger writes its message in
@@ -791,66 +879,22 @@ own_xid(Snapshot snap, TransactionId xid)
 static bool
 ddl_message_authentic(const char *message, Size size)
 {
-	static const char head[] = "{\"oid\":";
-	char		digits[16];
-	Size		n = 0;
-	Oid			relid,
-				nspid;
+	Oid			relid = ddl_message_relid(message, size);
+	Oid			nspid;
 	TransactionId xmin;
 	Snapshot	snap;
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	bool		found = false;
 
-	if (size <= sizeof(head) - 1 || memcmp(message, head, sizeof(head) - 1) != 0)
-		return false;
-	message += sizeof(head) - 1;
-	size -= sizeof(head) - 1;
-	while (n < size && n < sizeof(digits) - 1 && message[n] >= '0' && message[n] <= '9')
-	{
-		digits[n] = message[n];
-		n++;
-	}
-	if (n == 0 || n == sizeof(digits) - 1)
-		return false;
-	digits[n] = '\0';
-	relid = (Oid) strtoul(digits, NULL, 10);
 	if (!OidIsValid(relid))
 		return false;
-
 	snap = GetCatalogSnapshot(RelationRelationId);	/* the historic snapshot */
-	rel = table_open(RelationRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	scan = systable_beginscan(rel, ClassOidIndexId, true, NULL, 1, &key);
-	if (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		found = true;
-		xmin = HeapTupleHeaderGetXmin(tup->t_data);
-		nspid = ((Form_pg_class) GETSTRUCT(tup))->relnamespace;
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	if (!found)
+	if (!catalog_row_xmin(RelationRelationId, ClassOidIndexId, Anum_pg_class_oid, relid,
+						  &xmin, &nspid))
 		return false;
 	if (own_xid(snap, xmin))
 		return true;
-
-	found = false;
-	rel = table_open(NamespaceRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_namespace_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(nspid));
-	scan = systable_beginscan(rel, NamespaceOidIndexId, true, NULL, 1, &key);
-	if (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		found = true;
-		xmin = HeapTupleHeaderGetXmin(tup->t_data);
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found && own_xid(snap, xmin);
+	return catalog_row_xmin(NamespaceRelationId, NamespaceOidIndexId, Anum_pg_namespace_oid,
+							nspid, &xmin, NULL) &&
+		own_xid(snap, xmin);
 }
 
 /* MESSAGE callback */

@@ -219,24 +219,72 @@ set_literal(EncodedValue *ev, const char *s)
 	set_text(ev, VF_LITERAL, s, strlen(s));
 }
 
-void
-encode_value(const ColumnPlan *col, Datum d, bool isnull, bool allow_unchanged,
-			 EncodedValue *ev)
+/* text, varchar, bpchar: the bytes, as UTF-8 */
+static inline void
+encode_text(EncodedValue *ev, Datum d)
 {
-	if (isnull)
-	{
-		ev->field = VF_NULL;
-		ev->u.b = true;
-		return;
-	}
-	if (col->typlen == -1 && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(d)) &&
-		allow_unchanged)
-	{
-		ev->field = VF_UNCHANGED;
-		ev->u.b = true;
-		return;
-	}
+	struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(d));
 
+	set_text(ev, VF_TEXT, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
+}
+
+static inline void
+encode_name(EncodedValue *ev, Datum d)
+{
+	const char *n = NameStr(*DatumGetName(d));
+
+	set_text(ev, VF_TEXT, n, strlen(n));
+}
+
+static inline void
+encode_bytea(EncodedValue *ev, Datum d)
+{
+	struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(d));
+
+	ev->field = VF_BYTES;
+	ev->u.s.p = VARDATA_ANY(v);
+	ev->u.s.len = VARSIZE_ANY_EXHDR(v);
+}
+
+/* Days since the Unix epoch; the infinities as literals. */
+static inline void
+encode_date(EncodedValue *ev, Datum d)
+{
+	DateADT		date = DatumGetDateADT(d);
+
+	if (DATE_NOT_FINITE(date))
+		set_literal(ev, DATE_IS_NOBEGIN(date) ? "-infinity" : "infinity");
+	else
+	{
+		ev->field = VF_DATE;
+		ev->u.i = (int64) date + UNIX_TO_PG_EPOCH_DAYS;
+	}
+}
+
+/*
+ * Microseconds since the Unix epoch; the infinities, and times too late for
+ * an int64 count from 1970, as literals.
+ */
+static inline void
+encode_timestamp(const ColumnPlan *col, EncodedValue *ev, Datum d)
+{
+	Timestamp	ts = DatumGetTimestamp(d);
+
+	if (TIMESTAMP_NOT_FINITE(ts))
+		set_literal(ev, TIMESTAMP_IS_NOBEGIN(ts) ? "-infinity" : "infinity");
+	else if (ts > PG_INT64_MAX - UNIX_TO_PG_EPOCH_USECS)
+		set_literal(ev, OutputFunctionCall((FmgrInfo *) &col->out, d));
+	else
+	{
+		ev->field = col->kind == CK_TIMESTAMP ? VF_TIMESTAMP : VF_TIMESTAMPTZ;
+		ev->u.i = ts + UNIX_TO_PG_EPOCH_USECS;
+	}
+}
+
+/* A value that is not NULL nor unchanged, by its column's kind. */
+static inline void
+encode_datum(const ColumnPlan *col, Datum d, EncodedValue *ev)
+{
 	switch (col->kind)
 	{
 		case CK_BOOL:
@@ -268,66 +316,50 @@ encode_value(const ColumnPlan *col, Datum d, bool isnull, bool allow_unchanged,
 			ev->u.f8 = DatumGetFloat8(d);
 			break;
 		case CK_TEXT:
-			{
-				struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(d));
-
-				set_text(ev, VF_TEXT, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
-				break;
-			}
+			encode_text(ev, d);
+			break;
 		case CK_NAME:
-			{
-				const char *n = NameStr(*DatumGetName(d));
-
-				set_text(ev, VF_TEXT, n, strlen(n));
-				break;
-			}
+			encode_name(ev, d);
+			break;
 		case CK_BYTEA:
-			{
-				struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(d));
-
-				ev->field = VF_BYTES;
-				ev->u.s.p = VARDATA_ANY(v);
-				ev->u.s.len = VARSIZE_ANY_EXHDR(v);
-				break;
-			}
+			encode_bytea(ev, d);
+			break;
 		case CK_UUID:
 			ev->field = VF_UUID;
 			ev->u.s.p = (const char *) DatumGetUUIDP(d)->data;
 			ev->u.s.len = UUID_LEN;
 			break;
 		case CK_DATE:
-			{
-				DateADT		date = DatumGetDateADT(d);
-
-				if (DATE_NOT_FINITE(date))
-					set_literal(ev, DATE_IS_NOBEGIN(date) ? "-infinity" : "infinity");
-				else
-				{
-					ev->field = VF_DATE;
-					ev->u.i = (int64) date + UNIX_TO_PG_EPOCH_DAYS;
-				}
-				break;
-			}
+			encode_date(ev, d);
+			break;
 		case CK_TIMESTAMP:
 		case CK_TIMESTAMPTZ:
-			{
-				Timestamp	ts = DatumGetTimestamp(d);
-
-				if (TIMESTAMP_NOT_FINITE(ts))
-					set_literal(ev, TIMESTAMP_IS_NOBEGIN(ts) ? "-infinity" : "infinity");
-				else if (ts > PG_INT64_MAX - UNIX_TO_PG_EPOCH_USECS)
-					set_literal(ev, OutputFunctionCall((FmgrInfo *) &col->out, d));
-				else
-				{
-					ev->field = col->kind == CK_TIMESTAMP ? VF_TIMESTAMP : VF_TIMESTAMPTZ;
-					ev->u.i = ts + UNIX_TO_PG_EPOCH_USECS;
-				}
-				break;
-			}
+			encode_timestamp(col, ev, d);
+			break;
 		case CK_LITERAL:
 			set_literal(ev, OutputFunctionCall((FmgrInfo *) &col->out, d));
 			break;
 	}
+}
+
+void
+encode_value(const ColumnPlan *col, Datum d, bool isnull, bool allow_unchanged,
+			 EncodedValue *ev)
+{
+	if (isnull)
+	{
+		ev->field = VF_NULL;
+		ev->u.b = true;
+		return;
+	}
+	if (col->typlen == -1 && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(d)) &&
+		allow_unchanged)
+	{
+		ev->field = VF_UNCHANGED;
+		ev->u.b = true;
+		return;
+	}
+	encode_datum(col, d, ev);
 }
 
 static void

@@ -52,8 +52,16 @@ __attribute__((format(printf, 5, 6)))
 #endif
 static void set_error(char *err, size_t errlen, const char *text, const char *at,
 					  const char *fmt,...);
+static const char *skip_space(const char *p);
+static const char *parse_quoted(const char *text, const char *p, Buf *out, char *err,
+								size_t errlen);
+static void put_unquoted(Buf *out, char c, int flags);
 static const char *parse_part(const char *text, const char *p, int flags, Buf *out,
 							  char *err, size_t errlen);
+static bool reserve_pattern(DblogScope *scope, int *cap);
+static void set_out_of_memory(char *err, size_t errlen);
+static const char *parse_pattern(DblogScope *scope, const char *text, const char *p,
+								 int flags, char *err, size_t errlen);
 static bool glob_matches(const char *glob, const char *s);
 static void format_part(Buf *out, const char *glob);
 static void format_pattern(Buf *out, const ScopePattern *pattern);
@@ -110,6 +118,63 @@ set_error(char *err, size_t errlen, const char *text, const char *at, const char
 	va_end(args);
 }
 
+/* p after the white space there */
+static const char *
+skip_space(const char *p)
+{
+	while (is_space(*p))
+		p++;
+	return p;
+}
+
+/*
+ * A quoted run at p (the opening quote): appends its bytes to out, '*' and
+ * '\' made literal.  Returns where the run ends (after the closing quote), or
+ * NULL after writing err.
+ */
+static const char *
+parse_quoted(const char *text, const char *p, Buf *out, char *err, size_t errlen)
+{
+	const char *open = p;
+	bool		empty = true;
+
+	for (p++;; p++)
+	{
+		if (*p == '\0')
+		{
+			set_error(err, errlen, text, open, "unterminated quoted identifier");
+			return NULL;
+		}
+		if (*p == '"')
+		{
+			if (p[1] != '"')
+				break;
+			p++;
+		}
+		if (*p == '*' || *p == '\\')
+			buf_put(out, '\\');
+		buf_put(out, *p);
+		empty = false;
+	}
+	if (empty)
+	{
+		set_error(err, errlen, text, open, "zero-length quoted identifier");
+		return NULL;
+	}
+	return p + 1;
+}
+
+/* One byte of an unquoted run: folded to lower case unless KEEP_CASE. */
+static void
+put_unquoted(Buf *out, char c, int flags)
+{
+	if (c >= 'A' && c <= 'Z' && !(flags & DBLOG_SCOPE_KEEP_CASE))
+		c = c - 'A' + 'a';
+	if (c == '\\')
+		buf_put(out, '\\');
+	buf_put(out, c);
+}
+
 /*
  * One part (schema or table) starting at p, leading white space skipped by
  * the caller; appends its glob to out.  Returns where the part ends, or NULL
@@ -129,45 +194,12 @@ parse_part(const char *text, const char *p, int flags, Buf *out, char *err, size
 		}
 		else if (*p == '"')
 		{
-			const char *open = p;
-			bool		empty = true;
-
-			for (p++;; p++)
-			{
-				if (*p == '\0')
-				{
-					set_error(err, errlen, text, open, "unterminated quoted identifier");
-					return NULL;
-				}
-				if (*p == '"')
-				{
-					if (p[1] != '"')
-						break;
-					p++;
-				}
-				if (*p == '*' || *p == '\\')
-					buf_put(out, '\\');
-				buf_put(out, *p);
-				empty = false;
-			}
-			if (empty)
-			{
-				set_error(err, errlen, text, open, "zero-length quoted identifier");
+			p = parse_quoted(text, p, out, err, errlen);
+			if (p == NULL)
 				return NULL;
-			}
-			p++;
 		}
 		else if (*p != '\0' && *p != '.' && *p != ',' && !is_space(*p))
-		{
-			char		c = *p;
-
-			if (c >= 'A' && c <= 'Z' && !(flags & DBLOG_SCOPE_KEEP_CASE))
-				c = c - 'A' + 'a';
-			if (c == '\\')
-				buf_put(out, '\\');
-			buf_put(out, c);
-			p++;
-		}
+			put_unquoted(out, *p++, flags);
 		else
 			break;
 	}
@@ -180,6 +212,88 @@ parse_part(const char *text, const char *p, int flags, Buf *out, char *err, size
 		return NULL;
 	}
 	return p;
+}
+
+/* Room for one more pattern, zeroed at patterns[n]; false when out of memory. */
+static bool
+reserve_pattern(DblogScope *scope, int *cap)
+{
+	if (scope->n == *cap)
+	{
+		ScopePattern *grown;
+
+		*cap = *cap == 0 ? 4 : *cap * 2;
+		grown = realloc(scope->patterns, sizeof(ScopePattern) * (size_t) *cap);
+		if (grown == NULL)
+			return false;
+		scope->patterns = grown;
+	}
+	memset(&scope->patterns[scope->n], 0, sizeof(ScopePattern));
+	return true;
+}
+
+static void
+set_out_of_memory(char *err, size_t errlen)
+{
+	if (errlen > 0)
+		snprintf(err, errlen, "out of memory");
+}
+
+/*
+ * One pattern (`[!] schema . table`, white space around) at p, into the slot
+ * reserve_pattern made.  Returns where the pattern and the white space after
+ * it end, or NULL after writing err.
+ */
+static const char *
+parse_pattern(DblogScope *scope, const char *text, const char *p, int flags,
+			  char *err, size_t errlen)
+{
+	ScopePattern *pattern = &scope->patterns[scope->n];
+	Buf			schema = {0},
+				table = {0};
+
+	p = skip_space(p);
+	if (*p == '\0' || *p == ',')
+	{
+		set_error(err, errlen, text, p, scope->n == 0 && *p == '\0'
+				  ? "empty scope: expected schema.table patterns separated by commas"
+				  : "empty pattern: expected schema.table");
+		return NULL;
+	}
+	if (*p == '!')
+	{
+		if (flags & DBLOG_SCOPE_NO_EXCLUSIONS)
+		{
+			set_error(err, errlen, text, p, "exclusions (!) are not allowed here");
+			return NULL;
+		}
+		pattern->exclude = true;
+		p = skip_space(p + 1);
+	}
+	/* owned by the scope from here on, so that dblog_scope_free frees them */
+	scope->n++;
+	p = parse_part(text, p, flags, &schema, err, errlen);
+	pattern->schema = schema.data;
+	if (p == NULL)
+		return NULL;
+	p = skip_space(p);
+	if (*p != '.')
+	{
+		set_error(err, errlen, text, p, *p == '\0'
+				  ? "expected '.' between schema and table, found the end of the scope"
+				  : "expected '.' between schema and table, found '%c'", *p);
+		return NULL;
+	}
+	p = parse_part(text, skip_space(p + 1), flags, &table, err, errlen);
+	pattern->table = table.data;
+	if (p == NULL)
+		return NULL;
+	if (schema.failed || table.failed)
+	{
+		set_out_of_memory(err, errlen);
+		return NULL;
+	}
+	return skip_space(p);
 }
 
 DblogScope *
@@ -196,71 +310,12 @@ dblog_scope_parse(const char *text, int flags, char *err, size_t errlen)
 		goto oom;
 	for (;;)
 	{
-		ScopePattern *pattern;
-		Buf			schema = {0},
-					table = {0};
-
-		if (scope->n == cap)
-		{
-			ScopePattern *grown;
-
-			cap = cap == 0 ? 4 : cap * 2;
-			grown = realloc(scope->patterns, sizeof(ScopePattern) * (size_t) cap);
-			if (grown == NULL)
-				goto oom;
-			scope->patterns = grown;
-		}
-		pattern = &scope->patterns[scope->n];
-		memset(pattern, 0, sizeof(ScopePattern));
-
-		while (is_space(*p))
-			p++;
-		if (*p == '\0' || *p == ',')
-		{
-			set_error(err, errlen, text, p, scope->n == 0 && *p == '\0'
-					  ? "empty scope: expected schema.table patterns separated by commas"
-					  : "empty pattern: expected schema.table");
-			goto fail;
-		}
-		if (*p == '!')
-		{
-			if (flags & DBLOG_SCOPE_NO_EXCLUSIONS)
-			{
-				set_error(err, errlen, text, p, "exclusions (!) are not allowed here");
-				goto fail;
-			}
-			pattern->exclude = true;
-			p++;
-			while (is_space(*p))
-				p++;
-		}
-		/* owned by the scope from here on, so that dblog_scope_free frees them */
-		scope->n++;
-		p = parse_part(text, p, flags, &schema, err, errlen);
-		pattern->schema = schema.data;
-		if (p == NULL)
-			goto fail;
-		while (is_space(*p))
-			p++;
-		if (*p != '.')
-		{
-			set_error(err, errlen, text, p, *p == '\0'
-					  ? "expected '.' between schema and table, found the end of the scope"
-					  : "expected '.' between schema and table, found '%c'", *p);
-			goto fail;
-		}
-		p++;
-		while (is_space(*p))
-			p++;
-		p = parse_part(text, p, flags, &table, err, errlen);
-		pattern->table = table.data;
-		if (p == NULL)
-			goto fail;
-		if (schema.failed || table.failed)
+		if (!reserve_pattern(scope, &cap))
 			goto oom;
-		positive = positive || !pattern->exclude;
-		while (is_space(*p))
-			p++;
+		p = parse_pattern(scope, text, p, flags, err, errlen);
+		if (p == NULL)
+			goto fail;
+		positive = positive || !scope->patterns[scope->n - 1].exclude;
 		if (*p == '\0')
 			break;
 		if (*p != ',')
@@ -281,8 +336,7 @@ dblog_scope_parse(const char *text, int flags, char *err, size_t errlen)
 	return scope;
 
 oom:
-	if (errlen > 0)
-		snprintf(err, errlen, "out of memory");
+	set_out_of_memory(err, errlen);
 fail:
 	dblog_scope_free(scope);
 	return NULL;

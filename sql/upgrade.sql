@@ -3,19 +3,10 @@
 -- extension"). Each earlier version gets its own database.
 \set VERBOSITY terse
 \set regress_db :DBNAME
-CREATE DATABASE regress_dblog_upgrade_0_1;
-\c regress_dblog_upgrade_0_1
-CREATE EXTENSION dblog VERSION '0.1';
-CREATE TABLE items (id int PRIMARY KEY);
-INSERT INTO dblog.consumers (name, slot_name, scope) VALUES ('up', 'dblog_up', 'public.*');
-SELECT dblog.repair('items') > 0 AS queued_in_0_1;
-SELECT extversion FROM pg_extension WHERE extname = 'dblog';
-ALTER EXTENSION dblog UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'dblog';
--- the request queued before the update is still there, and new ones are queued by the update
-SELECT table_name, kind, state FROM dblog.requests ORDER BY id;
-SELECT dblog.repair_keys('items', '[{"id": 1}]') > 0 AS queued_in_0_2;
--- the same functions (bodies, security settings), tables and views as a fresh install
+-- The catalog signature: the same functions (bodies, security settings), tables, views,
+-- columns and event triggers give the same md5. Each database runs it (:catalog_signature)
+-- after its update, and the last compares each with a fresh install's.
+SELECT $sig$
 SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
   FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
                || coalesce(p.proacl::text, '') || p.prosrc AS x
@@ -32,7 +23,22 @@ SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
         UNION ALL
         SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
                || e.evtfoid::regprocedure::text
-          FROM pg_event_trigger e) s \gset upgraded_
+          FROM pg_event_trigger e) s
+$sig$ AS catalog_signature \gset
+CREATE DATABASE regress_dblog_upgrade_0_1;
+\c regress_dblog_upgrade_0_1
+CREATE EXTENSION dblog VERSION '0.1';
+CREATE TABLE items (id int PRIMARY KEY);
+INSERT INTO dblog.consumers (name, slot_name, scope) VALUES ('up', 'dblog_up', 'public.*');
+SELECT dblog.repair('items') > 0 AS queued_in_0_1;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+ALTER EXTENSION dblog UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+-- the request queued before the update is still there, and new ones are queued by the update
+SELECT table_name, kind, state FROM dblog.requests ORDER BY id;
+SELECT dblog.repair_keys('items', '[{"id": 1}]') > 0 AS queued_in_0_2;
+-- the same functions, tables and views as a fresh install (compared at the end)
+:catalog_signature \gset upgraded_0_1_
 -- 0.2 to 0.3: the repair API reads scopes with the shared matcher (0.2 split the text itself)
 CREATE DATABASE regress_dblog_upgrade_0_2;
 \c regress_dblog_upgrade_0_2
@@ -48,23 +54,7 @@ SELECT dblog._scope_holds('public.*,!public.audit_log', 'audit_log') AS excluded
        dblog._scope_holds('public.*,!public.audit_log', 'items') AS items_held_after_0_2;
 SELECT dblog.repair('audit_log', 'up');
 SELECT dblog.repair('items', 'up') > 0 AS queued_after_0_2;
-SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
-  FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
-               || coalesce(p.proacl::text, '') || p.prosrc AS x
-          FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
-        UNION ALL
-        SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
-               || coalesce(c.reloptions::text, '')
-          FROM pg_class c WHERE c.relnamespace = 'dblog'::regnamespace
-        UNION ALL
-        SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
-          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-         WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
-           AND NOT a.attisdropped
-        UNION ALL
-        SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
-               || e.evtfoid::regprocedure::text
-          FROM pg_event_trigger e) s \gset upgraded_0_2_
+:catalog_signature \gset upgraded_0_2_
 -- 0.3 to 0.4: the event trigger that tells dblogd of renames (there was none in 0.3)
 CREATE DATABASE regress_dblog_upgrade_0_3;
 \c regress_dblog_upgrade_0_3
@@ -83,44 +73,12 @@ SELECT regexp_replace(data, '"oid":[0-9]+', '"oid":N') AS data
        'format', 'text', 'include_coordinates', '0');
 SELECT pg_drop_replication_slot('regress_upgrade_0_3');
 SELECT dblog.repair('items2', 'up') > 0 AS queued_after_0_3;
-SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
-  FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
-               || coalesce(p.proacl::text, '') || p.prosrc AS x
-          FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
-        UNION ALL
-        SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
-               || coalesce(c.reloptions::text, '')
-          FROM pg_class c WHERE c.relnamespace = 'dblog'::regnamespace
-        UNION ALL
-        SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
-          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-         WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
-           AND NOT a.attisdropped
-        UNION ALL
-        SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
-               || e.evtfoid::regprocedure::text
-          FROM pg_event_trigger e) s \gset upgraded_0_3_
+:catalog_signature \gset upgraded_0_3_
 CREATE DATABASE regress_dblog_fresh;
 \c regress_dblog_fresh
 CREATE EXTENSION dblog;
-SELECT md5(string_agg(x, ';' ORDER BY x)) AS sig
-  FROM (SELECT p.oid::regprocedure::text || p.prosecdef || coalesce(p.proconfig::text, '')
-               || coalesce(p.proacl::text, '') || p.prosrc AS x
-          FROM pg_proc p WHERE p.pronamespace = 'dblog'::regnamespace
-        UNION ALL
-        SELECT c.relname::text || c.relkind::text || coalesce(pg_get_viewdef(c.oid), '')
-               || coalesce(c.reloptions::text, '')
-          FROM pg_class c WHERE c.relnamespace = 'dblog'::regnamespace
-        UNION ALL
-        SELECT a.attrelid::regclass::text || a.attname::text || format_type(a.atttypid, a.atttypmod)
-          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-         WHERE c.relnamespace = 'dblog'::regnamespace AND a.attnum > 0
-           AND NOT a.attisdropped
-        UNION ALL
-        SELECT e.evtname::text || e.evtevent::text || e.evtenabled::text || coalesce(e.evttags::text, '')
-               || e.evtfoid::regprocedure::text
-          FROM pg_event_trigger e) s \gset fresh_
-SELECT :'upgraded_sig' = :'fresh_sig' AS upgrade_equals_fresh_install;
+:catalog_signature \gset fresh_
+SELECT :'upgraded_0_1_sig' = :'fresh_sig' AS upgrade_from_0_1_equals_fresh_install;
 SELECT :'upgraded_0_2_sig' = :'fresh_sig' AS upgrade_from_0_2_equals_fresh_install;
 SELECT :'upgraded_0_3_sig' = :'fresh_sig' AS upgrade_from_0_3_equals_fresh_install;
 \c :regress_db
