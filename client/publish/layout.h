@@ -17,6 +17,8 @@
 
 namespace dblog::publish {
 
+struct DebeziumSource;  // debezium.h
+
 // Header names, the same on every broker.
 inline constexpr char kPositionHeader[] = "Dblog-Position";       // "0/16B3748:3"
 inline constexpr char kPartHeader[] = "Dblog-Part";               // "2/3", only when parts > 1
@@ -109,11 +111,29 @@ class Layout {
   // The table's names for a known Relation (rebuilt when it is renamed); nullptr: unknown.
   const TableNames* Names(std::uint32_t oid);
 
+  // The Relation of a table `event` names; throws std::runtime_error when it did not come first.
+  const dblog::v1::Relation& KnownRelation(std::uint32_t oid,
+                                           const dblog::v1::StreamEvent& event) const;
+
+  LogMessage ControlMessage(const dblog::v1::StreamEvent& event) const;
   LogMessage TableMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event);
   LogMessage TableMessageByName(const std::string& schema, const std::string& name,
                                 const dblog::v1::StreamEvent& event) const;
 
+  // Format::kDblog: the messages of one event, in order (Map numbers their parts).
+  std::vector<LogMessage> MapDblog(const dblog::v1::StreamEvent& event);
+  // A Change on its table's subject (and, with row keys, an old key's DELETE after it).
+  void MapChange(const dblog::v1::StreamEvent& event, std::vector<LogMessage>& out);
+  // The whole event on the control subject, then one per table naming only that table.
+  void FanOutTruncate(const dblog::v1::StreamEvent& event, std::vector<LogMessage>& out);
+  void FanOutBootstrap(const dblog::v1::StreamEvent& event, std::vector<LogMessage>& out) const;
+
+  // Format::kDebeziumJson: the messages of one event (none for most), in order.
   std::vector<LogMessage> MapDebezium(const dblog::v1::StreamEvent& event);
+  void MapDebeziumChange(const dblog::v1::StreamEvent& event, DebeziumSource source,
+                         std::vector<LogMessage>& out) const;
+  LogMessage DebeziumMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event,
+                             std::string payload, std::string key) const;
 
   std::string prefix_;
   Format format_;
