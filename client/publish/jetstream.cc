@@ -203,17 +203,7 @@ void JetStream::Publish(const LogMessage& message, std::uint64_t seq, std::uint6
   if (message.position) set(kPositionHeader, PositionText(*message.position));
   if (message.parts > 1)
     set(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
-  if (!message.table.empty()) {
-    // a quoted PostgreSQL name may hold CR or LF, which a header cannot: %-escaped like '%'
-    std::string table;
-    for (const char c : message.table) {
-      if (c == '\r') table += "%0D";
-      else if (c == '\n') table += "%0A";
-      else if (c == '%') table += "%25";
-      else table += c;
-    }
-    set(kTableHeader, table);
-  }
+  if (!message.table.empty()) set(kTableHeader, TableHeaderText(message.table));
   if (relation_seq) set(kRelationSeqHeader, std::to_string(relation_seq));
   if (!message.key.empty()) set(kKeyHeader, message.key);
   if (s == NATS_OK) s = js_PublishMsgAsync(js_, &msg, nullptr);

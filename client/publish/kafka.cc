@@ -457,20 +457,7 @@ void Kafka::Publish(const LogMessage& message, std::uint64_t, std::uint64_t) {
     if (message.position) add(kPositionHeader, PositionText(*message.position));
     if (message.parts > 1)
       add(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
-    if (!message.table.empty()) {
-      std::string table;  // CR, LF and '%' escaped, as on NATS
-      for (const char c : message.table) {
-        if (c == '\r')
-          table += "%0D";
-        else if (c == '\n')
-          table += "%0A";
-        else if (c == '%')
-          table += "%25";
-        else
-          table += c;
-      }
-      add(kTableHeader, table);
-    }
+    if (!message.table.empty()) add(kTableHeader, TableHeaderText(message.table));
     if (message.is_relation) {
       tail.relation_offset = tail.next_offset;
     } else if (!control && tail.relation_offset >= 0) {

@@ -80,6 +80,21 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string
   return std::make_pair(static_cast<std::uint32_t>(part), static_cast<std::uint32_t>(parts));
 }
 
+std::string TableHeaderText(std::string_view table) {
+  std::string text;
+  for (const char c : table) {
+    if (c == '\r')
+      text += "%0D";
+    else if (c == '\n')
+      text += "%0A";
+    else if (c == '%')
+      text += "%25";
+    else
+      text += c;
+  }
+  return text;
+}
+
 std::string SubjectToken(std::string_view name) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;

@@ -1,8 +1,8 @@
 // client/publish/layout.h: where each event of a consumer's stream goes in a distributed log
 // (docs/publish.md, "Layout in the log"), as pure logic: subjects, parts, deduplication ids and
-// the position header's text. No I/O, no broker library: the brokers (broker.h) write what
-// Layout::Map returns, in order.
-// Owns: the mapping event -> messages, subject names, the position header format.
+// the position and table headers' text. No I/O, no broker library: the brokers (broker.h) write
+// what Layout::Map returns, in order.
+// Owns: the mapping event -> messages, subject names, the position and table headers' format.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +59,9 @@ std::string PositionText(const dblog::v1::Position& position);
 std::optional<dblog::v1::Position> ParsePositionText(std::string_view text);
 // "2/3" and back.
 std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string_view text);
+// kTableHeader's value: "schema.name" with CR, LF and '%' %-escaped (a quoted PostgreSQL name
+// may hold CR or LF, which a header cannot).
+std::string TableHeaderText(std::string_view table);
 
 // A schema or table name as one NATS subject token: ASCII letters, digits, '_' and '-' stay,
 // every other byte becomes %XX (so '.', '*', '>', spaces and '%' itself never reach the
