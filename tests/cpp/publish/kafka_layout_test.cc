@@ -2,7 +2,7 @@
 // (client/publish/kafka_layout.h), without a broker: topic names and their escaping, the
 // partition of a key (the same as librdkafka's murmur2 partitioner, which is the Java client's
 // default), one record per partition for what is not a row, and the key change split of the
-// layout (layout.h, set_row_keys); the Kafka flags of `dblog publish`.
+// layout (layout.h, set_row_keys); the flags of `dblog publish` (Kafka's, and NATS's beside them).
 #include "client/publish/kafka_layout.h"
 
 #include <gtest/gtest.h>
@@ -225,6 +225,45 @@ TEST(PublishKafkaFlags, KafkaUrlAndItsOwnFlags) {
            {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=noequals"},
            {"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=a/b"},
            {"--consumer=c1", "--to=kafka://h:1", "--partitions=0"}})
+    EXPECT_THROW(Parse(bad), UsageError) << bad.back();
+}
+
+TEST(PublishNatsFlags, StreamSubjectsAndBatchesWithTheirDefaults) {
+  const auto o = Parse({"--consumer=c1", "--to=nats://h1:4222,h2:4223"});
+  EXPECT_FALSE(o.kafka);
+  EXPECT_EQ(o.jetstream.servers, (std::vector<std::string>{"nats://h1:4222", "nats://h2:4223"}));
+  EXPECT_EQ(o.jetstream.stream, "DBLOG_C1");
+  EXPECT_EQ(o.prefix, "dblog.c1");
+  EXPECT_EQ(o.jetstream.subjects, "dblog.c1.>");
+  EXPECT_EQ(o.jetstream.replicas, 1);
+  EXPECT_EQ(o.batch_events, 1024u);
+  EXPECT_EQ(o.jetstream.max_pending, o.max_in_flight * 2);
+  EXPECT_EQ(o.format, publish::Format::kDblog);
+
+  const auto set =
+      Parse({"--consumer=c1", "--to=nats://h:1", "--stream=S1", "--subject-prefix=cdc.app-1",
+             "--replicas=3", "--batch-events=50", "--ack-timeout=2.5"});
+  EXPECT_EQ(set.jetstream.stream, "S1");
+  EXPECT_EQ(set.prefix, "cdc.app-1");
+  EXPECT_EQ(set.jetstream.subjects, "cdc.app-1.>");
+  EXPECT_EQ(set.jetstream.replicas, 3);
+  EXPECT_EQ(set.batch_events, 50u);
+  EXPECT_EQ(set.jetstream.ack_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(Parse({"--consumer=c1", "--to=nats://h:1", "--format=debezium-json"}).format,
+            publish::Format::kDebeziumJson);
+
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--consumer=c1"},  // no --to, no $DBLOG_PUBLISH_TO
+           {"--consumer=c1", "--to=http://h:1"},
+           {"--consumer=c1", "--to=nats://h:1", "--stream=a.b"},
+           {"--consumer=c1", "--to=nats://h:1", "--stream="},
+           {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a..b"},
+           {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=.a"},
+           {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a.*"},
+           {"--consumer=c1", "--to=nats://h:1", "--replicas=6"},
+           {"--consumer=c1", "--to=nats://h:1", "--format=avro"},
+           {"--consumer=c1", "--to=nats://h:1", "--format=debezium-json", "--batch-events=10"},
+           {"--consumer=c1", "--to=nats://h:1", "--batch-events=0"}})
     EXPECT_THROW(Parse(bad), UsageError) << bad.back();
 }
 
