@@ -13,23 +13,15 @@
 
 #include "client/cli/publish.h"
 #include "client/publish/layout.h"
+#include "layout_events.h"
 
 namespace dblog::publish {
 namespace {
 
 using dblog::v1::StreamEvent;
 
-StreamEvent RelationEvent(std::uint32_t oid, const std::string& schema, const std::string& name) {
-  StreamEvent e;
-  auto* r = e.mutable_relation();
-  r->set_oid(oid);
-  r->set_schema(schema);
-  r->set_name(name);
-  r->add_columns()->set_name("id");
-  r->add_columns()->set_name("v");
-  r->add_key_columns(0);
-  return e;
-}
+// public.items (id, v), keyed by id.
+StreamEvent Items() { return RelationEvent(42, "public", "items", {"id", "v"}); }
 
 StreamEvent Update(std::int64_t old_id, std::int64_t new_id) {
   StreamEvent e;
@@ -88,7 +80,7 @@ TEST(PublishKafkaLayout, RowsByKeyEverythingElseInEveryPartition) {
   Layout layout("p");
   layout.set_row_keys(true);
   KafkaLayout kafka("p");
-  const auto rel = layout.Map(RelationEvent(42, "public", "items"));
+  const auto rel = layout.Map(Items());
   ASSERT_EQ(rel.size(), 1u);
   auto records = kafka.Place(rel[0], 3);
   ASSERT_EQ(records.size(), 3u);  // the Relation in every partition
@@ -134,7 +126,7 @@ TEST(PublishKafkaLayout, RowsByKeyEverythingElseInEveryPartition) {
 TEST(PublishKafkaLayout, KeyChangeIsTheUpdateAndTheOldKeysDelete) {
   Layout layout("p");
   layout.set_row_keys(true);
-  layout.Map(RelationEvent(42, "public", "items"));
+  layout.Map(Items());
   const auto same = layout.Map(Update(5, 5));
   EXPECT_EQ(same.size(), 1u);
   const auto moved = layout.Map(Update(5, 6));
@@ -152,7 +144,7 @@ TEST(PublishKafkaLayout, KeyChangeIsTheUpdateAndTheOldKeysDelete) {
   EXPECT_EQ(second.change().old_key().SerializeAsString(), k5.SerializeAsString());
   // without set_row_keys (NATS) the layout is unchanged: one message, no row key
   Layout plain("p");
-  plain.Map(RelationEvent(42, "public", "items"));
+  plain.Map(Items());
   const auto one = plain.Map(Update(5, 6));
   ASSERT_EQ(one.size(), 1u);
   EXPECT_TRUE(one[0].row_key.empty());
@@ -162,7 +154,7 @@ TEST(PublishKafkaLayout, KeyChangeIsTheUpdateAndTheOldKeysDelete) {
 // create of the new one).
 TEST(PublishKafkaLayout, DebeziumKeyChangeIsDeleteTombstoneCreate) {
   Layout layout("p", Format::kDebeziumJson);
-  layout.Map(RelationEvent(42, "public", "items"));
+  layout.Map(Items());
   const auto m = layout.Map(Update(5, 6));
   ASSERT_EQ(m.size(), 3u);
   EXPECT_NE(m[0].payload.find(R"("op":"d")"), std::string::npos) << m[0].payload;

@@ -5,22 +5,12 @@
 
 #include "client/position.h"
 #include "client/publish/layout.h"
+#include "layout_events.h"
 
 namespace dblog::publish {
 namespace {
 
 using dblog::v1::StreamEvent;
-
-StreamEvent RelationEvent(std::uint32_t oid, const std::string& schema, const std::string& name) {
-  StreamEvent e;
-  auto* r = e.mutable_relation();
-  r->set_oid(oid);
-  r->set_schema(schema);
-  r->set_name(name);
-  r->add_columns()->set_name("id");
-  r->add_key_columns(0);
-  return e;
-}
 
 TEST(PublishLayout, SubjectTokensEscapeEverythingButSafeCharacters) {
   EXPECT_EQ(SubjectToken("items"), "items");
