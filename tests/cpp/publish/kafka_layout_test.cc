@@ -185,6 +185,12 @@ PublishCommandOptions Parse(std::vector<std::string> args) {
   return *o;
 }
 
+// Each command line is refused with a UsageError.
+void ExpectRefused(const std::vector<std::vector<std::string>>& command_lines) {
+  for (const std::vector<std::string>& bad : command_lines)
+    EXPECT_THROW(Parse(bad), UsageError) << bad.back();
+}
+
 TEST(PublishKafkaFlags, KafkaUrlAndItsOwnFlags) {
   EXPECT_EQ(publish::ParseKafkaUrl("kafka://h1:9092"), "h1:9092");
   EXPECT_EQ(publish::ParseKafkaUrl("kafka://h1:9092,h2:9093"), "h1:9092,h2:9093");
@@ -208,16 +214,14 @@ TEST(PublishKafkaFlags, KafkaUrlAndItsOwnFlags) {
             "cdc.app");
   EXPECT_FALSE(Parse({"--consumer=c1", "--to=nats://h:1"}).kafka);
 
-  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
-           {"--consumer=c1", "--to=kafka://h:1", "--stream=S"},  // NATS only
-           {"--consumer=c1", "--to=kafka://h:1", "--replicas=3"},
-           {"--consumer=c1", "--to=nats://h:1", "--partitions=3"},          // Kafka only
-           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=acks=1"},  // dblog's own
-           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=enable.idempotence=false"},
-           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=noequals"},
-           {"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=a/b"},
-           {"--consumer=c1", "--to=kafka://h:1", "--partitions=0"}})
-    EXPECT_THROW(Parse(bad), UsageError) << bad.back();
+  ExpectRefused({{"--consumer=c1", "--to=kafka://h:1", "--stream=S"},  // NATS only
+                 {"--consumer=c1", "--to=kafka://h:1", "--replicas=3"},
+                 {"--consumer=c1", "--to=nats://h:1", "--partitions=3"},          // Kafka only
+                 {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=acks=1"},  // dblog's own
+                 {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=enable.idempotence=false"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=noequals"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=a/b"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--partitions=0"}});
 }
 
 TEST(PublishNatsFlags, StreamSubjectsAndBatchesWithTheirDefaults) {
@@ -244,19 +248,18 @@ TEST(PublishNatsFlags, StreamSubjectsAndBatchesWithTheirDefaults) {
   EXPECT_EQ(Parse({"--consumer=c1", "--to=nats://h:1", "--format=debezium-json"}).format,
             publish::Format::kDebeziumJson);
 
-  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
-           {"--consumer=c1"},  // no --to, no $DBLOG_PUBLISH_TO
-           {"--consumer=c1", "--to=http://h:1"},
-           {"--consumer=c1", "--to=nats://h:1", "--stream=a.b"},
-           {"--consumer=c1", "--to=nats://h:1", "--stream="},
-           {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a..b"},
-           {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=.a"},
-           {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a.*"},
-           {"--consumer=c1", "--to=nats://h:1", "--replicas=6"},
-           {"--consumer=c1", "--to=nats://h:1", "--format=avro"},
-           {"--consumer=c1", "--to=nats://h:1", "--format=debezium-json", "--batch-events=10"},
-           {"--consumer=c1", "--to=nats://h:1", "--batch-events=0"}})
-    EXPECT_THROW(Parse(bad), UsageError) << bad.back();
+  ExpectRefused(
+      {{"--consumer=c1"},  // no --to, no $DBLOG_PUBLISH_TO
+       {"--consumer=c1", "--to=http://h:1"},
+       {"--consumer=c1", "--to=nats://h:1", "--stream=a.b"},
+       {"--consumer=c1", "--to=nats://h:1", "--stream="},
+       {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a..b"},
+       {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=.a"},
+       {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a.*"},
+       {"--consumer=c1", "--to=nats://h:1", "--replicas=6"},
+       {"--consumer=c1", "--to=nats://h:1", "--format=avro"},
+       {"--consumer=c1", "--to=nats://h:1", "--format=debezium-json", "--batch-events=10"},
+       {"--consumer=c1", "--to=nats://h:1", "--batch-events=0"}});
 }
 
 }  // namespace
