@@ -110,6 +110,146 @@ void KafkaFlags(const po::variables_map& vm, const std::string& consumer,
   }
 }
 
+// --to (default $DBLOG_PUBLISH_TO): the broker and its servers; the other broker's flags are
+// refused.
+void BrokerFlags(const po::variables_map& vm, const Environment& env,
+                 PublishCommandOptions& options) {
+  std::string to;
+  if (vm.count("to")) {
+    to = vm["to"].as<std::string>();
+  } else if (const auto t = env("DBLOG_PUBLISH_TO")) {
+    to = *t;
+  } else {
+    throw UsageError("--to is required (nats://HOST:PORT or kafka://HOST:PORT)");
+  }
+  options.kafka = to.rfind("kafka://", 0) == 0;
+  try {
+    if (options.kafka)
+      options.kafka_options.bootstrap_servers = publish::ParseKafkaUrl(to);
+    else
+      options.jetstream.servers = publish::ParseNatsUrl(to);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("invalid --to: ") + e.what());
+  }
+  for (const char* flag : {"stream", "subject-prefix", "replicas", "batch-events"})
+    if (options.kafka && vm.count(flag))
+      throw UsageError(std::string("--") + flag + " is for nats:// (Kafka: --topic-prefix, "
+                       "--partitions, --replication-factor)");
+  for (const char* flag : {"topic-prefix", "partitions", "replication-factor", "kafka-option"})
+    if (!options.kafka && vm.count(flag))
+      throw UsageError(std::string("--") + flag + " is for kafka://");
+}
+
+// The NATS settings: the stream, the subject prefix (options.prefix), replicas, the ack
+// timeout and batches. (Set with kafka:// too, from the defaults: BrokerFlags refused the
+// NATS-only flags.)
+void NatsFlags(const po::variables_map& vm, const std::string& consumer,
+               PublishCommandOptions& options) {
+  std::string stream = "DBLOG_" + consumer;
+  for (char& c : stream) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (vm.count("stream")) stream = vm["stream"].as<std::string>();
+  if (stream.empty() || stream.find_first_of(" \t\r\n.*>/\\") != std::string::npos)
+    throw UsageError("invalid --stream '" + stream +
+                     "': a JetStream name has no spaces, '.', '*', '>', '/' or '\\'");
+  options.jetstream.stream = stream;
+
+  options.prefix = "dblog." + consumer;
+  if (vm.count("subject-prefix")) options.prefix = vm["subject-prefix"].as<std::string>();
+  {
+    // tokens of [A-Za-z0-9_-], separated by single dots
+    bool ok = !options.prefix.empty() && options.prefix.front() != '.' &&
+              options.prefix.back() != '.' && options.prefix.find("..") == std::string::npos;
+    for (const char c : options.prefix)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+    if (!ok)
+      throw UsageError("invalid --subject-prefix '" + options.prefix +
+                       "': tokens of letters, digits, '_' and '-' separated by '.'");
+  }
+  options.jetstream.subjects = options.prefix + ".>";
+  if (vm.count("replicas"))
+    options.jetstream.replicas =
+        static_cast<int>(ParseNumber(vm["replicas"].as<std::string>(), 1, 5, "--replicas"));
+  if (vm.count("ack-timeout"))
+    options.jetstream.ack_timeout =
+        ParseSeconds(vm["ack-timeout"].as<std::string>(), 0.1, 3600, "--ack-timeout");
+  if (vm.count("batch-events")) {
+    if (options.format != publish::Format::kDblog)
+      throw UsageError("--batch-events is for --format dblog (debezium-json is one event per "
+                       "message)");
+    options.batch_events =
+        static_cast<std::size_t>(ParseNumber(vm["batch-events"].as<std::string>(), 1, 65536,
+                                             "--batch-events"));
+  }
+  options.jetstream.max_pending = options.max_in_flight * 2;
+}
+
+// What one attempt's stats say, for the last line.
+std::string Summary(const publish::Publisher& publisher) {
+  const auto& s = publisher.stats();
+  return std::to_string(s.events) + " events in " + std::to_string(s.messages) +
+         " messages written" +
+         (s.acked ? ", acknowledged through " + client::FormatPosition(*s.acked) : "");
+}
+
+publish::PublisherOptions PublisherOptionsOf(const PublishCommandOptions& options) {
+  publish::PublisherOptions popts;
+  popts.connect = options.connect;
+  popts.prefix = options.prefix;
+  popts.format = options.format;
+  popts.max_in_flight = options.max_in_flight;
+  // NATS only: a Kafka record is one event, placed by its row's key
+  if (options.format == publish::Format::kDblog && !options.kafka)
+    popts.batch = publish::BatchLimits{options.batch_events, 256 * 1024};
+  return popts;
+}
+
+// How an attempt ended: `exit` when the command is to exit with it (already said on the log),
+// else why it stopped and whether another attempt can help.
+struct AttemptEnd {
+  std::optional<int> exit;
+  std::string reason;
+  bool retryable = false;
+};
+
+// One attempt: a new broker connection, and the publisher run on it until it ends.
+AttemptEnd Attempt(publish::Publisher& publisher, const PublishCommandOptions& options,
+                   const publish::Publisher::Log& log) {
+  AttemptEnd end;
+  std::unique_ptr<publish::Broker> broker;
+  if (options.kafka)
+    broker = std::make_unique<publish::Kafka>(options.kafka_options);
+  else
+    broker = std::make_unique<publish::JetStream>(options.jetstream);
+  try {
+    if (publisher.Run(*broker)) {
+      log("stopped by signal: " + Summary(publisher));
+      end.exit = 0;
+      return end;
+    }
+    end.reason = "dblogd closed the connection";
+    end.retryable = true;
+    if (options.retry.once) {
+      log("dblogd closed the stream: " + Summary(publisher));
+      end.exit = 0;
+      return end;
+    }
+  } catch (const client::Interrupted&) {
+    log("stopped by signal: " + Summary(publisher));
+    end.exit = 0;
+    return end;
+  } catch (const publish::BrokerError& e) {
+    end.reason = e.what();
+    end.retryable = e.retryable();
+  } catch (const client::ClientError& e) {
+    end.reason = e.what();
+    end.retryable = client::IsRetryable(e);
+  } catch (const std::exception& e) {
+    end.reason = e.what();
+    end.retryable = false;
+  }
+  return end;
+}
+
 }  // namespace
 
 std::string PublishHelp() {
@@ -181,32 +321,7 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
   options.connect.client_name = "dblog-publish/0.1";
   ReadConsumerFlag(vm, options.connect);
   const std::string& consumer = options.connect.consumer;
-
-  std::string to;
-  if (vm.count("to")) {
-    to = vm["to"].as<std::string>();
-  } else if (const auto t = env("DBLOG_PUBLISH_TO")) {
-    to = *t;
-  } else {
-    throw UsageError("--to is required (nats://HOST:PORT or kafka://HOST:PORT)");
-  }
-  options.kafka = to.rfind("kafka://", 0) == 0;
-  try {
-    if (options.kafka)
-      options.kafka_options.bootstrap_servers = publish::ParseKafkaUrl(to);
-    else
-      options.jetstream.servers = publish::ParseNatsUrl(to);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("invalid --to: ") + e.what());
-  }
-  for (const char* flag : {"stream", "subject-prefix", "replicas", "batch-events"})
-    if (options.kafka && vm.count(flag))
-      throw UsageError(std::string("--") + flag + " is for nats:// (Kafka: --topic-prefix, "
-                       "--partitions, --replication-factor)");
-  for (const char* flag : {"topic-prefix", "partitions", "replication-factor", "kafka-option"})
-    if (!options.kafka && vm.count(flag))
-      throw UsageError(std::string("--") + flag + " is for kafka://");
-
+  BrokerFlags(vm, env, options);
   if (vm.count("format")) {
     const std::string format = vm["format"].as<std::string>();
     if (format == "debezium-json")
@@ -214,49 +329,11 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
     else if (format != "dblog")
       throw UsageError("unknown --format '" + format + "' (dblog, debezium-json)");
   }
-
-  std::string stream = "DBLOG_" + consumer;
-  for (char& c : stream) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (vm.count("stream")) stream = vm["stream"].as<std::string>();
-  if (stream.empty() || stream.find_first_of(" \t\r\n.*>/\\") != std::string::npos)
-    throw UsageError("invalid --stream '" + stream +
-                     "': a JetStream name has no spaces, '.', '*', '>', '/' or '\\'");
-  options.jetstream.stream = stream;
-
-  options.prefix = "dblog." + consumer;
-  if (vm.count("subject-prefix")) options.prefix = vm["subject-prefix"].as<std::string>();
-  {
-    // tokens of [A-Za-z0-9_-], separated by single dots
-    bool ok = !options.prefix.empty() && options.prefix.front() != '.' &&
-              options.prefix.back() != '.' && options.prefix.find("..") == std::string::npos;
-    for (const char c : options.prefix)
-      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
-    if (!ok)
-      throw UsageError("invalid --subject-prefix '" + options.prefix +
-                       "': tokens of letters, digits, '_' and '-' separated by '.'");
-  }
-  options.jetstream.subjects = options.prefix + ".>";
-  if (vm.count("replicas"))
-    options.jetstream.replicas =
-        static_cast<int>(ParseNumber(vm["replicas"].as<std::string>(), 1, 5, "--replicas"));
-  if (vm.count("ack-timeout"))
-    options.jetstream.ack_timeout =
-        ParseSeconds(vm["ack-timeout"].as<std::string>(), 0.1, 3600, "--ack-timeout");
-  if (vm.count("batch-events")) {
-    if (options.format != publish::Format::kDblog)
-      throw UsageError("--batch-events is for --format dblog (debezium-json is one event per "
-                       "message)");
-    options.batch_events =
-        static_cast<std::size_t>(ParseNumber(vm["batch-events"].as<std::string>(), 1, 65536,
-                                             "--batch-events"));
-  }
-  options.jetstream.max_pending = options.max_in_flight * 2;
-
+  NatsFlags(vm, consumer, options);
   if (options.kafka) {
     KafkaFlags(vm, consumer, options);
     options.prefix = options.kafka_options.prefix;
   }
-
   ReadServerFlags(vm, env, options.connect);
   ReadRetryFlags(vm, options.retry, options.connect);
   return options;
@@ -264,70 +341,25 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
 
 int RunPublish(const PublishCommandOptions& options,
                std::shared_ptr<client::Interrupter> interrupter, std::FILE* err) {
-  const auto log = [err](const std::string& line) {
+  const publish::Publisher::Log log = [err](const std::string& line) {
     std::fprintf(err, "dblog publish: %s\n", line.c_str());
     std::fflush(err);
   };
-  publish::PublisherOptions popts;
-  popts.connect = options.connect;
-  popts.prefix = options.prefix;
-  popts.format = options.format;
-  popts.max_in_flight = options.max_in_flight;
-  // NATS only: a Kafka record is one event, placed by its row's key
-  if (options.format == publish::Format::kDblog && !options.kafka)
-    popts.batch = publish::BatchLimits{options.batch_events, 256 * 1024};
-  publish::Publisher publisher(popts, interrupter, log);
+  publish::Publisher publisher(PublisherOptionsOf(options), interrupter, log);
   client::Backoff backoff(options.retry.backoff);
-  const auto summary = [&] {
-    const auto& s = publisher.stats();
-    return std::to_string(s.events) + " events in " + std::to_string(s.messages) +
-           " messages written" +
-           (s.acked ? ", acknowledged through " + client::FormatPosition(*s.acked) : "");
-  };
   for (;;) {
-    std::string reason;
-    bool retryable = false;
     const auto started = std::chrono::steady_clock::now();
-    {
-      std::unique_ptr<publish::Broker> broker;
-      if (options.kafka)
-        broker = std::make_unique<publish::Kafka>(options.kafka_options);
-      else
-        broker = std::make_unique<publish::JetStream>(options.jetstream);
-      try {
-        if (publisher.Run(*broker)) {
-          log("stopped by signal: " + summary());
-          return 0;
-        }
-        reason = "dblogd closed the connection";
-        retryable = true;
-        if (options.retry.once) {
-          log("dblogd closed the stream: " + summary());
-          return 0;
-        }
-      } catch (const client::Interrupted&) {
-        log("stopped by signal: " + summary());
-        return 0;
-      } catch (const publish::BrokerError& e) {
-        reason = e.what();
-        retryable = e.retryable();
-      } catch (const client::ClientError& e) {
-        reason = e.what();
-        retryable = client::IsRetryable(e);
-      } catch (const std::exception& e) {
-        reason = e.what();
-        retryable = false;
-      }
-    }
-    if (!retryable || options.retry.once) {
-      log("error: " + reason);
+    const AttemptEnd end = Attempt(publisher, options, log);
+    if (end.exit) return *end.exit;
+    if (!end.retryable || options.retry.once) {
+      log("error: " + end.reason);
       return 1;
     }
     if (client::ConnectionWorked(options.retry.backoff, publisher.progressed(),
                                  std::chrono::steady_clock::now() - started))
       backoff.Reset();
-    if (!WaitToRetry(backoff, *interrupter, log, reason)) {
-      log("stopped by signal: " + summary());
+    if (!WaitToRetry(backoff, *interrupter, log, end.reason)) {
+      log("stopped by signal: " + Summary(publisher));
       return 0;
     }
   }

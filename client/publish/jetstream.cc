@@ -93,8 +93,7 @@ void JetStream::RecordAsyncError(const std::string& error) {
   if (first_error_.empty()) first_error_ = error;
 }
 
-StoredTail JetStream::Open() {
-  Close();
+void JetStream::Connect() {
   natsOptions* opts = nullptr;
   natsStatus s = natsOptions_Create(&opts);
   std::vector<const char*> urls;
@@ -124,10 +123,12 @@ StoredTail JetStream::Open() {
     js_ = nullptr;
     throw Failure("JetStream context", s);
   }
+}
 
+jsStreamInfo* JetStream::StreamInfo() {
   jsStreamInfo* info = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  s = js_GetStreamInfo(&info, js_, options_.stream.c_str(), nullptr, &code);
+  natsStatus s = js_GetStreamInfo(&info, js_, options_.stream.c_str(), nullptr, &code);
   if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
@@ -143,24 +144,14 @@ StoredTail JetStream::Open() {
   } else if (s != NATS_OK) {
     throw Failure("stream info of " + options_.stream, s, code);
   }
-  bool holds_subjects = false;
-  for (int i = 0; info->Config && i < info->Config->SubjectsLen; ++i)
-    holds_subjects = holds_subjects || options_.subjects == info->Config->Subjects[i];
-  StoredTail tail;
-  tail.last_seq = info->State.LastSeq;
-  const std::uint64_t first_seq = info->State.FirstSeq;
-  jsStreamInfo_Destroy(info);
-  if (!holds_subjects) {
-    throw BrokerError("NATS: stream " + options_.stream + " exists but does not hold subjects " +
-                          options_.subjects + " (give another --stream, or --subject-prefix)",
-                      false);
-  }
+  return info;
+}
 
-  // The last message that carries a position (Relations after it carry none).
+void JetStream::ReadLastPosition(std::uint64_t first_seq, StoredTail& tail) {
   for (std::uint64_t seq = tail.last_seq; seq >= first_seq && seq > 0; --seq) {
     natsMsg* msg = nullptr;
-    code = static_cast<jsErrCode>(0);
-    s = js_GetMsg(&msg, js_, options_.stream.c_str(), seq, nullptr, &code);
+    jsErrCode code = static_cast<jsErrCode>(0);
+    const natsStatus s = js_GetMsg(&msg, js_, options_.stream.c_str(), seq, nullptr, &code);
     if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) continue;  // deleted
     if (s != NATS_OK) throw Failure("reading message " + std::to_string(seq), s, code);
     const std::string position = Header(msg, kPositionHeader);
@@ -183,6 +174,26 @@ StoredTail JetStream::Open() {
     }
     break;
   }
+}
+
+StoredTail JetStream::Open() {
+  Close();
+  Connect();
+  jsStreamInfo* info = StreamInfo();
+  bool holds_subjects = false;
+  for (int i = 0; info->Config && i < info->Config->SubjectsLen; ++i)
+    holds_subjects = holds_subjects || options_.subjects == info->Config->Subjects[i];
+  StoredTail tail;
+  tail.last_seq = info->State.LastSeq;
+  const std::uint64_t first_seq = info->State.FirstSeq;
+  jsStreamInfo_Destroy(info);
+  if (!holds_subjects) {
+    throw BrokerError("NATS: stream " + options_.stream + " exists but does not hold subjects " +
+                          options_.subjects + " (give another --stream, or --subject-prefix)",
+                      false);
+  }
+  // The last message that carries a position (Relations after it carry none).
+  ReadLastPosition(first_seq, tail);
   return tail;
 }
 
@@ -203,17 +214,7 @@ void JetStream::Publish(const LogMessage& message, std::uint64_t seq, std::uint6
   if (message.position) set(kPositionHeader, PositionText(*message.position));
   if (message.parts > 1)
     set(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
-  if (!message.table.empty()) {
-    // a quoted PostgreSQL name may hold CR or LF, which a header cannot: %-escaped like '%'
-    std::string table;
-    for (const char c : message.table) {
-      if (c == '\r') table += "%0D";
-      else if (c == '\n') table += "%0A";
-      else if (c == '%') table += "%25";
-      else table += c;
-    }
-    set(kTableHeader, table);
-  }
+  if (!message.table.empty()) set(kTableHeader, TableHeaderText(message.table));
   if (relation_seq) set(kRelationSeqHeader, std::to_string(relation_seq));
   if (!message.key.empty()) set(kKeyHeader, message.key);
   if (s == NATS_OK) s = js_PublishMsgAsync(js_, &msg, nullptr);

@@ -19,6 +19,7 @@
 
 struct __natsConnection;
 struct __jsCtx;
+struct jsStreamInfo;
 
 namespace dblog::publish {
 
@@ -53,6 +54,12 @@ class JetStream : public Broker {
 
  private:
   void Close();
+  // Open's steps: the connection and its JetStream context; the stream's info, creating the
+  // stream when it is missing (the caller destroys it); the last message that carries a
+  // position, from tail.last_seq down to first_seq, into `tail`.
+  void Connect();
+  jsStreamInfo* StreamInfo();
+  void ReadLastPosition(std::uint64_t first_seq, StoredTail& tail);
 
   JetStreamOptions options_;
   __natsConnection* nc_ = nullptr;

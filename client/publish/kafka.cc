@@ -58,6 +58,94 @@ struct TopicHandle {
   }
 };
 
+void Configure(rd_kafka_conf_t* conf, const std::string& key, const std::string& value) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof errstr) !=
+      RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_destroy(conf);
+    throw BrokerError("Kafka: setting " + key + "=" + value + ": " + errstr, false);
+  }
+}
+
+void RequireOnePartition(const std::string& topic, std::int32_t partitions) {
+  if (partitions != 1)
+    throw BrokerError("Kafka: topic " + topic + " has " + std::to_string(partitions) +
+                          " partitions: the control topic must have one (its order is the log's)",
+                      false);
+}
+
+// The next record of partition p (its consumption started), past end-of-partition events;
+// nullptr, with `error` set, when none comes by the deadline or the read fails.
+rd_kafka_message_t* NextRecord(rd_kafka_topic_t* rkt, std::int32_t p, Clock::time_point deadline,
+                               std::string& error) {
+  for (;;) {
+    rd_kafka_message_t* m = rd_kafka_consume(rkt, p, 200);
+    if (!m) {
+      if (Clock::now() > deadline) {
+        error = "timed out";
+        return nullptr;
+      }
+      continue;
+    }
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      rd_kafka_message_destroy(m);
+      if (Clock::now() > deadline) {
+        error = "ended before its high watermark";
+        return nullptr;
+      }
+      continue;
+    }
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      error = rd_kafka_message_errstr(m);
+      rd_kafka_message_destroy(m);
+      return nullptr;
+    }
+    return m;
+  }
+}
+
+// A stored record's Dblog-Position and Dblog-Part values (position not empty) into `found` and
+// `found_part`; the error, or "".
+std::string ParseStoredPosition(const std::string& position, const std::string& part,
+                                std::optional<dblog::v1::Position>& found,
+                                std::uint32_t& found_part) {
+  found = ParsePositionText(position);
+  if (!found) return "malformed " + std::string(kPositionHeader) + " '" + position + "'";
+  found_part = 1;
+  if (!part.empty()) {
+    const auto pp = ParsePartText(part);
+    if (!pp) return "malformed " + std::string(kPartHeader) + " '" + part + "'";
+    found_part = pp->first;
+  }
+  return "";
+}
+
+// The error of a CreateTopics answer (nullptr: none came), or ""; `retryable` says whether
+// another attempt can help.
+std::string CreateTopicsError(rd_kafka_event_t* ev, bool& retryable) {
+  std::string error;
+  if (!ev) {
+    error = "no answer to CreateTopics";
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    error = rd_kafka_event_error_string(ev);
+    retryable = !Permanent(rd_kafka_event_error(ev));
+  } else {
+    std::size_t count = 0;
+    const rd_kafka_topic_result_t** results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        error = rd_kafka_err2str(err);
+        if (const char* s = rd_kafka_topic_result_error_string(results[i]))
+          error += std::string(": ") + s;
+        retryable = !Permanent(err);
+      }
+    }
+  }
+  return error;
+}
+
 }  // namespace
 
 std::string ParseKafkaUrl(const std::string& url) {
@@ -194,69 +282,7 @@ void Kafka::ReadTails(const std::string& topic, std::int32_t partitions) {
     // without one: Relations, BootstrapBegin).
     std::int64_t window = 1;
     for (std::int64_t start = std::max(low, high - window); high > low;) {
-      if (rd_kafka_consume_start(handle.rkt, p, start) != 0)
-        throw BrokerError("Kafka: cannot read " + topic + " [" + std::to_string(p) +
-                              "]: " + rd_kafka_err2str(rd_kafka_last_error()),
-                          true);
-      std::optional<dblog::v1::Position> found;
-      std::uint32_t found_part = 1;
-      std::int64_t next = start;
-      const auto deadline = Clock::now() + options_.ack_timeout;
-      std::string error;
-      while (next < high) {
-        rd_kafka_message_t* m = rd_kafka_consume(handle.rkt, p, 200);
-        if (!m) {
-          if (Clock::now() > deadline) {
-            error = "timed out";
-            break;
-          }
-          continue;
-        }
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-          rd_kafka_message_destroy(m);
-          if (Clock::now() > deadline) {
-            error = "ended before its high watermark";
-            break;
-          }
-          continue;
-        }
-        if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-          error = rd_kafka_message_errstr(m);
-          rd_kafka_message_destroy(m);
-          break;
-        }
-        next = m->offset + 1;
-        rd_kafka_headers_t* headers = nullptr;
-        rd_kafka_message_headers(m, &headers);
-        const std::string position = Header(headers, kPositionHeader);
-        const std::string part = Header(headers, kPartHeader);
-        rd_kafka_message_destroy(m);
-        if (position.empty()) continue;
-        found = ParsePositionText(position);
-        if (!found) {
-          error = "malformed " + std::string(kPositionHeader) + " '" + position + "'";
-          break;
-        }
-        found_part = 1;
-        if (!part.empty()) {
-          const auto pp = ParsePartText(part);
-          if (!pp) {
-            error = "malformed " + std::string(kPartHeader) + " '" + part + "'";
-            break;
-          }
-          found_part = pp->first;
-        }
-      }
-      rd_kafka_consume_stop(handle.rkt, p);
-      if (!error.empty())
-        throw BrokerError(
-            "Kafka: reading the end of " + topic + " [" + std::to_string(p) + "]: " + error,
-            error.rfind("malformed", 0) != 0);
-      if (found) {
-        tail.position = found;
-        tail.part = found_part;
-        break;
-      }
+      if (ReadLastPosition(handle.rkt, topic, p, start, high, tail)) break;
       if (start == low) break;  // nothing in the partition carries a position
       window *= 8;
       high = start;  // the records from `start` on are read: look before them
@@ -265,73 +291,94 @@ void Kafka::ReadTails(const std::string& topic, std::int32_t partitions) {
   }
 }
 
-StoredTail Kafka::Open() {
-  Close();
-  char errstr[512];
-  const auto configure = [&](rd_kafka_conf_t* conf, const std::string& key,
-                             const std::string& value) {
-    if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof errstr) !=
-        RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      throw BrokerError("Kafka: setting " + key + "=" + value + ": " + errstr, false);
-    }
-  };
-  const auto common = [&](rd_kafka_conf_t* conf) {
-    configure(conf, "bootstrap.servers", options_.bootstrap_servers);
-    // errors only (a broker unreachable, ...): librdkafka's warnings at every attempt (the
-    // experimental gapless setting, an old broker's API) say nothing a user can act on;
-    // --kafka-option log_level=7 shows everything
-    configure(conf, "log_level", "3");
-    configure(conf, "socket.timeout.ms",
-              std::to_string(std::max(10, Millis(options_.ack_timeout))));
-    for (const auto& [key, value] : options_.config) configure(conf, key, value);
-  };
+bool Kafka::ReadLastPosition(rd_kafka_topic_s* rkt, const std::string& topic, std::int32_t p,
+                             std::int64_t start, std::int64_t high, Tail& tail) {
+  if (rd_kafka_consume_start(rkt, p, start) != 0)
+    throw BrokerError("Kafka: cannot read " + topic + " [" + std::to_string(p) +
+                          "]: " + rd_kafka_err2str(rd_kafka_last_error()),
+                      true);
+  std::optional<dblog::v1::Position> found;
+  std::uint32_t found_part = 1;
+  std::int64_t next = start;
+  const auto deadline = Clock::now() + options_.ack_timeout;
+  std::string error;
+  while (next < high) {
+    rd_kafka_message_t* m = NextRecord(rkt, p, deadline, error);
+    if (!m) break;
+    next = m->offset + 1;
+    rd_kafka_headers_t* headers = nullptr;
+    rd_kafka_message_headers(m, &headers);
+    const std::string position = Header(headers, kPositionHeader);
+    const std::string part = Header(headers, kPartHeader);
+    rd_kafka_message_destroy(m);
+    if (position.empty()) continue;
+    error = ParseStoredPosition(position, part, found, found_part);
+    if (!error.empty()) break;
+  }
+  rd_kafka_consume_stop(rkt, p);
+  if (!error.empty())
+    throw BrokerError(
+        "Kafka: reading the end of " + topic + " [" + std::to_string(p) + "]: " + error,
+        error.rfind("malformed", 0) != 0);
+  if (!found) return false;
+  tail.position = found;
+  tail.part = found_part;
+  return true;
+}
 
+void Kafka::ConfigureConnection(rd_kafka_conf_s* conf) const {
+  Configure(conf, "bootstrap.servers", options_.bootstrap_servers);
+  // errors only (a broker unreachable, ...): librdkafka's warnings at every attempt (the
+  // experimental gapless setting, an old broker's API) say nothing a user can act on;
+  // --kafka-option log_level=7 shows everything
+  Configure(conf, "log_level", "3");
+  Configure(conf, "socket.timeout.ms", std::to_string(std::max(10, Millis(options_.ack_timeout))));
+  for (const auto& [key, value] : options_.config) Configure(conf, key, value);
+}
+
+void Kafka::CreateProducer() {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  common(conf);
-  configure(conf, "acks", "all");
-  configure(conf, "enable.idempotence", "true");
+  ConfigureConnection(conf);
+  Configure(conf, "acks", "all");
+  Configure(conf, "enable.idempotence", "true");
   // a failed batch stops the producer instead of leaving a gap behind later ones
-  configure(conf, "enable.gapless.guarantee", "true");
+  Configure(conf, "enable.gapless.guarantee", "true");
   // no local timeout (timed-out records are the one case idempotence leaves gaps in): Flush's
   // own timeout ends the attempt, and the next one reads the tails
-  configure(conf, "message.timeout.ms", "0");
+  Configure(conf, "message.timeout.ms", "0");
   // one produce request in flight per broker: a batch that fails is retried before any later
   // one can reach the broker, so the log stays in order even on a broker that does not check
   // the idempotent producer's sequence numbers (librdkafka's mock cluster, seen reordering
   // records around an injected retriable error with 5 in flight)
-  configure(conf, "max.in.flight.requests.per.connection", "1");
-  configure(conf, "linger.ms", "5");
+  Configure(conf, "max.in.flight.requests.per.connection", "1");
+  Configure(conf, "linger.ms", "5");
   rd_kafka_conf_set_dr_msg_cb(conf, OnDeliveryReport);
   rd_kafka_conf_set_opaque(conf, this);
+  char errstr[512];
   producer_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
   if (!producer_) {
     rd_kafka_conf_destroy(conf);
     throw BrokerError(std::string("Kafka: cannot create a producer: ") + errstr, false);
   }
+}
 
-  conf = rd_kafka_conf_new();
-  common(conf);
-  configure(conf, "group.id", "dblog-publish-tail");
-  configure(conf, "enable.auto.commit", "false");
-  configure(conf, "enable.auto.offset.store", "false");
-  configure(conf, "enable.partition.eof", "true");
-  configure(conf, "allow.auto.create.topics", "false");
+void Kafka::CreateReader() {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  ConfigureConnection(conf);
+  Configure(conf, "group.id", "dblog-publish-tail");
+  Configure(conf, "enable.auto.commit", "false");
+  Configure(conf, "enable.auto.offset.store", "false");
+  Configure(conf, "enable.partition.eof", "true");
+  Configure(conf, "allow.auto.create.topics", "false");
+  char errstr[512];
   reader_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
   if (!reader_) {
     rd_kafka_conf_destroy(conf);
     throw BrokerError(std::string("Kafka: cannot create a consumer: ") + errstr, false);
   }
+}
 
-  topics_ = Topics("");
-  const auto control = topics_.find(layout_.ControlTopic());
-  if (control != topics_.end() && control->second != 1)
-    throw BrokerError("Kafka: topic " + control->first + " has " + std::to_string(control->second) +
-                          " partitions: the control topic must have one (its order is the log's)",
-                      false);
-  for (const auto& [topic, partitions] : topics_) ReadTails(topic, partitions);
-
-  StoredTail tail;
+std::string Kafka::ResumeNote() const {
   std::optional<dblog::v1::Position> last;
   std::size_t held = 0;
   for (const auto& [partition, t] : tails_) {
@@ -339,11 +386,22 @@ StoredTail Kafka::Open() {
     if (t.position && (!last || client::ComparePositions(*t.position, *last) > 0))
       last = t.position;
   }
-  tail.resume_note = "the log holds " + std::to_string(topics_.size()) + " topics (" +
-                     std::to_string(held) + " partitions not empty" +
-                     (last ? ", the last position " + PositionText(*last) : "") +
-                     "): resuming from the consumer's acknowledged position, dropping what each "
-                     "partition already holds";
+  return "the log holds " + std::to_string(topics_.size()) + " topics (" + std::to_string(held) +
+         " partitions not empty" + (last ? ", the last position " + PositionText(*last) : "") +
+         "): resuming from the consumer's acknowledged position, dropping what each "
+         "partition already holds";
+}
+
+StoredTail Kafka::Open() {
+  Close();
+  CreateProducer();
+  CreateReader();
+  topics_ = Topics("");
+  const auto control = topics_.find(layout_.ControlTopic());
+  if (control != topics_.end()) RequireOnePartition(control->first, control->second);
+  for (const auto& [topic, partitions] : topics_) ReadTails(topic, partitions);
+  StoredTail tail;
+  tail.resume_note = ResumeNote();
   return tail;
 }
 
@@ -351,19 +409,22 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
   const auto known = topics_.find(topic);
   if (known != topics_.end()) return known->second;
   const bool control = topic == layout_.ControlTopic();
-  const auto check = [&](std::int32_t count) {
-    if (control && count != 1)
-      throw BrokerError("Kafka: topic " + topic + " has " + std::to_string(count) +
-                            " partitions: the control topic must have one (its order is the log's)",
-                        false);
-    // created by someone else since Open, perhaps: read what it holds
-    ReadTails(topic, count);
-    topics_[topic] = count;
-    return count;
-  };
   // a topic created beforehand (by an administrator, or since Open) is used as it is
-  if (const auto existing = Topics(topic); existing.count(topic)) return check(existing.at(topic));
-  const int partitions = control ? 1 : options_.partitions;
+  if (const auto existing = Topics(topic); existing.count(topic))
+    return AdoptTopic(topic, existing.at(topic), control);
+  CreateTopic(topic, control ? 1 : options_.partitions);
+  return AdoptTopic(topic, AwaitTopic(topic), control);
+}
+
+std::int32_t Kafka::AdoptTopic(const std::string& topic, std::int32_t partitions, bool control) {
+  if (control) RequireOnePartition(topic, partitions);
+  // created by someone else since Open, perhaps: read what it holds
+  ReadTails(topic, partitions);
+  topics_[topic] = partitions;
+  return partitions;
+}
+
+void Kafka::CreateTopic(const std::string& topic, int partitions) {
   char errstr[512];
   rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(
       topic.c_str(), partitions, options_.replication_factor, errstr, sizeof errstr);
@@ -375,27 +436,8 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
                                             sizeof errstr);
   rd_kafka_CreateTopics(producer_, &nt, 1, admin, queue);
   rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, Millis(options_.ack_timeout) + 1000);
-  std::string error;
   bool retryable = true;
-  if (!ev) {
-    error = "no answer to CreateTopics";
-  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    error = rd_kafka_event_error_string(ev);
-    retryable = !Permanent(rd_kafka_event_error(ev));
-  } else {
-    std::size_t count = 0;
-    const rd_kafka_topic_result_t** results =
-        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &count);
-    for (std::size_t i = 0; i < count; ++i) {
-      const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-        error = rd_kafka_err2str(err);
-        if (const char* s = rd_kafka_topic_result_error_string(results[i]))
-          error += std::string(": ") + s;
-        retryable = !Permanent(err);
-      }
-    }
-  }
+  const std::string error = CreateTopicsError(ev, retryable);
   if (ev) rd_kafka_event_destroy(ev);
   rd_kafka_AdminOptions_destroy(admin);
   rd_kafka_queue_destroy(queue);
@@ -405,10 +447,13 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
                           " (a cluster that does not let this client create topics: create " +
                           topic + " beforehand)",
                       retryable);
+}
 
+std::int32_t Kafka::AwaitTopic(const std::string& topic) {
   // A new topic's leaders can take a moment to be known.
   const auto deadline = Clock::now() + options_.ack_timeout;
   std::map<std::string, std::int32_t> found;
+  std::string error;
   for (;;) {
     try {
       found = Topics(topic);
@@ -421,7 +466,7 @@ std::int32_t Kafka::EnsureTopic(const std::string& topic) {
       throw BrokerError("Kafka: topic " + topic + " created, but: " + error, true);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return check(found.at(topic));
+  return found.at(topic);
 }
 
 void Kafka::Publish(const LogMessage& message, std::uint64_t, std::uint64_t) {
@@ -432,100 +477,108 @@ void Kafka::Publish(const LogMessage& message, std::uint64_t, std::uint64_t) {
   for (const KafkaRecord& record : layout_.Place(message, partitions)) {
     const Partition where{record.topic, record.partition};
     Tail& tail = tails_[where];
-    const bool change = message.event == "change";
-    if (change && message.part > 1 && message.position && last_change_ &&
-        last_change_->first.commit_lsn() == message.position->commit_lsn() &&
-        last_change_->first.seq() == message.position->seq() && last_change_->second == where) {
-      // a key change's DELETE of the old key (layout.h, set_row_keys) that lands in the
-      // partition of the UPDATE just written, which removes the old key itself: one record
-      // per position and partition
-      continue;
-    }
-    if (change && message.position) last_change_.emplace(*message.position, where);
-    if (message.position && tail.position) {
-      const int c = client::ComparePositions(*message.position, *tail.position);
-      if (c < 0 || (c == 0 && message.part <= tail.part)) {
-        ++dropped_;
-        continue;  // this partition holds it already
-      }
-    }
-    rd_kafka_headers_t* headers = rd_kafka_headers_new(8);
-    const auto add = [&](const char* name, const std::string& value) {
-      rd_kafka_header_add(headers, name, -1, value.data(), static_cast<ssize_t>(value.size()));
-    };
-    add(kEventHeader, message.event);
-    if (message.position) add(kPositionHeader, PositionText(*message.position));
-    if (message.parts > 1)
-      add(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
-    if (!message.table.empty()) {
-      std::string table;  // CR, LF and '%' escaped, as on NATS
-      for (const char c : message.table) {
-        if (c == '\r')
-          table += "%0D";
-        else if (c == '\n')
-          table += "%0A";
-        else if (c == '%')
-          table += "%25";
-        else
-          table += c;
-      }
-      add(kTableHeader, table);
-    }
-    if (message.is_relation) {
-      tail.relation_offset = tail.next_offset;
-    } else if (!control && tail.relation_offset >= 0) {
-      add(kRelationOffsetHeader, std::to_string(tail.relation_offset));
-    }
-    if (control) {
-      std::string ends;
-      const auto end_of = [&](const Partition& p, const Tail& t) {
-        if (p == where || t.next_offset <= 0) return;
-        ends += (ends.empty() ? "" : ",") + p.first + ":" + std::to_string(p.second) + ":" +
-                std::to_string(t.next_offset);
-      };
-      if (first_control_) {
-        for (const auto& [p, t] : tails_) end_of(p, t);
-      } else {
-        for (const auto& p : written_since_control_) end_of(p, tails_[p]);
-      }
-      if (!ends.empty()) add(kEndsHeader, ends);
-      first_control_ = false;
-      written_since_control_.clear();
-    } else {
-      written_since_control_.insert(where);
-    }
-    const auto opaque = reinterpret_cast<void*>(static_cast<std::intptr_t>(tail.next_offset));
-    for (;;) {
-      rd_kafka_resp_err_t err;
-      if (record.key) {
-        err = rd_kafka_producev(
-            producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()),
-            RD_KAFKA_V_PARTITION(record.partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_KEY(record.key->data(), record.key->size()),
-            RD_KAFKA_V_VALUE(record.tombstone ? nullptr : const_cast<char*>(message.payload.data()),
-                             record.tombstone ? 0 : message.payload.size()),
-            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
-      } else {
-        err = rd_kafka_producev(
-            producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()),
-            RD_KAFKA_V_PARTITION(record.partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_VALUE(const_cast<char*>(message.payload.data()), message.payload.size()),
-            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
-      }
-      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
-      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-        rd_kafka_poll(producer_, 100);  // delivery reports make room
-        ThrowIfFailed();
-        continue;
-      }
-      rd_kafka_headers_destroy(headers);
-      throw BrokerError("Kafka: producing to " + record.topic + ": " + rd_kafka_err2str(err),
-                        !Permanent(err));
-    }
+    if (Held(message, where, tail)) continue;
+    rd_kafka_headers_t* headers = Headers(message, where, tail, control);
+    Produce(record, message, headers, tail.next_offset);
     ++tail.next_offset;
     ++pending_;
   }
   rd_kafka_poll(producer_, 0);
+}
+
+bool Kafka::Held(const LogMessage& message, const Partition& where, const Tail& tail) {
+  const bool change = message.event == "change";
+  if (change && message.part > 1 && message.position && last_change_ &&
+      last_change_->first.commit_lsn() == message.position->commit_lsn() &&
+      last_change_->first.seq() == message.position->seq() && last_change_->second == where) {
+    // a key change's DELETE of the old key (layout.h, set_row_keys) that lands in the
+    // partition of the UPDATE just written, which removes the old key itself: one record
+    // per position and partition
+    return true;
+  }
+  if (change && message.position) last_change_.emplace(*message.position, where);
+  if (message.position && tail.position) {
+    const int c = client::ComparePositions(*message.position, *tail.position);
+    if (c < 0 || (c == 0 && message.part <= tail.part)) {
+      ++dropped_;
+      return true;  // this partition holds it already
+    }
+  }
+  return false;
+}
+
+rd_kafka_headers_s* Kafka::Headers(const LogMessage& message, const Partition& where, Tail& tail,
+                                   bool control) {
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(8);
+  const auto add = [&](const char* name, const std::string& value) {
+    rd_kafka_header_add(headers, name, -1, value.data(), static_cast<ssize_t>(value.size()));
+  };
+  add(kEventHeader, message.event);
+  if (message.position) add(kPositionHeader, PositionText(*message.position));
+  if (message.parts > 1)
+    add(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
+  if (!message.table.empty()) add(kTableHeader, TableHeaderText(message.table));
+  if (message.is_relation) {
+    tail.relation_offset = tail.next_offset;
+  } else if (!control && tail.relation_offset >= 0) {
+    add(kRelationOffsetHeader, std::to_string(tail.relation_offset));
+  }
+  if (control) {
+    const std::string ends = ControlEnds(where);
+    if (!ends.empty()) add(kEndsHeader, ends);
+    first_control_ = false;
+    written_since_control_.clear();
+  } else {
+    written_since_control_.insert(where);
+  }
+  return headers;
+}
+
+std::string Kafka::ControlEnds(const Partition& where) {
+  std::string ends;
+  const auto end_of = [&](const Partition& p, const Tail& t) {
+    if (p == where || t.next_offset <= 0) return;
+    ends += (ends.empty() ? "" : ",") + p.first + ":" + std::to_string(p.second) + ":" +
+            std::to_string(t.next_offset);
+  };
+  if (first_control_) {
+    for (const auto& [p, t] : tails_) end_of(p, t);
+  } else {
+    for (const auto& p : written_since_control_) end_of(p, tails_[p]);
+  }
+  return ends;
+}
+
+void Kafka::Produce(const KafkaRecord& record, const LogMessage& message,
+                    rd_kafka_headers_s* headers, std::int64_t offset) {
+  const auto opaque = reinterpret_cast<void*>(static_cast<std::intptr_t>(offset));
+  for (;;) {
+    rd_kafka_resp_err_t err;
+    if (record.key) {
+      err = rd_kafka_producev(
+          producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(record.partition),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+          RD_KAFKA_V_KEY(record.key->data(), record.key->size()),
+          RD_KAFKA_V_VALUE(record.tombstone ? nullptr : const_cast<char*>(message.payload.data()),
+                           record.tombstone ? 0 : message.payload.size()),
+          RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    } else {
+      err = rd_kafka_producev(
+          producer_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(record.partition),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+          RD_KAFKA_V_VALUE(const_cast<char*>(message.payload.data()), message.payload.size()),
+          RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    }
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+      rd_kafka_poll(producer_, 100);  // delivery reports make room
+      ThrowIfFailed();
+      continue;
+    }
+    rd_kafka_headers_destroy(headers);
+    throw BrokerError("Kafka: producing to " + record.topic + ": " + rd_kafka_err2str(err),
+                      !Permanent(err));
+  }
 }
 
 void Kafka::Flush() {

@@ -26,7 +26,10 @@
 #include "client/publish/kafka_layout.h"
 
 struct rd_kafka_s;
+struct rd_kafka_conf_s;
+struct rd_kafka_headers_s;
 struct rd_kafka_message_s;
+struct rd_kafka_topic_s;
 
 namespace dblog::publish {
 
@@ -77,11 +80,40 @@ class Kafka : public Broker {
   void Close();
   void Fail(const std::string& error, bool retryable = true);
   void ThrowIfFailed();
+
+  // Open's steps: the two librdkafka handles (the settings of both, then each one's own), and
+  // the line saying what the log holds.
+  void ConfigureConnection(rd_kafka_conf_s* conf) const;
+  void CreateProducer();
+  void CreateReader();
+  std::string ResumeNote() const;
+
   // The topic's partition count, creating it (and reading its tails) on first use.
   std::int32_t EnsureTopic(const std::string& topic);
+  // An existing topic taken into use: its tails read, its partition count kept.
+  std::int32_t AdoptTopic(const std::string& topic, std::int32_t partitions, bool control);
+  void CreateTopic(const std::string& topic, int partitions);
+  // The partition count of a topic just created, once the cluster's metadata shows it.
+  std::int32_t AwaitTopic(const std::string& topic);
   // Partition counts of existing topics (those of this layout; only `topic` when given).
   std::map<std::string, std::int32_t> Topics(const std::string& topic);
   void ReadTails(const std::string& topic, std::int32_t partitions);
+  // The last record with a position among offsets [start, high) of partition p into `tail`;
+  // false when none there carries one.
+  bool ReadLastPosition(rd_kafka_topic_s* rkt, const std::string& topic, std::int32_t p,
+                        std::int64_t start, std::int64_t high, Tail& tail);
+
+  // Publish's steps for one record: whether it is not to be written (its partition holds it
+  // already, or the UPDATE before it, a key change's, covers it; notes the last change written
+  // and counts what is dropped), its headers, and producing it at `offset`.
+  bool Held(const LogMessage& message, const Partition& where, const Tail& tail);
+  rd_kafka_headers_s* Headers(const LogMessage& message, const Partition& where, Tail& tail,
+                              bool control);
+  // A control record's Dblog-Ends: where each table partition written since the last control
+  // record (for the first: every partition) ends.
+  std::string ControlEnds(const Partition& where);
+  void Produce(const KafkaRecord& record, const LogMessage& message, rd_kafka_headers_s* headers,
+               std::int64_t offset);
 
   KafkaOptions options_;
   KafkaLayout layout_;

@@ -80,6 +80,21 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string
   return std::make_pair(static_cast<std::uint32_t>(part), static_cast<std::uint32_t>(parts));
 }
 
+std::string TableHeaderText(std::string_view table) {
+  std::string text;
+  for (const char c : table) {
+    if (c == '\r')
+      text += "%0D";
+    else if (c == '\n')
+      text += "%0A";
+    else if (c == '%')
+      text += "%25";
+    else
+      text += c;
+  }
+  return text;
+}
+
 std::string SubjectToken(std::string_view name) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -144,6 +159,39 @@ std::string MsgId(const std::optional<dblog::v1::Position>& position, std::uint3
   return id;
 }
 
+// part, parts and msg_id of the messages of one event, in order (a Relation has no msg_id).
+void NumberParts(const StreamEvent& event, std::vector<LogMessage>& out) {
+  const auto parts = static_cast<std::uint32_t>(out.size());
+  for (std::uint32_t i = 0; i < parts; ++i) {
+    LogMessage& m = out[i];
+    m.part = i + 1;
+    m.parts = parts;
+    if (m.is_relation) continue;
+    if (m.position) {
+      m.msg_id = MsgId(m.position, m.part, parts);
+    } else {  // BootstrapBegin: one per bootstrap attempt, told apart by its consistent point
+      m.msg_id =
+          "bootstrap_begin:" + client::FormatLsn(event.bootstrap_begin().consistent_point()) + "#" +
+          std::to_string(m.part);
+    }
+  }
+}
+
+// An UPDATE's key change as the DELETE of its old key, at the UPDATE's position.
+dblog::v1::Change OldKeyDelete(const dblog::v1::Change& change) {
+  dblog::v1::Change gone;
+  gone.set_kind(dblog::v1::Change::DELETE);
+  gone.set_relation_oid(change.relation_oid());
+  gone.set_commit_lsn(change.commit_lsn());
+  gone.set_seq(change.seq());
+  gone.set_lsn(change.lsn());
+  gone.set_xid(change.xid());
+  gone.set_commit_time(change.commit_time());
+  *gone.mutable_old_key() = change.old_key();
+  if (change.has_old_row()) *gone.mutable_old_row() = change.old_row();
+  return gone;
+}
+
 }  // namespace
 
 LogMessage Layout::TableMessageByName(const std::string& schema, const std::string& name,
@@ -159,12 +207,18 @@ LogMessage Layout::TableMessageByName(const std::string& schema, const std::stri
   return m;
 }
 
-LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
+const dblog::v1::Relation& Layout::KnownRelation(std::uint32_t oid,
+                                                 const StreamEvent& event) const {
   const dblog::v1::Relation* rel = relations_.Find(oid);
   if (!rel) {
     throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
                              std::to_string(oid) + " came before its Relation");
   }
+  return *rel;
+}
+
+LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
+  KnownRelation(oid, event);
   const TableNames& names = *Names(oid);
   LogMessage m;
   m.subject = names.subject;
@@ -178,6 +232,64 @@ LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
   return m;
 }
 
+LogMessage Layout::ControlMessage(const StreamEvent& event) const {
+  LogMessage m;
+  m.subject = ControlSubject();
+  m.event = EventName(event);
+  m.position = client::PositionOf(event);
+  event.SerializeToString(&m.payload);
+  return m;
+}
+
+LogMessage Layout::DebeziumMessage(std::uint32_t oid, const StreamEvent& event, std::string payload,
+                                   std::string key) const {
+  const dblog::v1::Relation* rel = relations_.Find(oid);
+  LogMessage m;
+  m.subject = TableSubject(rel->schema(), rel->name());
+  m.table = rel->schema() + "." + rel->name();
+  m.schema = rel->schema();
+  m.name = rel->name();
+  m.relation_oid = oid;
+  m.position = client::PositionOf(event);
+  m.event = EventName(event);
+  m.payload = std::move(payload);
+  m.key = std::move(key);
+  return m;
+}
+
+void Layout::MapDebeziumChange(const StreamEvent& event, DebeziumSource source,
+                               std::vector<LogMessage>& out) const {
+  const dblog::v1::Change& change = event.change();
+  const std::uint32_t oid = change.relation_oid();
+  const dblog::v1::Relation& rel = KnownRelation(oid, event);
+  if (change.commit_time()) source.commit_time = change.commit_time();
+  if (change.xid()) source.xid = change.xid();
+  std::string key = DebeziumKey(rel, KeyOfChange(rel, change));
+  const auto tombstone = [&](const std::string& of_key) {
+    LogMessage m = DebeziumMessage(oid, event, "", of_key);
+    m.event = "tombstone";
+    out.push_back(std::move(m));
+  };
+  if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
+      change.old_key().SerializeAsString() != KeyOfChange(rel, change).SerializeAsString()) {
+    // a key change, as Debezium writes it: a delete of the old key and its tombstone, then
+    // a create of the new key (a reader keyed by the key, or a compacted topic, must not
+    // keep the old one)
+    const dblog::v1::Change gone = OldKeyDelete(change);
+    const std::string old_key = DebeziumKey(rel, change.old_key());
+    out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, gone, source), old_key));
+    tombstone(old_key);
+    dblog::v1::Change created = change;
+    created.set_kind(dblog::v1::Change::INSERT);
+    created.clear_old_key();
+    created.clear_old_row();
+    out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, created, source), key));
+    return;
+  }
+  out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, change, source), key));
+  if (change.kind() == dblog::v1::Change::DELETE) tombstone(key);
+}
+
 std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
   std::vector<LogMessage> out;
   DebeziumSource source;
@@ -185,28 +297,6 @@ std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
   source.snapshot = in_bootstrap_ ? "true" : in_chunk_ ? "incremental" : "false";
   source.xid = xid_;
   source.commit_time = commit_time_;
-  const auto table_message = [&](std::uint32_t oid, std::string payload, std::string key) {
-    const dblog::v1::Relation* rel = relations_.Find(oid);
-    LogMessage m;
-    m.subject = TableSubject(rel->schema(), rel->name());
-    m.table = rel->schema() + "." + rel->name();
-    m.schema = rel->schema();
-    m.name = rel->name();
-    m.relation_oid = oid;
-    m.position = client::PositionOf(event);
-    m.event = EventName(event);
-    m.payload = std::move(payload);
-    m.key = std::move(key);
-    return m;
-  };
-  const auto relation = [&](std::uint32_t oid) -> const dblog::v1::Relation& {
-    const dblog::v1::Relation* rel = relations_.Find(oid);
-    if (!rel) {
-      throw std::runtime_error(std::string("a ") + EventName(event) + " of relation " +
-                               std::to_string(oid) + " came before its Relation");
-    }
-    return *rel;
-  };
   switch (event.event_case()) {
     case StreamEvent::kRelation:
       relations_.Put(event.relation());
@@ -235,54 +325,13 @@ std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
       if (!event.message().transactional())
         throw std::runtime_error("a non-transactional message has no position to publish at");
       break;
-    case StreamEvent::kChange: {
-      const dblog::v1::Change& change = event.change();
-      const dblog::v1::Relation& rel = relation(change.relation_oid());
-      if (change.commit_time()) source.commit_time = change.commit_time();
-      if (change.xid()) source.xid = change.xid();
-      std::string key = DebeziumKey(rel, KeyOfChange(rel, change));
-      if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
-          change.old_key().SerializeAsString() !=
-              KeyOfChange(rel, change).SerializeAsString()) {
-        // a key change, as Debezium writes it: a delete of the old key and its tombstone, then
-        // a create of the new key (a reader keyed by the key, or a compacted topic, must not
-        // keep the old one)
-        dblog::v1::Change gone;
-        gone.set_kind(dblog::v1::Change::DELETE);
-        gone.set_relation_oid(change.relation_oid());
-        gone.set_commit_lsn(change.commit_lsn());
-        gone.set_seq(change.seq());
-        gone.set_lsn(change.lsn());
-        gone.set_xid(change.xid());
-        gone.set_commit_time(change.commit_time());
-        *gone.mutable_old_key() = change.old_key();
-        if (change.has_old_row()) *gone.mutable_old_row() = change.old_row();
-        const std::string old_key = DebeziumKey(rel, change.old_key());
-        out.push_back(table_message(change.relation_oid(), DebeziumChange(rel, gone, source),
-                                    old_key));
-        LogMessage tombstone = table_message(change.relation_oid(), "", old_key);
-        tombstone.event = "tombstone";
-        out.push_back(std::move(tombstone));
-        dblog::v1::Change created = change;
-        created.set_kind(dblog::v1::Change::INSERT);
-        created.clear_old_key();
-        created.clear_old_row();
-        out.push_back(
-            table_message(change.relation_oid(), DebeziumChange(rel, created, source), key));
-        break;
-      }
-      out.push_back(table_message(change.relation_oid(), DebeziumChange(rel, change, source), key));
-      if (change.kind() == dblog::v1::Change::DELETE) {
-        LogMessage tombstone = table_message(change.relation_oid(), "", key);
-        tombstone.event = "tombstone";
-        out.push_back(std::move(tombstone));
-      }
+    case StreamEvent::kChange:
+      MapDebeziumChange(event, source, out);
       break;
-    }
     case StreamEvent::kTruncate:
       for (const std::uint32_t oid : event.truncate().relation_oids())
-        out.push_back(
-            table_message(oid, DebeziumTruncate(relation(oid), event.truncate(), source), ""));
+        out.push_back(DebeziumMessage(
+            oid, event, DebeziumTruncate(KnownRelation(oid, event), event.truncate(), source), ""));
       break;
     default:
       throw std::runtime_error("an event with nothing to publish");
@@ -290,35 +339,60 @@ std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
   return out;
 }
 
-std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
-  std::vector<LogMessage> out;
-  if (format_ == Format::kDebeziumJson) {
-    out = MapDebezium(event);
-    const auto parts = static_cast<std::uint32_t>(out.size());
-    for (std::uint32_t i = 0; i < parts; ++i) {
-      out[i].part = i + 1;
-      out[i].parts = parts;
-      out[i].msg_id = MsgId(out[i].position, i + 1, parts);
-    }
-    return out;
+void Layout::MapChange(const StreamEvent& event, std::vector<LogMessage>& out) {
+  out.push_back(TableMessage(event.change().relation_oid(), event));
+  if (!row_keys_) return;
+  const dblog::v1::Change& change = event.change();
+  const dblog::v1::Relation& rel = *relations_.Find(change.relation_oid());
+  out.back().row_key = KeyOfChange(rel, change).SerializeAsString();
+  if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
+      change.old_key().SerializeAsString() != out.back().row_key) {
+    // the key moved: the old key's delete, placed by the old key (set_row_keys)
+    StreamEvent gone;
+    *gone.mutable_change() = OldKeyDelete(change);
+    LogMessage m = TableMessage(change.relation_oid(), gone);
+    m.row_key = change.old_key().SerializeAsString();
+    out.push_back(std::move(m));
   }
-  const auto control = [&](const StreamEvent& ev) {
-    LogMessage m;
-    m.subject = ControlSubject();
-    m.event = EventName(ev);
-    m.position = client::PositionOf(ev);
-    ev.SerializeToString(&m.payload);
-    return m;
-  };
+}
+
+void Layout::FanOutTruncate(const StreamEvent& event, std::vector<LogMessage>& out) {
+  out.push_back(ControlMessage(event));
+  for (const std::uint32_t oid : event.truncate().relation_oids()) {
+    StreamEvent one = event;
+    one.mutable_truncate()->clear_relation_oids();
+    one.mutable_truncate()->add_relation_oids(oid);
+    out.push_back(TableMessage(oid, one));
+  }
+}
+
+void Layout::FanOutBootstrap(const StreamEvent& event, std::vector<LogMessage>& out) const {
+  out.push_back(ControlMessage(event));
+  const auto& tables = event.has_bootstrap_begin() ? event.bootstrap_begin().tables()
+                                                   : event.bootstrap_end().tables();
+  for (const auto& table : tables) {
+    StreamEvent one = event;
+    auto* list = one.has_bootstrap_begin() ? one.mutable_bootstrap_begin()->mutable_tables()
+                                           : one.mutable_bootstrap_end()->mutable_tables();
+    list->Clear();
+    *list->Add() = table;
+    LogMessage m = TableMessageByName(table.schema(), table.name(), one);
+    m.relation_oid = table.relation_oid();
+    out.push_back(std::move(m));
+  }
+}
+
+std::vector<LogMessage> Layout::MapDblog(const StreamEvent& event) {
+  std::vector<LogMessage> out;
   switch (event.event_case()) {
     case StreamEvent::kBegin:
     case StreamEvent::kCommit:
-      out.push_back(control(event));
+      out.push_back(ControlMessage(event));
       break;
     case StreamEvent::kMessage:
       if (!event.message().transactional())
         throw std::runtime_error("a non-transactional message has no position to publish at");
-      out.push_back(control(event));
+      out.push_back(ControlMessage(event));
       break;
     case StreamEvent::kRelation: {
       relations_.Put(event.relation());
@@ -327,32 +401,9 @@ std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
       out.push_back(std::move(m));
       break;
     }
-    case StreamEvent::kChange: {
-      out.push_back(TableMessage(event.change().relation_oid(), event));
-      if (!row_keys_) break;
-      const dblog::v1::Change& change = event.change();
-      const dblog::v1::Relation& rel = *relations_.Find(change.relation_oid());
-      out.back().row_key = KeyOfChange(rel, change).SerializeAsString();
-      if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
-          change.old_key().SerializeAsString() != out.back().row_key) {
-        // the key moved: the old key's delete, placed by the old key (set_row_keys)
-        StreamEvent gone;
-        dblog::v1::Change* d = gone.mutable_change();
-        d->set_kind(dblog::v1::Change::DELETE);
-        d->set_relation_oid(change.relation_oid());
-        d->set_commit_lsn(change.commit_lsn());
-        d->set_seq(change.seq());
-        d->set_lsn(change.lsn());
-        d->set_xid(change.xid());
-        d->set_commit_time(change.commit_time());
-        *d->mutable_old_key() = change.old_key();
-        if (change.has_old_row()) *d->mutable_old_row() = change.old_row();
-        LogMessage m = TableMessage(change.relation_oid(), gone);
-        m.row_key = change.old_key().SerializeAsString();
-        out.push_back(std::move(m));
-      }
+    case StreamEvent::kChange:
+      MapChange(event, out);
       break;
-    }
     case StreamEvent::kChunkBegin:
       out.push_back(TableMessage(event.chunk_begin().relation_oid(), event));
       break;
@@ -360,49 +411,22 @@ std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
       out.push_back(TableMessage(event.chunk_end().relation_oid(), event));
       break;
     case StreamEvent::kTruncate:
-      // the whole event on the control subject, then one per table naming only that table
-      out.push_back(control(event));
-      for (const std::uint32_t oid : event.truncate().relation_oids()) {
-        StreamEvent one = event;
-        one.mutable_truncate()->clear_relation_oids();
-        one.mutable_truncate()->add_relation_oids(oid);
-        out.push_back(TableMessage(oid, one));
-      }
+      FanOutTruncate(event, out);
       break;
     case StreamEvent::kBootstrapBegin:
-    case StreamEvent::kBootstrapEnd: {
-      // the whole event on the control subject, then one per table naming only that table
-      out.push_back(control(event));
-      const auto& tables = event.has_bootstrap_begin() ? event.bootstrap_begin().tables()
-                                                       : event.bootstrap_end().tables();
-      for (const auto& table : tables) {
-        StreamEvent one = event;
-        auto* list = one.has_bootstrap_begin() ? one.mutable_bootstrap_begin()->mutable_tables()
-                                               : one.mutable_bootstrap_end()->mutable_tables();
-        list->Clear();
-        *list->Add() = table;
-        LogMessage m = TableMessageByName(table.schema(), table.name(), one);
-        m.relation_oid = table.relation_oid();
-        out.push_back(std::move(m));
-      }
+    case StreamEvent::kBootstrapEnd:
+      FanOutBootstrap(event, out);
       break;
-    }
     default:
       throw std::runtime_error("an event with nothing to publish");
   }
-  const auto parts = static_cast<std::uint32_t>(out.size());
-  for (std::uint32_t i = 0; i < parts; ++i) {
-    LogMessage& m = out[i];
-    m.part = i + 1;
-    m.parts = parts;
-    if (m.is_relation) continue;
-    if (m.position) {
-      m.msg_id = MsgId(m.position, m.part, parts);
-    } else {  // BootstrapBegin: one per bootstrap attempt, told apart by its consistent point
-      m.msg_id = "bootstrap_begin:" + client::FormatLsn(event.bootstrap_begin().consistent_point()) +
-                 "#" + std::to_string(m.part);
-    }
-  }
+  return out;
+}
+
+std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
+  std::vector<LogMessage> out =
+      format_ == Format::kDebeziumJson ? MapDebezium(event) : MapDblog(event);
+  NumberParts(event, out);
   return out;
 }
 

@@ -1,8 +1,8 @@
 // client/publish/layout.h: where each event of a consumer's stream goes in a distributed log
 // (docs/publish.md, "Layout in the log"), as pure logic: subjects, parts, deduplication ids and
-// the position header's text. No I/O, no broker library: the brokers (broker.h) write what
-// Layout::Map returns, in order.
-// Owns: the mapping event -> messages, subject names, the position header format.
+// the position and table headers' text. No I/O, no broker library: the brokers (broker.h) write
+// what Layout::Map returns, in order.
+// Owns: the mapping event -> messages, subject names, the position and table headers' format.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,8 @@
 #include "dblog/v1/consumer.pb.h"
 
 namespace dblog::publish {
+
+struct DebeziumSource;  // debezium.h
 
 // Header names, the same on every broker.
 inline constexpr char kPositionHeader[] = "Dblog-Position";       // "0/16B3748:3"
@@ -57,6 +59,9 @@ std::string PositionText(const dblog::v1::Position& position);
 std::optional<dblog::v1::Position> ParsePositionText(std::string_view text);
 // "2/3" and back.
 std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string_view text);
+// kTableHeader's value: "schema.name" with CR, LF and '%' %-escaped (a quoted PostgreSQL name
+// may hold CR or LF, which a header cannot).
+std::string TableHeaderText(std::string_view table);
 
 // A schema or table name as one NATS subject token: ASCII letters, digits, '_' and '-' stay,
 // every other byte becomes %XX (so '.', '*', '>', spaces and '%' itself never reach the
@@ -109,11 +114,29 @@ class Layout {
   // The table's names for a known Relation (rebuilt when it is renamed); nullptr: unknown.
   const TableNames* Names(std::uint32_t oid);
 
+  // The Relation of a table `event` names; throws std::runtime_error when it did not come first.
+  const dblog::v1::Relation& KnownRelation(std::uint32_t oid,
+                                           const dblog::v1::StreamEvent& event) const;
+
+  LogMessage ControlMessage(const dblog::v1::StreamEvent& event) const;
   LogMessage TableMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event);
   LogMessage TableMessageByName(const std::string& schema, const std::string& name,
                                 const dblog::v1::StreamEvent& event) const;
 
+  // Format::kDblog: the messages of one event, in order (Map numbers their parts).
+  std::vector<LogMessage> MapDblog(const dblog::v1::StreamEvent& event);
+  // A Change on its table's subject (and, with row keys, an old key's DELETE after it).
+  void MapChange(const dblog::v1::StreamEvent& event, std::vector<LogMessage>& out);
+  // The whole event on the control subject, then one per table naming only that table.
+  void FanOutTruncate(const dblog::v1::StreamEvent& event, std::vector<LogMessage>& out);
+  void FanOutBootstrap(const dblog::v1::StreamEvent& event, std::vector<LogMessage>& out) const;
+
+  // Format::kDebeziumJson: the messages of one event (none for most), in order.
   std::vector<LogMessage> MapDebezium(const dblog::v1::StreamEvent& event);
+  void MapDebeziumChange(const dblog::v1::StreamEvent& event, DebeziumSource source,
+                         std::vector<LogMessage>& out) const;
+  LogMessage DebeziumMessage(std::uint32_t oid, const dblog::v1::StreamEvent& event,
+                             std::string payload, std::string key) const;
 
   std::string prefix_;
   Format format_;

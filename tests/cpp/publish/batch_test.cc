@@ -8,21 +8,16 @@
 
 #include "client/position.h"
 #include "client/publish/layout.h"
+#include "layout_events.h"
 
 namespace dblog::publish {
 namespace {
 
 using dblog::v1::StreamEvent;
 
+// A table of schema "s".
 StreamEvent RelationEvent(std::uint32_t oid, const std::string& name) {
-  StreamEvent e;
-  auto* r = e.mutable_relation();
-  r->set_oid(oid);
-  r->set_schema("s");
-  r->set_name(name);
-  r->add_columns()->set_name("id");
-  r->add_key_columns(0);
-  return e;
+  return publish::RelationEvent(oid, "s", name);
 }
 
 StreamEvent Begin(std::uint64_t lsn) {

@@ -9,6 +9,7 @@
 
 #include "client/publish/debezium.h"
 #include "client/publish/layout.h"
+#include "layout_events.h"
 
 namespace dblog::publish {
 namespace {
@@ -17,14 +18,7 @@ using dblog::v1::Change;
 using dblog::v1::StreamEvent;
 
 StreamEvent Customers() {
-  StreamEvent e;
-  auto* r = e.mutable_relation();
-  r->set_oid(16400);
-  r->set_schema("public");
-  r->set_name("customers");
-  for (const char* c : {"id", "first_name", "email"}) r->add_columns()->set_name(c);
-  r->add_key_columns(0);
-  return e;
+  return RelationEvent(16400, "public", "customers", {"id", "first_name", "email"});
 }
 
 dblog::v1::Row Row3(std::int64_t id, const std::string& name, const std::string& email) {

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,16 +22,13 @@
 #include "client/publish/layout.h"
 #include "dblogd_fixture.h"
 #include "oracle_workload.h"
+#include "publish_e2e.h"
 #include "publish_process.h"
 
 namespace dblog::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-// The oracle's workload, with smaller large transactions and truncates of two tables at once
-// (one Truncate event for two subjects).
-constexpr WorkloadOptions kPublishWorkload{500, false, true};
 
 // One nats-server process with JetStream, on a free port, its store in a temp dir.
 class NatsServer {
@@ -325,8 +321,7 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
   return report;
 }
 
-
-class PublishTest : public DblogdTest {
+class PublishTest : public PublishE2eTest {
  protected:
   void CreateTables() { CreateWorkloadTables(db(), schema()); }
   std::string Stream() const {
@@ -334,16 +329,6 @@ class PublishTest : public DblogdTest {
     for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     return s;
   }
-  std::string Prefix() const { return "dblog." + consumer(); }
-  std::vector<std::string> PublishArgs(const std::string& to, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {"--consumer=" + consumer(),
-                                  "--port=" + std::to_string(dblogd_->port()), "--to=" + to,
-                                  "--retry-min=0.1", "--retry-max=1", "--ack-timeout=3"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  }
-  // Waits until the log holds a Commit (or BootstrapEnd) at or after `lsn`: everything before it
-  // is stored.
   // Waits until the log holds a Commit (or BootstrapEnd) at or after `lsn`: everything before it
   // is stored.
   // A new connection each time: a client connected to a node before that node's JetStream was
@@ -443,62 +428,12 @@ TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
   publisher.Kill();  // in the bootstrap, most likely
   publisher.Start();
 
-  std::atomic<bool> stop{false};
-  std::thread writer([&] {
-    std::mt19937_64 wrng(7);
-    std::optional<PgConn> conn;
-    while (!stop) {
-      try {
-        if (!conn) conn.emplace(conninfo());
-        RandomTransaction(*conn, s, wrng, kPublishWorkload);
-      } catch (const PgError&) {
-        conn.reset();
-        std::this_thread::sleep_for(50ms);
-      }
-    }
-  });
-  std::vector<std::string> requests;
-  int publish_kills = 1, dblogd_kills = 0;
-  const auto end = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 700));
-    publisher.Supervise();
-    switch (rng() % 4) {
-      case 0:
-        publisher.Kill();
-        publisher.Start();
-        ++publish_kills;
-        break;
-      case 1:
-        dblogd_->Signal(SIGKILL);
-        dblogd_->Wait();
-        dblogd_->Start();
-        ++dblogd_kills;
-        break;
-      case 2:
-        requests.push_back(db().scalar("SELECT dblog.repair('" + s + "." +
-                                       std::vector<std::string>{"t_int", "t_comp", "t_uuid"}[rng() % 3] +
-                                       "')"));
-        break;
-      case 3:
-        requests.push_back(db().scalar("SELECT dblog.repair_range('" + s + ".t_int', '{\"id\": " +
-                                       std::to_string(rng() % 1000) + "}', '{\"id\": 2500}')"));
-        break;
-    }
-  }
-  stop = true;
-  writer.join();
-  {
-    const auto deadline = std::chrono::steady_clock::now() + 180s;
-    for (const auto& id : requests) {
-      while (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "done") {
-        publisher.Supervise();
-        ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-            << "repair " << id << " never done; " << publisher.Log();
-        std::this_thread::sleep_for(200ms);
-      }
-    }
-  }
+  WorkloadWriter writer(conninfo(), s, 7);
+  Disturbances done;
+  done.publish_kills = 1;  // that one
+  Disturb(rng, 20s, publisher, {"t_int", "t_comp", "t_uuid"}, {}, done);
+  writer.Stop();
+  ASSERT_NO_FATAL_FAILURE(WaitForRequests(done.requests, publisher));
   ASSERT_NO_FATAL_FAILURE(WaitForLog({nats_server.url()}, Sentinel(), publisher));
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
@@ -506,7 +441,7 @@ TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
   ExpectReadersConverge({nats_server.url()}, {"t_int", "t_comp", "t_uuid", "sentinel"}, &report);
   std::printf("publish e2e: %d publish kills, %d dblogd kills, %zu repairs; %llu events in %llu "
               "messages (%llu of several events)\n",
-              publish_kills, dblogd_kills, requests.size(),
+              done.publish_kills, done.dblogd_kills, done.requests.size(),
               static_cast<unsigned long long>(report.events),
               static_cast<unsigned long long>(report.messages),
               static_cast<unsigned long long>(report.batched));
@@ -535,20 +470,7 @@ TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
   const std::vector<std::string> all = {nodes[0]->url(), nodes[1]->url(), nodes[2]->url()};
   ASSERT_NO_FATAL_FAILURE(WaitForLog(all, Sentinel(), publisher));  // the stream exists, R3
 
-  std::atomic<bool> stop{false};
-  std::thread writer([&] {
-    std::mt19937_64 wrng(11);
-    std::optional<PgConn> conn;
-    while (!stop) {
-      try {
-        if (!conn) conn.emplace(conninfo());
-        RandomTransaction(*conn, s, wrng, kPublishWorkload);
-      } catch (const PgError&) {
-        conn.reset();
-        std::this_thread::sleep_for(50ms);
-      }
-    }
-  });
+  WorkloadWriter writer(conninfo(), s, 11);
   for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(1500ms);
     auto& node = *nodes[static_cast<std::size_t>(round)];
@@ -558,8 +480,7 @@ TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
     ASSERT_NO_FATAL_FAILURE(node.Start());
   }
   std::this_thread::sleep_for(1s);
-  stop = true;
-  writer.join();
+  writer.Stop();
   ASSERT_NO_FATAL_FAILURE(WaitForLog(all, Sentinel(), publisher));
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();

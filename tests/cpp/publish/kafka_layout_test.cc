@@ -2,7 +2,7 @@
 // (client/publish/kafka_layout.h), without a broker: topic names and their escaping, the
 // partition of a key (the same as librdkafka's murmur2 partitioner, which is the Java client's
 // default), one record per partition for what is not a row, and the key change split of the
-// layout (layout.h, set_row_keys); the Kafka flags of `dblog publish`.
+// layout (layout.h, set_row_keys); the flags of `dblog publish` (Kafka's, and NATS's beside them).
 #include "client/publish/kafka_layout.h"
 
 #include <gtest/gtest.h>
@@ -13,23 +13,15 @@
 
 #include "client/cli/publish.h"
 #include "client/publish/layout.h"
+#include "layout_events.h"
 
 namespace dblog::publish {
 namespace {
 
 using dblog::v1::StreamEvent;
 
-StreamEvent RelationEvent(std::uint32_t oid, const std::string& schema, const std::string& name) {
-  StreamEvent e;
-  auto* r = e.mutable_relation();
-  r->set_oid(oid);
-  r->set_schema(schema);
-  r->set_name(name);
-  r->add_columns()->set_name("id");
-  r->add_columns()->set_name("v");
-  r->add_key_columns(0);
-  return e;
-}
+// public.items (id, v), keyed by id.
+StreamEvent Items() { return RelationEvent(42, "public", "items", {"id", "v"}); }
 
 StreamEvent Update(std::int64_t old_id, std::int64_t new_id) {
   StreamEvent e;
@@ -88,7 +80,7 @@ TEST(PublishKafkaLayout, RowsByKeyEverythingElseInEveryPartition) {
   Layout layout("p");
   layout.set_row_keys(true);
   KafkaLayout kafka("p");
-  const auto rel = layout.Map(RelationEvent(42, "public", "items"));
+  const auto rel = layout.Map(Items());
   ASSERT_EQ(rel.size(), 1u);
   auto records = kafka.Place(rel[0], 3);
   ASSERT_EQ(records.size(), 3u);  // the Relation in every partition
@@ -134,7 +126,7 @@ TEST(PublishKafkaLayout, RowsByKeyEverythingElseInEveryPartition) {
 TEST(PublishKafkaLayout, KeyChangeIsTheUpdateAndTheOldKeysDelete) {
   Layout layout("p");
   layout.set_row_keys(true);
-  layout.Map(RelationEvent(42, "public", "items"));
+  layout.Map(Items());
   const auto same = layout.Map(Update(5, 5));
   EXPECT_EQ(same.size(), 1u);
   const auto moved = layout.Map(Update(5, 6));
@@ -152,7 +144,7 @@ TEST(PublishKafkaLayout, KeyChangeIsTheUpdateAndTheOldKeysDelete) {
   EXPECT_EQ(second.change().old_key().SerializeAsString(), k5.SerializeAsString());
   // without set_row_keys (NATS) the layout is unchanged: one message, no row key
   Layout plain("p");
-  plain.Map(RelationEvent(42, "public", "items"));
+  plain.Map(Items());
   const auto one = plain.Map(Update(5, 6));
   ASSERT_EQ(one.size(), 1u);
   EXPECT_TRUE(one[0].row_key.empty());
@@ -162,7 +154,7 @@ TEST(PublishKafkaLayout, KeyChangeIsTheUpdateAndTheOldKeysDelete) {
 // create of the new one).
 TEST(PublishKafkaLayout, DebeziumKeyChangeIsDeleteTombstoneCreate) {
   Layout layout("p", Format::kDebeziumJson);
-  layout.Map(RelationEvent(42, "public", "items"));
+  layout.Map(Items());
   const auto m = layout.Map(Update(5, 6));
   ASSERT_EQ(m.size(), 3u);
   EXPECT_NE(m[0].payload.find(R"("op":"d")"), std::string::npos) << m[0].payload;
@@ -193,6 +185,12 @@ PublishCommandOptions Parse(std::vector<std::string> args) {
   return *o;
 }
 
+// Each command line is refused with a UsageError.
+void ExpectRefused(const std::vector<std::vector<std::string>>& command_lines) {
+  for (const std::vector<std::string>& bad : command_lines)
+    EXPECT_THROW(Parse(bad), UsageError) << bad.back();
+}
+
 TEST(PublishKafkaFlags, KafkaUrlAndItsOwnFlags) {
   EXPECT_EQ(publish::ParseKafkaUrl("kafka://h1:9092"), "h1:9092");
   EXPECT_EQ(publish::ParseKafkaUrl("kafka://h1:9092,h2:9093"), "h1:9092,h2:9093");
@@ -216,16 +214,52 @@ TEST(PublishKafkaFlags, KafkaUrlAndItsOwnFlags) {
             "cdc.app");
   EXPECT_FALSE(Parse({"--consumer=c1", "--to=nats://h:1"}).kafka);
 
-  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
-           {"--consumer=c1", "--to=kafka://h:1", "--stream=S"},  // NATS only
-           {"--consumer=c1", "--to=kafka://h:1", "--replicas=3"},
-           {"--consumer=c1", "--to=nats://h:1", "--partitions=3"},          // Kafka only
-           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=acks=1"},  // dblog's own
-           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=enable.idempotence=false"},
-           {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=noequals"},
-           {"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=a/b"},
-           {"--consumer=c1", "--to=kafka://h:1", "--partitions=0"}})
-    EXPECT_THROW(Parse(bad), UsageError) << bad.back();
+  ExpectRefused({{"--consumer=c1", "--to=kafka://h:1", "--stream=S"},  // NATS only
+                 {"--consumer=c1", "--to=kafka://h:1", "--replicas=3"},
+                 {"--consumer=c1", "--to=nats://h:1", "--partitions=3"},          // Kafka only
+                 {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=acks=1"},  // dblog's own
+                 {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=enable.idempotence=false"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--kafka-option=noequals"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--topic-prefix=a/b"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--partitions=0"}});
+}
+
+TEST(PublishNatsFlags, StreamSubjectsAndBatchesWithTheirDefaults) {
+  const auto o = Parse({"--consumer=c1", "--to=nats://h1:4222,h2:4223"});
+  EXPECT_FALSE(o.kafka);
+  EXPECT_EQ(o.jetstream.servers, (std::vector<std::string>{"nats://h1:4222", "nats://h2:4223"}));
+  EXPECT_EQ(o.jetstream.stream, "DBLOG_C1");
+  EXPECT_EQ(o.prefix, "dblog.c1");
+  EXPECT_EQ(o.jetstream.subjects, "dblog.c1.>");
+  EXPECT_EQ(o.jetstream.replicas, 1);
+  EXPECT_EQ(o.batch_events, 1024u);
+  EXPECT_EQ(o.jetstream.max_pending, o.max_in_flight * 2);
+  EXPECT_EQ(o.format, publish::Format::kDblog);
+
+  const auto set =
+      Parse({"--consumer=c1", "--to=nats://h:1", "--stream=S1", "--subject-prefix=cdc.app-1",
+             "--replicas=3", "--batch-events=50", "--ack-timeout=2.5"});
+  EXPECT_EQ(set.jetstream.stream, "S1");
+  EXPECT_EQ(set.prefix, "cdc.app-1");
+  EXPECT_EQ(set.jetstream.subjects, "cdc.app-1.>");
+  EXPECT_EQ(set.jetstream.replicas, 3);
+  EXPECT_EQ(set.batch_events, 50u);
+  EXPECT_EQ(set.jetstream.ack_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(Parse({"--consumer=c1", "--to=nats://h:1", "--format=debezium-json"}).format,
+            publish::Format::kDebeziumJson);
+
+  ExpectRefused(
+      {{"--consumer=c1"},  // no --to, no $DBLOG_PUBLISH_TO
+       {"--consumer=c1", "--to=http://h:1"},
+       {"--consumer=c1", "--to=nats://h:1", "--stream=a.b"},
+       {"--consumer=c1", "--to=nats://h:1", "--stream="},
+       {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a..b"},
+       {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=.a"},
+       {"--consumer=c1", "--to=nats://h:1", "--subject-prefix=a.*"},
+       {"--consumer=c1", "--to=nats://h:1", "--replicas=6"},
+       {"--consumer=c1", "--to=nats://h:1", "--format=avro"},
+       {"--consumer=c1", "--to=nats://h:1", "--format=debezium-json", "--batch-events=10"},
+       {"--consumer=c1", "--to=nats://h:1", "--batch-events=0"}});
 }
 
 }  // namespace

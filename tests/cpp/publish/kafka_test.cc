@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -27,14 +26,13 @@
 #include "client/publish/layout.h"
 #include "dblogd_fixture.h"
 #include "oracle_workload.h"
+#include "publish_e2e.h"
 #include "publish_process.h"
 
 namespace dblog::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-constexpr WorkloadOptions kPublishWorkload{500, false, true};
 
 // kafka_mock_broker as a child process, driven through its stdin and stdout.
 class MockCluster {
@@ -284,9 +282,8 @@ MergeReport ReplayMerged(const Log& log,
   return report;
 }
 
-class KafkaPublishTest : public DblogdTest {
+class KafkaPublishTest : public PublishE2eTest {
  protected:
-  std::string Prefix() const { return "dblog." + consumer(); }
   std::string Topic(const std::string& table) const {
     return publish::KafkaLayout(Prefix()).TableTopic(schema(), table);
   }
@@ -302,15 +299,8 @@ class KafkaPublishTest : public DblogdTest {
   }
   std::vector<std::string> PublishArgs(const MockCluster& cluster,
                                        std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {"--consumer=" + consumer(),
-                                  "--port=" + std::to_string(dblogd_->port()),
-                                  "--to=" + cluster.url(),
-                                  "--retry-min=0.1",
-                                  "--retry-max=1",
-                                  "--ack-timeout=3",
-                                  "--partitions=3"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    extra.insert(extra.begin(), "--partitions=3");
+    return PublishE2eTest::PublishArgs(cluster.url(), extra);
   }
   // Waits until the control topic's last record is a Commit (or BootstrapEnd) at or after lsn.
   void WaitForLog(const MockCluster& cluster, std::uint64_t lsn, PublishProcess& publisher) {
@@ -489,96 +479,40 @@ TEST_F(KafkaPublishTest, KilledPublisherDblogdAndBrokerErrorsLeaveEveryEventOnce
   publisher.Kill();  // in the bootstrap, most likely
   publisher.Start();
 
-  std::atomic<bool> stop{false};
   // At most kTransactions, paced over the 20 s below: the control topic's one partition gets
   // two records per transaction (with Dblog-Ends, up to a few hundred bytes each), and the mock
   // keeps 5 MB per partition. Unpaced, a fast machine wrote past that (CI: "the mock cluster
   // dropped its start").
   constexpr int kTransactions = 1500;
-  std::thread writer([&] {
-    std::mt19937_64 wrng(7);
-    std::optional<PgConn> conn;
-    for (int done = 0; !stop && done < kTransactions;) {
-      try {
-        if (!conn) conn.emplace(conninfo());
-        RandomTransaction(*conn, s, wrng, kPublishWorkload);
-        ++done;
-        std::this_thread::sleep_for(10ms);
-      } catch (const PgError&) {
-        conn.reset();
-        std::this_thread::sleep_for(50ms);
-      }
-    }
-  });
-  OnScopeExit join([&] {
-    stop = true;
-    if (writer.joinable()) writer.join();
-  });
-  std::vector<std::string> requests;
-  int publish_kills = 1, dblogd_kills = 0, broker_errors = 0;
-  const auto end = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 700));
-    publisher.Supervise();
-    switch (rng() % 6) {
-      case 0:
-        publisher.Kill();
-        publisher.Start();
-        ++publish_kills;
-        break;
-      case 1:
-        dblogd_->Signal(SIGKILL);
-        dblogd_->Wait();
-        dblogd_->Start();
-        ++dblogd_kills;
-        break;
-      case 2:
-        // (whole-table repairs of t_comp and t_uuid; t_int's TOASTed rows, copied whole
-        // again, would outgrow the mock cluster's 5 MB per partition: range repairs below)
-        requests.push_back(db().scalar("SELECT dblog.repair('" + s + "." +
-                                       std::vector<std::string>{"t_comp", "t_uuid"}[rng() % 2] +
-                                       "')"));
-        break;
-      case 3:
-        requests.push_back(db().scalar("SELECT dblog.repair_range('" + s + ".t_int', '{\"id\": " +
-                                       std::to_string(rng() % 1000) + "}', '{\"id\": 2500}')"));
-        break;
-      case 4: {
+  WorkloadWriter writer(conninfo(), s, 7, kTransactions, 10ms);
+  Disturbances done;
+  done.publish_kills = 1;  // that one
+  int broker_errors = 0;
+  const std::vector<std::function<void()>> broker = {
+      [&] {
         // Produce (API key 0) refused: NOT_ENOUGH_REPLICAS (19) is retried by the producer;
         // OUT_OF_ORDER_SEQUENCE_NUMBER (45) is fatal to it (the attempt ends, the next one
         // reads the tails)
         const int code = rng() % 2 ? 19 : 45;
         EXPECT_EQ(cluster.Command("error 0 " + std::to_string(code) + " 3"), "ok");
         ++broker_errors;
-        break;
-      }
-      case 5: {
+      },
+      [&] {
         const int id = 1 + static_cast<int>(rng() % 3);
         EXPECT_EQ(cluster.Command("down " + std::to_string(id)), "ok");
         std::this_thread::sleep_for(std::chrono::milliseconds(500 + rng() % 3000));
         EXPECT_EQ(cluster.Command("up " + std::to_string(id)), "ok");
         ++broker_errors;
-        break;
-      }
-    }
-  }
-  stop = true;
-  writer.join();
+      }};
+  // (whole-table repairs of t_comp and t_uuid; t_int's TOASTed rows, copied whole again, would
+  // outgrow the mock cluster's 5 MB per partition: range repairs of t_int only)
+  Disturb(rng, 20s, publisher, {"t_comp", "t_uuid"}, broker, done);
+  writer.Stop();
   // the repair whose chunks the partition readers meet damaged (ExpectReadersConverge)
   db().exec("INSERT INTO " + s + ".t_comp VALUES ('k0', 1, '{}', now()) ON CONFLICT DO NOTHING");
   const std::string damage_request = db().scalar("SELECT dblog.repair('" + s + ".t_comp')");
-  requests.push_back(damage_request);
-  {
-    const auto deadline = std::chrono::steady_clock::now() + 180s;
-    for (const auto& id : requests) {
-      while (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "done") {
-        publisher.Supervise();
-        ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-            << "repair " << id << " never done; " << publisher.Log();
-        std::this_thread::sleep_for(200ms);
-      }
-    }
-  }
+  done.requests.push_back(damage_request);
+  ASSERT_NO_FATAL_FAILURE(WaitForRequests(done.requests, publisher));
   ASSERT_NO_FATAL_FAILURE(WaitForLog(cluster, Sentinel(), publisher));
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
@@ -592,7 +526,7 @@ TEST_F(KafkaPublishTest, KilledPublisherDblogdAndBrokerErrorsLeaveEveryEventOnce
   std::printf(
       "kafka publish e2e: %d publish kills, %d dblogd kills, %d broker errors, %zu "
       "repairs; %d attempts of dblog publish, %d of them after an error\n",
-      publish_kills, dblogd_kills, broker_errors, requests.size(),
+      done.publish_kills, done.dblogd_kills, broker_errors, done.requests.size(),
       count("resuming from the consumer's"), count("; retrying in"));
   // per partition: t_int's key moves carry unchanged TOAST values whose old row lives in the
   // old key's partition (docs/publish.md): read by merged readers only

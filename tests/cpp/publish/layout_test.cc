@@ -1,26 +1,16 @@
 // tests/cpp/publish/layout_test.cc: the log layout of `dblog publish` (client/publish/layout.h)
 // without a broker: subjects, escaping, fan-out of multi-table events, deduplication ids and
-// the position header's text.
+// the position and table headers' text.
 #include <gtest/gtest.h>
 
 #include "client/position.h"
 #include "client/publish/layout.h"
+#include "layout_events.h"
 
 namespace dblog::publish {
 namespace {
 
 using dblog::v1::StreamEvent;
-
-StreamEvent RelationEvent(std::uint32_t oid, const std::string& schema, const std::string& name) {
-  StreamEvent e;
-  auto* r = e.mutable_relation();
-  r->set_oid(oid);
-  r->set_schema(schema);
-  r->set_name(name);
-  r->add_columns()->set_name("id");
-  r->add_key_columns(0);
-  return e;
-}
 
 TEST(PublishLayout, SubjectTokensEscapeEverythingButSafeCharacters) {
   EXPECT_EQ(SubjectToken("items"), "items");
@@ -54,6 +44,14 @@ TEST(PublishLayout, PositionTextRoundTripsAndRefusesGarbage) {
   EXPECT_FALSE(ParsePartText("0/3"));
   EXPECT_FALSE(ParsePartText("4/3"));
   EXPECT_FALSE(ParsePartText("1/3x"));
+}
+
+TEST(PublishLayout, TableHeaderEscapesLineBreaksAndPercent) {
+  EXPECT_EQ(TableHeaderText("public.items"), "public.items");
+  EXPECT_EQ(TableHeaderText("s.a\r\nb"), "s.a%0D%0Ab");
+  EXPECT_EQ(TableHeaderText("s.100%"), "s.100%25");
+  EXPECT_EQ(TableHeaderText("s.%0A"), "s.%250A");  // not a line break once read back
+  EXPECT_EQ(TableHeaderText(""), "");
 }
 
 TEST(PublishLayout, EventsGoToControlOrTheirTable) {
