@@ -117,7 +117,7 @@ int RunPublishCommand(const std::vector<std::string>& args) {
 const Command kCommands[] = {
     {"tail", "print a consumer's change stream as NDJSON on stdout", RunTailCommand},
     {"apply", "apply a consumer's change stream to a PostgreSQL database", RunApplyCommand},
-    {"publish", "write a consumer's change stream into NATS JetStream", RunPublishCommand},
+    {"publish", "write a consumer's change stream into NATS JetStream or Kafka", RunPublishCommand},
 };
 
 void PrintUsage(std::FILE* to) {
