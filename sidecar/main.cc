@@ -1,12 +1,8 @@
 // sidecar/main.cc: dblogd, the daemon. Parses settings, starts the consumer listener and the
 // metrics endpoint on one io_context, reloads its consumers' settings on SIGHUP and stops
 // gracefully on SIGTERM/SIGINT.
-#include <malloc.h>
-
 #include <boost/asio.hpp>
 #include <csignal>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <iostream>
 
@@ -20,22 +16,6 @@
 namespace {
 
 using namespace dblog;
-
-// Every consumer lives on a thread of its own (server/connection_thread.h), and glibc gives each
-// new thread a malloc arena of its own. Such an arena grows its heap by only what one request
-// needs, one mprotect call a time (the main arena grows by brk with 128 KiB of padding): under
-// the bench's OLTP workload that was 7,000 to 12,700 mprotect calls per run and about 9% more
-// dblogd CPU than the single-threaded dblogd it replaced; with one arena the calls are gone and
-// the CPU is back to within 2% (docs/benchmarks.md, "Against an older dblogd"). Contention is
-// low: glibc's per-thread cache serves most small allocations without the arena's lock, and the
-// copy path allocates per batch, not per row. An operator's own choice (MALLOC_ARENA_MAX or
-// GLIBC_TUNABLES=glibc.malloc.arena_max=N) wins. Called first, before any thread exists.
-void UseOneMallocArena() {
-  if (std::getenv("MALLOC_ARENA_MAX")) return;
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables && std::strstr(tunables, "glibc.malloc.arena_max")) return;
-  mallopt(M_ARENA_MAX, 1);
-}
 
 // Without a token, the listen address is the only barrier (dblogd refuses to start like this on
 // any other than loopback): say who is exposed.
@@ -124,7 +104,6 @@ void StopGracefully(boost::asio::io_context& io, server::Server& server,
 }  // namespace
 
 int main(int argc, char** argv) {
-  UseOneMallocArena();
   std::optional<config::Config> cfg;
   std::shared_ptr<boost::asio::ssl::context> tls;
   try {

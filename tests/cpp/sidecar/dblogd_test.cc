@@ -1,8 +1,7 @@
 // tests/cpp/sidecar/dblogd_test.cc: dblogd end to end: a real cluster, the real daemon, the real
 // client over TCP. Streaming, acknowledgements, the quiet-slot case, refusals, malformed
 // frames, SIGKILL and PostgreSQL restarts, bootstraps (point splice) under load, and the
-// listeners under file-descriptor exhaustion and idle or unfinished connections, and one malloc
-// arena for all consumers.
+// listeners under file-descriptor exhaustion and idle or unfinished connections.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -13,9 +12,7 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "dblogd_fixture.h"
@@ -622,6 +619,130 @@ TEST_F(DblogdTest, ATableDroppedDuringTheBootstrapRedoesIt) {
   EXPECT_NE(error.find(".b\" does not exist"), std::string::npos) << error;
   // the retry: a new bootstrap from a new slot, without b
   ExpectBootstrapRedone({"a_big"});
+}
+
+}  // namespace
+}  // namespace dblog::test
+
+namespace dblog::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A plain TCP connection to 127.0.0.1:port that sends `bytes` (if any) and then nothing.
+int OpenIdle(std::uint16_t port, const std::string& bytes = "") {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw std::runtime_error("connect failed");
+  if (!bytes.empty() && ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0)
+    throw std::runtime_error("send failed");
+  return fd;
+}
+
+// Security issue item 5: idle connections that use up dblogd's file descriptors make accept()
+// fail (EMFILE). Both listeners must log it (a few lines, not one per failure), retry, and
+// serve again once descriptors are free: a real consumer connects and streams, /metrics answers.
+TEST_F(DblogdTest, ListenersSurviveRunningOutOfFileDescriptors) {
+  db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY)");
+  dblogd_fd_limit_ = 48;  // fewer than --max-pending-handshakes (64) + the /metrics cap (16)
+  StartDblogd({"--bootstrap=false", "--copy-workers=1"});
+  std::vector<int> idle;
+  auto open_idle = [&](std::uint16_t port, int n, const std::string& bytes) {
+    for (int i = 0; i < n; ++i) idle.push_back(OpenIdle(port, bytes));
+  };
+  open_idle(dblogd_->port(), 300, "");  // no Hello
+  std::this_thread::sleep_for(300ms);
+  open_idle(dblogd_->metrics_port(), 150, "GET /metrics HTTP/1.0\r\n");  // headers unfinished
+  std::this_thread::sleep_for(1500ms);  // dblogd runs out of descriptors and retries meanwhile
+  for (int fd : idle) close(fd);
+
+  // a real consumer connects and streams
+  client::ConnectOptions o;
+  o.port = dblogd_->port();
+  o.consumer = consumer();
+  o.connect_timeout = 10s;
+  o.io_timeout = 30s;
+  client::Client c = client::Client::Connect(o);
+  db().exec("INSERT INTO " + schema() + ".items VALUES (1), (2)");
+  Replay replay;
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"items"});
+  // /metrics answers
+  const RawReply reply = RawExchange(dblogd_->metrics_port(), "GET /metrics HTTP/1.0\r\n\r\n", 10s);
+  ASSERT_TRUE(reply.closed) << "no complete /metrics answer";
+  ASSERT_EQ(reply.bytes.rfind("HTTP/1.0 200 OK", 0), 0u) << reply.bytes;
+  EXPECT_GT(MetricValue(reply.bytes, "dblog_accept_errors_total{listener=\"consumers\"}"), 0);
+  // logged, but rate-limited: at most one line per listener per 10 s
+  const std::string log = dblogd_->log();
+  EXPECT_GE(CountLogEvents(log, "accept_failed"), 1);
+  EXPECT_LE(CountLogEvents(log, "accept_failed"), 4);
+}
+
+// Connections that never send their Hello are capped (--max-pending-handshakes): those over
+// the cap are closed at once and counted; when the idle ones go, a consumer connects.
+TEST_F(DblogdTest, PendingHandshakesAreCapped) {
+  StartDblogd({"--bootstrap=false", "--max-pending-handshakes=4"});
+  std::this_thread::sleep_for(100ms);  // the start-up probe's connection is closed by then
+  std::vector<int> idle;
+  for (int i = 0; i < 10; ++i) {
+    idle.push_back(OpenIdle(dblogd_->port()));
+    std::this_thread::sleep_for(20ms);  // accepted in this order
+  }
+  std::this_thread::sleep_for(300ms);
+  int closed = 0;
+  for (int fd : idle) {
+    pollfd p{fd, POLLIN, 0};
+    char b;
+    if (poll(&p, 1, 0) == 1 && recv(fd, &b, 1, MSG_DONTWAIT) == 0) ++closed;
+  }
+  EXPECT_EQ(closed, 6);
+  EXPECT_EQ(MetricValue(dblogd_->Metrics(), "dblog_handshakes_over_limit_total"), 6);
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "consumer_connection_over_limit"), 1);
+  for (int fd : idle) close(fd);
+  std::this_thread::sleep_for(100ms);
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, Sentinel());
+}
+
+// /metrics: unfinished requests are cut off after 5 s, oversized headers get 431, connections
+// beyond the cap (16) are closed at once; each counted. Then /metrics answers again.
+TEST_F(DblogdTest, MetricsEndpointBoundsUnfinishedRequests) {
+  StartDblogd({"--bootstrap=false"});
+  const std::uint16_t port = dblogd_->metrics_port();
+  const RawReply big = RawExchange(port, "GET /metrics HTTP/1.0\r\nX: " + std::string(9000, 'x'), 3s);
+  EXPECT_TRUE(big.closed);
+  EXPECT_EQ(big.bytes.rfind("HTTP/1.0 431", 0), 0u) << big.bytes;
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> slow;
+  std::vector<RawReply> slow_replies(16);
+  for (int i = 0; i < 16; ++i)
+    slow.emplace_back([&, i] { slow_replies[i] = RawExchange(port, "GET /metrics HTTP/1.0\r\n", 9s); });
+  std::this_thread::sleep_for(500ms);
+  for (int i = 0; i < 3; ++i) {  // over the cap: closed at once, no answer
+    const RawReply r = RawExchange(port, "GET /metrics HTTP/1.0\r\n\r\n", 2s);
+    EXPECT_TRUE(r.closed);
+    EXPECT_EQ(r.bytes, "");
+  }
+  for (auto& t : slow) t.join();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  for (const auto& r : slow_replies) {
+    EXPECT_TRUE(r.closed) << "an unfinished request was not cut off";
+    EXPECT_EQ(r.bytes, "");
+  }
+  EXPECT_GE(elapsed, 4500ms);
+  EXPECT_LT(elapsed, 8500ms);
+
+  const std::string metrics = dblogd_->Metrics();
+  EXPECT_EQ(MetricValue(metrics, "dblog_metrics_http_refused_total{reason=\"header_too_large\"}"), 1);
+  EXPECT_EQ(MetricValue(metrics, "dblog_metrics_http_refused_total{reason=\"connection_limit\"}"), 3);
+  EXPECT_EQ(MetricValue(metrics, "dblog_metrics_http_refused_total{reason=\"header_timeout\"}"), 16);
+  EXPECT_LE(CountLogEvents(dblogd_->log(), "metrics_connection_refused"), 2);
 }
 
 }  // namespace
