@@ -5,22 +5,7 @@
 
 namespace dblog::publish {
 
-std::string TopicToken(std::string_view name) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(name.size());
-  for (const unsigned char c : name) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_') {
-      out += static_cast<char>(c);
-    } else {
-      out += '-';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  if (out.empty()) out = "-";  // never an empty token (PostgreSQL names are never empty)
-  return out;
-}
+std::string TopicToken(std::string_view name) { return EscapedToken(name, '-'); }
 
 std::uint32_t Murmur2(std::string_view key) {
   // org.apache.kafka.common.utils.Utils.murmur2, in unsigned arithmetic

@@ -95,23 +95,25 @@ std::string TableHeaderText(std::string_view table) {
   return text;
 }
 
-std::string SubjectToken(std::string_view name) {
+std::string EscapedToken(std::string_view name, char escape) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(name.size());
   for (const unsigned char c : name) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-        c == '-') {
+        (c == '-' && escape != '-')) {
       out += static_cast<char>(c);
     } else {
-      out += '%';
+      out += escape;
       out += kHex[c >> 4];
       out += kHex[c & 15];
     }
   }
-  if (out.empty()) out = "%";  // never an empty token (PostgreSQL names are never empty)
+  if (out.empty()) out = escape;  // never an empty token (PostgreSQL names are never empty)
   return out;
 }
+
+std::string SubjectToken(std::string_view name) { return EscapedToken(name, '%'); }
 
 Layout::Layout(std::string prefix, Format format)
     : prefix_(std::move(prefix)), format_(format), control_subject_(prefix_ + ".control") {}

@@ -63,6 +63,11 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string
 // may hold CR or LF, which a header cannot).
 std::string TableHeaderText(std::string_view table);
 
+// `name` as one token of a dotted name: ASCII letters, digits, '_' and '-' stay, except the
+// escape character itself; every other byte becomes the escape character and two hex digits.
+// Injective: different names give different tokens. SubjectToken and TopicToken use it.
+std::string EscapedToken(std::string_view name, char escape);
+
 // A schema or table name as one NATS subject token: ASCII letters, digits, '_' and '-' stay,
 // every other byte becomes %XX (so '.', '*', '>', spaces and '%' itself never reach the
 // subject). Injective: different names give different tokens.
