@@ -3,13 +3,13 @@
 # The C++ side (sidecar, clients, C++ tests) is built by CMakeLists.txt; tests/run.sh runs all.
 
 MODULE_big = dblog
-OBJS = plugin/dblog.o plugin/ddl_trigger.o plugin/encoder.o plugin/proto.o plugin/relation.o \
+OBJS = plugin/dblog.o plugin/ddl_trigger.o plugin/encoder.o plugin/guard.o plugin/proto.o plugin/relation.o \
 	plugin/scope_match.o plugin/scope_sql.o plugin/text.o
 PGFILEDESC = "dblog - change-data capture output plugin and SQL API"
 
 EXTENSION = dblog
 DATA = plugin/dblog--0.1.sql plugin/dblog--0.1--0.2.sql plugin/dblog--0.2--0.3.sql \
-	plugin/dblog--0.3--0.4.sql
+	plugin/dblog--0.3--0.4.sql plugin/dblog--0.4--0.5.sql
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=dblog

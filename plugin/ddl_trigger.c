@@ -56,6 +56,8 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
+#include "guard.h"
+
 #define DBLOG_DDL_PREFIX "dblog.ddl"
 
 PG_FUNCTION_INFO_V1(dblog_ddl_trigger);
@@ -81,6 +83,7 @@ _PG_init(void)
 							 "For tests: dblog's DDL event trigger fails inside (a WARNING).",
 							 NULL, &test_ddl_trigger_error, false, PGC_SUSET,
 							 GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, NULL, NULL, NULL);
+	dblog_guard_init();
 }
 
 /* EVENT TRIGGER function: ddl_command_end, tags ALTER TABLE and ALTER SCHEMA */

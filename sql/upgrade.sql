@@ -74,6 +74,18 @@ SELECT regexp_replace(data, '"oid":[0-9]+', '"oid":N') AS data
 SELECT pg_drop_replication_slot('regress_upgrade_0_3');
 SELECT dblog.repair('items2', 'up') > 0 AS queued_after_0_3;
 :catalog_signature \gset upgraded_0_3_
+-- 0.4 to 0.5: dblog._bind_relation(oid), the guard of dblogd's statements on a table
+CREATE DATABASE regress_dblog_upgrade_0_4;
+\c regress_dblog_upgrade_0_4
+CREATE EXTENSION dblog VERSION '0.4';
+CREATE TABLE items (id int PRIMARY KEY);
+SELECT count(*) AS bind_functions_in_0_4 FROM pg_proc WHERE proname = '_bind_relation';
+ALTER EXTENSION dblog UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+BEGIN;
+SELECT dblog._bind_relation('items'::regclass) AS bound_after_0_4;
+ROLLBACK;
+:catalog_signature \gset upgraded_0_4_
 CREATE DATABASE regress_dblog_fresh;
 \c regress_dblog_fresh
 CREATE EXTENSION dblog;
@@ -81,8 +93,10 @@ CREATE EXTENSION dblog;
 SELECT :'upgraded_0_1_sig' = :'fresh_sig' AS upgrade_from_0_1_equals_fresh_install;
 SELECT :'upgraded_0_2_sig' = :'fresh_sig' AS upgrade_from_0_2_equals_fresh_install;
 SELECT :'upgraded_0_3_sig' = :'fresh_sig' AS upgrade_from_0_3_equals_fresh_install;
+SELECT :'upgraded_0_4_sig' = :'fresh_sig' AS upgrade_from_0_4_equals_fresh_install;
 \c :regress_db
 DROP DATABASE regress_dblog_upgrade_0_1;
 DROP DATABASE regress_dblog_upgrade_0_2;
 DROP DATABASE regress_dblog_upgrade_0_3;
+DROP DATABASE regress_dblog_upgrade_0_4;
 DROP DATABASE regress_dblog_fresh;

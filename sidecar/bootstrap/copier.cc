@@ -70,9 +70,27 @@ void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
                              "bootstrap is redone");
 }
 
+// Locks the table by its oid and binds the transaction's later statements to it
+// (dblog._bind_relation, plugin/guard.c): one that names a view, another table or a type
+// swapped in under the table's name fails before any of it runs. Returns the table's name as
+// it is now, for those statements (a rename since the plan fails the definition check).
+std::string BindTable(pg::Connection& conn, const Table& t) {
+  try {
+    return std::string(conn.ExecParams("SELECT dblog._bind_relation($1::pg_catalog.oid)",
+                                       {std::to_string(t.oid)})
+                           .value(0, 0));
+  } catch (const pg::Error& e) {
+    if (e.sqlstate() != "42P01") throw;
+    // the oid is gone (or no longer readable): say which table of the plan it was
+    throw std::runtime_error("relation \"" + t.schema + "." + t.name +
+                             "\" does not exist or may not be read any more (dropped or revoked "
+                             "since the bootstrap was planned)");
+  }
+}
+
 // The COPY of one task: the whole table, or its rows in [from, to) of its one integer key.
-std::string CopyStatement(const Table& t, const Task& task) {
-  std::string sql = "COPY (SELECT dblog.encode_row(t.*) FROM ONLY " + t.qualified() + " t";
+std::string CopyStatement(const Table& t, const std::string& name, const Task& task) {
+  std::string sql = "COPY (SELECT dblog.encode_row(t.*) FROM ONLY " + name + " t";
   if (task.from || task.to) {
     sql += " WHERE ";
     if (task.from) sql += "t." + t.key_columns[0] + " OPERATOR(pg_catalog.>=) " + std::to_string(*task.from);
@@ -165,8 +183,9 @@ Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
     std::optional<std::pair<std::int64_t, std::int64_t>> b;
     if (t.single_integer_key && t.estimated_rows >= 2 * rows_per_task) {
       const std::string key = "t." + t.key_columns[0];
+      const std::string name = BindTable(sql, t);
       pg::Result r = sql.Exec("SELECT pg_catalog.min(" + key + "), pg_catalog.max(" + key +
-                              ") FROM ONLY " + t.qualified() + " t");
+                              ") FROM ONLY " + name + " t");
       if (!r.is_null(0, 0)) b = std::make_pair(r.i64_value(0, 0), r.i64_value(0, 1));
     }
     bounds.push_back(b);
@@ -368,7 +387,7 @@ pg::Connection Copier::ImportSnapshot(int worker) {
 
 void Copier::CopyTask(pg::Connection& conn, const Task& task) {
   const Table& t = tables_[task.table];
-  pg::CopyOut copy(conn, CopyStatement(t, task));
+  pg::CopyOut copy(conn, CopyStatement(t, BindTable(conn, t), task));
   CopyRowParser parser;
   Batch batch{task.table, {}, {}};
   auto push = [&] {

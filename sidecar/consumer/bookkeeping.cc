@@ -54,8 +54,16 @@ void Bookkeeping::Preflight() {
       " has_table_privilege('dblog.consumers', 'SELECT, INSERT, UPDATE')"
       "  AND has_table_privilege('dblog.request_queue', 'SELECT, INSERT')"
       "  AND has_table_privilege('dblog.request_progress', 'SELECT, INSERT, UPDATE')"
-      "  AND has_sequence_privilege('dblog.request_queue_id_seq', 'USAGE')");
+      "  AND has_sequence_privilege('dblog.request_queue_id_seq', 'USAGE'),"
+      " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)");
   const std::string role(r.value(0, 0));
+  // A table's owner decides what runs when its table is read (PostgreSQL runs some of it as
+  // the reader, whatever dblogd does): as a superuser, dblogd would lend them everything.
+  if (r.bool_value(0, 3))
+    log::Warn("source_role_is_superuser",
+              {{"consumer", consumer_.name}, {"role", role},
+               {"hint", "connect as a role with REPLICATION and SELECT on the scope only "
+                        "(docs/operations.md, The role dblogd uses)"}});
   if (!r.bool_value(0, 1))
     throw std::runtime_error("role " + role +
                              " lacks the REPLICATION attribute dblogd needs for slots: ALTER "
@@ -273,6 +281,15 @@ std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_
     out.push_back(std::move(q));
   }
   return out;
+}
+
+void Bookkeeping::EndTransaction() {
+  if (!sql_ || !sql_->ok() || PQtransactionStatus(sql_->raw()) == PQTRANS_IDLE) return;
+  try {
+    sql_->Exec("ROLLBACK");
+  } catch (const std::exception&) {
+    Reset();
+  }
 }
 
 bool Bookkeeping::DescribeRequestTable(RepairRequest& q) {

@@ -25,7 +25,7 @@
 namespace dblog::consumer {
 
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
-inline constexpr const char* kExtensionVersion = "0.4";
+inline constexpr const char* kExtensionVersion = "0.5";
 
 class Bookkeeping {
  public:
@@ -35,6 +35,8 @@ class Bookkeeping {
   pg::Connection& Sql();
   // Drop the connection (after a statement failed): the next statement reconnects.
   void Reset() { sql_.reset(); }
+  // Rolls back the transaction a statement left open (a request refused half-way), if any.
+  void EndTransaction();
   // No connection, or it broke (the source went away).
   bool Lost() const { return !sql_ || !sql_->ok(); }
 

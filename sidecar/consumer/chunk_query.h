@@ -2,7 +2,9 @@
 // columns and types. Pure (no connection): tests/cpp/consumer/chunk_query_test.cc checks the
 // text, and the repair tests run it.
 // Owns: the rules every chunk statement follows, whatever a user named their table, columns
-// and types: columns through the alias `t` and its `t.*` row (no column can capture the alias);
+// and types: the table's and types' names are those read under the transaction's lock after
+// dblog._bind_relation bound it to the table's oid (Repairs::BindTable, plugin/guard.c);
+// columns through the alias `t` and its `t.*` row (no column can capture the alias);
 // key values read by the type's input function (`dblog._key_in`, never a cast, which may be
 // the type owner's code) and written by its output function (`format('%s', ...)`); comparison
 // operators schema-qualified (`OPERATOR(pg_catalog.>)`); `ONLY` (a partition or child is its own

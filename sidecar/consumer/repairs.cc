@@ -307,7 +307,10 @@ void Repairs::StartWindow() {
   try {
     ReadChunk(r, w);
   } catch (const RequestError& e) {
-    // Nothing was written yet: the request itself cannot run.
+    // Nothing of the chunk was emitted: the request itself cannot run (its low watermark, if
+    // written, is ignored).
+    abandoned_windows_.insert(w.window.id());
+    bookkeeping_.EndTransaction();
     return FailFrontRequest(e.what());
   } catch (const std::exception& e) {
     abandoned_windows_.insert(w.window.id());  // its low watermark may be in the log
@@ -335,11 +338,50 @@ void Repairs::DeferWindow(const RepairRequest& r, const std::string& error) {
   });
 }
 
+// Under the transaction's lock on the table, taken by its oid: binds every later statement of
+// the transaction to the table (dblog._bind_relation, plugin/guard.c: a statement that names
+// a view, another table or a type swapped in under a name resolved earlier fails before any of
+// it runs), and reads the table's name and its key's columns and types again, so that the
+// chunk's statements name them as they are now (a rename since the request is followed).
+void Repairs::BindTable(pg::Connection& sql, RepairRequest& r) {
+  const std::string oid = std::to_string(r.table_oid);
+  r.table = std::string(
+      sql.ExecParams("SELECT dblog._bind_relation($1::pg_catalog.oid)", {oid}).value(0, 0));
+  pg::Result key = sql.ExecParams(
+      "SELECT " + HexList("k.key_columns") + ", " + HexList("k.key_types") +
+          " FROM dblog._identity_key($1::pg_catalog.oid::pg_catalog.regclass) AS k"
+          " WHERE k.key_columns IS NOT NULL",
+      {oid});
+  if (key.ntuples() == 0)
+    throw RequestError("the table has no primary key or replica identity index any more");
+  std::vector<std::string> columns = SplitHexList(key.value(0, 0));
+  std::vector<std::string> types = SplitHexList(key.value(0, 1));
+  if (columns.size() != r.key_columns.size())
+    throw RequestError("the table's identity key changed since the request was made (" +
+                       JoinNames(r.key_columns) + ", now " + JoinNames(columns) + ")");
+  if (std::find(types.begin(), types.end(), kNoType) != types.end())
+    throw RequestError("a key column's type contains a domain, whose checks dblogd never runs");
+  r.key_columns = std::move(columns);
+  r.key_types = std::move(types);
+}
+
+ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r) const {
+  ChunkRequest chunk{r.table, r.kind == "keys", r.key_columns, r.key_types, config_.chunk_size};
+  chunk.has_resume = !r.resume_key.empty();
+  chunk.has_from = !r.from_key.empty();
+  chunk.has_to = !r.to_key.empty();
+  return chunk;
+}
+
 // The plugin's description of the table (for the emitter), the chunk's bounds, encoded, and
 // the key columns' collations.
-void Repairs::ReadBounds(RepairRequest& r, OpenWindow& w, const std::string& bounds_sql) {
-  pg::Result rel = bookkeeping_.Sql().ExecParams(
-      bounds_sql, {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
+void Repairs::ReadBounds(RepairRequest& r, OpenWindow& w) {
+  pg::Connection& sql = bookkeeping_.Sql();
+  sql.Exec("BEGIN");
+  BindTable(sql, r);
+  pg::Result rel = sql.ExecParams(BuildChunkQueries(ChunkRequestOf(r)).bounds,
+                                  {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
+  sql.Exec("COMMIT");
   w.relation.ParseFromString(bootstrap::UnhexBytea(rel.value(0, 0)));
   if (!rel.is_null(0, 1)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 1));
   else if (!rel.is_null(0, 2)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 2));
@@ -369,26 +411,19 @@ void Repairs::ReadBounds(RepairRequest& r, OpenWindow& w, const std::string& bou
 
 void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
   const bool keys = r.kind == "keys";
-  ChunkRequest chunk_request{r.table, keys, r.key_columns, r.key_types, config_.chunk_size};
-  chunk_request.has_resume = !r.resume_key.empty();
-  chunk_request.has_from = !r.from_key.empty();
-  chunk_request.has_to = !r.to_key.empty();
-  const ChunkQueries queries = BuildChunkQueries(chunk_request);
-  ReadBounds(r, w, queries.bounds);
-
+  ReadBounds(r, w);
   const std::vector<std::optional<std::string>> params =
       keys ? std::vector<std::optional<std::string>>{
                  r.keys, std::to_string(r.keys_done),
                  std::to_string(r.keys_done + static_cast<std::size_t>(config_.chunk_size))}
            : std::vector<std::optional<std::string>>{r.resume_key, r.from_key, r.to_key};
-  const pg::Result rows = ReadBetweenWatermarks(r, w, queries.rows, params);
+  const pg::Result rows = ReadBetweenWatermarks(r, w, params);
   w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
   if (keys) TakeAskedKeys(r, w, rows);
   else TakeRangeRows(r, w, rows);
 }
 
-pg::Result Repairs::ReadBetweenWatermarks(const RepairRequest& r, OpenWindow& w,
-                                          const std::string& rows_sql,
+pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
                                           const std::vector<std::optional<std::string>>& params) {
   const std::string prefix = Watermark::Prefix(consumer_.name);
   // 1. low watermark  2. the chunk, with its snapshot  3. high watermark
@@ -398,7 +433,9 @@ pg::Result Repairs::ReadBetweenWatermarks(const RepairRequest& r, OpenWindow& w,
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   w.chunk.snapshot =
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
-  pg::Result rows = sql.ExecParams(rows_sql, params, pg::ResultFormat::kBinary);
+  BindTable(sql, r);
+  pg::Result rows = sql.ExecParams(BuildChunkQueries(ChunkRequestOf(r)).rows, params,
+                                   pg::ResultFormat::kBinary);
   // The rows were encoded with the table's definition when the statement ran, which its lock
   // keeps until COMMIT: describe the table now, for the chunk. A definition that changed since
   // the bounds were read redoes the window.

@@ -22,6 +22,7 @@
 
 #include "config/config.h"
 #include "consumer/bookkeeping.h"
+#include "consumer/chunk_query.h"
 #include "consumer/repair_request.h"
 #include "dblog/v1/consumer.pb.h"
 #include "emit/emitter.h"
@@ -112,11 +113,14 @@ class Repairs {
   void StartWindow();
   // The window's chunk: relation, bounds, collations, then the markers and rows (throws).
   void ReadChunk(RepairRequest& r, OpenWindow& w);
-  void ReadBounds(RepairRequest& r, OpenWindow& w, const std::string& bounds_sql);
+  void ReadBounds(RepairRequest& r, OpenWindow& w);
+  // In a transaction: the table locked by its oid, the transaction bound to it, its name and
+  // key read again (throws RequestError when the key changed or has a domain).
+  void BindTable(pg::Connection& sql, RepairRequest& r);
+  ChunkRequest ChunkRequestOf(const RepairRequest& r) const;
   // The chunk's rows in their own snapshot (w.chunk.snapshot) between the window's two markers;
   // sets w.relation_changed when the table's definition changed since the bounds were read.
-  pg::Result ReadBetweenWatermarks(const RepairRequest& r, OpenWindow& w,
-                                   const std::string& rows_sql,
+  pg::Result ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
                                    const std::vector<std::optional<std::string>>& params);
   // The rows read into the window: a key list's (asked keys, rows found, keys covered) or a
   // table's or range's (rows, the last key where the next chunk resumes).

@@ -615,7 +615,7 @@ TEST_F(DblogdTest, DdlDuringTheBootstrapRedoesItInsteadOfMislabellingRows) {
 TEST_F(DblogdTest, ATableDroppedDuringTheBootstrapRedoesIt) {
   const std::string error = DdlDuringTheBootstrap("DROP TABLE " + schema() + ".b");
   EXPECT_FALSE(error.empty()) << "the bootstrap ended although a table of its plan is gone";
-  // "bootstrap failed: relation "...b" does not exist [SQLSTATE 42P01] while running: COPY ..."
+  // "bootstrap failed: relation "...b" does not exist or may not be read any more (dropped ...)"
   EXPECT_NE(error.find(".b\" does not exist"), std::string::npos) << error;
   // the retry: a new bootstrap from a new slot, without b
   ExpectBootstrapRedone({"a_big"});

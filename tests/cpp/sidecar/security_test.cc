@@ -210,6 +210,7 @@ TEST_F(SecurityTest, RowLevelSecurityFailsClosed) {
               std::string::npos);
     ReadUntil(c, replay, Sentinel());
     EXPECT_EQ(replay.Table(TableOid(db(), s + ".guarded")).size(), 10u);
+    EXPECT_EQ(CountLogEvents(dblogd_->log(), "source_role_is_superuser"), 0);
   }
   dblogd_->Stop();
 
@@ -224,6 +225,90 @@ TEST_F(SecurityTest, RowLevelSecurityFailsClosed) {
   client::Client c = Connect(replay.last_position());
   ReadUntil(c, replay, Sentinel());
   ExpectConverged(replay, {"guarded"});
+}
+
+// A table's owner holds ACCESS EXCLUSIVE on it and asks for a repair. While dblogd waits for the
+// lock, the owner renames the table and puts a view of the same name in its place, whose
+// function would run as dblogd; and renames the key's enum and puts a domain with a CHECK of
+// its own under the enum's name. dblogd reads the table by its oid under the lock (its name and
+// key types as they are then): neither the view's function nor the domain's check runs, and
+// the repair sends the real table's rows.
+TEST_F(SecurityTest, NamesSwappedWhileDblogdWaitsForTheLockNeverRunTheOwnersCode) {
+  const std::string s = schema();
+  struct Role {
+    PgConn& db;
+    ~Role() {
+      try {
+        db.exec("DROP OWNED BY e2e_owner");
+        db.exec("DROP ROLE e2e_owner");
+      } catch (...) {
+      }
+    }
+  } role{db()};
+  db().exec("DROP ROLE IF EXISTS e2e_owner");
+  db().exec("CREATE ROLE e2e_owner LOGIN");
+  db().exec("GRANT USAGE, CREATE ON SCHEMA " + s + " TO e2e_owner");
+  PgConn owner(conninfo() + " user=e2e_owner");
+  // it raises what it saw (dblogd reads in read-only transactions: a write would fail anyway)
+  owner.exec("CREATE FUNCTION " + s + ".evil() RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN"
+             " RAISE EXCEPTION 'EVIL ran as % via %', current_user,"
+             " current_setting('application_name'); END $$");
+  owner.exec("CREATE TYPE " + s + ".color AS ENUM ('red', 'green', 'blue')");
+  owner.exec("CREATE TABLE " + s + ".items (id int PRIMARY KEY, v text)");
+  owner.exec("CREATE TABLE " + s + ".paint (k " + s + ".color PRIMARY KEY, v int)");
+  owner.exec("INSERT INTO " + s + ".items SELECT g, 'real' FROM generate_series(1, 30) g");
+  owner.exec("INSERT INTO " + s + ".paint VALUES ('red', 1), ('green', 2), ('blue', 3)");
+
+  StartDblogd({"--chunk-size=10"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const std::uint32_t items = TableOid(db(), s + ".items");
+  const std::uint32_t paint = TableOid(db(), s + ".paint");
+  for (std::int64_t id = 1; id <= 30; id += 4) replay.Corrupt(items, IntKey(id));
+
+  // The owner holds the table from a second session and asks for its repair; once dblogd
+  // waits for the lock, the owner swaps names and lets go. One swap at a time: dblogd describes
+  // a request when it reaches it, so a second request would be described after the swap.
+  PgConn locker(conninfo() + " user=e2e_owner");
+  auto attack = [&](const std::string& table, const std::string& request,
+                    const std::vector<std::string>& swap) {
+    locker.exec("BEGIN; LOCK TABLE " + s + "." + table + " IN ACCESS EXCLUSIVE MODE");
+    const std::uint64_t id = std::stoull(owner.scalar("SELECT " + request));
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (db().scalar("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+                       " WHERE NOT l.granted AND a.application_name LIKE 'dblogd%'") == "0") {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "dblogd never waited for the lock on " << table;
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    for (const std::string& statement : swap) locker.exec(statement);
+    locker.exec("COMMIT");
+    return StreamUntilFinished(c, replay, {id}).front();
+  };
+  const std::string item_state =
+      attack("items", "dblog.repair('" + s + ".items')",
+             {"ALTER TABLE " + s + ".items RENAME TO items_real",
+              "CREATE VIEW " + s + ".items AS SELECT id, 'fake'::text AS v FROM " + s +
+                  ".items_real WHERE " + s + ".evil()"});
+  // a range: its bounds are read as the key's type (a whole table's chunks name no type)
+  const std::string paint_state =
+      attack("paint",
+             "dblog.repair_range('" + s + ".paint', '{\"k\": \"red\"}', '{\"k\": \"blue\"}')",
+             {"ALTER TYPE " + s + ".color RENAME TO color_real",
+              "CREATE DOMAIN " + s + ".color AS " + s + ".color_real CHECK (" + s + ".evil())"});
+  const std::vector<std::string> states{item_state, paint_state};
+  EXPECT_EQ(states, (std::vector<std::string>{"done", "done"}))
+      << db().scalar("SELECT coalesce(string_agg(coalesce(error, ''), '; '), '') FROM dblog.requests");
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "repair_failed"), 0) << dblogd_->log();
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"items_real", "paint"});
+  EXPECT_EQ(replay.Table(paint).size(), 3u);
+  EXPECT_GE(replay.chunks_seen(), 4u);  // items: 30 rows in chunks of 10; paint: one
+  // the fixture's dblogd connects as the superuser: it says so
+  EXPECT_GE(CountLogEvents(dblogd_->log(), "source_role_is_superuser"), 1);
 }
 
 // Anyone may write a message of any size, and a field may hold up to 1 GB: neither may stop a
