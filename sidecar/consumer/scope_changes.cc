@@ -242,10 +242,21 @@ void ScopeChanges::Queue(const ScopeChange& change, std::uint64_t xid, Bookkeepi
   }
   const char* what = "queued";
   switch (outcome) {
-    case Bookkeeping::Entering::kQueued: ++tally.queued; break;
-    case Bookkeeping::Entering::kAlreadyQueued: what = "already_queued"; ++tally.already_queued; break;
-    case Bookkeeping::Entering::kGone: what = "gone"; ++tally.gone; break;
-    case Bookkeeping::Entering::kOutOfScopeNow: what = "out_of_scope_now"; ++tally.out_of_scope_now; break;
+    case Bookkeeping::Entering::kQueued:
+      ++tally.queued;
+      break;
+    case Bookkeeping::Entering::kAlreadyQueued:
+      what = "already_queued";
+      ++tally.already_queued;
+      break;
+    case Bookkeeping::Entering::kGone:
+      what = "gone";
+      ++tally.gone;
+      break;
+    case Bookkeeping::Entering::kOutOfScopeNow:
+      what = "out_of_scope_now";
+      ++tally.out_of_scope_now;
+      break;
     case Bookkeeping::Entering::kKeyless:
       throw ScopeChangeError(
           dblog::v1::Error::SCOPE_ERROR,

@@ -97,8 +97,8 @@ class ScopeChanges {
   struct Tally {
     std::size_t queued = 0, already_queued = 0, gone = 0, out_of_scope_now = 0;
   };
-  void Queue(const ScopeChange& change, std::uint64_t xid, Bookkeeping& bookkeeping,
-             Tally& tally, std::size_t index);
+  void Queue(const ScopeChange& change, std::uint64_t xid, Bookkeeping& bookkeeping, Tally& tally,
+             std::size_t index);
 
   const config::ConsumerConfig& consumer_;
   std::uint64_t xid_ = 0;

@@ -149,8 +149,9 @@ dblog::v1::Message DdlMessage(std::uint64_t xid, const std::string& content) {
 }
 
 std::string Renamed(std::uint32_t oid, const std::string& from, const std::string& to) {
-  return R"({"oid":)" + std::to_string(oid) + R"(,"kind":"rename","old_schema":"app","old_name":")" +
-         from + R"(","new_schema":"app","new_name":")" + to + R"("})";
+  return R"({"oid":)" + std::to_string(oid) +
+         R"(,"kind":"rename","old_schema":"app","old_name":")" + from +
+         R"(","new_schema":"app","new_name":")" + to + R"("})";
 }
 
 // Finding 3: however many messages of one transaction name a table, it is remembered once (one
