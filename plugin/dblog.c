@@ -49,6 +49,8 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_index.h"
 #include "commands/defrem.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "utils/builtins.h"
@@ -62,6 +64,7 @@
 #include "utils/snapmgr.h"
 #include "utils/varlena.h"
 
+#include "ddl_message.h"
 #include "messages.h"
 #include "scope_match.h"
 
@@ -71,13 +74,6 @@ PG_MODULE_MAGIC;
 #define DBLOG_PROTO_VERSION_MAX 1
 #define DBLOG_SCHEMA "dblog"
 #define DBLOG_CONTROL_TABLE "request_queue"
-
-/*
- * The extension's event trigger (ddl_trigger.c) tells dblogd of renames with
- * messages of this prefix; one is sent only when its transaction did change
- * the table it names (ddl_message_authentic).
- */
-#define DBLOG_DDL_PREFIX "dblog.ddl"
 
 /*
  * The refusal of a table without a key (keyless=error) has SQLSTATE 55000 and
@@ -143,9 +139,6 @@ static bool dblog_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_
 
 static void parse_output_parameters(List *options, DblogData *data);
 static bool message_wanted(DblogData *data, const char *prefix);
-static Oid	ddl_message_relid(const char *message, Size size);
-static bool catalog_row_xmin(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid,
-							 TransactionId *xmin, Oid *relnamespace);
 static bool ddl_message_authentic(const char *message, Size size);
 static RelEntry *get_rel_entry(DblogData *data, Relation relation);
 static void invalidate_rel_entry(Datum arg, Oid relid);
@@ -795,6 +788,170 @@ message_wanted(DblogData *data, const char *prefix)
 	return false;
 }
 
+/*
+ * dblog.ddl messages
+ *
+ * A dblog.ddl message makes dblogd copy a table, so only the extension's
+ * event trigger may write one that reaches it; but any role may call
+ * pg_logical_emit_message with any prefix, and a forged message must neither
+ * copy a table its writer could not move nor cost much (it can be sent many
+ * times in one transaction). The trigger writes its message in the
+ * transaction of the DDL it describes, and that DDL updated the table's
+ * pg_class row (a rename, SET SCHEMA, SET LOGGED) or its schema's
+ * pg_namespace row (ALTER SCHEMA RENAME). So a message is forwarded only
+ * when:
+ *	 - it is at most DBLOG_DDL_MESSAGE_MAX_BYTES long (checked first) and
+ *	   spelled exactly as write_ddl_message spells the values it holds;
+ *	 - its names fit its kind (a rename changes the name, not the schema, ...);
+ *	 - one update by this transaction turned a version of that catalog row
+ *	   with the old names (for set_logged: unlogged) into its successor with
+ *	   the new ones, a permanent ordinary table (the trigger names no other).
+ * Writing a catalog row without that change (a temporary table, a GRANT, a
+ * foreign key, another ALTER) authenticates nothing, and the change takes the
+ * table's or the schema's owner, who could make it for real anyway. The row
+ * versions are read with SnapshotAny, not as the historic snapshot shows them
+ * at the message's place: that may already show the transaction's later
+ * commands (two renames of one table in one transaction).
+ *
+ * XXX: an update after the message, in the same transaction, counts too;
+ * only who ran that DDL wrote it, and the trigger says the same of it then.
+ */
+
+/* kind values; DDL_NONE: anything else */
+typedef enum DdlKind
+{
+	DDL_NONE,
+	DDL_RENAME,
+	DDL_SET_SCHEMA,
+	DDL_RENAME_SCHEMA,
+	DDL_SET_LOGGED
+} DdlKind;
+
+#define DDL_MEMBERS 6			/* oid, kind, old/new schema, old/new name */
+
+/* A dblog.ddl message's content, as pg_parse_json hands it over. */
+typedef struct DdlMessage
+{
+	JsonLexContext *lex;
+	int			member;			/* being read: index into ddl_members, or -1 */
+	char	   *values[DDL_MEMBERS];
+	Oid			relid;
+	DdlKind		kind;
+} DdlMessage;
+
+static const char *const ddl_members[DDL_MEMBERS] =
+{"oid", "kind", "old_schema", "old_name", "new_schema", "new_name"};
+
+#define DDL_KIND(m)			((m)->values[1])
+#define DDL_OLD_SCHEMA(m)	((m)->values[2])
+#define DDL_OLD_NAME(m)		((m)->values[3])
+#define DDL_NEW_SCHEMA(m)	((m)->values[4])
+#define DDL_NEW_NAME(m)		((m)->values[5])
+
+static void
+ddl_member_start(void *state, char *fname, bool isnull)
+{
+	DdlMessage *m = state;
+
+	m->member = -1;
+	for (int i = 0; i < DDL_MEMBERS; i++)
+		if (strcmp(fname, ddl_members[i]) == 0)
+			m->member = i;
+}
+
+static void
+ddl_member_value(void *state, char *token, JsonTokenType type)
+{
+	DdlMessage *m = state;
+
+	/* a repeated or unknown member, or a nested one, fails the comparison after */
+	if (m->lex->lex_level == 1 && m->member >= 0 && m->values[m->member] == NULL)
+		m->values[m->member] = token;
+}
+
+/* An oid as the trigger writes it (%u): digits, no leading zero, not 0. */
+static Oid
+ddl_oid(const char *digits)
+{
+	size_t		n = strspn(digits, "0123456789");
+	unsigned long value;
+
+	if (n == 0 || n > 10 || digits[n] != '\0' || digits[0] == '0')
+		return InvalidOid;
+	value = strtoul(digits, NULL, 10);
+	return value > PG_UINT32_MAX ? InvalidOid : (Oid) value;
+}
+
+static DdlKind
+ddl_kind(const char *kind)
+{
+	if (strcmp(kind, "rename") == 0)
+		return DDL_RENAME;
+	if (strcmp(kind, "set_schema") == 0)
+		return DDL_SET_SCHEMA;
+	if (strcmp(kind, "rename_schema") == 0)
+		return DDL_RENAME_SCHEMA;
+	if (strcmp(kind, "set_logged") == 0)
+		return DDL_SET_LOGGED;
+	return DDL_NONE;
+}
+
+/*
+ * Reads a message into m; false unless it is byte for byte what the trigger
+ * writes for the values read (ddl_message.h), so that nothing dblogd reads in
+ * it escapes the checks below: no member twice, none other, no spacing.
+ */
+static bool
+parse_ddl_message(const char *message, Size size, DdlMessage *m)
+{
+	JsonSemAction sem = {0};
+	StringInfoData canonical;
+
+	memset(m, 0, sizeof(DdlMessage));
+	m->lex = makeJsonLexContextCstringLen((char *) message, (int) size,
+										  GetDatabaseEncoding(), true);
+	sem.semstate = m;
+	sem.object_field_start = ddl_member_start;
+	sem.scalar = ddl_member_value;
+	if (pg_parse_json(m->lex, &sem) != JSON_SUCCESS)
+		return false;
+	for (int i = 0; i < DDL_MEMBERS; i++)
+		if (m->values[i] == NULL)
+			return false;
+	m->relid = ddl_oid(m->values[0]);
+	m->kind = ddl_kind(DDL_KIND(m));
+	if (!OidIsValid(m->relid) || m->kind == DDL_NONE)
+		return false;
+	initStringInfo(&canonical);
+	write_ddl_message(&canonical, m->relid, DDL_KIND(m), DDL_OLD_SCHEMA(m), DDL_OLD_NAME(m),
+					  DDL_NEW_SCHEMA(m), DDL_NEW_NAME(m));
+	return canonical.len == size && memcmp(canonical.data, message, size) == 0;
+}
+
+/*
+ * The names the kind changes differ, the others are the same (as the
+ * trigger writes them).
+ */
+static bool
+ddl_names_fit_kind(const DdlMessage *m)
+{
+	bool		same_schema = strcmp(DDL_OLD_SCHEMA(m), DDL_NEW_SCHEMA(m)) == 0;
+	bool		same_name = strcmp(DDL_OLD_NAME(m), DDL_NEW_NAME(m)) == 0;
+
+	switch (m->kind)
+	{
+		case DDL_RENAME:
+			return same_schema && !same_name;
+		case DDL_SET_SCHEMA:
+		case DDL_RENAME_SCHEMA:
+			return !same_schema && same_name;
+		case DDL_SET_LOGGED:
+			return same_schema && same_name;
+		default:
+			return false;
+	}
+}
+
 /* Is xid one of the decoded transaction's own (sub)transactions? */
 static bool
 own_xid(Snapshot snap, TransactionId xid)
@@ -807,94 +964,193 @@ own_xid(Snapshot snap, TransactionId xid)
 	return false;
 }
 
-/*
- * The table a dblog.ddl message names: its content starts {"oid":N
- * (ddl_trigger.c). InvalidOid for anything else.
- */
-static Oid
-ddl_message_relid(const char *message, Size size)
+/* Did the decoded transaction write this row version over (not only lock it)? */
+static bool
+written_over_here(HeapTuple tup)
 {
-	static const char head[] = "{\"oid\":";
-	char		digits[16];
-	Size		n = 0;
+	HeapTupleHeader htup = tup->t_data;
 
-	if (size <= sizeof(head) - 1 || memcmp(message, head, sizeof(head) - 1) != 0)
-		return InvalidOid;
-	message += sizeof(head) - 1;
-	size -= sizeof(head) - 1;
-	while (n < size && n < sizeof(digits) - 1 && message[n] >= '0' && message[n] <= '9')
-	{
-		digits[n] = message[n];
-		n++;
-	}
-	if (n == 0 || n == sizeof(digits) - 1)
-		return InvalidOid;
-	digits[n] = '\0';
-	return (Oid) strtoul(digits, NULL, 10);
+	if ((htup->t_infomask & HEAP_XMAX_INVALID) ||
+		HEAP_XMAX_IS_LOCKED_ONLY(htup->t_infomask))
+		return false;
+	return own_xid(GetCatalogSnapshot(RelationRelationId),
+				   HeapTupleHeaderGetUpdateXid(htup));
 }
 
 /*
- * The xmin of the row with this oid in a catalog (pg_class or pg_namespace,
- * by their oid index), as the historic snapshot sees it; for a pg_class row,
- * also the table's schema. False when there is no such row.
+ * The versions of the row with this oid in a catalog (pg_class or
+ * pg_namespace, by their oid index): every one still there (the slot's
+ * catalog_xmin keeps those of the transactions it has yet to decode), each
+ * marked by whether the decoded transaction saw it: wrote it, wrote it over,
+ * or sees it in the historic snapshot. Not "sees it at the message's place":
+ * that snapshot may already show later commands of the transaction.
  */
-static bool
-catalog_row_xmin(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid,
-				 TransactionId *xmin, Oid *relnamespace)
+typedef struct RowVersion
 {
-	Relation	rel;
+	HeapTuple	tup;
+	bool		seen;
+} RowVersion;
+
+static List *
+row_versions(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid)
+{
+	Relation	rel = table_open(catalog, AccessShareLock);
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tup;
-	bool		found = false;
+	ItemPointerData visible;
+	List	   *versions = NIL;
 
-	Assert(relnamespace == NULL || catalog == RelationRelationId);
-	rel = table_open(catalog, AccessShareLock);
+	ItemPointerSetInvalid(&visible);
 	ScanKeyInit(&key, oid_attnum, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(oid));
 	scan = systable_beginscan(rel, oid_index, true, NULL, 1, &key);
 	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		visible = tup->t_self;
+	systable_endscan(scan);
+	scan = systable_beginscan(rel, oid_index, true, SnapshotAny, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		found = true;
-		*xmin = HeapTupleHeaderGetXmin(tup->t_data);
-		if (relnamespace)
-			*relnamespace = ((Form_pg_class) GETSTRUCT(tup))->relnamespace;
+		RowVersion *v = palloc(sizeof(RowVersion));
+
+		v->tup = heap_copytuple(tup);
+		v->seen = ItemPointerEquals(&tup->t_self, &visible) || written_over_here(tup) ||
+			own_xid(GetCatalogSnapshot(RelationRelationId),
+					HeapTupleHeaderGetXmin(tup->t_data));
+		versions = lappend(versions, v);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return found;
+	return versions;
+}
+
+/* Was the schema with this oid called name while the transaction ran? */
+static bool
+namespace_had_name(Oid nspid, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, row_versions(NamespaceRelationId, NamespaceOidIndexId,
+							 Anum_pg_namespace_oid, nspid))
+	{
+		RowVersion *v = lfirst(lc);
+
+		if (v->seen &&
+			strcmp(NameStr(((Form_pg_namespace) GETSTRUCT(v->tup))->nspname), name) == 0)
+			return true;
+	}
+	return false;
+}
+
+typedef bool (*VersionTest) (HeapTuple tup, const DdlMessage *m);
+
+/*
+ * Did one update of this transaction turn a version that was_old into one
+ * that is_new? The new version is the old one's successor (its t_ctid),
+ * written by the same (sub)transaction, so the pair is one catalog update:
+ * one DDL, not two unrelated writes.
+ */
+static bool
+updated_here(List *versions, VersionTest was_old, VersionTest is_new, const DdlMessage *m)
+{
+	ListCell   *o;
+	ListCell   *n;
+
+	foreach(o, versions)
+	{
+		HeapTuple	old = ((RowVersion *) lfirst(o))->tup;
+
+		if (!written_over_here(old) || !was_old(old, m))
+			continue;
+		foreach(n, versions)
+		{
+			HeapTuple	new = ((RowVersion *) lfirst(n))->tup;
+
+			if (ItemPointerEquals(&old->t_data->t_ctid, &new->t_self) &&
+				TransactionIdEquals(HeapTupleHeaderGetXmin(new->t_data),
+									HeapTupleHeaderGetUpdateXid(old->t_data)) &&
+				is_new(new, m))
+				return true;
+		}
+	}
+	return false;
+}
+
+static bool
+class_was_old(HeapTuple tup, const DdlMessage *m)
+{
+	Form_pg_class was = (Form_pg_class) GETSTRUCT(tup);
+
+	if (m->kind == DDL_SET_LOGGED && was->relpersistence != RELPERSISTENCE_UNLOGGED)
+		return false;
+	return strcmp(NameStr(was->relname), DDL_OLD_NAME(m)) == 0 &&
+		namespace_had_name(was->relnamespace, DDL_OLD_SCHEMA(m));
+}
+
+/* What the trigger names: a permanent ordinary table, here with the new names. */
+static bool
+class_is_new(HeapTuple tup, const DdlMessage *m)
+{
+	Form_pg_class is = (Form_pg_class) GETSTRUCT(tup);
+
+	return is->relkind == RELKIND_RELATION && is->relpersistence == RELPERSISTENCE_PERMANENT &&
+		strcmp(NameStr(is->relname), DDL_NEW_NAME(m)) == 0 &&
+		namespace_had_name(is->relnamespace, DDL_NEW_SCHEMA(m));
+}
+
+static bool
+namespace_was_old(HeapTuple tup, const DdlMessage *m)
+{
+	return strcmp(NameStr(((Form_pg_namespace) GETSTRUCT(tup))->nspname),
+				  DDL_OLD_SCHEMA(m)) == 0;
+}
+
+static bool
+namespace_is_new(HeapTuple tup, const DdlMessage *m)
+{
+	return strcmp(NameStr(((Form_pg_namespace) GETSTRUCT(tup))->nspname),
+				  DDL_NEW_SCHEMA(m)) == 0;
 }
 
 /*
- * A dblog.ddl message makes dblogd copy a table, so only the extension's event
- * trigger may write one that reaches it; but any role may call
- * pg_logical_emit_message with any prefix. The trigger writes its message in
- * the transaction of the DDL it describes, so the table's pg_class row (a
- * rename, SET SCHEMA) or its schema's pg_namespace row (ALTER SCHEMA RENAME)
- * was written by that same transaction: in the historic catalog at the
- * message's place, the row's xmin is one of the transaction's own xids.
- * Writing either row takes the table's or the schema's owner (or a privilege
- * on it), who could rename it for real anyway. The content starts
- * {"oid":N (ddl_trigger.c); anything else is dropped.
+ * rename_schema: the table, as the transaction saw it, is a permanent
+ * ordinary table of that name in a schema that one of its updates renamed
+ * from the old name to the new one.
  */
+static bool
+schema_renamed_here(List *class_versions, const DdlMessage *m)
+{
+	ListCell   *lc;
+
+	foreach(lc, class_versions)
+	{
+		RowVersion *v = lfirst(lc);
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(v->tup);
+
+		if (v->seen && form->relkind == RELKIND_RELATION &&
+			form->relpersistence == RELPERSISTENCE_PERMANENT &&
+			strcmp(NameStr(form->relname), DDL_NEW_NAME(m)) == 0 &&
+			updated_here(row_versions(NamespaceRelationId, NamespaceOidIndexId,
+									  Anum_pg_namespace_oid, form->relnamespace),
+						 namespace_was_old, namespace_is_new, m))
+			return true;
+	}
+	return false;
+}
+
+/* The checks in the comment above, cheapest first. */
 static bool
 ddl_message_authentic(const char *message, Size size)
 {
-	Oid			relid = ddl_message_relid(message, size);
-	Oid			nspid;
-	TransactionId xmin;
-	Snapshot	snap;
+	DdlMessage	m;
+	List	   *versions;
 
-	if (!OidIsValid(relid))
+	if (size > DBLOG_DDL_MESSAGE_MAX_BYTES || !parse_ddl_message(message, size, &m) ||
+		!ddl_names_fit_kind(&m))
 		return false;
-	snap = GetCatalogSnapshot(RelationRelationId);	/* the historic snapshot */
-	if (!catalog_row_xmin(RelationRelationId, ClassOidIndexId, Anum_pg_class_oid, relid,
-						  &xmin, &nspid))
-		return false;
-	if (own_xid(snap, xmin))
-		return true;
-	return catalog_row_xmin(NamespaceRelationId, NamespaceOidIndexId, Anum_pg_namespace_oid,
-							nspid, &xmin, NULL) &&
-		own_xid(snap, xmin);
+	versions = row_versions(RelationRelationId, ClassOidIndexId, Anum_pg_class_oid, m.relid);
+	if (m.kind == DDL_RENAME_SCHEMA)
+		return schema_renamed_here(versions, &m);
+	return updated_here(versions, class_was_old, class_is_new, &m);
 }
 
 /* MESSAGE callback */
@@ -911,8 +1167,9 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	if (!message_wanted(data, prefix))
 		return;
 	ddl = strcmp(prefix, DBLOG_DDL_PREFIX) == 0;
+	old = MemoryContextSwitchTo(data->context);
 	if (ddl && !(transactional && ddl_message_authentic(message, message_size)))
-		return;
+		goto done;
 	/* a DDL message is small (names) and useless without its content */
 	if (!ddl && data->message_max_bytes > 0 && message_size > data->message_max_bytes)
 	{
@@ -920,7 +1177,6 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		omitted = message_size;
 		message_size = 0;
 	}
-	old = MemoryContextSwitchTo(data->context);
 	if (transactional)
 	{
 		ensure_begin(ctx, data, txn);
@@ -936,6 +1192,8 @@ dblog_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 							  false, prefix, message, message_size, omitted);
 		flush_batch(ctx, data, true);
 	}
+
+done:
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(data->context);
 }

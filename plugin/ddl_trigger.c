@@ -16,9 +16,9 @@
  * SET SCHEMA), "rename_schema" (ALTER SCHEMA ... RENAME TO: one message per
  * table of the schema), "set_logged" (ALTER TABLE ... SET LOGGED: an unlogged
  * table, which is never decoded, becomes a captured one; old and new names
- * are the same). "oid" comes first: the output plugin reads it to check
- * that the message's transaction did change that table (dblog.c,
- * ddl_message_authentic), since any role may write a message with any prefix.
+ * are the same). Since any role may write a message with any prefix, the
+ * output plugin forwards one only when it says what the catalog shows this
+ * transaction did to that table (dblog.c, ddl_message_authentic).
  *
  * It runs as the role that ran the DDL (no SECURITY DEFINER: it reads the
  * catalogs through the caches and writes WAL, which needs no privilege), with
@@ -56,9 +56,8 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
+#include "ddl_message.h"
 #include "guard.h"
-
-#define DBLOG_DDL_PREFIX "dblog.ddl"
 
 PG_FUNCTION_INFO_V1(dblog_ddl_trigger);
 
@@ -280,6 +279,24 @@ is_captured_table(Oid relid)
 	return captured;
 }
 
+/* The message's one spelling (ddl_message.h): the plugin compares against it. */
+void
+write_ddl_message(StringInfo buf, Oid relid, const char *kind, const char *old_schema,
+				  const char *old_name, const char *new_schema, const char *new_name)
+{
+	appendStringInfo(buf, "{\"oid\":%u,\"kind\":", relid);
+	escape_json(buf, kind);
+	appendStringInfoString(buf, ",\"old_schema\":");
+	escape_json(buf, old_schema);
+	appendStringInfoString(buf, ",\"old_name\":");
+	escape_json(buf, old_name);
+	appendStringInfoString(buf, ",\"new_schema\":");
+	escape_json(buf, new_schema);
+	appendStringInfoString(buf, ",\"new_name\":");
+	escape_json(buf, new_name);
+	appendStringInfoChar(buf, '}');
+}
+
 static void
 emit_ddl_message(Oid relid, const char *kind, const char *old_schema, const char *old_name,
 				 const char *new_schema, const char *new_name)
@@ -289,17 +306,7 @@ emit_ddl_message(Oid relid, const char *kind, const char *old_schema, const char
 	if (old_schema == NULL || old_name == NULL || new_schema == NULL || new_name == NULL)
 		return;
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "{\"oid\":%u,\"kind\":", relid);
-	escape_json(&buf, kind);
-	appendStringInfoString(&buf, ",\"old_schema\":");
-	escape_json(&buf, old_schema);
-	appendStringInfoString(&buf, ",\"old_name\":");
-	escape_json(&buf, old_name);
-	appendStringInfoString(&buf, ",\"new_schema\":");
-	escape_json(&buf, new_schema);
-	appendStringInfoString(&buf, ",\"new_name\":");
-	escape_json(&buf, new_name);
-	appendStringInfoChar(&buf, '}');
+	write_ddl_message(&buf, relid, kind, old_schema, old_name, new_schema, new_name);
 	LogLogicalMessage(DBLOG_DDL_PREFIX, buf.data, buf.len, true);
 	pfree(buf.data);
 }

@@ -2,7 +2,8 @@
 -- per permanent ordinary table that ALTER TABLE ... RENAME TO, ALTER TABLE ... SET SCHEMA or
 -- ALTER SCHEMA ... RENAME TO moved, in the DDL's own transaction; nothing else writes one; an
 -- error inside never fails the DDL; any role's DDL fires it; the plugin drops a 'dblog.ddl'
--- message whose transaction did not change the table it names (a forgery).
+-- message that does not say what its transaction's DDL did to the table it names (a forgery;
+-- more in ddl_forgery.sql).
 \set VERBOSITY terse
 SET synchronous_commit = on;
 CREATE SCHEMA ddl_a;

@@ -396,6 +396,7 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
   using E = dblog::v1::Event;
   switch (event.event_case()) {
     case E::kBegin:
+      scope_changes_.OnBegin();
       repairs_->OnBegin(event.begin());
       break;
     case E::kRelation:
@@ -414,13 +415,14 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
         return;  // markers are dblogd's own: never forwarded
       }
       if (prefix == kScopeChangePrefix) {
-        CopyIfEntering(event.message(), consumer_, bookkeeping_);  // throws ScopeChangeError
+        scope_changes_.OnMessage(event.message());  // its copy is queued at the commit
         return;  // dblog's own: never forwarded
       }
       if (!MessageWanted(prefix)) return;
       break;
     }
     case E::kCommit:
+      scope_changes_.OnCommit(bookkeeping_);  // throws ScopeChangeError
       emitter_->Consume(event);
       repairs_->OnCommitted();
       return;

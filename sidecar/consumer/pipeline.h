@@ -21,6 +21,7 @@
 #include "consumer/bookkeeping.h"
 #include "consumer/bootstrap_run.h"
 #include "consumer/repairs.h"
+#include "consumer/scope_changes.h"
 #include "consumer/slot_creation.h"
 #include "config/config.h"
 #include "emit/ack_tracker.h"
@@ -119,6 +120,7 @@ class Pipeline : public server::Consumer,
 
   State state_ = State::kPreparing;
   Bookkeeping bookkeeping_;
+  ScopeChanges scope_changes_{consumer_};  // the dblog.ddl messages of the transaction read
   std::optional<pg::Connection> repl_;  // idle replication connection before streaming
   std::unique_ptr<pg::ReplicationStream> stream_;
   std::unique_ptr<emit::AckTracker> acks_;

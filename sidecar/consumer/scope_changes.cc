@@ -135,6 +135,7 @@ bool SystemSchema(const std::string& schema) {
 }  // namespace
 
 std::optional<ScopeChange> ParseScopeChange(std::string_view content) {
+  if (content.size() > kMaxScopeChangeBytes) return std::nullopt;
   Reader r(content);
   ScopeChange c;
   bool has_oid = false;
@@ -182,47 +183,93 @@ bool EntersScope(const config::Scope& scope, const ScopeChange& change) {
   return after && !before;
 }
 
-void CopyIfEntering(const dblog::v1::Message& message, const config::ConsumerConfig& consumer,
-                    Bookkeeping& bookkeeping) {
+void ScopeChanges::OnBegin() {
+  xid_ = 0;
+  entering_.clear();
+  oids_.clear();
+}
+
+void ScopeChanges::OnMessage(const dblog::v1::Message& message) {
+  if (message.xid() != xid_) {
+    OnBegin();
+    xid_ = message.xid();
+  }
   const std::optional<ScopeChange> change = ParseScopeChange(message.content());
   if (!change) {
-    // the plugin forwards only messages of a transaction that changed the table: a later
-    // format, or a bug; nothing to act on
-    log::Warn("scope_change_unreadable", {{"consumer", consumer.name},
-                                          {"lsn", common::FormatLsn(message.lsn())}});
+    // the plugin forwards only messages of a transaction that made that change: a later
+    // format, a bug, or an older plugin passing a forgery; nothing to act on
+    unreadable_log_.Warn("scope_change_unreadable",
+                         {{"consumer", consumer_.name},
+                          {"lsn", common::FormatLsn(message.lsn())},
+                          {"bytes", message.content().size()}});
     return;
   }
-  if (!EntersScope(consumer.scope, *change)) return;
-  const std::string old_name = change->old_schema + "." + change->old_name;
-  const std::string new_name = change->new_schema + "." + change->new_name;
+  if (!EntersScope(consumer_.scope, *change) || !oids_.insert(change->oid).second) return;
+  entering_.push_back(*change);
+}
+
+void ScopeChanges::OnCommit(Bookkeeping& bookkeeping) {
+  Tally tally;
+  // the first request waits until the transaction is visible; then so is it for the others
+  std::uint64_t xid = xid_;
+  for (std::size_t i = 0; i < entering_.size(); ++i, xid = 0)
+    Queue(entering_[i], xid, bookkeeping, tally, i);
+  if (entering_.size() > kLoggedTables)
+    log::Info("scope_tables_entered",
+              {{"consumer", consumer_.name},
+               {"tables", entering_.size()},
+               {"not_logged", entering_.size() - kLoggedTables},
+               {"queued", tally.queued},
+               {"already_queued", tally.already_queued},
+               {"gone", tally.gone},
+               {"out_of_scope_now", tally.out_of_scope_now}});
+  OnBegin();
+}
+
+void ScopeChanges::Queue(const ScopeChange& change, std::uint64_t xid, Bookkeeping& bookkeeping,
+                         Tally& tally, std::size_t index) {
+  const std::string old_name = change.old_schema + "." + change.old_name;
+  const std::string new_name = change.new_schema + "." + change.new_name;
   Bookkeeping::Entering outcome;
   try {
-    outcome = bookkeeping.QueueTableEnteringScope(change->oid, message.xid());
+    outcome = bookkeeping.QueueTableEnteringScope(change.oid, xid);
   } catch (const std::exception& e) {
     bookkeeping.Reset();
     throw ScopeChangeError(dblog::v1::Error::SOURCE_ERROR,
                            "the table " + new_name + " entered the consumer's scope (" +
-                               change->kind + " from " + old_name +
+                               change.kind + " from " + old_name +
                                ") but its copy could not be queued: " + e.what());
   }
   const char* what = "queued";
   switch (outcome) {
-    case Bookkeeping::Entering::kQueued: break;
-    case Bookkeeping::Entering::kAlreadyQueued: what = "already_queued"; break;
-    case Bookkeeping::Entering::kGone: what = "gone"; break;
-    case Bookkeeping::Entering::kOutOfScopeNow: what = "out_of_scope_now"; break;
+    case Bookkeeping::Entering::kQueued:
+      ++tally.queued;
+      break;
+    case Bookkeeping::Entering::kAlreadyQueued:
+      what = "already_queued";
+      ++tally.already_queued;
+      break;
+    case Bookkeeping::Entering::kGone:
+      what = "gone";
+      ++tally.gone;
+      break;
+    case Bookkeeping::Entering::kOutOfScopeNow:
+      what = "out_of_scope_now";
+      ++tally.out_of_scope_now;
+      break;
     case Bookkeeping::Entering::kKeyless:
       throw ScopeChangeError(
           dblog::v1::Error::SCOPE_ERROR,
-          "the table " + new_name + " entered the consumer's scope (" + change->kind + " from " +
+          "the table " + new_name + " entered the consumer's scope (" + change.kind + " from " +
               old_name + ") and has no primary key or replica identity index: add one (it is "
               "then copied) or leave it out of the consumer's scope");
   }
-  log::Info("scope_table_entered", {{"consumer", consumer.name},
+  if (index >= kLoggedTables) return;
+  log::Info("scope_table_entered", {{"consumer", consumer_.name},
                                     {"table", new_name},
                                     {"from", old_name},
-                                    {"kind", change->kind},
-                                    {"oid", change->oid},
+                                    {"kind", change.kind},
+                                    {"oid", change.oid},
                                     {"copy", what}});
 }
 

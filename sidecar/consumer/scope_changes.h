@@ -9,21 +9,31 @@
 // A table leaving the scope needs nothing: the plugin stops streaming it at the DDL.
 // Owns: the message's format (docs/operations.md, "Tables entering or leaving a scope by DDL")
 // and the rule (no I/O), and
-// CopyIfEntering, the glue that queues the copy through Bookkeeping.
+// ScopeChanges, the glue that queues each transaction's copies through Bookkeeping at its
+// commit, once per table however many messages name it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include "config/config.h"
 #include "dblog/v1/consumer.pb.h"
+#include "log/rate_limit.h"
 
 namespace dblog::consumer {
 
 inline constexpr const char* kScopeChangePrefix = "dblog.ddl";
+
+// No message of the trigger is longer: four names of at most 63 bytes, each byte at worst six
+// once escaped (\u001f), with their quotes, and 128 bytes for the rest (plugin/ddl_message.h,
+// DBLOG_DDL_MESSAGE_MAX_BYTES). A longer one is not parsed: an older plugin may pass any.
+inline constexpr std::size_t kMaxScopeChangeBytes = 128 + 4 * (2 + 6 * 63);
 
 struct ScopeChange {
   std::uint32_t oid = 0;
@@ -33,7 +43,8 @@ struct ScopeChange {
 };
 
 // The message's content: one flat JSON object with "oid" (a number) and the five strings;
-// nullopt when it is not that (other members are ignored, for later versions).
+// nullopt when it is not that or longer than kMaxScopeChangeBytes (other members are ignored,
+// for later versions).
 std::optional<ScopeChange> ParseScopeChange(std::string_view content);
 
 // The table was not in `scope` under its old name (or was unlogged: set_logged) and is under its
@@ -57,11 +68,43 @@ class ScopeChangeError : public std::runtime_error {
   dblog::v1::Error::Code code_;
 };
 
-// A kScopeChangePrefix message from the log: when its table entered `consumer`'s scope, queue
-// a whole-table copy (dblog.request_queue, for this consumer; none when one is queued and not
-// started yet). The request reaches the pipeline through the log like any other. Logs what it
-// did; throws ScopeChangeError.
-void CopyIfEntering(const dblog::v1::Message& message, const config::ConsumerConfig& consumer,
-                    Bookkeeping& bookkeeping);
+// The kScopeChangePrefix messages of the transaction being read, for one consumer. Any role may
+// repeat the trigger's message (the plugin passes a copy of a real one) or, through an older
+// plugin, forge any number: a table is remembered once per transaction, and its copy queued
+// (dblog.request_queue, for this consumer; none when one is queued and not started yet) and
+// logged at the commit, so that many messages cost one statement per table, not per message.
+// The request reaches the pipeline through the log like any other.
+class ScopeChanges {
+ public:
+  // Tables logged one line each per transaction; past them, one scope_tables_entered line.
+  static constexpr std::size_t kLoggedTables = 10;
+
+  explicit ScopeChanges(const config::ConsumerConfig& consumer) : consumer_(consumer) {}
+
+  // A transaction begins (also again after a reconnect): what an earlier one left is dropped.
+  void OnBegin();
+  // A message of the transaction: its table is remembered when it entered the scope.
+  void OnMessage(const dblog::v1::Message& message);
+  // The transaction's commit, before it is forwarded: queues the remembered tables' copies and
+  // logs them. Throws ScopeChangeError; then the session ends before the commit is
+  // acknowledged, so the next connection reads the messages again.
+  void OnCommit(Bookkeeping& bookkeeping);
+
+  // The tables remembered so far (for tests).
+  const std::vector<ScopeChange>& entering() const { return entering_; }
+
+ private:
+  struct Tally {
+    std::size_t queued = 0, already_queued = 0, gone = 0, out_of_scope_now = 0;
+  };
+  void Queue(const ScopeChange& change, std::uint64_t xid, Bookkeeping& bookkeeping, Tally& tally,
+             std::size_t index);
+
+  const config::ConsumerConfig& consumer_;
+  std::uint64_t xid_ = 0;
+  std::vector<ScopeChange> entering_;
+  std::unordered_set<std::uint32_t> oids_;
+  log::RateLimited unreadable_log_{std::chrono::seconds(10)};
+};
 
 }  // namespace dblog::consumer

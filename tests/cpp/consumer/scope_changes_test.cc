@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 namespace dblog::consumer {
 namespace {
 
@@ -113,6 +115,68 @@ TEST(ScopeChange, SystemSchemasAndDblogsOwnNeverEnter) {
     EXPECT_FALSE(EntersScope(scope, Change(schema, "t", schema, "u"))) << schema;
   EXPECT_TRUE(EntersScope(scope, Change("dblog", "t", "public", "t")));  // out of dblog's schema
   EXPECT_FALSE(EntersScope(scope, Change("public", "t", "dblog", "t")));
+}
+
+// Finding 2: the trigger's longest message (four 63-byte names of control characters, each
+// escaped as \u00XX) parses; a byte more is not the trigger's and is not parsed, nor is a huge one.
+TEST(ScopeChange, MessagesLongerThanTheTriggersLongestAreNotParsed) {
+  std::string name;
+  for (int i = 0; i < 63; ++i) name += "\\u001f";
+  const std::string longest = R"({"oid":4294967295,"kind":"rename_schema","old_schema":")" + name +
+                              R"(","old_name":")" + name + R"(","new_schema":")" + name +
+                              R"(","new_name":")" + name + R"("})";
+  ASSERT_LE(longest.size(), kMaxScopeChangeBytes);
+  ASSERT_TRUE(ParseScopeChange(longest));
+  const std::string padded = longest.substr(0, longest.size() - 1) + R"(,"pad":")" +
+                             std::string(kMaxScopeChangeBytes - longest.size(), 'a') + R"("})";
+  EXPECT_GT(padded.size(), kMaxScopeChangeBytes);
+  EXPECT_FALSE(ParseScopeChange(padded));
+  const std::string huge = R"({"oid":1,"kind":"rename","old_schema":"a","old_name":"t",)"
+                           R"("new_schema":"a","new_name":"u","pad":")" +
+                           std::string(64 << 20, 'a') + R"("})";
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ParseScopeChange(huge));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+}
+
+dblog::v1::Message DdlMessage(std::uint64_t xid, const std::string& content) {
+  dblog::v1::Message m;
+  m.set_prefix(kScopeChangePrefix);
+  m.set_transactional(true);
+  m.set_xid(xid);
+  m.set_content(content);
+  return m;
+}
+
+std::string Renamed(std::uint32_t oid, const std::string& from, const std::string& to) {
+  return R"({"oid":)" + std::to_string(oid) +
+         R"(,"kind":"rename","old_schema":"app","old_name":")" + from +
+         R"(","new_schema":"app","new_name":")" + to + R"("})";
+}
+
+// Finding 3: however many messages of one transaction name a table, it is remembered once (one
+// statement and one log line at the commit); what does not enter is not remembered at all.
+TEST(ScopeChanges, ATableNamedByManyMessagesOfATransactionIsRememberedOnce) {
+  config::ConsumerConfig consumer;
+  consumer.name = "c";
+  consumer.scope = config::ParseScope("app.in_*");
+  ScopeChanges changes(consumer);
+  changes.OnBegin();
+  for (int i = 0; i < 20000; ++i) changes.OnMessage(DdlMessage(7, Renamed(100, "out", "in_a")));
+  changes.OnMessage(DdlMessage(7, Renamed(101, "out", "in_b")));
+  changes.OnMessage(DdlMessage(7, Renamed(102, "in_c", "in_d")));  // inside already
+  changes.OnMessage(DdlMessage(7, Renamed(103, "in_e", "out")));   // leaving
+  changes.OnMessage(DdlMessage(7, "not json"));
+  ASSERT_EQ(changes.entering().size(), 2u);
+  EXPECT_EQ(changes.entering()[0].oid, 100u);
+  EXPECT_EQ(changes.entering()[1].oid, 101u);
+  // a new transaction (or the same one read again after a reconnect) starts afresh
+  changes.OnBegin();
+  EXPECT_TRUE(changes.entering().empty());
+  changes.OnMessage(DdlMessage(8, Renamed(100, "out", "in_a")));
+  changes.OnMessage(DdlMessage(9, Renamed(101, "out", "in_b")));  // another xid: a new one
+  ASSERT_EQ(changes.entering().size(), 1u);
+  EXPECT_EQ(changes.entering()[0].oid, 101u);
 }
 
 }  // namespace

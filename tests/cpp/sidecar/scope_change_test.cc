@@ -123,6 +123,44 @@ TEST_F(ScopeChangeTest, TablesMovedIntoTheScopeWhileDblogdIsStoppedAreCopied) {
   ExpectEveryRow(replay);
 }
 
+// Findings 2 and 3: one transaction renames a table into the scope and repeats the trigger's
+// message 2,000 times (the copies say what the DDL did, so the plugin passes them), and another
+// sends 1,000 forgeries naming a temporary table it created (which the plugin drops). One copy
+// is queued, one line logged, and the stream does not stall on per-message SQL.
+TEST_F(ScopeChangeTest, ManyMessagesInOneTransactionQueueOneCopyAndLogOneLine) {
+  const std::string s = schema();
+  db().exec("CREATE TABLE " + s + ".out_many (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + s + ".out_many SELECT g, 'before' FROM generate_series(1, 50) g");
+  StartDblogd({Scope()});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const std::string oid = std::to_string(TableOid(db(), s + ".out_many"));
+  db().exec("BEGIN");
+  db().exec("ALTER TABLE " + s + ".out_many RENAME TO in_many");
+  db().exec("SELECT pg_logical_emit_message(true, 'dblog.ddl', format("
+            "'{\"oid\":%s,\"kind\":\"rename\",\"old_schema\":%s,\"old_name\":\"out_many\","
+            "\"new_schema\":%s,\"new_name\":\"in_many\"}', " + oid + ", to_json('" + s +
+            "'::text), to_json('" + s + "'::text))) FROM generate_series(1, 2000)");
+  db().exec("COMMIT");
+  db().exec("BEGIN");
+  db().exec("CREATE TEMP TABLE in_tmp (id int PRIMARY KEY)");
+  db().exec("SELECT pg_logical_emit_message(true, 'dblog.ddl', format("
+            "'{\"oid\":%s,\"kind\":\"rename\",\"old_schema\":\"x\",\"old_name\":\"y\","
+            "\"new_schema\":%s,\"new_name\":\"in_tmp\"}', 'in_tmp'::regclass::oid,"
+            " to_json('" + s + "'::text))) FROM generate_series(1, 1000)");
+  db().exec("COMMIT");
+  const auto start = std::chrono::steady_clock::now();
+  ReadUntil(c, replay, Sentinel());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s) << "the stream stalled";
+  EXPECT_EQ(db().scalar("SELECT count(*) FROM dblog.request_queue WHERE consumer = '" +
+                        consumer() + "'"),
+            "1");
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "scope_table_entered"), 1) << dblogd_->log();
+  StreamUntilCopied(c, replay, 1);
+  ExpectConverged(replay, {"in_many"});
+}
+
 TEST_F(ScopeChangeTest, AKeylessTableEnteringEndsTheSessionWithAScopeError) {
   db().exec("CREATE TABLE " + schema() + ".out_k (id int, v text)");
   db().exec("INSERT INTO " + schema() + ".out_k VALUES (1, 'x')");
