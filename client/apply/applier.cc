@@ -39,7 +39,7 @@ Applier::Applier(PgConnection target, ApplierOptions options, Log log)
     : target_(std::move(target)),
       options_(std::move(options)),
       log_(std::move(log)),
-      store_(target_, options_.consumer, log_) {
+      store_(target_, options_.bookkeeping_schema, options_.consumer, log_) {
   if (!log_) log_ = [](const std::string&) {};
   if (options_.batch_rows == 0) options_.batch_rows = 1;
   if (options_.bootstrap_commit_rows == 0) options_.bootstrap_commit_rows = 1;
@@ -108,14 +108,28 @@ void Applier::OnHeartbeat(const dblog::v1::Heartbeat& heartbeat) {
   OnPositionOnly(position);
 }
 
+void Applier::RefuseBookkeeping(const std::string& schema, const std::string& name) const {
+  const std::string& bookkeeping = options_.bookkeeping_schema;
+  if (options_.schema_map.Map(schema, name).schema != bookkeeping) return;
+  throw SchemaError("source table " + DisplayName(schema, name) + " would be applied into" +
+                    " target schema " + DisplayName(bookkeeping) + ", which holds dblog apply's" +
+                    " bookkeeping (positions, the tables written, the relation mapping):" +
+                    " refusing to apply it. Keep the bookkeeping elsewhere" +
+                    " (--bookkeeping-schema NAME), apply that source schema elsewhere" +
+                    " (--schema-map " + DisplayName(schema) +
+                    "=NAME), or leave it out of the consumer's scope");
+}
+
 void Applier::OnRelation(const Relation& relation) {
+  // Before anything of it is kept: nothing the source names may change the bookkeeping.
+  RefuseBookkeeping(relation.schema(), relation.name());
   std::string bytes = relation.SerializeAsString();
   auto it = tables_.find(relation.oid());
   if (it != tables_.end() && it->second.relation_bytes == bytes) return;
   // Statements of the old definition go out first.
   if (batch_.oid == relation.oid()) FlushBatch();
   if (chunk_.open && chunk_.begin.relation_oid() == relation.oid())
-    throw StreamError("the Relation of " + relation.schema() + "." + relation.name() +
+    throw StreamError("the Relation of " + DisplayName(relation.schema(), relation.name()) +
                       " changed inside one of its repair chunks");
   Table& table = tables_[relation.oid()];
   table.relation = relation;
@@ -250,6 +264,7 @@ void Applier::OnTruncate(const dblog::v1::Truncate& truncate) {
 void Applier::OnBootstrapBegin(const dblog::v1::BootstrapBegin& begin) {
   if (source_txn_open_ || bootstrap_open_)
     throw StreamError("BootstrapBegin while a transaction or another bootstrap is open");
+  for (const auto& t : begin.tables()) RefuseBookkeeping(t.schema(), t.name());
   bootstrap_open_ = true;
   bootstrap_rows_ = 0;
   bootstrap_rows_in_txn_ = 0;
@@ -269,10 +284,12 @@ void Applier::ClearForBootstrap(bool restarted) {
   // consumer) left in the target must go, in the same transaction as the first copied rows.
   BeginTarget();
   std::vector<std::pair<std::string, std::string>> existing;
-  for (const auto& [schema, name] : store_.registered_tables()) {
-    PgResult r = target_.Query("SELECT to_regclass($1) IS NOT NULL", {QualifiedName(schema, name)},
-                               "looking up target table " + schema + "." + name);
-    if (r.get(0, 0) == "t") existing.push_back({schema, name});
+  for (const auto& [table, registered_oid] : store_.registered_tables()) {
+    const TargetName name{table.first, table.second};
+    const std::uint32_t oid = TargetTableOid(name);
+    if (oid == 0) continue;
+    if (registered_oid != 0 && oid != registered_oid) RefuseUnregistered(name, registered_oid, oid);
+    existing.push_back(table);
   }
   std::string names;
   for (const auto& [schema, name] : existing)
@@ -287,6 +304,23 @@ void Applier::ClearForBootstrap(bool restarted) {
                              : "this consumer applied here before") +
        ": clearing " + std::to_string(existing.size()) + " target tables" +
        (display.empty() ? "" : " (" + display + ")") + " and the stored position");
+}
+
+void Applier::RefuseUnregistered(const TargetName& name, std::uint32_t registered,
+                                 std::uint32_t now) {
+  const std::string fix =
+      "UPDATE " + store_.Table("tables") +
+      " SET target_oid = NULL WHERE consumer = " + target_.QuoteLiteral(options_.consumer) +
+      " AND table_schema = " + target_.QuoteLiteral(name.schema) +
+      " AND table_name = " + target_.QuoteLiteral(name.name);
+  throw SchemaError(
+      DisplayName(options_.bookkeeping_schema, "tables") + " lists target table " + name.Display() +
+      " for consumer " + options_.consumer + " as table oid " + std::to_string(registered) +
+      ", but " + name.Display() + " is table oid " + std::to_string(now) +
+      " now: not a table this consumer wrote, and a new bootstrap would truncate it. Nothing"
+      " was applied. If it is this consumer's table (recreated, or the target restored from a"
+      " dump), record it again with " +
+      fix + "; otherwise delete that row");
 }
 
 void Applier::OnBootstrapEnd(const dblog::v1::BootstrapEnd& end) {
@@ -351,18 +385,44 @@ Applier::Table& Applier::TableFor(std::uint32_t oid, const char* what) {
   return it->second;
 }
 
-bool Applier::TargetTableExists(const TargetName& name) {
+std::uint32_t Applier::TargetTableOid(const TargetName& name) {
   PgResult r = target_.Query(
-      "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-      " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2)",
+      "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
       {name.schema, name.name}, "looking up target table " + name.Display());
-  return r.get(0, 0) == "t";
+  return r.rows() == 0 ? 0 : static_cast<std::uint32_t>(std::stoul(r.get(0, 0)));
+}
+
+void Applier::CheckMappedTable(std::uint32_t oid, const RelationMapping& mapping,
+                               const TargetName& name) {
+  if (mapping.target_oid == 0) return;  // recorded by an older dblog apply: trusted by name
+  const std::uint32_t now = TargetTableOid(name);
+  if (now == 0 || now == mapping.target_oid) return;
+  const std::string fix =
+      "UPDATE " + store_.Table("relations") +
+      " SET target_oid = NULL WHERE consumer = " + target_.QuoteLiteral(options_.consumer) +
+      " AND relation_oid = " + std::to_string(oid);
+  throw SchemaError(
+      DisplayName(options_.bookkeeping_schema, "relations") + " maps source relation oid " +
+      std::to_string(oid) + " of consumer " + options_.consumer + " to target table " +
+      mapping.target.Display() + ", recorded as table oid " + std::to_string(mapping.target_oid) +
+      ", but " + name.Display() + " in the target is table oid " + std::to_string(now) +
+      ": not the table dblog apply created or adopted for it, so it is neither renamed nor"
+      " altered. Nothing of this source transaction was applied and the stored position was"
+      " not advanced. If " +
+      name.Display() +
+      " is the right table (recreated, or the target"
+      " restored from a dump), run " +
+      fix +
+      " (it is adopted by name at the next start);"
+      " otherwise fix or delete that row");
 }
 
 void Applier::MoveAside(const TargetName& name, std::uint32_t except) {
   for (auto& [oid, mapping] : store_.mappings()) {
     if (oid == except || mapping.target != name) continue;
     const TargetName aside{name.schema, AsideName(name.name, oid)};
+    CheckMappedTable(oid, mapping, name);  // the table there is that relation's
     if (TargetTableExists(name)) {
       target_.Exec("ALTER TABLE " + name.Quoted() + " RENAME TO " + QuoteIdent(aside.name),
                    "renaming target table " + name.Display() + " to " + aside.Display());
@@ -383,9 +443,11 @@ void Applier::MoveAside(const TargetName& name, std::uint32_t except) {
 }
 
 void Applier::RenameTargetTable(std::uint32_t oid, const std::string& source,
-                                const TargetName& from, const TargetName& to) {
+                                const RelationMapping& mapping, const TargetName& to) {
+  const TargetName from = mapping.target;
   if (!TargetTableExists(from)) {
     if (TargetTableExists(to)) {
+      CheckMappedTable(oid, mapping, to);  // renamed in the target already, by hand
       log_("the source renamed " + from.Display() + " (relation oid " + std::to_string(oid) +
            ") to " + source + "; target table " + to.Display() + " already has the new name");
       store_.MoveRegistration(from, to);
@@ -427,14 +489,14 @@ void Applier::RenameTargetTable(std::uint32_t oid, const std::string& source,
 RelationMapping Applier::FollowIdentity(Table& table) {
   const Relation& rel = table.relation;
   const std::uint32_t oid = rel.oid();
-  const std::string source = rel.schema() + "." + rel.name();
+  const std::string source = DisplayName(rel.schema(), rel.name());
   std::vector<MappedColumn> before;
   if (const auto it = store_.mappings().find(oid); it == store_.mappings().end()) {
     MoveAside(table.target, oid);  // first sight: adopted by name
   } else {
     before = it->second.columns;
-    if (it->second.target != table.target)
-      RenameTargetTable(oid, source, it->second.target, table.target);
+    CheckMappedTable(oid, it->second, it->second.target);  // before following it
+    if (it->second.target != table.target) RenameTargetTable(oid, source, it->second, table.target);
   }
   RelationMapping mapping{table.target, ColumnsOf(rel)};
   if (before.empty() || !TargetTableExists(table.target)) return mapping;
@@ -469,6 +531,8 @@ void Applier::PrepareTable(Table& table) {
       target_, table.relation, table.target,
       TargetTableOptions{options_.create_tables, options_.allow_lossy_columns}, log_);
   table.same_types = fit.same_types;
+  table.target_oid = fit.oid;
+  mapping.target_oid = fit.oid;
   for (const LossyColumn& column : fit.lossy) {
     std::string message = DescribeLossyColumn(table.target, column);
     if (!lossy_warned_.insert(message).second) continue;  // once per column (and types)
@@ -497,17 +561,17 @@ void Applier::PrepareTable(Table& table) {
   target_.SendPrepare(table.delete_name, statements.remove, keys, from);
   target_.SendPrepare(table.delete_name + "_1", statements.remove_one, keys, from);
   table.copy_sql = statements.copy;
-  table.registered = store_.registered(table.target);
+  table.registered = store_.registered(table.target, table.target_oid);
   if (const auto it = store_.mappings().find(rel.oid());
       it == store_.mappings().end() || it->second.target != mapping.target ||
-      it->second.columns != mapping.columns)
+      it->second.columns != mapping.columns || it->second.target_oid != mapping.target_oid)
     store_.SaveMapping(rel.oid(), mapping);
   table.prepared = true;
 }
 
 void Applier::Register(Table& table) {
   if (table.registered) return;
-  store_.Register(table.target);
+  store_.Register(table.target, table.target_oid);
   table.registered = true;
 }
 
@@ -837,7 +901,7 @@ std::optional<std::string> Applier::TargetCollation(const std::string& descripto
   if (provider == "libc" && (locale == "C" || locale == "POSIX")) {
     name = "pg_catalog." + QuoteIdent(locale);  // byte order, in every database
   } else if ((provider == "libc" || provider == "icu") && plain) {
-    const std::string qualified = "dblog_apply." + QuoteIdent(descriptor);
+    const std::string qualified = store_.schema() + "." + QuoteIdent(descriptor);
     // Created at most once per target; a locale the target's system lacks fails here, inside
     // a subtransaction, and leaves the collation missing.
     Send("DO $dblog$BEGIN CREATE COLLATION IF NOT EXISTS " + qualified + " (provider = " +

@@ -79,6 +79,9 @@ namespace dblog::apply {
 
 struct ApplierOptions {
   std::string consumer;
+  // Where the applier keeps its own tables in the target (progress_store.h). The stream never
+  // writes there: a source table whose target would be in it is refused (SchemaError).
+  std::string bookkeeping_schema = "dblog_apply";
   bool create_tables = false;
   // Target columns whose type cannot hold every source value (column_types.h) are refused
   // before anything is applied to their table; with this they are used, with one warning each.
@@ -162,7 +165,8 @@ class Applier {
     TargetName target;
     std::string quoted;
     bool prepared = false;        // checked/created, statements prepared
-    bool registered = false;      // listed in dblog_apply.tables for this consumer
+    bool registered = false;      // listed in the bookkeeping's tables for this consumer
+    std::uint32_t target_oid = 0;  // the target table's oid, as last prepared
     bool byte_equal_keys = true;  // every key type compares equal iff our text is equal
     bool same_types = true;       // every target column has the source's type: COPY can fill it
     int generation = 0;
@@ -209,23 +213,34 @@ class Applier {
   void OnChunkBegin(const dblog::v1::ChunkBegin& begin);
   void OnChunkEnd(const dblog::v1::ChunkEnd& end);
   void OnPositionOnly(const dblog::v1::Position& position);
+  // SchemaError when source table schema.name would be applied into the bookkeeping schema.
+  void RefuseBookkeeping(const std::string& schema, const std::string& name) const;
 
   Table& TableFor(std::uint32_t oid, const char* what);
   void PrepareTable(Table& table);
   // Changes the target to the table's Relation as identified by oid and attnums (relation_map.h)
   // and returns the mapping to store once the table fits.
   RelationMapping FollowIdentity(Table& table);
-  void RenameTargetTable(std::uint32_t oid, const std::string& source, const TargetName& from,
-                         const TargetName& to);
+  // Follows a source rename of relation `oid` from `mapping.target` to `to`.
+  void RenameTargetTable(std::uint32_t oid, const std::string& source,
+                         const RelationMapping& mapping, const TargetName& to);
   // Renames the target table `name` to <name>_dblog_<oid> when another relation oid than
   // `except` is mapped to it.
   void MoveAside(const TargetName& name, std::uint32_t except);
-  bool TargetTableExists(const TargetName& name);
+  // The oid of the target relation `name`, 0 when there is none.
+  std::uint32_t TargetTableOid(const TargetName& name);
+  bool TargetTableExists(const TargetName& name) { return TargetTableOid(name) != 0; }
+  // SchemaError unless `name` is the table recorded for relation `oid` (mapping.target_oid)
+  // or holds no table; a mapping without a recorded oid passes.
+  void CheckMappedTable(std::uint32_t oid, const RelationMapping& mapping, const TargetName& name);
 
   void Register(Table& table);
   void BeginTarget();
   void CommitTarget(const dblog::v1::Position& position);
   void ClearForBootstrap(bool restarted);
+  // SchemaError: registered table `name` (oid `registered`) is another table (oid `now`).
+  [[noreturn]] void RefuseUnregistered(const TargetName& name, std::uint32_t registered,
+                                       std::uint32_t now);
 
   void Upsert(Table& table, const dblog::v1::Row& row);
   void Delete(Table& table, const dblog::v1::Row& key);

@@ -20,10 +20,19 @@ std::uint32_t ParseOid(const std::string& text) {
   return static_cast<std::uint32_t>(std::stoul(text));
 }
 
+std::uint32_t ParseOid(const PgResult& r, int row, int column) {
+  return r.is_null(row, column) ? 0 : ParseOid(r.get(row, column));
+}
+
 }  // namespace
 
-ProgressStore::ProgressStore(PgConnection& target, std::string consumer, Log log)
-    : target_(target), consumer_(std::move(consumer)), log_(std::move(log)) {
+ProgressStore::ProgressStore(PgConnection& target, std::string schema, std::string consumer,
+                             Log log)
+    : target_(target),
+      schema_(std::move(schema)),
+      quoted_(QuoteIdent(schema_)),
+      consumer_(std::move(consumer)),
+      log_(std::move(log)) {
   if (!log_) log_ = [](const std::string&) {};
 }
 
@@ -36,8 +45,10 @@ std::optional<Position> ProgressStore::Open() {
       "setting up the target session");
   Lock();
   CreateSchema();
-  target_.Query("INSERT INTO dblog_apply.progress (consumer) VALUES ($1) ON CONFLICT DO NOTHING",
-                {consumer_}, "creating the consumer's progress row");
+  target_.Query(
+      "INSERT INTO " + Table("progress") + " (consumer) VALUES ($1) ON CONFLICT DO NOTHING",
+      {consumer_}, "creating the consumer's progress row");
+  RecordMissingOids();
   const std::optional<Position> position = ReadPosition();
   ReadRegisteredTables();
   ReadMappings();
@@ -70,47 +81,70 @@ void ProgressStore::Lock() {
 
 void ProgressStore::CreateSchema() {
   target_.Exec(
-      "BEGIN;"
-      " SELECT pg_advisory_xact_lock(hashtext('dblog apply setup'));"
-      " CREATE SCHEMA IF NOT EXISTS dblog_apply;"
-      " CREATE TABLE IF NOT EXISTS dblog_apply.progress ("
-      "   consumer text PRIMARY KEY, commit_lsn pg_lsn, seq bigint,"
-      "   updated_at timestamptz NOT NULL DEFAULT now());"
-      " CREATE TABLE IF NOT EXISTS dblog_apply.tables ("
-      "   consumer text, table_schema text, table_name text,"
-      "   added_at timestamptz NOT NULL DEFAULT now(),"
-      "   PRIMARY KEY (consumer, table_schema, table_name));" +
-          std::string(kRelationMapDdl) + " COMMIT",
-      "creating the dblog_apply schema in the target");
+      "BEGIN; SELECT pg_advisory_xact_lock(hashtext('dblog apply setup'));"
+      " CREATE SCHEMA IF NOT EXISTS " +
+          quoted_ + "; CREATE TABLE IF NOT EXISTS " + Table("progress") +
+          " (consumer text PRIMARY KEY, commit_lsn pg_lsn, seq bigint,"
+          "   updated_at timestamptz NOT NULL DEFAULT now());"
+          " CREATE TABLE IF NOT EXISTS " +
+          Table("tables") +
+          " (consumer text, table_schema text, table_name text,"
+          "   added_at timestamptz NOT NULL DEFAULT now(), target_oid oid,"
+          "   PRIMARY KEY (consumer, table_schema, table_name));" +
+          RelationMapDdl(quoted_),
+      "creating the bookkeeping schema " + schema_ + " in the target");
+  // Made by a dblog apply that did not record target oids yet.
+  for (const char* table : {"tables", "relations"}) {
+    PgResult has = target_.Query(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass"
+        " AND attname = 'target_oid' AND NOT attisdropped)",
+        {Table(table)}, "reading the columns of " + Table(table));
+    if (has.get(0, 0) != "t")
+      target_.Exec("ALTER TABLE " + Table(table) + " ADD COLUMN target_oid oid",
+                   "adding target_oid to " + Table(table));
+  }
+  target_.Exec("COMMIT");
+}
+
+void ProgressStore::RecordMissingOids() {
+  for (const char* table : {"tables", "relations"})
+    target_.Query("UPDATE " + Table(table) +
+                      " SET target_oid = pg_catalog.to_regclass(pg_catalog.format('%I.%I',"
+                      " table_schema, table_name))::oid WHERE consumer = $1 AND target_oid IS NULL",
+                  {consumer_}, "recording the target oids of " + Table(table));
 }
 
 std::optional<Position> ProgressStore::ReadPosition() {
-  PgResult stored =
-      target_.Query("SELECT commit_lsn::text, seq FROM dblog_apply.progress WHERE consumer = $1",
-                    {consumer_}, "reading the stored position");
+  PgResult stored = target_.Query(
+      "SELECT commit_lsn::text, seq FROM " + Table("progress") + " WHERE consumer = $1",
+      {consumer_}, "reading the stored position");
   if (stored.rows() != 1 || stored.is_null(0, 0)) return std::nullopt;
   return client::MakePosition(common::ParseLsn(stored.get(0, 0)),
                               static_cast<std::uint32_t>(std::stoull(stored.get(0, 1))));
 }
 
 void ProgressStore::ReadRegisteredTables() {
-  PgResult tables =
-      target_.Query("SELECT table_schema, table_name FROM dblog_apply.tables WHERE consumer = $1",
-                    {consumer_}, "reading the consumer's tables");
-  for (int i = 0; i < tables.rows(); ++i) registered_.insert({tables.get(i, 0), tables.get(i, 1)});
+  PgResult tables = target_.Query("SELECT table_schema, table_name, target_oid::text FROM " +
+                                      Table("tables") + " WHERE consumer = $1",
+                                  {consumer_}, "reading the consumer's tables");
+  for (int i = 0; i < tables.rows(); ++i)
+    registered_[{tables.get(i, 0), tables.get(i, 1)}] = ParseOid(tables, i, 2);
 }
 
 void ProgressStore::ReadMappings() {
-  PgResult relations = target_.Query(
-      "SELECT relation_oid::text, table_schema, table_name FROM dblog_apply.relations"
-      " WHERE consumer = $1",
-      {consumer_}, "reading the consumer's relation mapping");
-  for (int i = 0; i < relations.rows(); ++i)
-    mappings_[ParseOid(relations.get(i, 0))].target =
-        TargetName{relations.get(i, 1), relations.get(i, 2)};
+  PgResult relations =
+      target_.Query("SELECT relation_oid::text, table_schema, table_name, target_oid::text FROM " +
+                        Table("relations") + " WHERE consumer = $1",
+                    {consumer_}, "reading the consumer's relation mapping");
+  for (int i = 0; i < relations.rows(); ++i) {
+    RelationMapping& mapping = mappings_[ParseOid(relations.get(i, 0))];
+    mapping.target = TargetName{relations.get(i, 1), relations.get(i, 2)};
+    mapping.target_oid = ParseOid(relations, i, 3);
+  }
   PgResult columns = target_.Query(
       "SELECT relation_oid::text, attnum, column_name, type_name, dropped"
-      " FROM dblog_apply.columns WHERE consumer = $1 ORDER BY relation_oid, attnum",
+      " FROM " +
+          Table("columns") + " WHERE consumer = $1 ORDER BY relation_oid, attnum",
       {consumer_}, "reading the consumer's column mapping");
   for (int i = 0; i < columns.rows(); ++i) {
     const auto it = mappings_.find(ParseOid(columns.get(i, 0)));
@@ -123,65 +157,76 @@ void ProgressStore::ReadMappings() {
 void ProgressStore::StartPipeline() {
   target_.StartPipeline();
   target_.SendPrepare(kProgressStatement,
-                      "UPDATE dblog_apply.progress SET commit_lsn = $2::pg_lsn, seq = $3::bigint,"
-                      " updated_at = now() WHERE consumer = $1",
+                      "UPDATE " + Table("progress") +
+                          " SET commit_lsn = $2::pg_lsn, seq = $3::bigint,"
+                          " updated_at = now() WHERE consumer = $1",
                       3, "preparing the progress update");
   target_.SendPrepare(kRegisterStatement,
-                      "INSERT INTO dblog_apply.tables (consumer, table_schema, table_name)"
-                      " VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                      3, "preparing the table registration");
+                      "INSERT INTO " + Table("tables") +
+                          " (consumer, table_schema, table_name, target_oid)"
+                          " VALUES ($1, $2, $3, $4::oid) ON CONFLICT (consumer, table_schema,"
+                          " table_name) DO UPDATE SET target_oid = EXCLUDED.target_oid",
+                      4, "preparing the table registration");
 }
 
 void ProgressStore::SendPosition(const Position& position) {
-  const std::string consumer = consumer_;
+  const std::string consumer = consumer_, progress = Table("progress");
   target_.SendPrepared(
       kProgressStatement,
       {consumer, client::FormatLsn(position.commit_lsn()), std::to_string(position.seq())},
-      "storing the position " + client::FormatPosition(position), [consumer](const PgResult& r) {
+      "storing the position " + client::FormatPosition(position),
+      [consumer, progress](const PgResult& r) {
         if (r.affected() != 1)
-          throw TargetError("the progress row of consumer " + consumer +
-                                " in dblog_apply.progress is gone: refusing to apply without"
-                                " recording positions",
+          throw TargetError("the progress row of consumer " + consumer + " in " + progress +
+                                " is gone: refusing to apply without recording positions",
                             "");
       });
 }
 
 void ProgressStore::SendClearPosition() {
   target_.SendQuery(
-      "UPDATE dblog_apply.progress SET commit_lsn = NULL, seq = NULL, updated_at = now()"
-      " WHERE consumer = $1",
+      "UPDATE " + Table("progress") +
+          " SET commit_lsn = NULL, seq = NULL, updated_at = now() WHERE consumer = $1",
       {consumer_}, "clearing the stored position for a new bootstrap");
 }
 
-bool ProgressStore::registered(const TargetName& table) const {
-  return registered_.count({table.schema, table.name}) > 0;
+bool ProgressStore::registered(const TargetName& table, std::uint32_t oid) const {
+  const auto it = registered_.find({table.schema, table.name});
+  return it != registered_.end() && it->second == oid;
 }
 
-void ProgressStore::Register(const TargetName& table) {
-  if (registered(table)) return;
-  target_.SendPrepared(kRegisterStatement, {consumer_, table.schema, table.name},
-                       "registering " + table.Display() + " in dblog_apply.tables");
-  registered_.insert({table.schema, table.name});
+void ProgressStore::Register(const TargetName& table, std::uint32_t oid) {
+  if (registered(table, oid)) return;
+  target_.SendPrepared(kRegisterStatement,
+                       {consumer_, table.schema, table.name,
+                        oid ? std::optional<std::string>(std::to_string(oid)) : std::nullopt},
+                       "registering " + table.Display() + " in " + Table("tables"));
+  registered_[{table.schema, table.name}] = oid;
 }
 
 void ProgressStore::MoveRegistration(const TargetName& from, const TargetName& to) {
-  if (!registered_.erase({from.schema, from.name})) return;
-  target_.SendQuery(
-      "DELETE FROM dblog_apply.tables WHERE consumer = $1 AND table_schema = $2"
-      " AND table_name = $3",
-      {consumer_, from.schema, from.name},
-      "moving the registration of " + from.Display() + " in dblog_apply.tables");
-  Register(to);
+  const auto it = registered_.find({from.schema, from.name});
+  if (it == registered_.end()) return;
+  const std::uint32_t oid = it->second;  // a renamed table keeps its oid
+  registered_.erase(it);
+  target_.SendQuery("DELETE FROM " + Table("tables") +
+                        " WHERE consumer = $1 AND table_schema = $2 AND table_name = $3",
+                    {consumer_, from.schema, from.name},
+                    "moving the registration of " + from.Display() + " in " + Table("tables"));
+  Register(to, oid);
 }
 
 void ProgressStore::SaveMapping(std::uint32_t oid, const RelationMapping& mapping) {
   const std::string oid_text = std::to_string(oid);
   target_.SendQuery(
-      "INSERT INTO dblog_apply.relations (consumer, relation_oid, table_schema, table_name)"
-      " VALUES ($1, $2::oid, $3, $4) ON CONFLICT (consumer, relation_oid) DO UPDATE SET"
-      " table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,"
-      " updated_at = now()",
-      {consumer_, oid_text, mapping.target.schema, mapping.target.name},
+      "INSERT INTO " + Table("relations") +
+          " (consumer, relation_oid, table_schema, table_name, target_oid)"
+          " VALUES ($1, $2::oid, $3, $4, $5::oid) ON CONFLICT (consumer, relation_oid) DO UPDATE"
+          " SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,"
+          " target_oid = EXCLUDED.target_oid, updated_at = now()",
+      {consumer_, oid_text, mapping.target.schema, mapping.target.name,
+       mapping.target_oid ? std::optional<std::string>(std::to_string(mapping.target_oid))
+                          : std::nullopt},
       "storing the target table of relation " + oid_text);
   TextArray attnums, names, types, dropped;
   for (const MappedColumn& c : mapping.columns) {
@@ -191,13 +236,14 @@ void ProgressStore::SaveMapping(std::uint32_t oid, const RelationMapping& mappin
     dropped.Add(std::string_view(c.dropped ? "t" : "f"));
   }
   target_.SendQuery(
-      "DELETE FROM dblog_apply.columns WHERE consumer = $1 AND relation_oid = $2::oid",
+      "DELETE FROM " + Table("columns") + " WHERE consumer = $1 AND relation_oid = $2::oid",
       {consumer_, oid_text}, "storing the target columns of relation " + oid_text);
   target_.SendQuery(
-      "INSERT INTO dblog_apply.columns (consumer, relation_oid, attnum, column_name, type_name,"
-      " dropped) SELECT $1, $2::oid, u.a, u.n, u.t, u.d FROM ROWS FROM ("
-      " pg_catalog.unnest($3::int[]), pg_catalog.unnest($4::text[]),"
-      " pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::boolean[])) AS u(a, n, t, d)",
+      "INSERT INTO " + Table("columns") +
+          " (consumer, relation_oid, attnum, column_name, type_name,"
+          " dropped) SELECT $1, $2::oid, u.a, u.n, u.t, u.d FROM ROWS FROM ("
+          " pg_catalog.unnest($3::int[]), pg_catalog.unnest($4::text[]),"
+          " pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::boolean[])) AS u(a, n, t, d)",
       {consumer_, oid_text, attnums.Take(), names.Take(), types.Take(), dropped.Take()},
       "storing the target columns of relation " + oid_text);
   mappings_[oid] = mapping;

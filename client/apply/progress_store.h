@@ -1,11 +1,16 @@
 // client/apply/progress_store.h: what `dblog apply` keeps about a consumer in the target's
-// dblog_apply schema, and the lock that makes it that consumer's only applier there:
-//  - dblog_apply.progress: the position whose effects are committed (stored in the same target
-//    transaction as those effects; Hello.resume_after on restart);
-//  - dblog_apply.tables: every target table the consumer wrote (what a new bootstrap clears);
-//  - dblog_apply.relations, dblog_apply.columns: the target table of each source relation oid
-//    and the target column of each attnum (relation_map.h);
+// bookkeeping schema (dblog_apply unless --bookkeeping-schema), and the lock that makes it that
+// consumer's only applier there:
+//  - progress: the position whose effects are committed (stored in the same target transaction
+//    as those effects; Hello.resume_after on restart);
+//  - tables: every target table the consumer wrote, with its oid (what a new bootstrap clears:
+//    only while the name still holds that table);
+//  - relations, columns: the target table (and its oid) of each source relation oid and the
+//    target column of each attnum (relation_map.h);
 //  - the session advisory lock hashtext('dblog apply'), hashtext(consumer).
+// The stream never writes into this schema (Applier refuses a source table whose target is in
+// it), so nothing a source can name changes what these tables say. Oids missing in rows of an
+// older dblog apply (or set to NULL by an operator) are filled by name when it opens.
 // Open() runs outside pipeline mode (waits for results); everything after StartPipeline() is
 // queued in the target connection's pipeline, inside whatever target transaction is open.
 // Owns: those tables' SQL and their in-memory copies. Does not own: when a transaction begins
@@ -14,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -31,7 +37,8 @@ class ProgressStore {
  public:
   using Log = std::function<void(const std::string&)>;
 
-  ProgressStore(PgConnection& target, std::string consumer, Log log);
+  // `schema`: the bookkeeping schema's name (unquoted).
+  ProgressStore(PgConnection& target, std::string schema, std::string consumer, Log log);
 
   // Pins the session's settings, takes the consumer's advisory lock (waiting up to 30 s for a
   // previous applier's session to end), creates the schema if needed and reads the stored
@@ -45,14 +52,20 @@ class ProgressStore {
   void SendPosition(const dblog::v1::Position& position);
   // A new bootstrap: no position until its first commit.
   void SendClearPosition();
-  bool registered(const TargetName& table) const;
-  const std::set<std::pair<std::string, std::string>>& registered_tables() const {
-    return registered_;
-  }
-  // Lists `table` in dblog_apply.tables (in the transaction that first writes it: a bootstrap
-  // restart clears every table this consumer ever wrote, and no other).
-  void Register(const TargetName& table);
+  // `table` is listed, as table oid `oid`.
+  bool registered(const TargetName& table, std::uint32_t oid) const;
+  // (schema, name) in the target -> the table's oid as registered (0: not recorded).
+  using Registered = std::map<std::pair<std::string, std::string>, std::uint32_t>;
+  const Registered& registered_tables() const { return registered_; }
+  // Lists `table` (whose oid is `oid`) in the tables table, in the transaction that first
+  // writes it: a bootstrap restart clears every table this consumer ever wrote, and no other.
+  // A name listed with another oid gets this one: the applier writes into this table now (it
+  // passed the mapping's checks).
+  void Register(const TargetName& table, std::uint32_t oid);
   void MoveRegistration(const TargetName& from, const TargetName& to);
+  // The bookkeeping schema, quoted, and a table of it ("tables" -> "dblog_apply"."tables").
+  const std::string& schema() const { return quoted_; }
+  std::string Table(const char* name) const { return quoted_ + "." + name; }
   std::unordered_map<std::uint32_t, RelationMapping>& mappings() { return mappings_; }
   void SaveMapping(std::uint32_t oid, const RelationMapping& mapping);
 
@@ -66,11 +79,14 @@ class ProgressStore {
   std::optional<dblog::v1::Position> ReadPosition();
   void ReadRegisteredTables();
   void ReadMappings();
+  void RecordMissingOids();  // rows without a target oid: the table of that name now
 
   PgConnection& target_;
+  std::string schema_;
+  std::string quoted_;  // schema_, quoted
   std::string consumer_;
   Log log_;
-  std::set<std::pair<std::string, std::string>> registered_;  // (schema, name) in the target
+  Registered registered_;
   std::unordered_map<std::uint32_t, RelationMapping> mappings_;
 };
 

@@ -11,15 +11,19 @@
 
 namespace dblog::apply {
 
-const char kRelationMapDdl[] =
-    " CREATE TABLE IF NOT EXISTS dblog_apply.relations ("
-    "   consumer text, relation_oid oid, table_schema text NOT NULL, table_name text NOT NULL,"
-    "   updated_at timestamptz NOT NULL DEFAULT now(),"
-    "   PRIMARY KEY (consumer, relation_oid));"
-    " CREATE TABLE IF NOT EXISTS dblog_apply.columns ("
-    "   consumer text, relation_oid oid, attnum int, column_name text NOT NULL,"
-    "   type_name text NOT NULL, dropped boolean NOT NULL DEFAULT false,"
-    "   PRIMARY KEY (consumer, relation_oid, attnum));";
+std::string RelationMapDdl(const std::string& schema) {
+  return " CREATE TABLE IF NOT EXISTS " + schema +
+         ".relations ("
+         "   consumer text, relation_oid oid, table_schema text NOT NULL, table_name text NOT NULL,"
+         "   updated_at timestamptz NOT NULL DEFAULT now(), target_oid oid,"
+         "   PRIMARY KEY (consumer, relation_oid));"
+         " CREATE TABLE IF NOT EXISTS " +
+         schema +
+         ".columns ("
+         "   consumer text, relation_oid oid, attnum int, column_name text NOT NULL,"
+         "   type_name text NOT NULL, dropped boolean NOT NULL DEFAULT false,"
+         "   PRIMARY KEY (consumer, relation_oid, attnum));";
+}
 
 std::string AsideName(const std::string& name, std::uint32_t id) {
   const std::string suffix = "_dblog_" + std::to_string(id);
@@ -52,7 +56,7 @@ class ColumnPlanner {
       : before_(before),
         relation_(relation),
         table_(table),
-        source_(relation.schema() + "." + relation.name()),
+        source_(DisplayName(relation.schema(), relation.name())),
         display_(table.Display()),
         alter_("ALTER TABLE " + table.Quoted() + " "),
         names_(target_types) {

@@ -1,11 +1,11 @@
 // client/apply/relation_map.h: following the source's schema by identity, not by name.
 //
-// The target keeps, in dblog_apply.relations and dblog_apply.columns, which target table each
-// source relation (Relation.oid) is applied into and which target column each source column
-// (Column.attnum, with the source type last applied) is. When a Relation arrives whose table
-// or column names or column types differ from what was applied before, the applier changes
-// the target to match before applying anything more of that table, in the target transaction
-// of the source transaction that carries the change:
+// The target keeps, in dblog_apply.relations and dblog_apply.columns (the bookkeeping schema),
+// which target table each source relation (Relation.oid) is applied into and which target column
+// each source column (Column.attnum, with the source type last applied) is. When a Relation arrives
+// whose table or column names or column types differ from what was applied before, the applier
+// changes the target to match before applying anything more of that table, in the target
+// transaction of the source transaction that carries the change:
 //  - a renamed table (or one moved to another schema, through --schema-map as for any table):
 //    the target table is renamed (ALTER TABLE .. RENAME, SET SCHEMA);
 //  - a renamed column: the target column is renamed (two steps through a temporary name when
@@ -51,6 +51,9 @@ struct MappedColumn {
 struct RelationMapping {
   TargetName target;
   std::vector<MappedColumn> columns;  // in attnum order
+  // The target table's oid when it was last applied into (0: not recorded, as by a dblog apply
+  // from before it was kept). A mapping is followed only while its name still holds that table.
+  std::uint32_t target_oid = 0;
 };
 
 // What a Relation needs done to its target table's columns.
@@ -78,7 +81,8 @@ std::vector<MappedColumn> ColumnsOf(const dblog::v1::Relation& relation);
 // that is in the way of a new one is moved.
 std::string AsideName(const std::string& name, std::uint32_t id);
 
-// The dblog_apply tables holding the mapping (CREATE .. IF NOT EXISTS).
-extern const char kRelationMapDdl[];
+// The tables holding the mapping in the bookkeeping schema `schema` (quoted), CREATE .. IF NOT
+// EXISTS.
+std::string RelationMapDdl(const std::string& schema);
 
 }  // namespace dblog::apply

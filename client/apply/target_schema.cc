@@ -6,6 +6,7 @@
 
 #include "client/apply/column_types.h"
 #include "client/apply/sql_text.h"
+#include "common/logfmt.h"
 
 namespace dblog::apply {
 namespace {
@@ -20,7 +21,7 @@ std::vector<std::string> SourceKeyNames(const dblog::v1::Relation& relation) {
   std::vector<std::string> out;
   for (const std::uint32_t k : relation.key_columns()) {
     if (k >= static_cast<std::uint32_t>(relation.columns_size()))
-      throw SchemaError("source table " + relation.schema() + "." + relation.name() +
+      throw SchemaError("source table " + DisplayName(relation.schema(), relation.name()) +
                         ": key column position " + std::to_string(k) + " is outside its " +
                         std::to_string(relation.columns_size()) + " columns");
     out.push_back(relation.columns(static_cast<int>(k)).name());
@@ -30,11 +31,20 @@ std::vector<std::string> SourceKeyNames(const dblog::v1::Relation& relation) {
 
 }  // namespace
 
+std::string DisplayName(std::string_view schema, std::string_view name) {
+  std::string qualified(schema);
+  qualified += '.';
+  qualified += name;
+  return common::LogfmtValue(qualified);
+}
+
+std::string DisplayName(std::string_view name) { return common::LogfmtValue(name); }
+
 std::string TargetName::Quoted() const { return QualifiedName(schema, name); }
 
-TargetName SchemaMap::Map(const dblog::v1::Relation& relation) const {
-  const auto it = map_.find(relation.schema());
-  return TargetName{it == map_.end() ? relation.schema() : it->second, relation.name()};
+TargetName SchemaMap::Map(const std::string& schema, const std::string& name) const {
+  const auto it = map_.find(schema);
+  return TargetName{it == map_.end() ? schema : it->second, name};
 }
 
 std::string CreateTableSql(const dblog::v1::Relation& relation, const TargetName& name) {
@@ -194,7 +204,7 @@ TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relatio
   const std::string display = name.Display();
   const std::vector<std::string> key = SourceKeyNames(relation);
   if (key.empty())
-    throw SchemaError("source table " + relation.schema() + "." + relation.name() +
+    throw SchemaError("source table " + DisplayName(relation.schema(), relation.name()) +
                       " arrived without key columns");
 
   std::optional<std::string> oid = FindTargetTable(target, name);
@@ -207,14 +217,15 @@ TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relatio
   }
   if (!oid)
     throw SchemaError("target table " + display + " does not exist (source table " +
-                      relation.schema() + "." + relation.name() +
+                      DisplayName(relation.schema(), relation.name()) +
                       "); create it or run with --create-tables");
 
   TargetColumns columns = ReadTargetColumns(target, *oid, display);
   if (options.create && AddMissingColumns(target, relation, name, columns, log))
     columns = ReadTargetColumns(target, *oid, display);
-  const TargetTableFit fit = CheckTargetColumns(relation, columns, options, display);
+  TargetTableFit fit = CheckTargetColumns(relation, columns, options, display);
   CheckConflictTarget(ReadUniqueIndexes(target, *oid, display), key, display);
+  fit.oid = static_cast<std::uint32_t>(std::stoul(*oid));
   return fit;
 }
 

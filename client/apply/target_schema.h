@@ -13,10 +13,12 @@
 // queries synchronously (PgConnection::Query).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "client/apply/pg.h"
@@ -29,10 +31,16 @@ class SchemaError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Names in messages: "schema.name" (or one name) as one logfmt value (common/logfmt.h), quoted
+// and escaped when it holds a space, '"', '=', '\' or a control character, so that a source
+// table named "a\nlevel=error ..." cannot break or forge a line of the log.
+std::string DisplayName(std::string_view schema, std::string_view name);
+std::string DisplayName(std::string_view name);
+
 struct TargetName {
   std::string schema;
   std::string name;
-  std::string Display() const { return schema + "." + name; }  // for messages
+  std::string Display() const { return DisplayName(schema, name); }  // for messages
   std::string Quoted() const;                                  // for SQL
   bool operator==(const TargetName& o) const { return schema == o.schema && name == o.name; }
   bool operator!=(const TargetName& o) const { return !(*this == o); }
@@ -42,7 +50,10 @@ struct TargetName {
 class SchemaMap {
  public:
   void Add(const std::string& from, const std::string& to) { map_[from] = to; }
-  TargetName Map(const dblog::v1::Relation& relation) const;
+  TargetName Map(const dblog::v1::Relation& relation) const {
+    return Map(relation.schema(), relation.name());
+  }
+  TargetName Map(const std::string& schema, const std::string& name) const;
 
  private:
   std::map<std::string, std::string> map_;
@@ -68,6 +79,7 @@ struct TargetTableFit {
   // from the source's type (integer cannot read "1.25"; real -> double precision would read
   // "0.1" as a different value than the cast gives).
   bool same_types = true;
+  std::uint32_t oid = 0;  // the target table's
 };
 
 // Creates (options.create: schema, table, missing columns) and checks the target table for

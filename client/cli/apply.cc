@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "client/position.h"
+#include "common/logfmt.h"
 
 namespace dblog::cli {
 
@@ -57,6 +58,10 @@ po::options_description ApplyFlags() {
        "written); without it the target column is dropped too")
       ("schema-map", po::value<std::vector<std::string>>()->value_name("FROM=TO")->composing(),
        "apply tables of source schema FROM into target schema TO (repeatable)")
+      ("bookkeeping-schema", po::value<std::string>()->value_name("NAME"),
+       "the target schema of dblog apply's own tables (default dblog_apply); the stream never "
+       "writes there: a source table that would land in it stops the run, so give a source "
+       "schema of this name another --schema-map, or the bookkeeping another name")
       ("batch-rows", po::value<std::string>()->value_name("N"),
        "rows per multi-row statement (default 1000); a bootstrap commits every 20 batches");
   AddRetryFlags(flags);
@@ -74,9 +79,10 @@ std::string ApplyHelp() {
           "\n"
           "Applies a consumer's change stream from dblogd to a target PostgreSQL database.\n"
           "Each source transaction becomes one target transaction, which also stores its\n"
-          "position in dblog_apply.progress; on start the stored position is where the stream\n"
-          "resumes, so every change is applied exactly once whatever was killed when. A\n"
-          "position is acknowledged to dblogd only after the target committed it.\n"
+          "position in dblog_apply.progress (dblog_apply: --bookkeeping-schema); on start\n"
+          "the stored position is where the stream resumes, so every change is applied\n"
+          "exactly once whatever was killed when. A position is acknowledged to dblogd only\n"
+          "after the target committed it.\n"
           "\n"
           "The target tables are a mirror of the source's, not a place for other data:\n"
           "  - a row with a key the source sends is overwritten (upsert), and a source\n"
@@ -98,6 +104,11 @@ std::string ApplyHelp() {
           "A target column whose type cannot hold every value of the source's (a narrower\n"
           "numeric, integer, float, varchar or timestamp) stops the run before anything is\n"
           "applied to its table, unless --allow-lossy-columns is given.\n"
+          "It never applies the stream into its own bookkeeping schema (a source table that\n"
+          "would land there stops the run before anything is applied), and never renames,\n"
+          "alters or truncates a target table other than the one it created or adopted: a\n"
+          "mapping or registration whose name now holds another table (its oid is not the\n"
+          "one recorded) stops the run instead.\n"
           "\n"
           "It keeps running: when dblogd or the target is not up yet, restarts, or a connection\n"
           "is lost, it says why on stderr, rolls back the open target transaction and\n"
@@ -119,6 +130,37 @@ std::string ApplyHelp() {
           "retrying cannot fix (with --once: on any error), 2 on a bad command line.\n";
   return help.str();
 }
+
+namespace {
+
+// --bookkeeping-schema and --schema-map: no source schema is mapped into the bookkeeping.
+void ReadSchemaFlags(const po::variables_map& vm, apply::ApplierOptions& options) {
+  if (vm.count("bookkeeping-schema")) {
+    const std::string schema = vm["bookkeeping-schema"].as<std::string>();
+    if (schema.empty() || schema.size() > 63 || schema.rfind("pg_", 0) == 0)
+      throw UsageError("invalid --bookkeeping-schema '" + schema +
+                       "': a schema name of 1 to 63 bytes, not starting with pg_");
+    options.bookkeeping_schema = schema;
+  }
+  if (vm.count("schema-map")) {
+    std::set<std::string> seen;
+    for (const std::string& pair : vm["schema-map"].as<std::vector<std::string>>()) {
+      const auto eq = pair.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+        throw UsageError("invalid --schema-map '" + pair + "': expected FROM=TO");
+      const std::string from = pair.substr(0, eq);
+      if (!seen.insert(from).second)
+        throw UsageError("--schema-map maps schema '" + from + "' twice");
+      const std::string to = pair.substr(eq + 1);
+      if (to == options.bookkeeping_schema)
+        throw UsageError("--schema-map maps schema " + from + " into the bookkeeping schema " + to +
+                         " (--bookkeeping-schema): the stream never writes there");
+      options.schema_map.Add(from, to);
+    }
+  }
+}
+
+}  // namespace
 
 std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>& args,
                                                   const Environment& env, std::ostream& help_out) {
@@ -152,18 +194,7 @@ std::optional<ApplyCommandOptions> ParseApplyArgs(const std::vector<std::string>
   options.applier.allow_lossy_columns = vm["allow-lossy-columns"].as<bool>();
   if (vm["keep-dropped-columns"].as<bool>())
     options.applier.dropped_columns = apply::DroppedColumns::kKeep;
-  if (vm.count("schema-map")) {
-    std::set<std::string> seen;
-    for (const std::string& pair : vm["schema-map"].as<std::vector<std::string>>()) {
-      const auto eq = pair.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
-        throw UsageError("invalid --schema-map '" + pair + "': expected FROM=TO");
-      const std::string from = pair.substr(0, eq);
-      if (!seen.insert(from).second)
-        throw UsageError("--schema-map maps schema '" + from + "' twice");
-      options.applier.schema_map.Add(from, pair.substr(eq + 1));
-    }
-  }
+  ReadSchemaFlags(vm, options.applier);
   if (vm.count("batch-rows")) {
     options.applier.batch_rows = static_cast<std::size_t>(
         ParseNumber(vm["batch-rows"].as<std::string>(), 1, 100000, "--batch-rows"));
@@ -205,8 +236,9 @@ class ApplyRun {
   void Acknowledge(client::Client& stream);
   // How the session ends when dblogd closed the connection between frames.
   End StreamClosed(client::Client& stream, const client::ConnectOptions& connect);
+  // One line whatever the message holds (names of the source, the target's messages).
   void Log(const std::string& line) const {
-    std::fprintf(err_, "dblog apply: %s\n", line.c_str());
+    std::fprintf(err_, "dblog apply: %s\n", common::LogText(line).c_str());
     std::fflush(err_);
   }
   int Fail(const std::string& message) const {

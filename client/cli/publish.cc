@@ -7,6 +7,7 @@
 
 #include "client/position.h"
 #include "client/retry.h"
+#include "common/logfmt.h"
 
 namespace dblog::cli {
 
@@ -342,7 +343,8 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
 int RunPublish(const PublishCommandOptions& options,
                std::shared_ptr<client::Interrupter> interrupter, std::FILE* err) {
   const publish::Publisher::Log log = [err](const std::string& line) {
-    std::fprintf(err, "dblog publish: %s\n", line.c_str());
+    // One line whatever it holds (names of the source, a server's or broker's message).
+    std::fprintf(err, "dblog publish: %s\n", common::LogText(line).c_str());
     std::fflush(err);
   };
   publish::Publisher publisher(PublisherOptionsOf(options), interrupter, log);

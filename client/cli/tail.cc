@@ -20,6 +20,7 @@
 #include "client/cli/progress_bar.h"
 #include "client/position.h"
 #include "client/relation_cache.h"
+#include "common/logfmt.h"
 
 namespace dblog::cli {
 
@@ -457,14 +458,15 @@ class TailRun {
 int TailRun::Fail(const std::string& message) {
   progress_.Clear();
   std::fflush(out_);  // what was rendered is shown; it was not acknowledged
-  // One line, whatever the server put in its Error message (a newline, an escape sequence).
-  std::fprintf(err_, "dblog: %s\n", PrintableText(message).c_str());
+  // One line, whatever the server put in its Error message (a newline, an escape sequence):
+  // escaped as dblogd's log escapes values (common/logfmt.h).
+  std::fprintf(err_, "dblog: %s\n", common::LogText(message).c_str());
   return 1;
 }
 
 void TailRun::Note(const std::string& message) {
   progress_.Clear();
-  std::fprintf(err_, "dblog: %s\n", PrintableText(message).c_str());
+  std::fprintf(err_, "dblog: %s\n", common::LogText(message).c_str());
   std::fflush(err_);
 }
 

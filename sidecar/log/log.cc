@@ -8,8 +8,13 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "common/logfmt.h"
+
 namespace dblog::log {
 namespace {
+
+// logfmt values: the escaping the clients' lines use too.
+using common::AppendLogfmtValue;
 
 std::atomic<Level> min_level{Level::kInfo};
 std::mutex write_mutex;
@@ -22,39 +27,6 @@ const char* LevelName(Level level) {
     case Level::kError: return "error";
   }
   return "info";
-}
-
-// logfmt: quote values with spaces, quotes, '=' or control characters.
-void AppendValue(std::string& out, std::string_view value) {
-  bool quote = value.empty();
-  for (char c : value) {
-    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) {
-      quote = true;
-      break;
-    }
-  }
-  if (!quote) {
-    out.append(value);
-    return;
-  }
-  out.push_back('"');
-  for (char c : value) {
-    switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\t': out.append("\\t"); break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out.append(buf);
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
 }
 
 }  // namespace
@@ -90,18 +62,18 @@ void WriteLine(Level level, std::string_view event, std::initializer_list<Field>
   line += " level=";
   line += LevelName(level);
   line += " event=";
-  AppendValue(line, event);
+  AppendLogfmtValue(line, event);
   for (const Field& f : fields) {
     line.push_back(' ');
     line.append(f.key);
     line.push_back('=');
-    AppendValue(line, f.value);
+    AppendLogfmtValue(line, f.value);
   }
   if (extra != nullptr) {
     line.push_back(' ');
     line.append(extra->key);
     line.push_back('=');
-    AppendValue(line, extra->value);
+    AppendLogfmtValue(line, extra->value);
   }
   line.push_back('\n');
   std::lock_guard<std::mutex> lock(write_mutex);

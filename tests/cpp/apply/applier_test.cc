@@ -45,7 +45,8 @@ class ApplierTest : public ::testing::Test {
     target_ = std::make_unique<PgConn>(target_conninfo_);
     target_->exec(
         "DROP SCHEMA IF EXISTS src CASCADE; DROP SCHEMA IF EXISTS dst CASCADE;"
-        " DROP SCHEMA IF EXISTS dblog_apply CASCADE");
+        " DROP SCHEMA IF EXISTS dblog_apply CASCADE; DROP SCHEMA IF EXISTS bk CASCADE;"
+        " DROP SCHEMA IF EXISTS mirror CASCADE; DROP TABLE IF EXISTS public.precious");
     items_ =
         MakeRelation(kItems, "src", "items",
                      {{"id", "integer", 23, true}, {"v", "text", 25}, {"body", "text", 25}}, {0});
@@ -598,6 +599,159 @@ TEST_F(ApplierTest, MismatchedTargetTablesFailBeforeAnythingIsApplied) {
                 " CREATE UNIQUE INDEX ON src.items (id)"),
             "no error");
   EXPECT_EQ(Items(), "1:a:-1 ");
+}
+
+// The stream never writes into the bookkeeping schema (the security review): a source table
+// that would land there, by its own schema or through --schema-map, is refused before anything
+// of it is kept or applied, at its Relation or at the BootstrapBegin that lists it. Elsewhere
+// (another bookkeeping schema, or mapped away) it is a table like any other.
+TEST_F(ApplierTest, TheStreamIsNeverAppliedIntoTheBookkeepingSchema) {
+  const dblog::v1::Relation progress =
+      MakeRelation(2001, "dblog_apply", "progress",
+                   {{"consumer", "text", 25, true}, {"commit_lsn", "pg_lsn", 3220}}, {0});
+  const std::string refused =
+      "source table dblog_apply.progress would be applied into target schema dblog_apply, which"
+      " holds dblog apply's bookkeeping (positions, the tables written, the relation mapping):"
+      " refusing to apply it. Keep the bookkeeping elsewhere (--bookkeeping-schema NAME), apply"
+      " that source schema elsewhere (--schema-map dblog_apply=NAME), or leave it out of the"
+      " consumer's scope";
+  const auto error = [&](ApplierOptions options, StreamBuilder& s) -> std::string {
+    auto applier = NewApplier(options);
+    try {
+      Run(*applier, s);
+    } catch (const SchemaError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  StreamBuilder s;
+  s.Relation(progress);
+  EXPECT_EQ(error({}, s), refused);
+  s.events.clear();
+  s.BootstrapBegin(false);
+  *s.events.back().mutable_bootstrap_begin()->add_tables() = [] {
+    dblog::v1::TableProgress t;
+    t.set_schema("dblog_apply");
+    t.set_name("progress");
+    return t;
+  }();
+  EXPECT_EQ(error({}, s), refused);
+  ApplierOptions into;
+  into.schema_map.Add("src", "dblog_apply");
+  s.events.clear();
+  s.Relation(items_);
+  EXPECT_NE(error(into, s).find("source table src.items would be applied into target schema"
+                                " dblog_apply"),
+            std::string::npos);
+  EXPECT_EQ(Stored(), "none:none");
+  EXPECT_EQ(target_->scalar("SELECT count(*) FROM dblog_apply.tables"), "0");
+
+  // mapped away, or with the bookkeeping elsewhere: applied like any table
+  ApplierOptions away;
+  away.schema_map.Add("dblog_apply", "mirror");
+  ApplierOptions elsewhere;
+  elsewhere.bookkeeping_schema = "bk";
+  for (const ApplierOptions* options : {&away, &elsewhere}) {
+    s.events.clear();
+    s.Relation(progress);
+    s.Begin();
+    s.Insert(2001, MakeRow({Text("someone"), Null()}));
+    s.Commit();
+    EXPECT_EQ(error(*options, s), "no error");
+  }
+  EXPECT_EQ(target_->scalar("SELECT string_agg(consumer, ',') FROM mirror.progress"), "someone");
+  EXPECT_EQ(target_->scalar("SELECT string_agg(consumer, ',' ORDER BY consumer) FROM"
+                            " dblog_apply.progress"),
+            "someone,unit");
+  EXPECT_EQ(target_->scalar("SELECT string_agg(consumer || ':' || table_name, ',') FROM"
+                            " bk.tables"),
+            "unit:progress");
+}
+
+// A mapping or registration whose name now holds another table than the one recorded (its oid)
+// is refused, never followed: the applier renames, alters or truncates only tables it created
+// or adopted for the consumer. An operator's NULL makes it adopt the name again.
+TEST_F(ApplierTest, AMappingTheTargetsCatalogContradictsIsRefused) {
+  auto applier = NewApplier();
+  StreamBuilder s;
+  SeedItems(*applier, s, 2);
+  applier.reset();
+  // the table the consumer applied into is replaced by another one of the same name
+  target_->exec(
+      "ALTER TABLE src.items RENAME TO items_old;"
+      " CREATE TABLE src.items (id int PRIMARY KEY, v text, body text)");
+  dblog::v1::Relation renamed = items_;
+  renamed.mutable_columns(1)->set_name("v2");  // a column renamed at the source
+  applier = NewApplier();
+  s.Relation(renamed);
+  s.Begin();
+  s.Insert(kItems, MakeRow({Int(3), Text("c"), Null()}));
+  s.Commit();
+  try {
+    Run(*applier, s);
+    ADD_FAILURE() << "followed a mapping to another table";
+  } catch (const SchemaError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "dblog_apply.relations maps source relation oid 1001 of consumer unit to"
+                  " target table src.items, recorded as table oid "),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("SET target_oid = NULL WHERE consumer = 'unit' AND"
+                                         " relation_oid = 1001"),
+              std::string::npos)
+        << e.what();
+  }
+  applier.reset();
+  EXPECT_EQ(target_->scalar("SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute"
+                            " WHERE attrelid = 'src.items'::regclass AND attnum > 0"),
+            "id,v,body");  // not altered
+  EXPECT_EQ(Items(), "");
+
+  // a mapping pointing at a table of no consumer is not followed either
+  target_->exec(
+      "CREATE TABLE public.precious (id int PRIMARY KEY, v text, body text);"
+      " UPDATE dblog_apply.relations SET table_schema = 'public', table_name ="
+      " 'precious'");
+  applier = NewApplier();
+  s.events.clear();
+  s.Relation(items_);
+  s.Begin();
+  s.Insert(kItems, MakeRow({Int(4), Text("d"), Null()}));
+  s.Commit();
+  EXPECT_THROW(Run(*applier, s), SchemaError);
+  applier.reset();
+  EXPECT_EQ(target_->scalar("SELECT to_regclass('public.precious') IS NOT NULL"), "t");
+
+  // the operator says src.items is the consumer's table: adopted by name, then followed
+  target_->exec(
+      "UPDATE dblog_apply.relations SET table_schema = 'src', table_name = 'items',"
+      " target_oid = NULL");
+  applier = NewApplier();
+  Run(*applier, s);
+  EXPECT_EQ(Items(), "4:d:-1 ");
+  EXPECT_EQ(target_->scalar("SELECT target_oid = 'src.items'::regclass::oid FROM"
+                            " dblog_apply.relations"),
+            "t");
+
+  // a new bootstrap truncates what the consumer registered, only while the name holds it
+  applier.reset();
+  target_->exec(
+      "UPDATE dblog_apply.tables SET table_schema = 'public', table_name = 'precious';"
+      " INSERT INTO public.precious VALUES (1, 'keep', NULL)");
+  applier = NewApplier();
+  s.events.clear();
+  s.BootstrapBegin(true);
+  try {
+    Run(*applier, s);
+    ADD_FAILURE() << "truncated a table the consumer did not register";
+  } catch (const SchemaError& e) {
+    EXPECT_NE(std::string(e.what()).find("lists target table public.precious for consumer unit"
+                                         " as table oid "),
+              std::string::npos)
+        << e.what();
+  }
+  applier.reset();
+  EXPECT_EQ(target_->scalar("SELECT count(*) FROM public.precious"), "1");
 }
 
 }  // namespace

@@ -171,6 +171,30 @@ TEST(ApplyFlags, ParsesEverything) {
   EXPECT_FALSE(Parse({"--help"}));
 }
 
+// The bookkeeping schema (security review): configurable, and never a --schema-map target.
+TEST(ApplyFlags, BookkeepingSchema) {
+  EXPECT_EQ(Parse({"--consumer", "c1", "--target", "x"})->applier.bookkeeping_schema,
+            "dblog_apply");
+  auto o = Parse({"--consumer", "c1", "--target", "x", "--bookkeeping-schema", "bk", "--schema-map",
+                  "dblog_apply=dblog_apply"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->applier.bookkeeping_schema, "bk");
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--schema-map", "a=dblog_apply"},
+        {"--bookkeeping-schema", "bk", "--schema-map", "a=bk"},
+        {"--bookkeeping-schema", ""},
+        {"--bookkeeping-schema", "pg_bk"},
+        {"--bookkeeping-schema", std::string(64, 'b')}}) {
+    std::vector<std::string> args = {"--consumer", "c1", "--target", "x"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_THROW(Parse(args), cli::UsageError) << extra.back();
+  }
+  const std::string help = cli::ApplyHelp();
+  for (const char* text :
+       {"--bookkeeping-schema", "never applies the stream into its own", "never renames,"})
+    EXPECT_NE(help.find(text), std::string::npos) << text << "\n" << help;
+}
+
 TEST(ApplyFlags, RefusesBadCommandLines) {
   EXPECT_THROW(Parse({"--target", "x"}), cli::UsageError);     // no consumer
   EXPECT_THROW(Parse({"--consumer", "c1"}), cli::UsageError);  // no target

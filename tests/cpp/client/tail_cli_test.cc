@@ -344,7 +344,8 @@ TEST(TailCli, RefusalIsOneLineAndExitOne) {
 }
 
 // The refusal's message comes from the server: its control characters must not reach the
-// terminal (the class of bug client_stream_fuzz found in the progress line).
+// terminal (the class of bug client_stream_fuzz found in the progress line), nor break the line;
+// they are escaped as dblogd escapes its log's values (common/logfmt.h).
 TEST(TailCli, RefusalWithControlCharactersStaysOneLine) {
   FakeServer server([](FakeConnection& connection) {
     ClientMessage hello;
@@ -354,7 +355,7 @@ TEST(TailCli, RefusalWithControlCharactersStaysOneLine) {
   });
   Cli child({"tail", "--consumer", "orders", "--port", Port(server), "--token", "x"});
   EXPECT_EQ(child.Wait(), 1);
-  EXPECT_EQ(child.err(), "dblog: dblogd refused: AUTH_FAILED: bad?token?[2J\n");
+  EXPECT_EQ(child.err(), "dblog: dblogd refused: AUTH_FAILED: bad\\ntoken\\x1b[2J\n");
 }
 
 TEST(TailCli, TruncatedStreamIsAnErrorAfterTheWrittenLinesWithOnce) {
