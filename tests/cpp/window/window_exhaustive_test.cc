@@ -67,8 +67,7 @@ std::string StateText(const State& s) {
 
 std::string SnapshotText(const Snapshot& s) {
   std::string out = std::to_string(s.xmin) + ":" + std::to_string(s.xmax) + ":";
-  for (std::size_t i = 0; i < s.xip.size(); ++i)
-    out += (i ? "," : "") + std::to_string(s.xip[i]);
+  for (std::size_t i = 0; i < s.xip.size(); ++i) out += (i ? "," : "") + std::to_string(s.xip[i]);
   return out;
 }
 
@@ -218,8 +217,8 @@ struct Dblogd {
   std::optional<Window> window;  // made with the chunk, as in Repairs::StartWindow
   std::string window_feed;       // every call made on window
   Window::Chunk chunk;
-  std::size_t low_pos = 0;  // where the low watermark of the window in progress is
-  bool pending = true;      // the chunk is still to be delivered
+  std::size_t low_pos = 0;               // where the low watermark of the window in progress is
+  bool pending = true;                   // the chunk is still to be delivered
   std::optional<std::size_t> last_high;  // the high watermark of the last chunk emitted
   int windows = 0;
 };
@@ -267,14 +266,15 @@ struct World {
   Dblogd dblogd;
   Consumer consumer;
   int crashes = 0;
-  int began = -1;      // the last move began this txn: committing it next is spelled kRun...
-  int committed = -1;  // the last move committed this txn invisibly: kVisible next is kCommitVisible
+  int began = -1;  // the last move began this txn: committing it next is spelled kRun...
+  int committed =
+      -1;  // the last move committed this txn invisibly: kVisible next is kCommitVisible
   std::string failure;  // the first violation, empty if none
   std::ostringstream* narrate = nullptr;
 };
 
-#define SAY(w, text)                                  \
-  do {                                                \
+#define SAY(w, text)                                         \
+  do {                                                       \
     if ((w).narrate) *(w).narrate << "    " << text << "\n"; \
   } while (0)
 
@@ -303,17 +303,21 @@ void ApplyChunk(World& w, const Window::Outcome& out, std::size_t h) {
     const int k = std::stoi(row.substr(0, row.find('=')));
     const int v = std::stoi(row.substr(row.find('=') + 1));
     if (at[k] != v)
-      Fail(w, "copied row k" + std::to_string(k) + "=" + std::to_string(v) + " emitted at hi, "
-              "where the log has k" + std::to_string(k) + " " + Value(at[k]) +
-              ": a stale copy overwrote a newer change");
+      Fail(w, "copied row k" + std::to_string(k) + "=" + std::to_string(v) +
+                  " emitted at hi, "
+                  "where the log has k" +
+                  std::to_string(k) + " " + Value(at[k]) +
+                  ": a stale copy overwrote a newer change");
     sink[k] = v;
     survivors.insert(k);
   }
   for (const std::string& key : out.deletes) {
     const int k = std::stoi(key.substr(1));
     if (at[k] != kAbsent)
-      Fail(w, "absent-key delete of k" + std::to_string(k) + " emitted at hi, where the log "
-              "has k" + std::to_string(k) + " " + Value(at[k]));
+      Fail(w, "absent-key delete of k" + std::to_string(k) +
+                  " emitted at hi, where the log "
+                  "has k" +
+                  std::to_string(k) + " " + Value(at[k]));
     sink[k] = kAbsent;
   }
   if (w.options.kind == ChunkKind::kRange) {
@@ -449,11 +453,16 @@ void WriteHigh(World& w) {
 
 const char* CrashName(Crash c) {
   switch (c) {
-    case Crash::kReconnect: return "source reconnect";
-    case Crash::kReconnectReplay: return "source reconnect, the slot replaying the whole log";
-    case Crash::kRestart: return "dblogd restart";
-    case Crash::kRestartRequeue: return "dblogd restart before the chunk was acknowledged";
-    case Crash::kRestartLost: return "dblogd restart, the chunk emitted before it lost";
+    case Crash::kReconnect:
+      return "source reconnect";
+    case Crash::kReconnectReplay:
+      return "source reconnect, the slot replaying the whole log";
+    case Crash::kRestart:
+      return "dblogd restart";
+    case Crash::kRestartRequeue:
+      return "dblogd restart before the chunk was acknowledged";
+    case Crash::kRestartLost:
+      return "dblogd restart, the chunk emitted before it lost";
   }
   return "";
 }
@@ -464,8 +473,8 @@ const char* CrashName(Crash c) {
 void DoCrash(World& w, const Move& m) {
   Dblogd& d = w.dblogd;
   Source& s = w.source;
-  SAY(w, CrashName(m.crash) << ", dblogd having decoded " << m.decode_to << " of "
-                            << s.log.size() << " log entries");
+  SAY(w, CrashName(m.crash) << ", dblogd having decoded " << m.decode_to << " of " << s.log.size()
+                            << " log entries");
   DecodeTo(w, m.decode_to, m.crash == Crash::kRestartLost);
   d.window.reset();
   d.window_feed.clear();
@@ -476,9 +485,8 @@ void DoCrash(World& w, const Move& m) {
   if (m.crash == Crash::kRestart || m.crash == Crash::kRestartRequeue ||
       m.crash == Crash::kRestartLost) {
     d.txlog = TransactionLog(1 << 20);
-    const std::uint64_t bound = w.options.stream_start == StreamStart::kSnapshotXmax
-                                    ? s.TakeSnapshot().xmax
-                                    : s.next_xid;
+    const std::uint64_t bound =
+        w.options.stream_start == StreamStart::kSnapshotXmax ? s.TakeSnapshot().xmax : s.next_xid;
     d.txlog.ForgetBelow(bound);
     d.txlog_feed = "F" + std::to_string(bound);
     SAY(w, "  a new key log: ForgetBelow(" << bound << ")");
@@ -576,8 +584,8 @@ bool Play(World& w, const Move& m, const Bounds& b) {
   // on the log alone, which only grows): decode what it could have, so that histories that
   // differ only in when dblogd decoded are one state.
   if (w.crashes >= b.max_crashes)
-    DecodeTo(w, d.phase == Phase::kLowWritten || d.phase == Phase::kRead ? d.low_pos
-                                                                         : s.log.size());
+    DecodeTo(w,
+             d.phase == Phase::kLowWritten || d.phase == Phase::kRead ? d.low_pos : s.log.size());
   return true;
 }
 
@@ -606,8 +614,8 @@ std::vector<Move> Moves(const World& w, const Bounds& b) {
       out.push_back({Move::Kind::kVisible, 0, false, t});
     }
   }
-  if (d.windows < b.max_windows && (d.phase == Phase::kIdle ? d.pending
-                                                             : d.phase == Phase::kHighWritten))
+  if (d.windows < b.max_windows &&
+      (d.phase == Phase::kIdle ? d.pending : d.phase == Phase::kHighWritten))
     out.push_back({Move::Kind::kLow});
   if (d.phase == Phase::kLowWritten) out.push_back({Move::Kind::kRead});
   if (d.phase == Phase::kRead) out.push_back({Move::Kind::kHigh});
@@ -846,7 +854,8 @@ Result Enumerate(const Bounds& bounds, const Options& base) {
       r.histories += t.histories;
       r.violating += t.violating;
       r.finishes += search.finishes;
-      if (t.shortest != kNever && (r.shortest.empty() || std::size_t(t.shortest) < r.shortest_events)) {
+      if (t.shortest != kNever &&
+          (r.shortest.empty() || std::size_t(t.shortest) < r.shortest_events)) {
         const std::vector<Move> moves = search.Shortest(root, bounds.max_events);
         r.shortest_events = moves.size();
         r.shortest = Narrate(root, moves, bounds);
@@ -857,11 +866,12 @@ Result Enumerate(const Bounds& bounds, const Options& base) {
 }
 
 void Print(const char* what, const Bounds& b, const Result& r) {
-  std::printf("%s: %llu histories of up to %d events (%d transactions, %d crash, %d windows), "
-              "%llu finished and checked, %.1f s; %llu violate the contract\n",
-              what, static_cast<unsigned long long>(r.histories), b.max_events, b.max_txns,
-              b.max_crashes, b.max_windows, static_cast<unsigned long long>(r.finishes), r.seconds,
-              static_cast<unsigned long long>(r.violating));
+  std::printf(
+      "%s: %llu histories of up to %d events (%d transactions, %d crash, %d windows), "
+      "%llu finished and checked, %.1f s; %llu violate the contract\n",
+      what, static_cast<unsigned long long>(r.histories), b.max_events, b.max_txns, b.max_crashes,
+      b.max_windows, static_cast<unsigned long long>(r.finishes), r.seconds,
+      static_cast<unsigned long long>(r.violating));
   if (!r.shortest.empty())
     std::printf("  a shortest one (%zu events):\n%s", r.shortest_events, r.shortest.c_str());
   std::fflush(stdout);
