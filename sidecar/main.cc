@@ -1,6 +1,6 @@
-// sidecar/main.cc: dblogd, the daemon. Parses settings, starts the consumer listener and the
-// metrics endpoint on one io_context, reloads its consumers' settings on SIGHUP and stops
-// gracefully on SIGTERM/SIGINT.
+// sidecar/main.cc: dblogd, the daemon. Parses settings (with --check: checks the source and
+// exits, consumer/setup_check.h), starts the consumer listener and the metrics endpoint on one
+// io_context, reloads its consumers' settings on SIGHUP and stops gracefully on SIGTERM/SIGINT.
 #include <boost/asio.hpp>
 #include <csignal>
 #include <functional>
@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "consumer/pipeline.h"
+#include "consumer/setup_check.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 #include "server/server.h"
@@ -116,6 +117,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);
+  if (cfg->check) {
+    try {
+      return consumer::RunSetupChecks(*cfg, std::cout) ? 0 : 1;
+    } catch (const std::exception& e) {
+      std::cerr << "dblogd --check: " << e.what() << "\n";
+      return 1;
+    }
+  }
 
   try {
     boost::asio::io_context io;

@@ -144,6 +144,10 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
     ("help,h", "print this help and exit")
     ("version", "print the version and exit")
     ("config", po::value(&f.config_file), "read settings from this file (name = value lines)")
+    ("check", po::bool_switch(&c.check),
+     "check the source for the configured consumers and exit, starting nothing: one line per "
+     "check (server settings, the extension, the role's grants, each scope's tables) with the "
+     "fix; exit status 0 when all pass, 1 otherwise")
     ("source", po::value(&c.source),
      "libpq connection string or URI of the source database (required); the role needs "
      "REPLICATION and SELECT on the tables in scope")
@@ -222,7 +226,7 @@ std::string SettingOfVariable(const po::options_description& opts, const std::st
   if (env.rfind("DBLOG_", 0) != 0) return "";
   std::string name = env.substr(6);
   for (auto& ch : name) ch = ch == '_' ? '-' : static_cast<char>(std::tolower(ch));
-  if (name == "help" || name == "version" || name == "config") return "";
+  if (name == "help" || name == "version" || name == "config" || name == "check") return "";
   return opts.find_nothrow(name, false) ? name : "";
 }
 

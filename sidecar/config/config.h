@@ -70,6 +70,7 @@ struct Config {
   std::string tls_client_ca;
   // Lets a non-loopback --listen go without TLS (behind a tunnel); logged at every start.
   bool insecure_no_tls = false;
+  bool check = false;  // --check: print the source's setup checks and exit (consumer/setup_check.h)
   bool tls() const { return !tls_cert.empty(); }
   std::map<std::string, ConsumerConfig> consumers;
   // Consumers not configured by name: refused unless default_scope is set.

@@ -46,7 +46,8 @@ void Bookkeeping::CheckExtension() {
         "\"Upgrading the extension\")");
 }
 
-void Bookkeeping::Preflight() {
+std::vector<std::string> Bookkeeping::RoleProblems(bool* superuser) {
+  std::vector<std::string> problems;
   pg::Connection& sql = Sql();
   pg::Result r = sql.Exec(
       "SELECT current_user, (SELECT rolreplication OR rolsuper FROM pg_roles"
@@ -57,19 +58,13 @@ void Bookkeeping::Preflight() {
       "  AND has_sequence_privilege('dblog.request_queue_id_seq', 'USAGE'),"
       " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)");
   const std::string role(r.value(0, 0));
-  // A table's owner decides what runs when its table is read (PostgreSQL runs some of it as
-  // the reader, whatever dblogd does): as a superuser, dblogd would lend them everything.
-  if (r.bool_value(0, 3))
-    log::Warn("source_role_is_superuser",
-              {{"consumer", consumer_.name}, {"role", role},
-               {"hint", "connect as a role with REPLICATION and SELECT on the scope only "
-                        "(docs/operations.md, The role dblogd uses)"}});
+  *superuser = r.bool_value(0, 3);
   if (!r.bool_value(0, 1))
-    throw std::runtime_error("role " + role +
-                             " lacks the REPLICATION attribute dblogd needs for slots: ALTER "
-                             "ROLE " + role + " REPLICATION");
+    problems.push_back("role " + role +
+                       " lacks the REPLICATION attribute dblogd needs for slots: ALTER ROLE " +
+                       role + " REPLICATION");
   if (!r.bool_value(0, 2))
-    throw std::runtime_error(
+    problems.push_back(
         "role " + role + " cannot write dblog's bookkeeping: GRANT SELECT, INSERT, UPDATE ON "
         "dblog.consumers, dblog.request_progress TO " + role + "; GRANT SELECT, INSERT ON "
         "dblog.request_queue TO " + role + "; GRANT USAGE ON SEQUENCE dblog.request_queue_id_seq "
@@ -90,15 +85,28 @@ void Bookkeeping::Preflight() {
       "   AND n.nspname NOT LIKE 'pg\\_%' AND dblog._scope_holds($1, c.oid)",
       {scope_});
   if (!tables.is_null(0, 0))
-    throw std::runtime_error("role " + role + " may not SELECT from tables in scope: " +
-                             std::string(tables.value(0, 0)) + " (GRANT SELECT ON ... TO " +
-                             role + ")");
+    problems.push_back("role " + role + " may not SELECT from tables in scope: " +
+                       std::string(tables.value(0, 0)) + " (GRANT SELECT ON ... TO " + role + ")");
   if (!tables.is_null(0, 1))
-    throw std::runtime_error(
+    problems.push_back(
         "row-level security is enabled on tables in scope: " + std::string(tables.value(0, 1)) +
         "; role " + role + " would see only the rows their policies show it, so dblogd refuses "
         "to read them (ALTER ROLE " + role + " BYPASSRLS, or leave them out of the consumer's "
         "scope)");
+  return problems;
+}
+
+void Bookkeeping::Preflight() {
+  bool superuser = false;
+  const std::vector<std::string> problems = RoleProblems(&superuser);
+  // A table's owner decides what runs when its table is read (PostgreSQL runs some of it as
+  // the reader, whatever dblogd does): as a superuser, dblogd would lend them everything.
+  if (superuser)
+    log::Warn("source_role_is_superuser",
+              {{"consumer", consumer_.name},
+               {"hint", "connect as a role with REPLICATION and SELECT on the scope only "
+                        "(docs/operations.md, The role dblogd uses)"}});
+  if (!problems.empty()) throw std::runtime_error(problems.front());
 }
 
 std::optional<std::string> Bookkeeping::BootstrapState() {
@@ -235,9 +243,17 @@ std::uint64_t Bookkeeping::CurrentWalInsertLsn() {
       Sql().Exec("SELECT pg_catalog.pg_current_wal_insert_lsn()::text").value(0, 0)));
 }
 
-std::uint64_t Bookkeeping::SnapshotXmax() {
-  return Sql().Exec("SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())")
-      .u64_value(0, 0);
+std::uint64_t Bookkeeping::NextXid() {
+  // Not pg_snapshot_xmax(pg_current_snapshot()): that is one past the latest *completed* xid,
+  // and a transaction committed in the WAL (streamed and acknowledged before this start) but
+  // not yet visible (waiting for a synchronous standby) can be newer than all of them
+  // (window_exhaustive_test found it). An xid taken and rolled back is above every xid that
+  // began before; the rollback waits for no standby.
+  pg::Connection& sql = Sql();
+  sql.Exec("BEGIN");
+  const std::uint64_t xid = sql.Exec("SELECT pg_catalog.pg_current_xact_id()").u64_value(0, 0);
+  sql.Exec("ROLLBACK");
+  return xid;
 }
 
 std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_t>& known) {

@@ -50,8 +50,11 @@ class Bookkeeping {
   // Throws, with the fix, when the extension is missing or not kExtensionVersion.
   void CheckExtension();
   // What dblogd's role needs (REPLICATION, the bookkeeping tables, SELECT on the tables in
-  // scope, no row-level security hiding rows), checked before anything is created or
-  // emitted; throws naming the fix.
+  // scope, no row-level security hiding rows): each thing missing, with its fix (dblogd
+  // --check prints them all). `superuser`: the role is one (it should not be).
+  std::vector<std::string> RoleProblems(bool* superuser);
+  // RoleProblems, checked before anything is created or emitted: throws the first; warns
+  // (source_role_is_superuser) when the role is a superuser.
   void Preflight();
   // dblog.consumers.bootstrap_state (nullopt: no row).
   std::optional<std::string> BootstrapState();
@@ -74,8 +77,8 @@ class Bookkeeping {
   // The transactions that block backend `pid` (a slot creation), for people.
   std::string Blockers(int pid);
   std::uint64_t CurrentWalInsertLsn();
-  // xmax of the current snapshot: every transaction below it has ended.
-  std::uint64_t SnapshotXmax();
+  // The next xid (one taken and rolled back): every transaction below it began before.
+  std::uint64_t NextXid();
 
   // ---- repairs ---------------------------------------------------------------------------
   // Queued requests for this consumer that are running or not started, in id order, except

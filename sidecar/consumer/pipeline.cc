@@ -332,7 +332,7 @@ void Pipeline::StartStream() {
   if (!stream_started_once_) {
     // Transactions committed before the stream's start are not in the key log: a window whose
     // snapshot might not see one of them cannot be widened, and fails closed (window/).
-    repairs_->ForgetTransactionsBelow(bookkeeping_.SnapshotXmax());
+    repairs_->ForgetTransactionsBelow(bookkeeping_.NextXid());
     stream_started_once_ = true;
   }
   if (!repl_)
