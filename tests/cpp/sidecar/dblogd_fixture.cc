@@ -209,6 +209,20 @@ double MetricValue(const std::string& metrics, const std::string& series) {
   return -1;
 }
 
+ScopedRole::ScopedRole(PgConn& db, std::string name, const std::string& attributes)
+    : db_(db), name_(std::move(name)) {
+  db_.exec("DROP ROLE IF EXISTS " + name_);
+  db_.exec("CREATE ROLE " + name_ + " " + attributes);
+}
+
+ScopedRole::~ScopedRole() {
+  try {
+    db_.exec("DROP OWNED BY " + name_);
+    db_.exec("DROP ROLE " + name_);
+  } catch (...) {
+  }
+}
+
 int CountLogEvents(const std::string& log, const std::string& event) {
   std::istringstream in(log);
   std::string line;

@@ -148,6 +148,20 @@ class DblogdTest : public ::testing::Test {
   int sentinel_ = 0;
 };
 
+// A role of one test, created (dropped first if a crashed run left it) with `attributes`, and
+// dropped with everything it owns when the scope ends, also when an assertion returns early.
+class ScopedRole {
+ public:
+  ScopedRole(PgConn& db, std::string name, const std::string& attributes = "LOGIN");
+  ~ScopedRole();
+  ScopedRole(const ScopedRole&) = delete;
+  ScopedRole& operator=(const ScopedRole&) = delete;
+
+ private:
+  PgConn& db_;
+  std::string name_;
+};
+
 // The key bytes of a single integer key (as the Replay and the emitter see them).
 std::string IntKey(std::int64_t id);
 

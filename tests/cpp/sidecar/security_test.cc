@@ -235,18 +235,7 @@ TEST_F(SecurityTest, RowLevelSecurityFailsClosed) {
 // the repair sends the real table's rows.
 TEST_F(SecurityTest, NamesSwappedWhileDblogdWaitsForTheLockNeverRunTheOwnersCode) {
   const std::string s = schema();
-  struct Role {
-    PgConn& db;
-    ~Role() {
-      try {
-        db.exec("DROP OWNED BY e2e_owner");
-        db.exec("DROP ROLE e2e_owner");
-      } catch (...) {
-      }
-    }
-  } role{db()};
-  db().exec("DROP ROLE IF EXISTS e2e_owner");
-  db().exec("CREATE ROLE e2e_owner LOGIN");
+  ScopedRole role(db(), "e2e_owner");
   db().exec("GRANT USAGE, CREATE ON SCHEMA " + s + " TO e2e_owner");
   PgConn owner(conninfo() + " user=e2e_owner");
   // it raises what it saw (dblogd reads in read-only transactions: a write would fail anyway)

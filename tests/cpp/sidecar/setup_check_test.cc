@@ -59,18 +59,7 @@ TEST_F(SetupCheckTest, AReadySourcePassesAndNothingIsCreated) {
 // Each problem with its fix, all of them in one run: a role without REPLICATION and grants, a
 // table in scope without a key.
 TEST_F(SetupCheckTest, EveryProblemIsPrintedWithItsFix) {
-  struct Role {
-    PgConn& db;
-    ~Role() {
-      try {
-        db.exec("DROP OWNED BY e2e_check");
-        db.exec("DROP ROLE e2e_check");
-      } catch (...) {
-      }
-    }
-  } role{db()};
-  db().exec("DROP ROLE IF EXISTS e2e_check");
-  db().exec("CREATE ROLE e2e_check LOGIN");
+  ScopedRole role(db(), "e2e_check");
   db().exec("CREATE TABLE " + schema() + ".nokey (v text)");
   CheckRun run = RunCheck({"--source=" + conninfo() + " user=e2e_check", Consumer()});
   EXPECT_EQ(run.status, 1) << run.out;
