@@ -77,6 +77,22 @@ TEST_F(SetupCheckTest, EveryProblemIsPrintedWithItsFix) {
   EXPECT_NE(run.out.find("no primary key or replica identity index: " + schema() + ".nokey"),
             std::string::npos)
       << run.out;
+
+  // with a key, a table whose index predicate runs its owner's function when planned: the reads
+  // would refuse it (plugin/guard.c), and so does the check, by name
+  db().exec("DROP TABLE " + schema() + ".nokey");
+  db().exec("GRANT USAGE, CREATE ON SCHEMA " + schema() + " TO e2e_check");
+  PgConn owner(conninfo() + " user=e2e_check");
+  owner.exec("CREATE FUNCTION " + schema() + ".yes() RETURNS boolean LANGUAGE plpgsql IMMUTABLE"
+             " AS 'BEGIN RETURN true; END'");
+  owner.exec("CREATE TABLE " + schema() + ".planned (id int PRIMARY KEY, v int)");
+  owner.exec("CREATE INDEX ON " + schema() + ".planned (v) WHERE " + schema() + ".yes()");
+  run = RunCheck({"--source=" + conninfo(), Consumer()});
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_NE(run.out.find(schema() + ".planned: dblog: table " + schema() +
+                         ".planned has an index predicate"),
+            std::string::npos)
+      << run.out;
 }
 
 TEST_F(SetupCheckTest, ASourceWithoutTheExtensionOrUnreachableFails) {
