@@ -20,6 +20,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "client/position.h"
 #include "client/publish/kafka_layout.h"
@@ -218,12 +219,20 @@ MergeReport ReplayMerged(const Log& log,
                    [](const Record* a, const Record* b) { return *SortKey(*a) < *SortKey(*b); });
   std::optional<std::pair<std::uint64_t, std::uint32_t>> last;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> ends;
-  // records per transaction commit_lsn, for the watermark check
+  // records per transaction commit_lsn, for the watermark check: each record's first copy in
+  // its partition only. A resend after an error writes a transaction's records again, after
+  // the first Commit's Dblog-Ends were announced; readers drop those copies by position
+  // (docs/publish.md), and only the first copies must lie below the first Commit's ends.
   std::map<std::uint64_t, std::vector<const Record*>> by_commit;
+  std::set<std::tuple<std::string, std::int32_t, std::uint64_t, std::uint32_t, std::uint32_t>>
+      first_copies;
   for (const Record* r : records) {
     const auto k = *SortKey(*r);
     if (r->header(publish::kEventHeader) != "bootstrap_begin" && r->topic.size() > 8 &&
-        r->topic.substr(r->topic.size() - 8) != ".control")
+        r->topic.substr(r->topic.size() - 8) != ".control" &&
+        first_copies
+            .emplace(r->topic, r->partition, std::get<0>(k), std::get<1>(k), std::get<2>(k))
+            .second)
       by_commit[std::get<0>(k)].push_back(r);
   }
   for (const Record* r : records) {
