@@ -79,12 +79,19 @@ CREATE DATABASE regress_dblog_upgrade_0_4;
 \c regress_dblog_upgrade_0_4
 CREATE EXTENSION dblog VERSION '0.4';
 CREATE TABLE items (id int PRIMARY KEY);
+INSERT INTO dblog.consumers (name, slot_name, scope) VALUES ('up', 'dblog_up', 'public.*');
 SELECT count(*) AS bind_functions_in_0_4 FROM pg_proc WHERE proname = '_bind_relation';
+-- 0.4 with the new library: a DDL that fills a column queues nothing, and warns of nothing
+ALTER TABLE items ADD COLUMN w text DEFAULT 'x';
+SELECT count(*) AS queued_in_0_4 FROM dblog.request_queue;
 ALTER EXTENSION dblog UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'dblog';
 BEGIN;
 SELECT dblog._bind_relation('items'::regclass) AS bound_after_0_4;
 ROLLBACK;
+-- and 0.5 queues its repair, with the reason
+ALTER TABLE items ADD COLUMN w2 text DEFAULT 'y';
+SELECT table_name, kind, reason FROM dblog.requests ORDER BY id;
 :catalog_signature \gset upgraded_0_4_
 CREATE DATABASE regress_dblog_fresh;
 \c regress_dblog_fresh
