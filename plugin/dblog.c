@@ -985,6 +985,9 @@ written_over_here(HeapTuple tup)
  * or sees it in the historic snapshot. Not "sees it at the message's place":
  * that snapshot may already show later commands of the transaction.
  */
+/* Versions of one catalog row read to authenticate a message; more: not authentic. */
+#define DBLOG_DDL_MAX_ROW_VERSIONS 64
+
 typedef struct RowVersion
 {
 	HeapTuple	tup;
@@ -1010,12 +1013,29 @@ row_versions(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid)
 	scan = systable_beginscan(rel, oid_index, true, SnapshotAny, 1, &key);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		RowVersion *v = palloc(sizeof(RowVersion));
-
-		v->tup = heap_copytuple(tup);
-		v->seen = ItemPointerEquals(&tup->t_self, &visible) || written_over_here(tup) ||
+		RowVersion *v;
+		bool		seen = ItemPointerEquals(&tup->t_self, &visible) || written_over_here(tup) ||
 			own_xid(GetCatalogSnapshot(RelationRelationId),
 					HeapTupleHeaderGetXmin(tup->t_data));
+
+		/* only the versions this transaction saw are ever matched */
+		if (!seen)
+			continue;
+
+		/*
+		 * Matching versions is quadratic: a row this transaction updated
+		 * more often than this (a table renamed back and forth) fails
+		 * closed, so no role can make the walsender spend long on it.
+		 */
+		if (list_length(versions) >= DBLOG_DDL_MAX_ROW_VERSIONS)
+		{
+			list_free_deep(versions);
+			versions = NIL;
+			break;
+		}
+		v = palloc(sizeof(RowVersion));
+		v->tup = heap_copytuple(tup);
+		v->seen = true;
 		versions = lappend(versions, v);
 	}
 	systable_endscan(scan);

@@ -33,6 +33,7 @@
 #include "utils/uuid.h"
 
 #include "encoder.h"
+#include "guard.h"
 #include "pbwire.h"
 
 PG_FUNCTION_INFO_V1(dblog_encode_row);
@@ -654,10 +655,11 @@ dblog_key_in(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("dblog._key_in: cannot determine the template's type")));
-	if (get_typtype(type) == TYPTYPE_DOMAIN)
+	if (dblog_type_contains_domain(type))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("dblog._key_in: %s is a domain; use its base type", format_type_be(type))));
+				 errmsg("dblog._key_in: %s is or holds a domain, whose checks are its owner's code",
+						format_type_be(type))));
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	getTypeInputInfo(type, &input, &ioparam);

@@ -56,8 +56,10 @@
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_statistic_ext.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "access/relation.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/analyze.h"
@@ -65,6 +67,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -101,6 +104,47 @@ trusted_function(Oid funcid)
 	return trusted_object(funcid, get_func_namespace(funcid));
 }
 
+/*
+ * A domain's checks are its owner's code, run whenever a value is read as the
+ * domain: also as a field of a composite, an element of an array, a bound of
+ * a range.
+ */
+static bool
+type_contains_domain(Oid typid, int depth)
+{
+	HeapTuple	tup;
+	Form_pg_type form;
+	bool		contains = false;
+
+	check_stack_depth();
+	if (depth > 64)
+		return true;			/* fail closed */
+	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	if (!HeapTupleIsValid(tup))
+		return true;
+	form = (Form_pg_type) GETSTRUCT(tup);
+	if (form->typtype == TYPTYPE_DOMAIN)
+		contains = true;
+	else if (OidIsValid(form->typelem) && form->typlen == -1)
+		contains = type_contains_domain(form->typelem, depth + 1);
+	else if (form->typtype == TYPTYPE_COMPOSITE && OidIsValid(form->typrelid))
+	{
+		Relation	rel = relation_open(form->typrelid, AccessShareLock);
+		TupleDesc	desc = RelationGetDescr(rel);
+
+		for (int i = 0; i < desc->natts && !contains; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped)
+				contains = type_contains_domain(TupleDescAttr(desc, i)->atttypid, depth + 1);
+		relation_close(rel, AccessShareLock);
+	}
+	else if (form->typtype == TYPTYPE_RANGE)
+		contains = type_contains_domain(get_range_subtype(typid), depth + 1);
+	else if (form->typtype == TYPTYPE_MULTIRANGE)
+		contains = type_contains_domain(get_multirange_range(typid), depth + 1);
+	ReleaseSysCache(tup);
+	return contains;
+}
+
 /* A function whose code a superuser chose: built in, dblog's, or owned by a superuser. */
 static bool
 superuser_function(Oid funcid, Oid *language)
@@ -115,6 +159,12 @@ superuser_function(Oid funcid, Oid *language)
 	trusted = trusted_function(funcid) || superuser_arg(((Form_pg_proc) GETSTRUCT(tup))->proowner);
 	ReleaseSysCache(tup);
 	return trusted;
+}
+
+bool
+dblog_type_contains_domain(Oid typid)
+{
+	return type_contains_domain(typid, 0);
 }
 
 static bool
@@ -248,6 +298,34 @@ dblog_guard_init(void)
  * planner (through the relcache) folds calls whose arguments hold no column
  * and inlines SQL functions, whose bodies may hold such calls.
  */
+/*
+ * In an index predicate, any function or operator that is not a superuser's:
+ * the planner estimates a predicate's selectivity when the query's clauses
+ * imply it, and an estimator (eqsel, scalarltsel) calls the operator's
+ * function on the column's statistics, whatever its arguments.
+ */
+static bool
+runs_in_predicate(Node *node, void *context)
+{
+	Oid			funcid = InvalidOid;
+	Oid			language;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, FuncExpr))
+		funcid = ((FuncExpr *) node)->funcid;
+	else if (IsA(node, OpExpr) || IsA(node, DistinctExpr) || IsA(node, NullIfExpr))
+		funcid = get_opcode(((OpExpr *) node)->opno);
+	else if (IsA(node, ScalarArrayOpExpr))
+		funcid = get_opcode(((ScalarArrayOpExpr *) node)->opno);
+	if (OidIsValid(funcid) && !superuser_function(funcid, &language))
+	{
+		*(Oid *) context = funcid;
+		return true;
+	}
+	return expression_tree_walker(node, runs_in_predicate, context);
+}
+
 static bool
 runs_when_planned(Node *node, void *context)
 {
@@ -277,11 +355,12 @@ runs_when_planned(Node *node, void *context)
 }
 
 static void
-refuse_planned_code(Relation rel, const char *where, Node *expr)
+refuse_planned_code(Relation rel, const char *where, Node *expr, bool predicate)
 {
 	Oid			funcid = InvalidOid;
 
-	if (expr != NULL && runs_when_planned(expr, &funcid))
+	if (expr != NULL &&
+		(predicate ? runs_in_predicate(expr, &funcid) : runs_when_planned(expr, &funcid)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("dblog: table %s has %s that runs function %s when any role plans a "
@@ -320,8 +399,10 @@ refuse_planned_code_of(Relation rel)
 
 		if (!HeapTupleIsValid(tup))
 			continue;
-		refuse_planned_code(rel, "an index expression", stored_expression(tup, INDEXRELID, Anum_pg_index_indexprs));
-		refuse_planned_code(rel, "an index predicate", stored_expression(tup, INDEXRELID, Anum_pg_index_indpred));
+		refuse_planned_code(rel, "an index expression",
+							stored_expression(tup, INDEXRELID, Anum_pg_index_indexprs), false);
+		refuse_planned_code(rel, "an index predicate",
+							stored_expression(tup, INDEXRELID, Anum_pg_index_indpred), true);
 		ReleaseSysCache(tup);
 	}
 	foreach(lc, stats)
@@ -330,7 +411,9 @@ refuse_planned_code_of(Relation rel)
 
 		if (!HeapTupleIsValid(tup))
 			continue;
-		refuse_planned_code(rel, "a statistics expression", stored_expression(tup, STATEXTOID, Anum_pg_statistic_ext_stxexprs));
+		refuse_planned_code(rel, "a statistics expression",
+							stored_expression(tup, STATEXTOID, Anum_pg_statistic_ext_stxexprs),
+							false);
 		ReleaseSysCache(tup);
 	}
 	list_free(indexes);
@@ -352,8 +435,10 @@ bind(Relation rel)
 	}
 	bound_relids = list_append_unique_oid(bound_relids, RelationGetRelid(rel));
 	bound_types = list_append_unique_oid(bound_types, rel->rd_rel->reltype);
+	/* a type with a domain inside is never one dblogd's statements name */
 	for (i = 0; i < desc->natts; i++)
-		if (!TupleDescAttr(desc, i)->attisdropped)
+		if (!TupleDescAttr(desc, i)->attisdropped &&
+			!type_contains_domain(TupleDescAttr(desc, i)->atttypid, 0))
 			bound_types = list_append_unique_oid(bound_types, TupleDescAttr(desc, i)->atttypid);
 	MemoryContextSwitchTo(old);
 }
@@ -374,6 +459,18 @@ dblog_bind_relation(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
 				 errmsg("dblog._bind_relation() binds the statements of a transaction block")));
+	/* a savepoint rolled back would release the lock and keep the binding */
+	if (GetCurrentTransactionNestLevel() > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("dblog._bind_relation() may not run inside a savepoint")));
+	/* "on" folds the table's CHECK constraints, its owner's code, as the planning role */
+	if (strcmp(GetConfigOption("constraint_exclusion", false, false), "on") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dblog: constraint_exclusion = on would run a table owner's CHECK "
+						"constraints as the reader when a query is planned"),
+				 errhint("SET constraint_exclusion = partition (dblogd's sessions do).")));
 	/* before the lock: nobody locks (and so blocks DDL on) a table they cannot read */
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
 		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)

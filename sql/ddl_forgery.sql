@@ -143,6 +143,24 @@ SET SESSION AUTHORIZATION regress_forger;
 ALTER SCHEMA fg_app RENAME TO fg_app2;
 RESET SESSION AUTHORIZATION;
 SELECT regexp_replace(data, 'seq=[0-9]+ ', '') AS data FROM fg_changes() WHERE data LIKE '%victim%';
+-- a catalog row updated more than 64 times in one transaction authenticates nothing (matching
+-- its versions is quadratic, so no role makes the walsender spend long on it): the last of 40
+-- renames back and forth (80 versions) writes its message, which is dropped; one rename more in
+-- a transaction of its own passes again
+SET SESSION AUTHORIZATION regress_forger;
+CREATE TABLE fg_app2.churn (id int PRIMARY KEY);
+BEGIN;
+DO $$BEGIN FOR i IN 1..40 LOOP
+  ALTER TABLE fg_app2.churn RENAME TO churn2; ALTER TABLE fg_app2.churn2 RENAME TO churn;
+END LOOP; END$$;
+ALTER TABLE fg_app2.churn RENAME TO churned;
+COMMIT;
+RESET SESSION AUTHORIZATION;
+SELECT count(*) AS churn_messages FROM fg_changes() WHERE data LIKE '%churn%';
+SET SESSION AUTHORIZATION regress_forger;
+ALTER TABLE fg_app2.churned RENAME TO churn_again;
+RESET SESSION AUTHORIZATION;
+SELECT count(*) AS churn_messages FROM fg_changes() WHERE data LIKE '%churn_again%';
 
 SELECT pg_drop_replication_slot('regression_forgery');
 DROP SCHEMA fg_app2 CASCADE;

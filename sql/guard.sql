@@ -80,6 +80,43 @@ ROLLBACK;
 BEGIN;
 SELECT dblog._bind_relation('guard.r'::regclass);
 ROLLBACK;
+-- an index predicate is estimated whenever a query's clauses imply it: an operator of the
+-- owner's there is refused even with a column argument (its estimator calls the function)
+SET ROLE regress_guard_owner;
+CREATE FUNCTION guard.same(int, int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE
+  AS 'BEGIN RETURN $1 = $2; END';
+CREATE OPERATOR guard.=== (LEFTARG = int, RIGHTARG = int, FUNCTION = guard.same, RESTRICT = eqsel);
+CREATE TABLE guard.e (k int PRIMARY KEY, v int);
+CREATE INDEX e_part ON guard.e (v) WHERE (k IS NOT NULL OR v OPERATOR(guard.===) 5);
+-- a key of a composite type, and another column's composite type with a domain inside
+CREATE TYPE guard.kt AS (a int);
+CREATE TYPE guard.held AS (a guard.dom);
+CREATE TABLE guard.c (k guard.kt PRIMARY KEY, x guard.held);
+RESET ROLE;
+BEGIN;
+SELECT dblog._bind_relation('guard.e'::regclass);
+ROLLBACK;
+BEGIN;
+SELECT dblog._bind_relation('guard.c'::regclass);
+-- the key's type is bound; a column type holding a domain is not (a name swapped to it)
+SELECT NULL::guard.kt IS NULL AS key_type_allowed;
+SAVEPOINT s;
+SELECT NULL::guard.held;
+ROLLBACK TO s;
+ROLLBACK;
+-- and _key_in never reads a value as a type holding a domain, guard or not
+SELECT dblog._key_in('(1)', NULL::guard.held);
+SELECT dblog._key_in('(1)', NULL::guard.kt) AS key_read;
+-- not inside a savepoint (its rollback would release the lock, not the binding)
+BEGIN;
+SAVEPOINT s;
+SELECT dblog._bind_relation('guard.t'::regclass);
+ROLLBACK;
+-- constraint_exclusion = on folds CHECK constraints when a query is planned
+BEGIN;
+SET LOCAL constraint_exclusion = on;
+SELECT dblog._bind_relation('guard.t'::regclass);
+ROLLBACK;
 -- a superuser's function is trusted
 ALTER FUNCTION guard.yes() OWNER TO CURRENT_USER;
 BEGIN;

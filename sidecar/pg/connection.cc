@@ -203,10 +203,14 @@ Connection Connection::Open(const std::string& conninfo, bool replication,
   // As pg_dump does: with an empty search_path, no function, operator or type a role created
   // in a schema can stand in for pg_catalog's in dblogd's statements. With row_security off,
   // a table whose policies would hide rows from dblogd's role is an error, never a silent
-  // partial copy. A walsender takes simple SQL too, so both kinds of connection get them.
+  // partial copy. constraint_exclusion = partition (its default, whatever the server's or
+  // the database's setting): "on" would make the planner fold a table's CHECK constraints,
+  // its owner's code, as dblogd (dblog._bind_relation refuses "on"). A walsender takes
+  // simple SQL too, so both kinds of connection get them.
   out.Exec(
       "SELECT pg_catalog.set_config('search_path', '', false),"
       " pg_catalog.set_config('row_security', 'off', false),"
+      " pg_catalog.set_config('constraint_exclusion', 'partition', false),"
       " pg_catalog.set_config('standard_conforming_strings', 'on', false)");
   return out;
 }
