@@ -985,7 +985,12 @@ written_over_here(HeapTuple tup)
  * or sees it in the historic snapshot. Not "sees it at the message's place":
  * that snapshot may already show later commands of the transaction.
  */
-/* Versions of one catalog row read to authenticate a message; more: not authentic. */
+/*
+ * Versions of one catalog row read (live or dead), and of those matched (the
+ * message's own transaction's), to authenticate a message; more: not
+ * authentic.
+ */
+#define DBLOG_DDL_MAX_ROW_VERSIONS_READ 512
 #define DBLOG_DDL_MAX_ROW_VERSIONS 64
 
 typedef struct RowVersion
@@ -1003,6 +1008,7 @@ row_versions(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid)
 	HeapTuple	tup;
 	ItemPointerData visible;
 	List	   *versions = NIL;
+	int			walked = 0;
 
 	ItemPointerSetInvalid(&visible);
 	ScanKeyInit(&key, oid_attnum, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(oid));
@@ -1014,25 +1020,28 @@ row_versions(Oid catalog, Oid oid_index, AttrNumber oid_attnum, Oid oid)
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		RowVersion *v;
-		bool		seen = ItemPointerEquals(&tup->t_self, &visible) || written_over_here(tup) ||
-			own_xid(GetCatalogSnapshot(RelationRelationId),
-					HeapTupleHeaderGetXmin(tup->t_data));
-
-		/* only the versions this transaction saw are ever matched */
-		if (!seen)
-			continue;
+		bool		seen;
 
 		/*
-		 * Matching versions is quadratic: a row this transaction updated
-		 * more often than this (a table renamed back and forth) fails
-		 * closed, so no role can make the walsender spend long on it.
+		 * Every message walks the row's versions, live and dead (the slot
+		 * keeps dead ones), and matching them is quadratic: past these
+		 * bounds (a table renamed back and forth many times) the message
+		 * fails closed, so no role can make the walsender spend long on
+		 * messages.
 		 */
-		if (list_length(versions) >= DBLOG_DDL_MAX_ROW_VERSIONS)
+		if (++walked > DBLOG_DDL_MAX_ROW_VERSIONS_READ ||
+			list_length(versions) >= DBLOG_DDL_MAX_ROW_VERSIONS)
 		{
 			list_free_deep(versions);
 			versions = NIL;
 			break;
 		}
+		/* only the versions this transaction saw are ever matched */
+		seen = ItemPointerEquals(&tup->t_self, &visible) || written_over_here(tup) ||
+			own_xid(GetCatalogSnapshot(RelationRelationId),
+					HeapTupleHeaderGetXmin(tup->t_data));
+		if (!seen)
+			continue;
 		v = palloc(sizeof(RowVersion));
 		v->tup = heap_copytuple(tup);
 		v->seen = true;
