@@ -70,15 +70,11 @@ void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
                              "bootstrap is redone");
 }
 
-// Locks the table by its oid and binds the transaction's later statements to it
-// (dblog._bind_relation, plugin/guard.c): one that names a view, another table or a type
-// swapped in under the table's name fails before any of it runs. Returns the table's name as
-// it is now, for those statements (a rename since the plan fails the definition check).
+// BindRelation, with the plan's name for the table in the error when it is gone (a rename
+// since the plan fails the definition check after the copy).
 std::string BindTable(pg::Connection& conn, const Table& t) {
   try {
-    return std::string(conn.ExecParams("SELECT dblog._bind_relation($1::pg_catalog.oid)",
-                                       {std::to_string(t.oid)})
-                           .value(0, 0));
+    return BindRelation(conn, t.oid);
   } catch (const pg::Error& e) {
     if (e.sqlstate() != "42P01") throw;
     // the oid is gone (or no longer readable): say which table of the plan it was

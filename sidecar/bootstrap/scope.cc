@@ -25,6 +25,12 @@ std::string UnhexBytea(std::string_view bytea_hex) {
   return out;
 }
 
+std::string BindRelation(pg::Connection& conn, std::uint32_t oid) {
+  return std::string(
+      conn.ExecParams("SELECT dblog._bind_relation($1::pg_catalog.oid)", {std::to_string(oid)})
+          .value(0, 0));
+}
+
 dblog::v1::Relation DescribeTable(pg::Connection& conn, std::uint32_t oid) {
   pg::Result r = conn.ExecParams("SELECT dblog.relation_info($1::oid)", {std::to_string(oid)});
   dblog::v1::Relation relation;

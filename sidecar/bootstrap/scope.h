@@ -40,6 +40,12 @@ std::string UnhexBytea(std::string_view text);
 // unreadable.
 dblog::v1::Relation DescribeTable(pg::Connection& conn, std::uint32_t oid);
 
+// In the caller's transaction: locks the table by its oid and binds the transaction's later
+// statements to it (dblog._bind_relation, plugin/guard.c: one that names a view, another table
+// or a type swapped in under a name resolved earlier fails before any of it runs); returns the
+// table's name as it is now, quoted, for those statements. Throws pg::Error.
+std::string BindRelation(pg::Connection& conn, std::uint32_t oid);
+
 bool ScopeMatches(const config::Scope& scope, const std::string& schema,
                   const std::string& table);
 

@@ -345,8 +345,7 @@ void Repairs::DeferWindow(const RepairRequest& r, const std::string& error) {
 // chunk's statements name them as they are now (a rename since the request is followed).
 void Repairs::BindTable(pg::Connection& sql, RepairRequest& r) {
   const std::string oid = std::to_string(r.table_oid);
-  r.table = std::string(
-      sql.ExecParams("SELECT dblog._bind_relation($1::pg_catalog.oid)", {oid}).value(0, 0));
+  r.table = bootstrap::BindRelation(sql, r.table_oid);
   pg::Result key = sql.ExecParams(
       "SELECT " + HexList("k.key_columns") + ", " + HexList("k.key_types") +
           " FROM dblog._identity_key($1::pg_catalog.oid::pg_catalog.regclass) AS k"

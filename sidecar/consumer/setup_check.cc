@@ -63,7 +63,7 @@ bool RefuseUnbindable(pg::Connection& sql, const std::vector<bootstrap::Table>& 
   for (const bootstrap::Table& t : tables) {
     try {
       sql.Exec("BEGIN; SET LOCAL lock_timeout = '2s'");
-      sql.ExecParams("SELECT dblog._bind_relation($1::pg_catalog.oid)", {std::to_string(t.oid)});
+      bootstrap::BindRelation(sql, t.oid);
       sql.Exec("ROLLBACK");
     } catch (const pg::Error& e) {
       sql.Exec("ROLLBACK");
