@@ -298,6 +298,29 @@ dblog_guard_init(void)
  * planner (through the relcache) folds calls whose arguments hold no column
  * and inlines SQL functions, whose bodies may hold such calls.
  */
+/* The function a call or an operator node runs, and its arguments; InvalidOid for others. */
+static Oid
+called_function(Node *node, List **args)
+{
+	if (IsA(node, FuncExpr))
+	{
+		*args = ((FuncExpr *) node)->args;
+		return ((FuncExpr *) node)->funcid;
+	}
+	if (IsA(node, OpExpr) || IsA(node, DistinctExpr) || IsA(node, NullIfExpr))
+	{
+		*args = ((OpExpr *) node)->args;
+		return get_opcode(((OpExpr *) node)->opno);
+	}
+	if (IsA(node, ScalarArrayOpExpr))
+	{
+		*args = ((ScalarArrayOpExpr *) node)->args;
+		return get_opcode(((ScalarArrayOpExpr *) node)->opno);
+	}
+	*args = NIL;
+	return InvalidOid;
+}
+
 /*
  * In an index predicate, any function or operator that is not a superuser's:
  * the planner estimates a predicate's selectivity when the query's clauses
@@ -307,17 +330,13 @@ dblog_guard_init(void)
 static bool
 runs_in_predicate(Node *node, void *context)
 {
-	Oid			funcid = InvalidOid;
+	List	   *args;
 	Oid			language;
+	Oid			funcid;
 
 	if (node == NULL)
 		return false;
-	if (IsA(node, FuncExpr))
-		funcid = ((FuncExpr *) node)->funcid;
-	else if (IsA(node, OpExpr) || IsA(node, DistinctExpr) || IsA(node, NullIfExpr))
-		funcid = get_opcode(((OpExpr *) node)->opno);
-	else if (IsA(node, ScalarArrayOpExpr))
-		funcid = get_opcode(((ScalarArrayOpExpr *) node)->opno);
+	funcid = called_function(node, &args);
 	if (OidIsValid(funcid) && !superuser_function(funcid, &language))
 	{
 		*(Oid *) context = funcid;
@@ -329,22 +348,13 @@ runs_in_predicate(Node *node, void *context)
 static bool
 runs_when_planned(Node *node, void *context)
 {
-	Oid			funcid = InvalidOid;
+	List	   *args;
 	Oid			language;
-	List	   *args = NIL;
+	Oid			funcid;
 
 	if (node == NULL)
 		return false;
-	if (IsA(node, FuncExpr))
-	{
-		funcid = ((FuncExpr *) node)->funcid;
-		args = ((FuncExpr *) node)->args;
-	}
-	else if (IsA(node, OpExpr) || IsA(node, DistinctExpr) || IsA(node, NullIfExpr))
-	{
-		funcid = get_opcode(((OpExpr *) node)->opno);
-		args = ((OpExpr *) node)->args;
-	}
+	funcid = called_function(node, &args);
 	if (OidIsValid(funcid) && !superuser_function(funcid, &language) &&
 		(language == SQLlanguageId || !contain_var_clause((Node *) args)))
 	{

@@ -88,6 +88,9 @@ CREATE FUNCTION guard.same(int, int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE
 CREATE OPERATOR guard.=== (LEFTARG = int, RIGHTARG = int, FUNCTION = guard.same, RESTRICT = eqsel);
 CREATE TABLE guard.e (k int PRIMARY KEY, v int);
 CREATE INDEX e_part ON guard.e (v) WHERE (k IS NOT NULL OR v OPERATOR(guard.===) 5);
+-- the same operator on constants through ANY in an index expression: folded when planned
+CREATE TABLE guard.a (id int PRIMARY KEY, v int);
+CREATE INDEX a_any ON guard.a ((v + CASE WHEN 1 OPERATOR(guard.===) ANY ('{1,2}') THEN 0 END));
 -- a key of a composite type, and another column's composite type with a domain inside
 CREATE TYPE guard.kt AS (a int);
 CREATE TYPE guard.held AS (a guard.dom);
@@ -95,6 +98,9 @@ CREATE TABLE guard.c (k guard.kt PRIMARY KEY, x guard.held);
 RESET ROLE;
 BEGIN;
 SELECT dblog._bind_relation('guard.e'::regclass);
+ROLLBACK;
+BEGIN;
+SELECT dblog._bind_relation('guard.a'::regclass);
 ROLLBACK;
 BEGIN;
 SELECT dblog._bind_relation('guard.c'::regclass);
