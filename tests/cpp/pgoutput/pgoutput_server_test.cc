@@ -12,130 +12,27 @@
 // A major whose binaries are absent is skipped with the command that fetches them.
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
-#include <chrono>
-#include <cstdio>
-#include <deque>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "pg/connection.h"
-#include "pg/replication_stream.h"
 #include "pg_test_util.h"
 #include "pgoutput/decoder.h"
+#include "server_util.h"
 
 namespace {
 
 using dblog::pgoutput::Datum;
 using dblog::pgoutput::Decoder;
 using dblog::pgoutput::LogicalMessage;
+using dblog::test::Cluster;
 using dblog::test::PgConn;
+using dblog::test::Read;
+using dblog::test::ReadSlot;
 using dblog::test::Rows;
+using dblog::test::StartError;
 namespace po = dblog::pgoutput;
-
-// Runs a command, returns its stdout and exit status.
-std::pair<std::string, int> Run(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return {"", -1};
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
-
-const std::string kClusterScript = std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh";
-
-// One throwaway cluster of one major, stopped and removed at the end.
-class Cluster {
- public:
-  // status 3: that major is not there (skip); anything else non-zero fails.
-  explicit Cluster(int major) {
-    auto [out, status] = Run(kClusterScript + " start " + std::to_string(major));
-    status_ = status;
-    if (status != 0) return;
-    auto nl = out.find('\n');
-    dir_ = out.substr(0, nl);
-    conninfo_ = out.substr(nl + 1);
-    while (!conninfo_.empty() && conninfo_.back() == '\n') conninfo_.pop_back();
-  }
-  ~Cluster() {
-    if (!dir_.empty()) Run(kClusterScript + " stop " + dir_);
-  }
-  int status() const { return status_; }
-  const std::string& conninfo() const { return conninfo_; }
-
- private:
-  int status_ = -1;
-  std::string dir_, conninfo_;
-};
-
-// What one slot read: every payload (kept, since Datum views point into them) and its
-// decoded message, up to and including the non-transactional message "test.end".
-struct Read {
-  std::deque<std::string> payloads;
-  std::vector<LogicalMessage> messages;
-  std::string error;
-};
-
-struct Collector : dblog::pg::ReplicationStream::Handler {
-  Collector(Read& read, Decoder& decoder) : read(read), decoder(decoder) {}
-  Read& read;
-  Decoder& decoder;
-  dblog::pg::ReplicationStream* stream = nullptr;
-  bool done = false;
-
-  void OnData(std::uint64_t, std::uint64_t, std::string_view payload) override {
-    read.payloads.emplace_back(payload);
-    read.messages.push_back(decoder.Decode(read.payloads.back()));
-    if (auto* m = std::get_if<po::Message>(&read.messages.back())) {
-      if (m->prefix == "test.end") stream->Stop();
-    }
-  }
-  void OnError(const std::exception& e) override {
-    read.error = e.what();
-    done = true;
-  }
-  void OnEnd() override { done = true; }
-};
-
-Read ReadSlot(const std::string& conninfo, const std::string& slot,
-              const std::vector<std::pair<std::string, std::string>>& options,
-              Decoder::Options decoder_options) {
-  Read read;
-  Decoder decoder(decoder_options);
-  boost::asio::io_context io;
-  Collector collector(read, decoder);
-  dblog::pg::ReplicationStream stream(io, dblog::pg::Connection::Open(conninfo, true), collector);
-  collector.stream = &stream;
-  stream.Start(slot, 0, options);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!collector.done && std::chrono::steady_clock::now() < deadline) {
-    io.run_for(std::chrono::milliseconds(50));
-    io.restart();
-  }
-  if (!collector.done) read.error = "timed out reading slot " + slot;
-  return read;
-}
-
-// START_REPLICATION's error for these options, "" when the server accepts them.
-std::string StartError(const std::string& conninfo, const std::string& slot,
-                       const std::vector<std::pair<std::string, std::string>>& options) {
-  Read read;
-  Decoder decoder({});
-  boost::asio::io_context io;
-  Collector collector(read, decoder);
-  try {
-    dblog::pg::ReplicationStream stream(io, dblog::pg::Connection::Open(conninfo, true), collector);
-    stream.Start(slot, 0, options);
-    return "";
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
 
 // The id column of bulk as text, from its text or its binary (int4send) form.
 std::string IdText(const Datum& d) {
