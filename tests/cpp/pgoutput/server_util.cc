@@ -22,7 +22,8 @@ struct Collector : pg::ReplicationStream::Handler {
   pg::ReplicationStream* stream = nullptr;
   bool done = false;
 
-  void OnData(std::uint64_t, std::uint64_t, std::string_view payload) override {
+  void OnData(std::uint64_t wal_start, std::uint64_t, std::string_view payload) override {
+    read.wal_starts.push_back(wal_start);
     read.payloads.emplace_back(payload);
     read.messages.push_back(decoder.Decode(read.payloads.back()));
     if (auto* m = std::get_if<pgoutput::Message>(&read.messages.back())) {

@@ -37,6 +37,7 @@ class Cluster {
 struct Read {
   std::deque<std::string> payloads;
   std::vector<pgoutput::LogicalMessage> messages;
+  std::vector<std::uint64_t> wal_starts;  // each message's XLogData dataStart
   std::string error;
 };
 

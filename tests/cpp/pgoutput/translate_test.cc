@@ -1,0 +1,181 @@
+// tests/cpp/pgoutput/translate_test.cc: pgoutput::Translator (sidecar/pgoutput/translate.h) on
+// messages built here (no server): what it refuses (a catalog that no longer describes the
+// Relation message, a table without a key, a change of an unannounced relation, binary values,
+// streamed and two-phase messages, text no output function prints), the deferred Begin, xids
+// widened across an epoch, and kRelationQuery's rows parsed. pgoutput_translate_test.cc checks
+// it against the extension on real servers.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "pgoutput/translate.h"
+
+namespace {
+
+namespace po = dblog::pgoutput;
+using dblog::v1::Event;
+
+po::Relation Announced() {
+  po::Relation r;
+  r.oid = 16400;
+  r.nspname = "public";
+  r.relname = "t";
+  r.columns = {{true, "id", 23, -1}, {false, "v", 25, -1}};
+  return r;
+}
+
+po::CatalogRelation Catalog() {
+  po::CatalogRelation c;
+  c.oid = 16400;
+  c.schema = "public";
+  c.name = "t";
+  c.columns = {{"id", 23, 23, -1, 1, true, "integer"}, {"v", 25, 25, -1, 3, false, "text"}};
+  c.key_columns = {0};
+  return c;
+}
+
+po::Begin BeginAt(std::uint32_t xid) {
+  po::Begin b;
+  b.final_lsn = 0x1000;
+  b.xid = xid;
+  return b;
+}
+
+po::Insert InsertOf(std::string_view id, std::string_view v) {
+  po::Insert i;
+  i.relation_oid = 16400;
+  i.new_tuple = {{po::Datum::Kind::kText, id}, {po::Datum::Kind::kText, v}};
+  return i;
+}
+
+struct Fixture {
+  po::CatalogRelation catalog = Catalog();
+  po::Translator translator{[this](const po::Relation&) { return catalog; },
+                            (std::uint64_t{5} << 32) | 100};
+  std::vector<Event> events;
+  void Feed(const po::LogicalMessage& m, std::uint64_t lsn = 0x900) {
+    translator.Translate(m, lsn, &events);
+  }
+};
+
+TEST(TranslateTest, AnInsertBecomesBeginRelationChangeCommit) {
+  Fixture f;
+  f.Feed(BeginAt(200));
+  f.Feed(Announced());
+  EXPECT_TRUE(f.events.empty()) << "Begin and Relation wait for the first change";
+  f.Feed(InsertOf("1", "x"), 0x950);
+  po::Commit c;
+  c.commit_lsn = 0x1000;
+  c.end_lsn = 0x1040;
+  f.Feed(c);
+  ASSERT_EQ(f.events.size(), 4u);
+  EXPECT_EQ(f.events[0].begin().xid(), (std::uint64_t{5} << 32) | 200);
+  EXPECT_EQ(f.events[0].begin().commit_time(), 946684800000000LL) << "2000-01-01 in Unix us";
+  EXPECT_EQ(f.events[1].relation().columns(1).attnum(), 3u) << "the catalog's attnum";
+  EXPECT_EQ(f.events[1].relation().key_columns_size(), 1);
+  EXPECT_EQ(f.events[2].change().lsn(), 0x950u) << "the XLogData's dataStart";
+  EXPECT_EQ(f.events[2].change().seq(), 1u);
+  EXPECT_EQ(f.events[2].change().new_row().values(1).text_value(), "x");
+  EXPECT_EQ(f.events[3].commit().seq(), 2u);
+  EXPECT_EQ(f.events[3].commit().end_lsn(), 0x1040u);
+}
+
+TEST(TranslateTest, ATransactionWithNothingToSendSendsNothing) {
+  Fixture f;
+  f.Feed(BeginAt(200));
+  f.Feed(po::Type{});
+  po::Commit c;
+  c.commit_lsn = 0x1000;
+  f.Feed(c);
+  EXPECT_TRUE(f.events.empty());
+}
+
+TEST(TranslateTest, XidsAreWidenedNextToTheReference) {
+  Fixture f;
+  f.Feed(BeginAt(4294967000u));  // before the reference's epoch began
+  EXPECT_NO_THROW(f.Feed(Announced()));
+  f.Feed(InsertOf("1", "x"));
+  ASSERT_FALSE(f.events.empty());
+  EXPECT_EQ(f.events[0].begin().xid(), (std::uint64_t{4} << 32) | 4294967000u);
+}
+
+TEST(TranslateTest, WhatCannotBeMappedIsRefused) {
+  {
+    Fixture f;
+    f.catalog.columns.pop_back();
+    f.Feed(BeginAt(200));
+    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "a column fewer";
+  }
+  {
+    Fixture f;
+    f.catalog.columns[1].name = "w";
+    f.Feed(BeginAt(200));
+    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "a column renamed";
+  }
+  {
+    Fixture f;
+    f.catalog.columns[1].type_oid = 1043;
+    f.Feed(BeginAt(200));
+    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "a column of another type";
+  }
+  {
+    Fixture f;
+    f.catalog.key_columns.clear();
+    f.Feed(BeginAt(200));
+    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "no key";
+  }
+  {
+    Fixture f;
+    f.catalog.key_columns = {1};
+    f.Feed(BeginAt(200));
+    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "pgoutput flags another key";
+  }
+  {
+    Fixture f;
+    f.Feed(BeginAt(200));
+    EXPECT_THROW(f.Feed(InsertOf("1", "x")), po::TranslateError) << "an unannounced relation";
+  }
+  {
+    Fixture f;
+    f.Feed(BeginAt(200));
+    f.Feed(Announced());
+    EXPECT_THROW(f.Feed(InsertOf("one", "x")), po::TranslateError) << "int4 text";
+    po::Insert binary = InsertOf("1", "x");
+    binary.new_tuple[0].kind = po::Datum::Kind::kBinary;
+    EXPECT_THROW(f.Feed(binary), po::TranslateError) << "a binary value";
+    po::Insert narrow = InsertOf("1", "x");
+    narrow.new_tuple.pop_back();
+    EXPECT_THROW(f.Feed(narrow), po::TranslateError) << "a value fewer";
+  }
+  {
+    Fixture f;
+    EXPECT_THROW(f.Feed(po::StreamStart{}), po::TranslateError);
+    EXPECT_THROW(f.Feed(po::PreparedTransaction{}), po::TranslateError);
+    po::Message m;
+    m.transactional = true;
+    EXPECT_THROW(f.Feed(m), po::TranslateError) << "transactional, outside a transaction";
+  }
+}
+
+TEST(TranslateTest, RelationQueryRowsParse) {
+  using Cells = std::vector<std::optional<std::string>>;
+  std::vector<Cells> rows = {
+      {"s", "t", "d", "b", "23", "23", "-1", "1", "t", "integer", "2"},
+      {"s", "t", "d", "a", "1043", "1043", "24", "3", "f", "character varying(20)", "1"},
+      {"s", "t", "d", "c", "16500", "25", "-1", "4", "f", "code", std::nullopt}};
+  po::CatalogRelation r = po::ParseRelationRows(7, rows);
+  EXPECT_EQ(r.schema, "s");
+  ASSERT_EQ(r.columns.size(), 3u);
+  EXPECT_EQ(r.columns[1].typmod, 24);
+  EXPECT_EQ(r.columns[2].base_type_oid, 25u);
+  EXPECT_EQ(r.key_columns, (std::vector<std::uint32_t>{1, 0})) << "in key order";
+  rows[0][10] = "3";
+  EXPECT_THROW(po::ParseRelationRows(7, rows), po::TranslateError) << "a gap in the key";
+  EXPECT_THROW(po::ParseRelationRows(7, {}), po::TranslateError) << "no such table";
+  rows[0][10] = "2";
+  rows[1][7] = "x";
+  EXPECT_THROW(po::ParseRelationRows(7, rows), po::TranslateError) << "attnum not a number";
+}
+
+}  // namespace
