@@ -20,7 +20,7 @@ seconds=${DBLOG_FUZZ_SECONDS:-20}
 runs=${DBLOG_FUZZ_RUNS:-}
 all=(frame_decoder_fuzz client_frames_fuzz metrics_http_fuzz client_stream_fuzz ndjson_fuzz
      plugin_batch_fuzz copy_rows_fuzz scope_match_fuzz pgoutput_decoder_fuzz
-     pgoutput_values_fuzz)
+     pgoutput_values_fuzz pgoutput_copy_text_fuzz)
 harnesses=("$@")
 [ ${#harnesses[@]} -eq 0 ] && harnesses=("${all[@]}")
 

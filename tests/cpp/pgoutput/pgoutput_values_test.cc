@@ -4,15 +4,17 @@
 // domains over domains, composites, arrays of each, a user range), rows of ordinary values,
 // NULLs, extremes, BC dates, infinities, NaNs and values past an int64 count of microseconds:
 //   - the log path (pgoutput, `binary 'false'`, on a replication connection pinning
-//     pgoutput::kOutputSettings) and the copy path (a query on a session pinning the same) give
-//     the same text to the one converter (pgoutput::FromText), and the Rows it makes are equal
-//     byte for byte;
+//     pgoutput::kOutputSettings) and the copy paths (COPY TO STDOUT in text format, read by
+//     pgoutput::CopyTextParser, as a bootstrap will; and a query's text results, as a repair
+//     chunk will), on sessions pinning the same, give the same text to the one converter
+//     (pgoutput::FromText), and the Rows it makes are equal byte for byte;
 //   - on 15, where the extension is installed, those Rows equal dblog.encode_row(t) of the
 //     same row byte for byte: this mode sends what the extension mode sends. The one difference
 //     (a NaN with its sign bit set arrives as the quiet NaN, docs/pgoutput.md) is asserted as
 //     such, so that it cannot grow unseen.
 // A major whose binaries are absent is skipped with the command that fetches them.
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include <cstring>
 #include <limits>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "pg_test_util.h"
+#include "pgoutput/copy_text.h"
 #include "pgoutput/decoder.h"
 #include "pgoutput/values.h"
 #include "server_util.h"
@@ -180,7 +183,7 @@ std::string Differences(const std::vector<Column>& columns, const Row& a, const 
 
 class PgoutputValuesTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(PgoutputValuesTest, LogPathCopyPathAndExtensionAgreeOnEveryType) {
+TEST_P(PgoutputValuesTest, LogPathCopyPathsAndExtensionAgreeOnEveryType) {
   const int major = GetParam();
   Cluster cluster(major);
   if (cluster.status() == 3) {
@@ -230,6 +233,33 @@ TEST_P(PgoutputValuesTest, LogPathCopyPathAndExtensionAgreeOnEveryType) {
     copied[std::stoi(*r[0])] = ToRow(columns, r);
   ASSERT_EQ(copied.size(), kRows.size());
 
+  // The COPY path: each CopyData cut in two, so that rows span pieces.
+  std::map<int, Row> copied_out;
+  {
+    PGresult* res = PQexec(copy.raw(), "COPY (SELECT * FROM public.all_types) TO STDOUT");
+    ASSERT_EQ(PQresultStatus(res), PGRES_COPY_OUT) << PQerrorMessage(copy.raw());
+    PQclear(res);
+    po::CopyTextParser parser;
+    po::Cells cells;
+    char* buf = nullptr;
+    int n, pieces = 0;
+    while ((n = PQgetCopyData(copy.raw(), &buf, 0)) > 0) {
+      const std::string_view data(buf, static_cast<std::size_t>(n));
+      const std::size_t cut = (static_cast<std::size_t>(pieces++) * 7919) % data.size();
+      parser.Feed(data.substr(0, cut));
+      while (parser.Next(&cells)) copied_out[std::stoi(*cells.at(0))] = ToRow(columns, cells);
+      parser.Feed(data.substr(cut));
+      while (parser.Next(&cells)) copied_out[std::stoi(*cells.at(0))] = ToRow(columns, cells);
+      PQfreemem(buf);
+    }
+    EXPECT_FALSE(parser.pending());
+    while ((res = PQgetResult(copy.raw())) != nullptr) {
+      EXPECT_EQ(PQresultStatus(res), PGRES_COMMAND_OK);
+      PQclear(res);
+    }
+  }
+  ASSERT_EQ(copied_out.size(), kRows.size());
+
   // The log path.
   Read read = dblog::test::ReadSlot(pinned, "s",
                                     {{"proto_version", "1"},
@@ -263,7 +293,10 @@ TEST_P(PgoutputValuesTest, LogPathCopyPathAndExtensionAgreeOnEveryType) {
   for (const auto& [id, row] : copied) {
     SCOPED_TRACE("PostgreSQL " + std::to_string(major) + ", row " + std::to_string(id));
     EXPECT_EQ(row.SerializeAsString(), logged[id].SerializeAsString())
-        << "the log path and the copy path differ:" << Differences(columns, logged[id], row);
+        << "the log path and the query path differ:" << Differences(columns, logged[id], row);
+    EXPECT_EQ(copied_out[id].SerializeAsString(), logged[id].SerializeAsString())
+        << "the log path and the COPY path differ:"
+        << Differences(columns, logged[id], copied_out[id]);
   }
   // The converter kept the native kinds (not every value a literal).
   const Row& r1 = copied[1];
