@@ -37,9 +37,11 @@ const std::string& Text(const std::optional<std::string>& cell, const char* what
 const char* const kRelationQuery = R"sql(
 SELECT n.nspname, c.relname, c.relreplident, a.attname, a.atttypid,
        (WITH RECURSIVE d(t, base) AS (
-            SELECT a.atttypid, ty.typbasetype FROM pg_catalog.pg_type ty WHERE ty.oid = a.atttypid
+            SELECT a.atttypid, ty.typbasetype FROM pg_catalog.pg_type ty
+             WHERE ty.oid OPERATOR(pg_catalog.=) a.atttypid
             UNION ALL
-            SELECT d.base, ty.typbasetype FROM d JOIN pg_catalog.pg_type ty ON ty.oid = d.base)
+            SELECT d.base, ty.typbasetype FROM d JOIN pg_catalog.pg_type ty
+                ON ty.oid OPERATOR(pg_catalog.=) d.base)
         SELECT d.t FROM d WHERE d.base OPERATOR(pg_catalog.=) 0),
        a.atttypmod, a.attnum, a.attnotnull, pg_catalog.format_type(a.atttypid, a.atttypmod),
        (SELECT k.ord FROM pg_catalog.pg_index i,
@@ -47,9 +49,9 @@ SELECT n.nspname, c.relname, c.relreplident, a.attname, a.atttypid,
          WHERE i.indexrelid OPERATOR(pg_catalog.=) (
                  SELECT i2.indexrelid FROM pg_catalog.pg_index i2
                   WHERE i2.indrelid OPERATOR(pg_catalog.=) c.oid
-                    AND CASE c.relreplident WHEN 'i' THEN i2.indisreplident
-                                            WHEN 'n' THEN false
-                                            ELSE i2.indisprimary END)
+                    AND CASE WHEN c.relreplident OPERATOR(pg_catalog.=) 'i' THEN i2.indisreplident
+                             WHEN c.relreplident OPERATOR(pg_catalog.=) 'n' THEN false
+                             ELSE i2.indisprimary END)
            AND k.attnum OPERATOR(pg_catalog.=) a.attnum
            AND k.ord OPERATOR(pg_catalog.<=) i.indnkeyatts)
   FROM pg_catalog.pg_class c
