@@ -3,7 +3,11 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 
 namespace dblog::publish {
 
@@ -19,7 +23,8 @@ std::string StatusText(natsStatus s) {
 
 // Errors of the connection itself (the server gone, a timeout) can be retried; a refusal of a
 // JetStream API request is retried too unless it says the configuration is wrong.
-BrokerError Failure(const std::string& what, natsStatus s, jsErrCode code = static_cast<jsErrCode>(0)) {
+BrokerError Failure(const std::string& what, natsStatus s,
+                    jsErrCode code = static_cast<jsErrCode>(0)) {
   std::string message = "NATS: " + what + ": " + StatusText(s);
   if (code != 0) message += " [JetStream error " + std::to_string(static_cast<int>(code)) + "]";
   const bool config_error = s == NATS_NOT_PERMITTED || s == NATS_INVALID_ARG ||
@@ -32,7 +37,8 @@ void OnPubAckError(jsCtx*, jsPubAckErr* pae, void* closure) {
   std::string error = "a publish failed: ";
   error += natsStatus_GetText(pae->Err);
   if (pae->ErrText) error += std::string(": ") + pae->ErrText;
-  if (pae->ErrCode) error += " [JetStream error " + std::to_string(static_cast<int>(pae->ErrCode)) + "]";
+  if (pae->ErrCode)
+    error += " [JetStream error " + std::to_string(static_cast<int>(pae->ErrCode)) + "]";
   static_cast<JetStream*>(closure)->RecordAsyncError(error);
 }
 
@@ -49,7 +55,8 @@ std::vector<std::string> ParseNatsUrl(const std::string& url) {
   std::size_t start = 0;
   while (start <= url.size()) {
     const std::size_t comma = url.find(',', start);
-    std::string one = url.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string one =
+        url.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (one.rfind("nats://", 0) != 0) {
       if (servers.empty() || one.find("://") != std::string::npos)
         throw std::invalid_argument("'" + one + "' is not nats://HOST:PORT");
@@ -176,10 +183,45 @@ void JetStream::ReadLastPosition(std::uint64_t first_seq, StoredTail& tail) {
   }
 }
 
+// A replicated stream's tail is read only once it holds still. nats-server (2.9.10 in Debian 12)
+// checks Nats-Msg-Id and Nats-Expected-Last-Sequence on the stream leader when it proposes a
+// message, against what that leader has applied (nats-server PR 6415, January 2025, moved the
+// checks to where every replica applies). A leader elected a moment ago may not yet have applied
+// what its predecessor had committed: a resend checked then passes both checks and is stored after
+// the first copy (seen: the same id at two adjacent sequences after a node was killed). So a tail
+// is trusted only when two reads kSettle apart name the same leader and the same last sequence;
+// until then nothing is published (R1 streams have no leader to change and are read at once).
+jsStreamInfo* JetStream::SettledStreamInfo() {
+  using clock = std::chrono::steady_clock;
+  constexpr auto kSettle = std::chrono::milliseconds(500);
+  const auto deadline =
+      clock::now() + std::max(options_.ack_timeout, std::chrono::milliseconds(5000)) * 4;
+  jsStreamInfo* info = StreamInfo();
+  if (!info->Config || info->Config->Replicas <= 1) return info;
+  // (leader, last sequence) of the previous read: a node that is down does not hold it up
+  std::optional<std::pair<std::string, std::uint64_t>> seen;
+  for (;;) {
+    const bool led = info->Cluster && info->Cluster->Leader && *info->Cluster->Leader;
+    const auto now =
+        led ? std::optional(std::make_pair(std::string(info->Cluster->Leader), info->State.LastSeq))
+            : std::nullopt;
+    if (now && seen == now) return info;
+    seen = now;
+    jsStreamInfo_Destroy(info);
+    if (clock::now() > deadline)
+      throw BrokerError("NATS: stream " + options_.stream +
+                            " did not settle (one leader, its last sequence unchanged for " +
+                            std::to_string(kSettle.count()) + " ms)",
+                        true);
+    std::this_thread::sleep_for(kSettle);
+    info = StreamInfo();
+  }
+}
+
 StoredTail JetStream::Open() {
   Close();
   Connect();
-  jsStreamInfo* info = StreamInfo();
+  jsStreamInfo* info = SettledStreamInfo();
   bool holds_subjects = false;
   for (int i = 0; info->Config && i < info->Config->SubjectsLen; ++i)
     holds_subjects = holds_subjects || options_.subjects == info->Config->Subjects[i];

@@ -30,7 +30,7 @@ struct JetStreamOptions {
   int replicas = 1;                  // for a stream this creates
   // How long Flush waits for the PubAcks (and connecting for the server).
   std::chrono::milliseconds ack_timeout{10000};
-  std::size_t max_pending = 4096;    // async publishes in flight before Publish blocks
+  std::size_t max_pending = 4096;  // async publishes in flight before Publish blocks
 };
 
 // "nats://h1:4222,nats://h2:4222" or "nats://h1:4222,h2:4222" -> one URL per server; throws
@@ -59,6 +59,7 @@ class JetStream : public Broker {
   // position, from tail.last_seq down to first_seq, into `tail`.
   void Connect();
   jsStreamInfo* StreamInfo();
+  jsStreamInfo* SettledStreamInfo();
   void ReadLastPosition(std::uint64_t first_seq, StoredTail& tail);
 
   JetStreamOptions options_;
