@@ -4,6 +4,7 @@
 #
 #   tests/pg-cluster.sh start MAJOR   prints two lines: the cluster's directory, its conninfo
 #   tests/pg-cluster.sh stop DIR      stops it and removes DIR
+#   tests/pg-cluster.sh restart DIR   restarts its server (fast shutdown), same port and data
 #   tests/pg-cluster.sh bindir MAJOR  prints the server's bin directory (exit 1: not there)
 #
 # Exit status 3 from start: that major's binaries are absent (scripts/fetch-postgres.sh).
@@ -24,11 +25,16 @@ case "${1:-}" in
     PG_BINDIR=$(cat "$CLUSTER_DIR/bindir" 2>/dev/null || echo "$DEBIAN_PG_BINDIR")
     cluster_stop
     ;;
+  restart)
+    case "$2" in /tmp/dblog-cluster.*) ;; *) echo "pg-cluster: not a cluster dir: $2" >&2; exit 2 ;; esac
+    PG_BINDIR=$(cat "$2/bindir" 2>/dev/null || echo "$DEBIAN_PG_BINDIR")
+    as_pg "$PG_BINDIR/pg_ctl" -D "$2/data" -l "$2/server.log" -w -t 60 -m fast restart >/dev/null
+    ;;
   bindir)
     pg_bindir "$2"
     ;;
   *)
-    echo "usage: $0 start MAJOR | stop DIR | bindir MAJOR" >&2
+    echo "usage: $0 start MAJOR | stop DIR | restart DIR | bindir MAJOR" >&2
     exit 2
     ;;
 esac

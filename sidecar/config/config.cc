@@ -125,11 +125,15 @@ std::string FormatScope(const Scope& scope) { return scope.text(); }
 // The plugin parses the canonical text with the same matcher.
 std::string PluginIncludeOption(const Scope& scope) { return scope.text(); }
 
+const char* SourcePluginName(SourcePlugin plugin) {
+  return plugin == SourcePlugin::kPgoutput ? "pgoutput" : "dblog";
+}
+
 namespace {
 
 // The settings as given, before they are checked and turned into a Config.
 struct Flags {
-  std::string listen, metrics, config_file, token_file, default_scope;
+  std::string listen, metrics, config_file, token_file, default_scope, source_plugin;
   std::vector<std::string> consumers, consumer_token_files;
   double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
   std::size_t max_buffer_mb = 16;
@@ -151,6 +155,11 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
     ("source", po::value(&c.source),
      "libpq connection string or URI of the source database (required); the role needs "
      "REPLICATION and SELECT on the tables in scope")
+    ("source-plugin", po::value(&f.source_plugin)->default_value("dblog"),
+     "dblog (the extension's output plugin) or pgoutput (PostgreSQL's built-in plugin, for "
+     "servers where the extension cannot be installed: managed services, PostgreSQL 16-18; "
+     "streams through a publication per consumer, without bootstrap or repairs yet: see "
+     "docs/pgoutput.md)")
     ("listen", po::value(&f.listen)->default_value("127.0.0.1:7654"),
      "host:port for consumers; anything but loopback requires a token and TLS (--tls-cert)")
     ("tls-cert", po::value(&c.tls_cert),
@@ -387,6 +396,18 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (!ReadSettings(argc, argv, opts)) return std::nullopt;
 
   if (c.source.empty()) throw ConfigError("source: required (a libpq connection string)");
+  if (f.source_plugin == "dblog") {
+    c.source_plugin = SourcePlugin::kDblog;
+  } else if (f.source_plugin == "pgoutput") {
+    c.source_plugin = SourcePlugin::kPgoutput;
+    if (c.bootstrap)
+      throw ConfigError(
+          "source-plugin: pgoutput mode cannot bootstrap yet (docs/pgoutput.md): give "
+          "--bootstrap=false, and a new consumer starts at its slot's creation, without the "
+          "rows that existed before");
+  } else {
+    throw ConfigError("source-plugin: '" + f.source_plugin + "' is neither dblog nor pgoutput");
+  }
   c.listen = ParseEndpoint("listen", f.listen);
   if (f.metrics != "off") c.metrics = ParseEndpoint("metrics-listen", f.metrics);
   if (!f.token_file.empty()) c.token = ReadTokenFile("token-file", f.token_file);
@@ -428,6 +449,7 @@ Reload PlanReload(const Config& running, Config read) {
   Reload r;
   auto& keep = r.needs_restart;
   KeepRunning("source", running.source, read.source, keep);
+  KeepRunning("source-plugin", running.source_plugin, read.source_plugin, keep);
   KeepRunning("listen", running.listen, read.listen, keep);
   KeepRunning("metrics-listen", running.metrics, read.metrics, keep);
   KeepRunning("tls-cert", running.tls_cert, read.tls_cert, keep);

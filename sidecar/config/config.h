@@ -54,8 +54,15 @@ struct ConsumerConfig {
   std::string token;
 };
 
+// Where the changes come from (--source-plugin): the dblog extension's output plugin (the
+// default), or PostgreSQL's built-in pgoutput, where the extension cannot be installed
+// (docs/pgoutput.md says what that mode does and what it does not do yet).
+enum class SourcePlugin { kDblog, kPgoutput };
+const char* SourcePluginName(SourcePlugin plugin);
+
 struct Config {
   std::string source;               // libpq connection string of the source database
+  SourcePlugin source_plugin = SourcePlugin::kDblog;
   Endpoint listen{"127.0.0.1", 7654};
   // The global token: opens configured consumers without a token of their own and, with
   // --default-scope, consumers not named by --consumer. Required unless listening on loopback

@@ -37,7 +37,9 @@ void Bookkeeping::CheckExtension() {
   if (ext.ntuples() == 0)
     throw std::runtime_error(
         "the dblog extension is not installed in the source database: run CREATE EXTENSION "
-        "dblog there (see docs/operations.md)");
+        "dblog there (see docs/operations.md), or, where it cannot be installed (a managed "
+        "service, PostgreSQL 16-18), start dblogd with --source-plugin pgoutput "
+        "(docs/pgoutput.md)");
   if (ext.value(0, 0) != kExtensionVersion)
     throw std::runtime_error(
         "the dblog extension in the source database is version " + std::string(ext.value(0, 0)) +

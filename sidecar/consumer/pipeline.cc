@@ -57,7 +57,10 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       shutdown_timer_(io),
       parse_block_(new char[kParseBlockBytes]),
       parse_arena_(ParseArenaOptions(parse_block_.get(), kParseBlockBytes)),
-      repairs_(std::make_unique<Repairs>(io, config_, consumer_, *stats_, bookkeeping_, *this)) {}
+      repairs_(std::make_unique<Repairs>(io, config_, consumer_, *stats_, bookkeeping_, *this)) {
+  if (config_.source_plugin == config::SourcePlugin::kPgoutput)
+    pgoutput_ = std::make_unique<PgoutputSource>(consumer_, slot_);
+}
 
 google::protobuf::ArenaOptions Pipeline::ParseArenaOptions(char* block, std::size_t size) {
   google::protobuf::ArenaOptions options;
@@ -72,6 +75,7 @@ Pipeline::~Pipeline() {
 }
 
 std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const {
+  if (pgoutput_) return pgoutput_->PluginOptions();
   // Messages: this consumer's watermarks, the DDL that moved tables (consumer/scope_changes.h)
   // and what it asked for, nothing else, so that a large message anyone may write never
   // reaches dblogd unless a consumer wants it.
@@ -95,9 +99,9 @@ std::set<std::string> UnconfiguredWithSlots(const config::Config& config) {
                                             {{"application_name", "dblogd admission"}});
   pg::Result r = sql.ExecParams(
       "SELECT slot_name FROM pg_replication_slots"
-      " WHERE plugin = 'dblog' AND database = current_database()"
+      " WHERE plugin = $2 AND database = current_database()"
       "   AND slot_name LIKE 'dblog\\_%' AND slot_name <> ALL ($1::text[])",
-      {configured});
+      {configured, std::string(config::SourcePluginName(config.source_plugin))});
   std::set<std::string> names;
   const std::string prefix = Pipeline::SlotName("");
   for (int i = 0; i < r.ntuples(); ++i) names.insert(std::string(r.value(i, 0)).substr(prefix.size()));
@@ -129,6 +133,8 @@ void Pipeline::Guarded(F&& step) {
     step();
   } catch (const bootstrap::ScopeError& e) {
     Fail(Error::SCOPE_ERROR, e.what());
+  } catch (const PublicationError& e) {
+    Fail(Error::SCOPE_ERROR, e.what());
   } catch (const ResumeAheadError& e) {
     Fail(Error::PROTOCOL_VIOLATION, e.what());
   } catch (const std::exception& e) {
@@ -137,6 +143,7 @@ void Pipeline::Guarded(F&& step) {
 }
 
 void Pipeline::Prepare() {
+  if (pgoutput_) return PreparePgoutput();
   bookkeeping_.CheckExtension();
   bookkeeping_.Preflight();
   pg::Connection& sql = bookkeeping_.Sql();
@@ -180,13 +187,50 @@ void Pipeline::Prepare() {
   });
 }
 
+// pgoutput mode: the publication first (the slot decodes it from its creation on), then the
+// slot; no extension, no bookkeeping tables, no bootstrap (config.cc refuses --bootstrap).
+void Pipeline::PreparePgoutput() {
+  pg::Connection& sql = bookkeeping_.Sql();
+  const std::vector<std::string> added = pgoutput_->EnsurePublication(sql);
+  pg::SlotInfo slot = pg::GetSlot(sql, slot_);
+  for (int i = 0; i < 20 && slot.exists && slot.active; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    slot = pg::GetSlot(sql, slot_);
+  }
+  if (slot.exists && slot.active)
+    throw std::runtime_error("slot " + slot_ + " is in use by another process (pid " +
+                             std::to_string(slot.active_pid.value_or(0)) + ")");
+  if (slot.exists && slot.plugin != "pgoutput")
+    throw std::runtime_error("slot " + slot_ + " was made with plugin " + slot.plugin +
+                             ", not pgoutput: it belongs to dblogd in the extension's mode; give "
+                             "this consumer another name, or drop the slot");
+  for (const auto& table : added)
+    log::Warn("publication_table_added",
+              {{"consumer", consumer_.name}, {"table", table},
+               {"message", "the table joined the consumer's scope; its rows and the changes "
+                           "made to it before now are not in the stream (pgoutput mode cannot "
+                           "repair yet: docs/pgoutput.md)"}});
+  if (slot.exists) {
+    if (slot.wal_status == "lost") throw std::runtime_error(SlotLostMessage(slot_));
+    confirmed_ = slot.confirmed_flush_lsn;
+    return BeginStreaming(true);
+  }
+  CreateSlotThen(false, [this](const pg::CreatedSlot& created) {
+    confirmed_ = created.consistent_point;
+    log::Info("slot_created", {{"consumer", consumer_.name}, {"slot", slot_},
+                               {"plugin", "pgoutput"}, {"publication", slot_},
+                               {"consistent_point", common::FormatLsn(created.consistent_point)}});
+    BeginStreaming(false);
+  });
+}
+
 void Pipeline::CreateSlotThen(bool export_snapshot,
                               std::function<void(const pg::CreatedSlot&)> next) {
   pg::Connection repl = pg::Connection::Open(config_.source, true,
                                              {{"application_name", "dblogd " + consumer_.name}});
   stats_->slot_creation_started_us = NowMicros();
   slot_creation_ = std::make_unique<SlotCreation>(
-      io_, std::move(repl), slot_, export_snapshot,
+      io_, std::move(repl), slot_, config::SourcePluginName(config_.source_plugin), export_snapshot,
       [this, next = std::move(next)](SlotCreation::Outcome outcome) {
         const auto waited = slot_creation_->elapsed();
         slot_creation_.reset();
@@ -257,12 +301,14 @@ void Pipeline::BeginStreaming(bool slot_existed) {
           "): it does not come from this source's stream; resume from a position this source "
           "sent, or start a new consumer");
   }
-  // refuses keyless tables before streaming
-  const std::vector<bootstrap::Table> tables =
-      bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
-  // A table that joined the consumer's scope since its bootstrap is copied through repair
-  // windows (the slot stays): a whole-table request per new table, queued like any other.
-  if (slot_existed) bookkeeping_.QueueTablesAddedToScope(tables);
+  if (!pgoutput_) {  // (pgoutput mode: PreparePgoutput enumerated the scope)
+    // refuses keyless tables before streaming
+    const std::vector<bootstrap::Table> tables =
+        bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
+    // A table that joined the consumer's scope since its bootstrap is copied through repair
+    // windows (the slot stays): a whole-table request per new table, queued like any other.
+    if (slot_existed) bookkeeping_.QueueTablesAddedToScope(tables);
+  }
 
   const emit::Position resume = emit::Position::FromProto(hello_.resume_after());
   acks_ = std::make_unique<emit::AckTracker>(confirmed_, resume);
@@ -273,7 +319,7 @@ void Pipeline::BeginStreaming(bool slot_existed) {
                                    {"from", common::FormatLsn(confirmed_)},
                                    {"resume_after", common::FormatLsn(resume.commit_lsn) + "#" +
                                                         std::to_string(resume.seq)}});
-  repairs_->LoadQueued();
+  if (!pgoutput_) repairs_->LoadQueued();  // (no repairs in pgoutput mode yet)
   StartStream();
   Heartbeat();
   repairs_->Schedule();  // queued requests start now, not at the log's next message
@@ -289,6 +335,7 @@ void Pipeline::SendWelcome(bool slot_created, const emit::Position* resume) {
   w->set_confirmed_flush_lsn(confirmed_);
   for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
   w->set_server_name("dblogd/0.1.0");
+  w->set_source_plugin(config::SourcePluginName(config_.source_plugin));
   session_->Send(welcome);
 }
 
@@ -335,9 +382,16 @@ void Pipeline::StartStream() {
     repairs_->ForgetTransactionsBelow(bookkeeping_.NextXid());
     stream_started_once_ = true;
   }
-  if (!repl_)
-    repl_ = pg::Connection::Open(config_.source, true,
-                                 {{"application_name", "dblogd " + consumer_.name}});
+  if (!repl_) {
+    std::vector<std::pair<std::string, std::string>> overrides = {
+        {"application_name", "dblogd " + consumer_.name}};
+    if (pgoutput_)
+      for (auto& o : PgoutputSource::ConnectionOverrides()) overrides.push_back(std::move(o));
+    repl_ = pg::Connection::Open(config_.source, true, overrides);
+  }
+  if (pgoutput_)
+    pgoutput_->StartStream([this]() -> pg::Connection& { return bookkeeping_.Sql(); },
+                           bookkeeping_.NextXid());
   pg::ReplicationStream::Options options;
   options.status_interval = config_.status_interval;
   stream_ = std::make_unique<pg::ReplicationStream>(io_, std::move(*repl_), *this, options);
@@ -347,9 +401,10 @@ void Pipeline::StartStream() {
   state_ = State::kStreaming;
 }
 
-void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view payload) {
+void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload) {
   if (state_ != State::kStreaming) return;
   backoff_ = config_.reconnect_min;
+  if (pgoutput_) return OnPgoutputData(wal_start, wal_end, payload);
   // Everything parsed goes when this returns (the emitter and the key log copy what they keep).
   struct ResetArena {
     google::protobuf::Arena& arena;
@@ -360,18 +415,8 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
     Fail(Error::SOURCE_ERROR, "the plugin sent a message that is not a dblog.v1.Batch");
     return;
   }
-  for (const auto& ev : batch->events()) {
-    if (!ev.has_commit()) continue;
-    stats_->transactions_sent++;
-    unacked_commits_.emplace_back(ev.commit().commit_lsn(), ev.commit().commit_time() == 0
-                                                                ? NowMicros()
-                                                                : ev.commit().commit_time());
-  }
-  if (!unacked_commits_.empty()) stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
-  if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
-  // The walsender sets a data message's WAL end (when at all) to the end of the transaction
-  // it completes: this message's events come before any heartbeat that says so.
-  source_lsn_ = std::max(source_lsn_, wal_end);
+  for (const auto& ev : batch->events()) CountCommits(ev);
+  SourceAdvanced(wal_end);
   // The plugin's own bytes of each Change, so that the emitter can forward them (a Change goes
   // out as it came, but for its seq) rather than serialize the parsed copy again.
   const std::vector<std::string_view> change_bytes =
@@ -390,6 +435,59 @@ void Pipeline::OnData(std::uint64_t, std::uint64_t wal_end, std::string_view pay
   }
   Flush();
   repairs_->Schedule();
+}
+
+void Pipeline::CountCommits(const dblog::v1::Event& ev) {
+  if (!ev.has_commit()) return;
+  stats_->transactions_sent++;
+  unacked_commits_.emplace_back(ev.commit().commit_lsn(), ev.commit().commit_time() == 0
+                                                              ? NowMicros()
+                                                              : ev.commit().commit_time());
+  stats_->oldest_unacked_commit_us = unacked_commits_.front().second;
+}
+
+void Pipeline::SourceAdvanced(std::uint64_t wal_end) {
+  if (wal_end > stats_->source_wal_lsn) stats_->source_wal_lsn = wal_end;
+  // The walsender sets a data message's WAL end (when at all) to the end of the transaction
+  // it completes: this message's events come before any heartbeat that says so.
+  source_lsn_ = std::max(source_lsn_, wal_end);
+}
+
+// pgoutput mode: one message of PostgreSQL's plugin, as the events the extension would have
+// written for it (consumer/pgoutput_source.h), through the same ProcessEvent.
+void Pipeline::OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end,
+                              std::string_view payload) {
+  pgoutput_events_.clear();
+  try {
+    pgoutput_->Translate(wal_start, payload, &pgoutput_events_);
+  } catch (const std::exception& e) {
+    // A message this mode cannot map (a table whose catalog no longer describes what pgoutput
+    // sent, after DDL): retrying decodes the same message again. Stop with the reason.
+    Fail(Error::SOURCE_ERROR, std::string("the pgoutput stream cannot go on: ") + e.what());
+    return;
+  }
+  for (auto& ev : pgoutput_events_) {
+    CountCommits(ev);
+    // pgoutput sends a message whole; the extension leaves out the content of a long one
+    // (--max-message-bytes), and so does this mode, before anything keeps it.
+    if (ev.has_message() && config_.max_message_bytes != 0 &&
+        ev.message().content().size() > config_.max_message_bytes) {
+      ev.mutable_message()->set_omitted_bytes(ev.message().content().size());
+      ev.mutable_message()->clear_content();
+    }
+  }
+  SourceAdvanced(wal_end);
+  try {
+    for (auto& ev : pgoutput_events_) ProcessEvent(ev, std::string_view());
+  } catch (const ScopeChangeError& e) {
+    Fail(e.code(), e.what());
+    return;
+  } catch (const std::exception& e) {
+    log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
+    Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
+    return;
+  }
+  Flush();
 }
 
 void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes) {
@@ -415,7 +513,8 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
         return;  // markers are dblogd's own: never forwarded
       }
       if (prefix == kScopeChangePrefix) {
-        scope_changes_.OnMessage(event.message());  // its copy is queued at the commit
+        // pgoutput mode has no event trigger of dblog's that writes them: any role could have.
+        if (!pgoutput_) scope_changes_.OnMessage(event.message());  // queued at the commit
         return;  // dblog's own: never forwarded
       }
       if (!MessageWanted(prefix)) return;

@@ -20,6 +20,7 @@
 #include "bootstrap/scope.h"
 #include "consumer/bookkeeping.h"
 #include "consumer/bootstrap_run.h"
+#include "consumer/pgoutput_source.h"
 #include "consumer/repairs.h"
 #include "consumer/scope_changes.h"
 #include "consumer/slot_creation.h"
@@ -96,6 +97,12 @@ class Pipeline : public server::Consumer,
   // Welcome: the slot, where the stream resumes (none after a bootstrap), the scope.
   void SendWelcome(bool slot_created, const emit::Position* resume);
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
+  // pgoutput mode: Prepare (the publication, the slot) and one XLogData payload.
+  void PreparePgoutput();
+  void OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload);
+  // After a data message: the commits it carried counted, the source position advanced.
+  void CountCommits(const dblog::v1::Event& event);
+  void SourceAdvanced(std::uint64_t wal_end);
   bool MessageWanted(const std::string& prefix) const;
   void StartStream();
   void SourceLost(const std::string& why);
@@ -156,6 +163,9 @@ class Pipeline : public server::Consumer,
   std::unique_ptr<char[]> parse_block_;
   google::protobuf::Arena parse_arena_;
   std::unique_ptr<Repairs> repairs_;
+  // pgoutput mode (--source-plugin pgoutput) only: the publication and the stream's decoding.
+  std::unique_ptr<PgoutputSource> pgoutput_;
+  std::vector<dblog::v1::Event> pgoutput_events_;
 };
 
 // Consumers that no --consumer names but that have a slot (plugin dblog, named dblog_<name>,

@@ -5,17 +5,17 @@
 namespace dblog::consumer {
 
 SlotCreation::SlotCreation(boost::asio::io_context& io, pg::Connection repl, std::string slot,
-                           bool export_snapshot, Done done)
+                           std::string plugin, bool export_snapshot, Done done)
     : backend_pid_(repl.backend_pid()),
       started_(std::chrono::steady_clock::now()),
       canceller_(std::make_unique<pg::Canceller>(repl)),
       alive_(std::make_shared<bool>(true)) {
   thread_ = std::thread([&io, alive = alive_, repl = std::move(repl), slot = std::move(slot),
-                         export_snapshot, done = std::move(done),
+                         plugin = std::move(plugin), export_snapshot, done = std::move(done),
                          work = boost::asio::make_work_guard(io)]() mutable {
     auto outcome = std::make_shared<Outcome>();
     try {
-      outcome->slot = pg::CreateSlot(repl, slot, "dblog", export_snapshot);
+      outcome->slot = pg::CreateSlot(repl, slot, plugin, export_snapshot);
     } catch (...) {
       outcome->error = std::current_exception();
     }

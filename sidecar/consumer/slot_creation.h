@@ -35,7 +35,7 @@ class SlotCreation {
 
   // Starts the creation at once. `done` runs on `io` (never after the destructor began).
   SlotCreation(boost::asio::io_context& io, pg::Connection repl, std::string slot,
-               bool export_snapshot, Done done);
+               std::string plugin, bool export_snapshot, Done done);
   // Cancels a creation still running (the server rolls it back: no slot is left) and waits
   // for the thread.
   ~SlotCreation();

@@ -364,4 +364,23 @@ void FromText(ValueKind kind, std::string_view text, dblog::v1::Value* out) {
   }
 }
 
+void RowFromText(const std::vector<ValueKind>& kinds,
+                 const std::vector<std::optional<std::string>>& cells, dblog::v1::Row* row) {
+  if (cells.size() != kinds.size())
+    throw ValueError("a row of " + std::to_string(cells.size()) + " values for " +
+                     std::to_string(kinds.size()) + " columns");
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    dblog::v1::Value* v = row->add_values();
+    if (!cells[i]) {
+      v->set_null_value(true);
+      continue;
+    }
+    try {
+      FromText(kinds[i], *cells[i], v);
+    } catch (const ValueError& e) {
+      throw ValueError("column " + std::to_string(i + 1) + ": " + e.what());
+    }
+  }
+}
+
 }  // namespace dblog::pgoutput

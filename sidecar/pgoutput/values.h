@@ -24,6 +24,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -84,5 +86,12 @@ std::string OutputSettingsOptions();
 // literals, as the encoder makes them. A NaN is std::numeric_limits<>::quiet_NaN(): the text
 // "NaN" does not say which of the NaNs the datum held, where the extension copies its bits.
 void FromText(ValueKind kind, std::string_view text, dblog::v1::Value* out);
+
+// One row of text cells (nullopt: SQL NULL), cell i printed by the output function of a column
+// of kinds[i], appended to *row as the encoder's Values: what the copy path of this mode reads
+// (a query's text results, or COPY TO's text format through CopyTextParser). Throws ValueError
+// naming the column's position when a cell is not its kind's text or the counts differ.
+void RowFromText(const std::vector<ValueKind>& kinds,
+                 const std::vector<std::optional<std::string>>& cells, dblog::v1::Row* row);
 
 }  // namespace dblog::pgoutput

@@ -111,5 +111,15 @@ TEST(PlanReload, OtherSettingsWaitForARestartAndKeepTheirRunningValues) {
   EXPECT_TRUE(r.end_consumers.empty());
 }
 
+// Switching between the extension's plugin and pgoutput takes a restart: the slots and the
+// events' source differ, a running consumer keeps the mode it started with.
+TEST(PlanReload, TheSourcePluginWaitsForARestart) {
+  const Config a = Read({"--consumer=c1=public.*"});
+  const Reload r = PlanReload(
+      a, Read({"--consumer=c1=public.*", "--source-plugin=pgoutput", "--bootstrap=false"}));
+  EXPECT_TRUE(Has(r.needs_restart, "source-plugin"));
+  EXPECT_EQ(r.next.source_plugin, SourcePlugin::kDblog);
+}
+
 }  // namespace
 }  // namespace dblog::config

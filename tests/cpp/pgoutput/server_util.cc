@@ -60,6 +60,8 @@ Cluster::Cluster(int major) {
   while (!conninfo_.empty() && conninfo_.back() == '\n') conninfo_.pop_back();
 }
 
+bool Cluster::Restart() { return Run(kClusterScript + " restart " + dir_).second == 0; }
+
 Cluster::~Cluster() {
   if (!dir_.empty()) Run(kClusterScript + " stop " + dir_);
 }

@@ -26,6 +26,9 @@ class Cluster {
   Cluster& operator=(const Cluster&) = delete;
   int status() const { return status_; }
   const std::string& conninfo() const { return conninfo_; }
+  // Restarts the server (fast shutdown: connections are cut), same port and data. False when
+  // pg_ctl failed.
+  bool Restart();
 
  private:
   int status_ = -1;

@@ -1,0 +1,237 @@
+// sidecar/consumer/pgoutput_source.cc: a consumer's source in pgoutput mode (see
+// pgoutput_source.h).
+#include "consumer/pgoutput_source.h"
+
+#include <map>
+
+#include "common/quote.h"
+#include "pgoutput/values.h"
+
+namespace dblog::consumer {
+namespace {
+
+// Oldest major the mode runs on: protocol 1 with messages 'true' needs 14; 15 to 18 are the
+// versions tested (tests/cpp/sidecar/pgoutput_mode_test.cc).
+constexpr int kMinServerVersion = 150000;
+
+// The scope's candidates: ordinary permanent tables outside the system schemas and outside
+// dblog's own (bootstrap::EnumerateScope's filter), with whether they have the key the
+// extension uses (kRelationQuery's rule: the primary key, the REPLICA IDENTITY index under
+// USING INDEX, none under NOTHING).
+constexpr const char* kCandidates = R"sql(
+SELECT c.oid, n.nspname, c.relname,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid
+                  AND CASE WHEN c.relreplident OPERATOR(pg_catalog.=) 'i' THEN i.indisreplident
+                           WHEN c.relreplident OPERATOR(pg_catalog.=) 'n' THEN false
+                           ELSE i.indisprimary END)
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
+    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+ WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
+   AND n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema,dblog}'::pg_catalog.name[])
+   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_toast%'
+   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_temp%'
+ ORDER BY n.nspname, c.relname)sql";
+
+std::string TableList(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+std::vector<ScopeTable> EnumerateScopeWithoutExtension(pg::Connection& sql,
+                                                       const config::Scope& scope) {
+  pg::Result r = sql.Exec(kCandidates);
+  std::vector<ScopeTable> tables;
+  std::vector<std::string> keyless;
+  for (int i = 0; i < r.ntuples(); ++i) {
+    const std::string schema(r.value(i, 1)), name(r.value(i, 2));
+    if (!scope.Holds(schema, name)) continue;
+    ScopeTable t;
+    t.oid = static_cast<std::uint32_t>(r.u64_value(i, 0));
+    t.qualified = common::QuoteQualified(schema, name);
+    if (!r.bool_value(i, 3)) {
+      keyless.push_back(t.qualified);
+      continue;
+    }
+    tables.push_back(std::move(t));
+  }
+  if (!keyless.empty())
+    throw PublicationError(
+        "tables in scope have no primary key or replica identity index: " + TableList(keyless) +
+        " (add a primary key, or leave them out of the consumer's scope)");
+  return tables;
+}
+
+PgoutputSource::PgoutputSource(const config::ConsumerConfig& consumer, std::string publication)
+    : consumer_(consumer), publication_(std::move(publication)) {}
+
+std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) {
+  if (sql.server_version() < kMinServerVersion)
+    throw PublicationError("pgoutput mode needs PostgreSQL 15 or later (this server is " +
+                           std::to_string(sql.server_version()) + ")");
+  const std::vector<ScopeTable> scope = EnumerateScopeWithoutExtension(sql, consumer_.scope);
+  std::map<std::uint32_t, std::string> wanted;
+  for (const auto& t : scope) wanted.emplace(t.oid, t.qualified);
+  const std::string pub = common::QuoteIdent(publication_);
+
+  pg::Result p = sql.ExecParams(
+      "SELECT p.oid, p.pubowner OPERATOR(pg_catalog.=) r.oid, p.puballtables, p.pubinsert,"
+      "       p.pubupdate, p.pubdelete, p.pubtruncate, p.pubviaroot"
+      "  FROM pg_catalog.pg_publication p, pg_catalog.pg_roles r"
+      " WHERE p.pubname OPERATOR(pg_catalog.=) $1 AND r.rolname OPERATOR(pg_catalog.=) "
+      "current_user",
+      {publication_});
+  if (p.ntuples() == 0) {
+    // FOR TABLE of exactly the scope; an empty scope makes an empty publication.
+    std::string sql_text = "CREATE PUBLICATION " + pub;
+    if (!wanted.empty()) {
+      std::vector<std::string> names;
+      for (const auto& [oid, name] : wanted) names.push_back(name);
+      sql_text += " FOR TABLE " + TableList(names);
+    }
+    sql_text +=
+        " WITH (publish = 'insert, update, delete, truncate',"
+        " publish_via_partition_root = false)";
+    try {
+      sql.Exec(sql_text);
+    } catch (const pg::Error& e) {
+      throw PublicationError("cannot create publication " + publication_ + ": " +
+                             e.server_message() +
+                             " (CREATE PUBLICATION needs CREATE on the database and ownership "
+                             "of each table; have an administrator run: " +
+                             sql_text + ")");
+    }
+    return {};
+  }
+  const std::string oid(p.value(0, 0));
+  const bool owned = p.bool_value(0, 1);
+  std::string wrong;
+  if (p.bool_value(0, 2)) wrong = "it is FOR ALL TABLES";
+  for (int col = 3; col <= 6; ++col)
+    if (!p.bool_value(0, col))
+      wrong = "it does not publish inserts, updates, deletes and truncates";
+  if (p.bool_value(0, 7)) wrong = "it publishes via the partition root";
+  pg::Result ns = sql.ExecParams(
+      "SELECT count(*) FROM pg_catalog.pg_publication_namespace"
+      " WHERE pnpubid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
+      {oid});
+  if (ns.u64_value(0, 0) > 0) wrong = "it publishes whole schemas (FOR TABLES IN SCHEMA)";
+  if (!wrong.empty())
+    throw PublicationError("publication " + publication_ + " cannot serve consumer " +
+                           consumer_.name + ": " + wrong + "; drop it (DROP PUBLICATION " + pub +
+                           ") and dblogd makes it again, FOR TABLE of the scope");
+
+  pg::Result rel = sql.ExecParams(
+      "SELECT pr.prrelid, format('%I.%I', n.nspname, c.relname),"
+      "       pr.prqual IS NOT NULL OR pr.prattrs IS NOT NULL"
+      "  FROM pg_catalog.pg_publication_rel pr"
+      "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) pr.prrelid"
+      "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      " WHERE pr.prpubid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
+      {oid});
+  std::vector<std::string> add, drop, filtered;
+  std::set<std::uint32_t> held;
+  for (int i = 0; i < rel.ntuples(); ++i) {
+    const auto relid = static_cast<std::uint32_t>(rel.u64_value(i, 0));
+    const std::string name(rel.value(i, 1));
+    held.insert(relid);
+    if (!wanted.count(relid))
+      drop.push_back(name);
+    else if (rel.bool_value(i, 2))
+      filtered.push_back(name);
+  }
+  if (!filtered.empty())
+    throw PublicationError("publication " + publication_ +
+                           " has a row filter or a column list "
+                           "for " +
+                           TableList(filtered) +
+                           ": changes would be left out; "
+                           "ALTER PUBLICATION " +
+                           pub + " SET TABLE " + TableList(filtered) +
+                           " (with the other tables of the scope)");
+  for (const auto& [relid, name] : wanted)
+    if (!held.count(relid)) add.push_back(name);
+  if (add.empty() && drop.empty()) return {};
+  std::vector<std::string> fix;
+  if (!add.empty()) fix.push_back("ALTER PUBLICATION " + pub + " ADD TABLE " + TableList(add));
+  if (!drop.empty()) fix.push_back("ALTER PUBLICATION " + pub + " DROP TABLE " + TableList(drop));
+  if (!owned)
+    throw PublicationError("publication " + publication_ +
+                           " does not hold the tables of consumer " + consumer_.name +
+                           "'s scope and dblogd's role does not own it; have its "
+                           "owner run: " +
+                           fix.front() + (fix.size() > 1 ? "; " + fix.back() : ""));
+  for (const auto& statement : fix) {
+    try {
+      sql.Exec(statement);
+    } catch (const pg::Error& e) {
+      throw PublicationError("cannot bring publication " + publication_ +
+                             " to the scope: " + e.server_message() +
+                             " (have an administrator run: " + statement + ")");
+    }
+  }
+  return add;
+}
+
+std::vector<std::pair<std::string, std::string>> PgoutputSource::PluginOptions() const {
+  // Protocol 1: a large transaction is spilled by the server and sent at its commit, as for the
+  // extension (no streamed blocks to hold back). binary 'false': values.h says why text.
+  return {{"proto_version", "1"},
+          {"publication_names", common::QuoteIdent(publication_)},
+          {"messages", "true"},
+          {"binary", "false"}};
+}
+
+std::vector<std::pair<std::string, std::string>> PgoutputSource::ConnectionOverrides() {
+  return {{"options", pgoutput::OutputSettingsOptions()}};
+}
+
+void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
+                                 std::uint64_t next_full_xid) {
+  decoder_ = std::make_unique<pgoutput::Decoder>(pgoutput::Decoder::Options{1, false});
+  out_of_scope_.clear();
+  translator_ = std::make_unique<pgoutput::Translator>(
+      [sql = std::move(sql)](const pgoutput::Relation& r) {
+        pg::Result res = sql().ExecParams(pgoutput::kRelationQuery, {std::to_string(r.oid)});
+        std::vector<std::vector<std::optional<std::string>>> rows;
+        for (int i = 0; i < res.ntuples(); ++i) {
+          auto& row = rows.emplace_back();
+          for (int j = 0; j < res.nfields(); ++j) {
+            const auto v = res.optional_value(i, j);
+            row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
+          }
+        }
+        return pgoutput::ParseRelationRows(r.oid, rows);
+      },
+      next_full_xid);
+}
+
+void PgoutputSource::Translate(std::uint64_t wal_start, std::string_view payload,
+                               std::vector<dblog::v1::Event>* out) {
+  const pgoutput::LogicalMessage message = decoder_->Decode(payload);
+  if (const auto* r = std::get_if<pgoutput::Relation>(&message)) {
+    // pgoutput names pg_catalog "" (never in a user's publication); the scope decides by name
+    if (consumer_.scope.Holds(r->nspname, r->relname))
+      out_of_scope_.erase(r->oid);
+    else
+      out_of_scope_.insert(r->oid);
+  }
+  scratch_.clear();
+  translator_->Translate(message, wal_start, &scratch_);
+  for (auto& ev : scratch_) {
+    if (ev.has_relation() && out_of_scope_.count(ev.relation().oid())) continue;
+    if (ev.has_change() && out_of_scope_.count(ev.change().relation_oid())) continue;
+    if (ev.has_truncate()) {
+      auto* oids = ev.mutable_truncate()->mutable_relation_oids();
+      for (int i = oids->size() - 1; i >= 0; --i)
+        if (out_of_scope_.count(oids->Get(i))) oids->erase(oids->begin() + i);
+      if (oids->empty()) continue;
+    }
+    out->push_back(std::move(ev));
+  }
+}
+
+}  // namespace dblog::consumer

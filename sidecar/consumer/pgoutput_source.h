@@ -1,0 +1,93 @@
+// sidecar/consumer/pgoutput_source.h: one consumer's source in pgoutput mode (dblogd
+// --source-plugin pgoutput, docs/pgoutput.md): its publication, the START_REPLICATION options
+// of PostgreSQL's built-in plugin, and each XLogData payload turned into the events the
+// extension's plugin would have written (pgoutput/decoder.h, pgoutput/translate.h), so that the
+// pipeline after it is the extension mode's, unchanged.
+//
+// The publication is named as the slot, dblog_<consumer>, and publishes inserts, updates,
+// deletes and truncates of exactly the tables in the consumer's scope (FOR TABLE: a publication
+// FOR ALL TABLES or FOR TABLES IN SCHEMA needs a superuser, which managed services do not
+// give). Before the slot is made, and at every connect, it is created, or brought to the scope
+// (ALTER PUBLICATION ... ADD / DROP TABLE) when dblogd's role owns it; one it does not own that
+// differs from the scope is refused with the statements that would fix it. A row filter, a
+// column list, publish_via_partition_root or an operation not published is refused: any of them
+// would leave changes out of the stream silently.
+// Owns: the publication's SQL, the replication options, the decoder and translator of the
+// current stream. Blocking (the catalog reads): called on the consumer's thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "dblog/v1/change.pb.h"
+#include "pg/connection.h"
+#include "pgoutput/decoder.h"
+#include "pgoutput/translate.h"
+
+namespace dblog::consumer {
+
+// The source cannot serve this consumer in pgoutput mode as it is set up (a table without a
+// key, a publication that does not match the scope): what is wrong and the statement that fixes
+// it. The consumer's session ends with SCOPE_ERROR.
+class PublicationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A table of the scope as the catalog has it now.
+struct ScopeTable {
+  std::uint32_t oid = 0;
+  std::string qualified;  // "schema"."name", quoted
+};
+
+// Ordinary permanent tables matching `scope` (as bootstrap::EnumerateScope picks them, without
+// the extension's functions), in name order. Throws PublicationError naming every one without a
+// key (no primary key, and no REPLICA IDENTITY USING INDEX).
+std::vector<ScopeTable> EnumerateScopeWithoutExtension(pg::Connection& sql,
+                                                       const config::Scope& scope);
+
+class PgoutputSource {
+ public:
+  PgoutputSource(const config::ConsumerConfig& consumer, std::string publication);
+
+  // Checks the server (15 or later) and makes the publication hold exactly the scope's tables
+  // (see above). Returns the tables added to an existing publication (their earlier rows and
+  // changes are not in the stream: the caller says so). Throws PublicationError or pg::Error.
+  std::vector<std::string> EnsurePublication(pg::Connection& sql);
+
+  // START_REPLICATION's options: protocol 1, this publication, messages, text values.
+  std::vector<std::pair<std::string, std::string>> PluginOptions() const;
+  // The libpq keywords a replication connection of this mode needs: the output settings the
+  // converter reads values under (pgoutput::kOutputSettings).
+  static std::vector<std::pair<std::string, std::string>> ConnectionOverrides();
+
+  // A new stream begins (first start, or after a reconnect): a new decoder and translator.
+  // next_full_xid: the server's next 64-bit xid now (Bookkeeping::NextXid). `sql`: the
+  // connection the translator reads the catalog through when a Relation message arrives.
+  void StartStream(std::function<pg::Connection&()> sql, std::uint64_t next_full_xid);
+
+  // One XLogData payload and its dataStart: appends the events it makes (0 or more) to *out.
+  // Events of tables outside the scope are dropped (a publication changed by hand). Throws
+  // pgoutput::DecodeError or pgoutput::TranslateError: the stream cannot go on.
+  void Translate(std::uint64_t wal_start, std::string_view payload,
+                 std::vector<dblog::v1::Event>* out);
+
+ private:
+  const config::ConsumerConfig& consumer_;
+  const std::string publication_;
+  std::unique_ptr<pgoutput::Decoder> decoder_;
+  std::unique_ptr<pgoutput::Translator> translator_;
+  std::set<std::uint32_t> out_of_scope_;  // relations announced that the scope does not hold
+  std::vector<dblog::v1::Event> scratch_;
+};
+
+}  // namespace dblog::consumer

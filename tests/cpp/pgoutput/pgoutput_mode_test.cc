@@ -1,0 +1,299 @@
+// tests/cpp/pgoutput/pgoutput_mode_test.cc: dblogd --source-plugin pgoutput end to end, on
+// PostgreSQL 15, 16, 17 and 18 (each its own cluster, tests/pg-cluster.sh), with the real
+// dblogd, the real client library over TCP and a role as managed services give one: LOGIN and
+// REPLICATION, no superuser, no dblog extension in the database, dblog absent from
+// output_plugin_libraries where the server has that setting (Debian's 15).
+//
+// The oracle: replaying the stream must give the source's tables, read through the copy path of
+// this mode (each column's output text under pgoutput::kOutputSettings, through the one
+// converter, pgoutput::RowFromText), key by key and value by value.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "common/lsn.h"
+#include "dblogd_fixture.h"
+#include "oracle_workload.h"
+#include "pg_test_util.h"
+#include "pgoutput/translate.h"
+#include "pgoutput/values.h"
+#include "server_util.h"
+
+namespace {
+
+namespace po = dblog::pgoutput;
+using dblog::test::Cluster;
+using dblog::test::DblogdProcess;
+using dblog::test::PgConn;
+using dblog::test::Replay;
+using namespace std::chrono_literals;
+
+constexpr const char* kSchema = "app";
+constexpr const char* kConsumer = "sink";
+constexpr const char* kRole = "cdc";
+
+// The conninfo of `cluster` as role `role`.
+std::string As(const Cluster& cluster, const std::string& role) {
+  std::string c = cluster.conninfo();
+  const auto at = c.find("user=");
+  if (at != std::string::npos) c.erase(at, c.find(' ', at) - at);
+  return c + " user=" + role;
+}
+
+// The table as the copy path of pgoutput mode reads it: key bytes -> row bytes.
+std::map<std::string, std::string> CopyPathTable(PgConn& pinned, const std::string& table) {
+  const std::string oid = pinned.scalar("SELECT '" + table + "'::regclass::oid");
+  std::vector<std::vector<std::optional<std::string>>> catalog;
+  for (auto& r : pinned.exec(std::string(po::kRelationQuery)
+                                 .replace(std::string(po::kRelationQuery).find("$1"), 2, oid)))
+    catalog.push_back(r);
+  const po::CatalogRelation rel =
+      po::ParseRelationRows(static_cast<std::uint32_t>(std::stoul(oid)), catalog);
+  std::vector<po::ValueKind> kinds;
+  std::string columns;
+  for (const auto& c : rel.columns) {
+    kinds.push_back(po::KindOfBaseType(c.base_type_oid));
+    columns += (columns.empty() ? "" : ", ") + std::string("\"") + c.name + "\"";
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& cells : pinned.exec("SELECT " + columns + " FROM " + table)) {
+    dblog::v1::Row row, key;
+    po::RowFromText(kinds, cells, &row);
+    for (std::uint32_t k : rel.key_columns) *key.add_values() = row.values(static_cast<int>(k));
+    out[key.SerializeAsString()] = row.SerializeAsString();
+  }
+  return out;
+}
+
+class PgoutputModeTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<Cluster>(GetParam());
+    if (cluster_->status() == 3)
+      FAIL() << "PostgreSQL " << GetParam() << " binaries absent: run scripts/fetch-postgres.sh "
+             << GetParam();
+    ASSERT_EQ(cluster_->status(), 0) << "tests/pg-cluster.sh start " << GetParam();
+    PgConn admin(cluster_->conninfo());
+    // The role a managed service gives: no superuser, REPLICATION, CREATE on the database (for
+    // the publication), the owner of the application's tables (as the service's main user is).
+    admin.exec(std::string("CREATE ROLE ") + kRole + " LOGIN REPLICATION NOSUPERUSER");
+    admin.exec(std::string("GRANT CREATE ON DATABASE postgres TO ") + kRole);
+    admin.exec(std::string("CREATE SCHEMA ") + kSchema + " AUTHORIZATION " + kRole);
+    EXPECT_EQ(admin.scalar("SELECT count(*) FROM pg_extension WHERE extname = 'dblog'"), "0");
+    db_ = std::make_unique<PgConn>(As(*cluster_, kRole));
+    pinned_ = std::make_unique<PgConn>(As(*cluster_, kRole) + " options='" +
+                                       po::OutputSettingsOptions() + "'");
+  }
+
+  DblogdProcess& StartDblogd(const std::string& scope = std::string(kSchema) + ".*") {
+    dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
+        "--source=" + As(*cluster_, kRole), "--source-plugin=pgoutput", "--bootstrap=false",
+        std::string("--consumer=") + kConsumer + "=" + scope, "--reconnect-max=1"});
+    dblogd_->Start();
+    return *dblogd_;
+  }
+
+  dblog::client::Client Connect(std::optional<dblog::v1::Position> resume_after = {},
+                                const std::string& consumer = kConsumer) {
+    dblog::client::ConnectOptions o;
+    o.port = dblogd_->port();
+    o.consumer = consumer;
+    o.resume_after = resume_after;
+    o.client_name = "pgoutput-mode-test";
+    o.io_timeout = 30000ms;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      try {
+        return dblog::client::Client::Connect(o);
+      } catch (const dblog::client::TransportError&) {  // dblogd not listening yet
+        if (std::chrono::steady_clock::now() > deadline) throw;
+        std::this_thread::sleep_for(200ms);
+      }
+    }
+  }
+
+  // Connects as `consumer` and reads until dblogd ends the session: its Error.
+  std::optional<dblog::client::ServerError> Refusal(const std::string& consumer = kConsumer) {
+    try {
+      auto c = Connect({}, consumer);
+      dblog::client::Item item;
+      while (c.Next(item)) {
+      }
+    } catch (const dblog::client::ServerError& e) {
+      return e;
+    }
+    return std::nullopt;
+  }
+
+  // A committed row in scope; returns the WAL insert position after it (its commit's LSN is
+  // at or past it).
+  std::uint64_t Sentinel() {
+    db_->exec("BEGIN");
+    db_->exec(std::string("INSERT INTO ") + kSchema + ".sentinel VALUES (" +
+              std::to_string(++sentinel_) + ")");
+    const std::uint64_t lsn =
+        dblog::common::ParseLsn(db_->scalar("SELECT pg_current_wal_insert_lsn()"));
+    db_->exec("COMMIT");
+    return lsn;
+  }
+
+  // Reads into `replay` until a Commit at or past `lsn`, acknowledging every Commit.
+  void ReadUntil(dblog::client::Client& c, Replay& replay, std::uint64_t lsn) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    dblog::client::Item item;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!c.Next(item)) FAIL() << "dblogd closed the stream\n" << dblogd_->log();
+      if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
+        ASSERT_NO_THROW(replay.Apply(*ev));
+        if (ev->has_commit()) {
+          c.Ack(*dblog::client::Client::PositionOf(*ev));
+          if (ev->commit().commit_lsn() >= lsn) return;
+        }
+      }
+    }
+    FAIL() << "the stream did not reach " << dblog::common::FormatLsn(lsn) << "\n"
+           << dblogd_->log();
+  }
+
+  void ExpectConverged(const Replay& replay, const std::vector<std::string>& tables) {
+    for (const auto& t : tables) {
+      const std::string q = std::string(kSchema) + "." + t;
+      const auto source = CopyPathTable(*pinned_, q);
+      const auto replayed = replay.Table(
+          static_cast<std::uint32_t>(std::stoul(db_->scalar("SELECT '" + q + "'::regclass::oid"))));
+      EXPECT_EQ(source.size(), replayed.size()) << q;
+      if (t != "sentinel") EXPECT_GT(source.size(), 0u) << q << ": the workload left it empty";
+      int differing = 0;
+      for (const auto& [key, row] : source) {
+        auto it = replayed.find(key);
+        differing += it == replayed.end() || it->second != row;
+      }
+      EXPECT_EQ(differing, 0) << q << ": rows missing from the replay or different";
+    }
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<PgConn> db_, pinned_;
+  std::unique_ptr<DblogdProcess> dblogd_;
+  int sentinel_ = 0;
+};
+
+// The randomized workload of the oracle (inserts, updates, deletes, key changes, TOASTed values
+// an update leaves alone, truncates, rollbacks, a 2,000-row transaction now and then) while
+// dblogd is SIGKILLed and restarted and the server itself restarts: the replay equals the source,
+// every table; Welcome says pgoutput; nothing was made in the database but the slot and the
+// publication.
+TEST_P(PgoutputModeTest, StreamsTheWorkloadThroughKillsAndAServerRestart) {
+  const std::string s = kSchema;
+  dblog::test::CreateWorkloadTables(*db_, s);
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  db_->exec("ALTER TABLE " + s + ".t_uuid REPLICA IDENTITY FULL");
+  StartDblogd();
+  Replay replay;
+  std::mt19937_64 rng(2300 + static_cast<unsigned>(GetParam()));
+  dblog::test::WorkloadOptions options;
+  options.large_rows = 2000;
+  {
+    auto c = Connect();
+    EXPECT_EQ(c.welcome().source_plugin(), "pgoutput");
+    EXPECT_TRUE(c.welcome().slot_created());
+    for (int i = 0; i < 30; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ExpectConverged(replay, {"t_int", "t_comp", "t_uuid"});
+    for (int i = 0; i < 30; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+    dblogd_->Signal(SIGKILL);
+    dblogd_->Wait();
+  }
+  for (int i = 0; i < 20; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  StartDblogd();
+  {
+    auto c = Connect(replay.last_position());
+    EXPECT_FALSE(c.welcome().slot_created());
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ExpectConverged(replay, {"t_int", "t_comp", "t_uuid"});
+    // the server restarts under dblogd: it reconnects and streams on from the slot
+    ASSERT_TRUE(cluster_->Restart());
+    db_ = std::make_unique<PgConn>(As(*cluster_, kRole));
+    pinned_ = std::make_unique<PgConn>(As(*cluster_, kRole) + " options='" +
+                                       po::OutputSettingsOptions() + "'");
+    for (int i = 0; i < 30; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ExpectConverged(replay, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  }
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "source_reconnected"), 1);
+  EXPECT_GT(replay.events(), 500u);
+  // What dblogd made in the database: the slot and the publication, nothing else.
+  EXPECT_EQ(db_->scalar("SELECT string_agg(pubname || ':' || (SELECT string_agg(tablename, ',' "
+                        "ORDER BY tablename) FROM pg_publication_tables t WHERE t.pubname = "
+                        "p.pubname), ' ') FROM pg_publication p"),
+            "dblog_sink:sentinel,t_comp,t_int,t_uuid");
+  EXPECT_EQ(db_->scalar("SELECT string_agg(slot_name || ':' || plugin, ' ') FROM "
+                        "pg_replication_slots"),
+            "dblog_sink:pgoutput");
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM pg_namespace WHERE nspname = 'dblog'"), "0");
+}
+
+// What the mode refuses, each with the statement that fixes it: a table in scope without a key,
+// a publication of that name that dblogd's role does not own and that does not hold the scope;
+// a table added to the scope while dblogd was down is added to dblogd's own publication and
+// logged as not copied. Without the flag, the same source (no extension) is refused naming it.
+TEST_P(PgoutputModeTest, RefusesWhatWouldLoseChangesAndSaysHowToFixIt) {
+  const std::string s = kSchema;
+  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
+  db_->exec("CREATE TABLE " + s + ".keyless (v text)");
+  StartDblogd();
+  auto refused = [&](const std::string& expected) {
+    const auto e = Refusal();
+    ASSERT_TRUE(e) << "not refused\n" << dblogd_->log();
+    EXPECT_EQ(e->code(), dblog::v1::Error::SCOPE_ERROR) << e->what();
+    EXPECT_NE(std::string(e->what()).find(expected), std::string::npos) << e->what();
+  };
+  refused("have no primary key or replica identity index: \"app\".\"keyless\"");
+  db_->exec("DROP TABLE " + s + ".keyless");
+  // a publication of dblogd's name, made by another role, holding another table
+  PgConn admin(cluster_->conninfo());
+  admin.exec("CREATE TABLE public.other (id int PRIMARY KEY)");
+  admin.exec("CREATE PUBLICATION dblog_sink FOR TABLE public.other");
+  refused("ALTER PUBLICATION \"dblog_sink\" ADD TABLE \"app\".\"a\"");
+  admin.exec("DROP PUBLICATION dblog_sink");
+  {
+    auto c = Connect();
+    EXPECT_TRUE(c.welcome().slot_created());
+  }
+  dblogd_->Stop();
+  db_->exec("CREATE TABLE " + s + ".b (id int PRIMARY KEY)");
+  StartDblogd();
+  {
+    auto c = Connect();
+    EXPECT_FALSE(c.welcome().slot_created());
+  }
+  EXPECT_EQ(dblog::test::CountLogEvents(dblogd_->log(), "publication_table_added"), 1)
+      << dblogd_->log();
+  EXPECT_EQ(db_->scalar("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM "
+                        "pg_publication_tables WHERE pubname = 'dblog_sink'"),
+            "a,b");
+  dblogd_->Stop();
+  // the extension's mode on a database without the extension names the flag
+  dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
+      "--source=" + As(*cluster_, kRole), std::string("--consumer=other=") + s + ".*"});
+  dblogd_->Start();
+  const auto e = Refusal("other");
+  ASSERT_TRUE(e) << "not refused\n" << dblogd_->log();
+  EXPECT_EQ(e->code(), dblog::v1::Error::SOURCE_ERROR) << e->what();
+  EXPECT_NE(std::string(e->what()).find("--source-plugin pgoutput"), std::string::npos)
+      << e->what();
+}
+
+INSTANTIATE_TEST_SUITE_P(Majors, PgoutputModeTest, ::testing::Values(15, 16, 17, 18),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "PostgreSQL" + std::to_string(i.param);
+                         });
+
+}  // namespace
