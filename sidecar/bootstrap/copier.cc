@@ -6,9 +6,10 @@
 #include <map>
 #include <stdexcept>
 
-
+#include "common/quote.h"
 #include "log/log.h"
 #include "pg/connection.h"
+#include "pgoutput/copy_text.h"
 
 namespace dblog::bootstrap {
 namespace {
@@ -63,8 +64,10 @@ namespace {
 // lock on the table keeps it until the worker commits); the stream describes them with the
 // definition read when the bootstrap was planned. DDL in between would make a consumer read
 // them with the wrong columns: fail the bootstrap instead (it is redone from a new slot).
-void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t) {
-  if (DescribeTable(conn, t.oid).SerializeAsString() != t.relation.SerializeAsString())
+void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t, Reader reader) {
+  const dblog::v1::Relation now = reader == Reader::kCatalog ? DescribeTableFromCatalog(conn, t.oid)
+                                                             : DescribeTable(conn, t.oid);
+  if (now.SerializeAsString() != t.relation.SerializeAsString())
     throw DefinitionChanged("the definition of " + t.qualified() +
                              " changed while it was copied (DDL during the bootstrap); the "
                              "bootstrap is redone");
@@ -168,16 +171,18 @@ void RequireSnapshotDefinitions(pg::Connection& sql, const std::vector<Table>& t
 }  // namespace
 
 Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
-                    const config::Scope& scope, std::int64_t rows_per_task) {
+                    const config::Scope& scope, std::int64_t rows_per_task, Reader reader) {
   Plan plan;
   std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>> bounds;
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   sql.Exec("SET TRANSACTION SNAPSHOT " + sql.QuoteLiteral(snapshot_name));
-  plan.tables = EnumerateScope(sql, scope);
+  plan.tables = EnumerateScope(sql, scope, reader);
   RequireSnapshotDefinitions(sql, plan.tables);
   for (const auto& t : plan.tables) {
     std::optional<std::pair<std::int64_t, std::int64_t>> b;
-    if (t.single_integer_key && t.estimated_rows >= 2 * rows_per_task) {
+    // (Reader::kCatalog copies each table whole: its COPY runs no query, see Copier)
+    if (reader == Reader::kExtension && t.single_integer_key &&
+        t.estimated_rows >= 2 * rows_per_task) {
       const std::string key = "t." + t.key_columns[0];
       const std::string name = BindTable(sql, t);
       pg::Result r = sql.Exec("SELECT pg_catalog.min(" + key + "), pg_catalog.max(" + key +
@@ -251,13 +256,14 @@ std::vector<std::string_view> Copier::Batch::Rows() const {
 
 Copier::Copier(std::string conninfo, std::string snapshot, std::vector<Table> tables,
                std::vector<Task> tasks, int workers, std::size_t max_queue_bytes,
-               std::function<void()> notify)
+               std::function<void()> notify, Reader reader)
     : conninfo_(std::move(conninfo)),
       snapshot_(std::move(snapshot)),
       tables_(std::move(tables)),
       max_queue_bytes_(max_queue_bytes),
       notify_(std::move(notify)),
       workers_(std::max(1, workers)),
+      reader_(reader),
       tasks_(tasks.begin(), tasks.end()),
       copied_(new std::atomic<std::uint64_t>[std::max<std::size_t>(1, tables_.size())]) {
   for (std::size_t i = 0; i < std::max<std::size_t>(1, tables_.size()); ++i) copied_[i] = 0;
@@ -369,10 +375,21 @@ pg::Connection Copier::ImportSnapshot(int worker) {
       conninfo_, false, {{"application_name", "dblogd copy " + std::to_string(worker)}});
   conn.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   conn.Exec("SET TRANSACTION SNAPSHOT '" + snapshot_ + "'");
-  // The encoder pins its output settings itself; matching them here keeps it on its fast path.
-  conn.Exec("SET LOCAL datestyle = 'ISO'; SET LOCAL intervalstyle = 'postgres';"
-            "SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = 'hex';"
-            "SET LOCAL timezone = 'UTC'");
+  if (reader_ == Reader::kCatalog) {
+    // COPY's text is each column's output function's: under the settings pgoutput's values are
+    // read with (pgoutput::kOutputSettings), the same text for the same datum.
+    std::string set;
+    for (const auto& s : pgoutput::kOutputSettings)
+      set += std::string(set.empty() ? "" : "; ") + "SET LOCAL " + s.name + " = '" + s.value + "'";
+    conn.Exec(set);
+  } else {
+    // The encoder pins its output settings itself; matching them here keeps it on its fast
+    // path.
+    conn.Exec(
+        "SET LOCAL datestyle = 'ISO'; SET LOCAL intervalstyle = 'postgres';"
+        "SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = 'hex';"
+        "SET LOCAL timezone = 'UTC'");
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++imported_count_;
@@ -381,7 +398,67 @@ pg::Connection Copier::ImportSnapshot(int worker) {
   return conn;
 }
 
+void Copier::CopyTextTask(pg::Connection& conn, const Task& task) {
+  const Table& t = tables_[task.table];
+  // Locked by the name the plan read, then checked to be that oid: while the lock is held the
+  // name cannot be given to anything else, so the COPY below reads this table. LOCK on a view
+  // locks only the view (nothing of it runs); the check refuses it.
+  const std::string name = t.qualified();
+  conn.Exec("LOCK TABLE ONLY " + name + " IN ACCESS SHARE MODE");
+  pg::Result bound = conn.ExecParams(
+      "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      " WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.=) $2",
+      {t.schema, t.name});
+  if (bound.ntuples() != 1 || bound.u64_value(0, 0) != t.oid)
+    throw std::runtime_error("relation " + name +
+                             " is not the table the bootstrap planned any "
+                             "more (renamed, dropped or replaced since)");
+  std::string columns;
+  for (const auto& c : t.relation.columns())
+    columns += (columns.empty() ? "" : ", ") + common::QuoteIdent(c.name());
+  pg::CopyOut copy(conn, "COPY " + name + " (" + columns + ") TO STDOUT");
+  pgoutput::CopyTextParser parser;
+  pgoutput::Cells cells;
+  Batch batch{task.table, {}, {}};
+  dblog::v1::Row row;
+  std::string bytes;
+  auto push = [&] {
+    copied_[task.table] += batch.size();
+    bytes_copied_ += batch.bytes();
+    Push(std::move(batch));
+    batch = Batch{task.table, {}, {}};
+  };
+  pg::CopyBuffer chunk;
+  while (copy.Next(&chunk)) {
+    parser.Feed(chunk.view());
+    chunk.reset();
+    while (parser.Next(&cells)) {
+      row.Clear();
+      try {
+        pgoutput::RowFromText(t.kinds, cells, &row);
+      } catch (const pgoutput::ValueError& e) {
+        throw std::runtime_error("a row of " + name + ": " + e.what());
+      }
+      bytes.clear();
+      row.SerializeToString(&bytes);
+      if (batch.data.empty())
+        batch.data.reserve(std::min(kBatchBytes, bytes.size() * kBatchRows) + bytes.size());
+      batch.Add(bytes);
+      if (batch.size() >= kBatchRows || batch.bytes() >= kBatchBytes) push();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cancelled_) throw std::runtime_error("cancelled");
+    }
+  }
+  if (parser.pending()) throw std::runtime_error("COPY of " + name + " ended inside a row");
+  RequireDefinitionUnchanged(conn, t, reader_);
+  if (batch.size() > 0) push();
+}
+
 void Copier::CopyTask(pg::Connection& conn, const Task& task) {
+  if (reader_ == Reader::kCatalog) return CopyTextTask(conn, task);
   const Table& t = tables_[task.table];
   pg::CopyOut copy(conn, CopyStatement(t, BindTable(conn, t), task));
   CopyRowParser parser;
@@ -413,7 +490,7 @@ void Copier::CopyTask(pg::Connection& conn, const Task& task) {
     }
   }
   if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
-  RequireDefinitionUnchanged(conn, t);
+  RequireDefinitionUnchanged(conn, t, reader_);
   if (batch.size() > 0) push();
 }
 

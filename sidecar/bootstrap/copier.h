@@ -2,7 +2,8 @@
 // connection, imports the slot's exported snapshot (REPEATABLE READ READ ONLY + SET TRANSACTION
 // SNAPSHOT) and copies tasks (a whole table, or a primary-key range of a large one) with
 // `COPY (SELECT dblog.encode_row(t.*) ...) TO STDOUT (FORMAT binary)`, so every row is encoded
-// by the extension's C encoder, byte-identical to the log path.
+// by the extension's C encoder, byte-identical to the log path; in pgoutput mode
+// (Reader::kCatalog) with COPY's text through the converter pgoutput's values go through.
 // Rows reach the io thread through a bounded queue: when the consumer is slow, the queue fills
 // and the workers wait, so memory stays bounded (max_queue_bytes plus one batch per worker).
 // Owns: worker threads, their connections and the queue. Does not emit (the pipeline drains
@@ -56,8 +57,10 @@ struct Plan {
 // Throws ScopeError (a table without a key), DefinitionChanged (the catalog now differs from
 // the snapshot's for a table in scope: DDL committed after the consistent point) or pg::Error;
 // `sql` is then mid-transaction.
+// Reader::kCatalog: tables are not split (each is one COPY of the table itself, see Copier).
 Plan PlanInSnapshot(pg::Connection& sql, const std::string& snapshot_name,
-                    const config::Scope& scope, std::int64_t rows_per_task);
+                    const config::Scope& scope, std::int64_t rows_per_task,
+                    Reader reader = Reader::kExtension);
 
 // Binary COPY of one bytea column: hands out each row's bytes as it is complete, without
 // copying them when a row lies within one piece of input (the usual case: PostgreSQL sends a
@@ -101,9 +104,16 @@ class Copier {
 
   // notify is called from worker threads whenever the queue goes from empty to non-empty and
   // when the copy finishes or fails; it must only post work to the io thread.
+  // Reader::kExtension: COPY (SELECT dblog.encode_row(t.*) ...) TO STDOUT (FORMAT binary), each
+  // row encoded by the extension. Reader::kCatalog (pgoutput mode): COPY <table> (<columns>) TO
+  // STDOUT in text format under pgoutput::kOutputSettings, each row through
+  // pgoutput::RowFromText: the table form of COPY reads the table itself and refuses anything
+  // else under its name (a view swapped in), runs no query and so no code of the table's
+  // owner (no planner, no index expression), and its text is what pgoutput sends; the table is
+  // locked by name and its oid checked before, so the name cannot move during the copy.
   Copier(std::string conninfo, std::string snapshot, std::vector<Table> tables,
          std::vector<Task> tasks, int workers, std::size_t max_queue_bytes,
-         std::function<void()> notify);
+         std::function<void()> notify, Reader reader = Reader::kExtension);
   ~Copier();  // cancels and joins
 
   void Start();
@@ -136,6 +146,9 @@ class Copier {
   const std::size_t max_queue_bytes_;
   const std::function<void()> notify_;
   const int workers_;
+  const Reader reader_;
+  // Reader::kCatalog's COPY of one task (CopyTask's other half).
+  void CopyTextTask(pg::Connection& conn, const Task& task);
 
   mutable std::mutex mutex_;
   std::condition_variable space_;     // queue has room / cancelled

@@ -2,11 +2,86 @@
 #include "bootstrap/scope.h"
 
 #include "common/quote.h"
+#include "pgoutput/translate.h"
 
 namespace dblog::bootstrap {
 namespace {
 
+// The scope's candidates without the extension: ordinary permanent tables outside the system
+// schemas and dblog's own (EnumerateScope's filter).
+constexpr const char* kCandidates = R"sql(
+SELECT c.oid, n.nspname, c.relname, GREATEST(c.reltuples, 0)::pg_catalog.int8
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
+    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+ WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
+   AND n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema,dblog}'::pg_catalog.name[])
+   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_toast%'
+   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_temp%'
+ ORDER BY n.nspname, c.relname)sql";
+
+// The key's quoted columns and whether it is one integer column, from the Relation.
+void SetKey(Table& t) {
+  bool integer = t.relation.key_columns_size() == 1;
+  for (std::uint32_t k : t.relation.key_columns()) {
+    const auto& col = t.relation.columns(static_cast<int>(k));
+    t.key_columns.push_back(common::QuoteIdent(col.name()));
+    integer = integer && (col.type_oid() == 20 || col.type_oid() == 21 || col.type_oid() == 23);
+  }
+  t.single_integer_key = integer;
+}
+
+ScopeError Keyless(const std::string& tables) {
+  return ScopeError("tables in scope have no primary key or replica identity index: " + tables +
+                    " (add a primary key, or leave them out of the consumer's scope)");
+}
+
 }  // namespace
+
+dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t oid,
+                                             std::vector<pgoutput::ValueKind>* kinds) {
+  pg::Result res = conn.ExecParams(pgoutput::kRelationQuery, {std::to_string(oid)});
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  for (int i = 0; i < res.ntuples(); ++i) {
+    auto& row = rows.emplace_back();
+    for (int j = 0; j < res.nfields(); ++j) {
+      const auto v = res.optional_value(i, j);
+      row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
+    }
+  }
+  if (rows.empty())
+    throw std::runtime_error("the table with oid " + std::to_string(oid) + " is gone");
+  const pgoutput::CatalogRelation cat = pgoutput::ParseRelationRows(oid, rows);
+  if (kinds) *kinds = pgoutput::KindsOf(cat);
+  return pgoutput::RelationOf(cat);
+}
+
+std::vector<Table> EnumerateScopeFromCatalog(pg::Connection& conn, const config::Scope& scope) {
+  pg::Result r = conn.Exec(kCandidates);
+  std::vector<Table> tables;
+  std::string keyless;
+  for (int i = 0; i < r.ntuples(); ++i) {
+    Table t;
+    t.schema = std::string(r.value(i, 1));
+    t.name = std::string(r.value(i, 2));
+    if (!ScopeMatches(scope, t.schema, t.name)) continue;
+    t.oid = static_cast<std::uint32_t>(r.u64_value(i, 0));
+    t.estimated_rows = r.i64_value(i, 3);
+    t.relation = DescribeTableFromCatalog(conn, t.oid, &t.kinds);
+    if (t.relation.key_columns_size() == 0) {
+      keyless += (keyless.empty() ? "" : ", ") + t.schema + "." + t.name;
+      continue;
+    }
+    SetKey(t);
+    tables.push_back(std::move(t));
+  }
+  if (!keyless.empty()) throw Keyless(keyless);
+  return tables;
+}
+
+std::vector<Table> EnumerateScope(pg::Connection& conn, const config::Scope& scope, Reader reader) {
+  return reader == Reader::kCatalog ? EnumerateScopeFromCatalog(conn, scope)
+                                    : EnumerateScope(conn, scope);
+}
 
 std::string UnhexBytea(std::string_view bytea_hex) {
   // text-format bytea: \x followed by hex digits
@@ -73,19 +148,10 @@ std::vector<Table> EnumerateScope(pg::Connection& conn,
       keyless += (keyless.empty() ? "" : ", ") + t.schema + "." + t.name;
       continue;
     }
-    bool integer = t.relation.key_columns_size() == 1;
-    for (std::uint32_t k : t.relation.key_columns()) {
-      const auto& col = t.relation.columns(static_cast<int>(k));
-      t.key_columns.push_back(common::QuoteIdent(col.name()));
-      integer = integer && (col.type_oid() == 20 || col.type_oid() == 21 || col.type_oid() == 23);
-    }
-    t.single_integer_key = integer;
+    SetKey(t);
     tables.push_back(std::move(t));
   }
-  if (!keyless.empty())
-    throw ScopeError("tables in scope have no primary key or replica identity index: " +
-                     keyless +
-                     " (add a primary key, or leave them out of the consumer's scope)");
+  if (!keyless.empty()) throw Keyless(keyless);
   return tables;
 }
 

@@ -158,8 +158,7 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
     ("source-plugin", po::value(&f.source_plugin)->default_value("dblog"),
      "dblog (the extension's output plugin) or pgoutput (PostgreSQL's built-in plugin, for "
      "servers where the extension cannot be installed: managed services, PostgreSQL 16-18; "
-     "streams through a publication per consumer, without bootstrap or repairs yet: see "
-     "docs/pgoutput.md)")
+     "streams through a publication per consumer; no repairs yet: see docs/pgoutput.md)")
     ("listen", po::value(&f.listen)->default_value("127.0.0.1:7654"),
      "host:port for consumers; anything but loopback requires a token and TLS (--tls-cert)")
     ("tls-cert", po::value(&c.tls_cert),
@@ -400,11 +399,6 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     c.source_plugin = SourcePlugin::kDblog;
   } else if (f.source_plugin == "pgoutput") {
     c.source_plugin = SourcePlugin::kPgoutput;
-    if (c.bootstrap)
-      throw ConfigError(
-          "source-plugin: pgoutput mode cannot bootstrap yet (docs/pgoutput.md): give "
-          "--bootstrap=false, and a new consumer starts at its slot's creation, without the "
-          "rows that existed before");
   } else {
     throw ConfigError("source-plugin: '" + f.source_plugin + "' is neither dblog nor pgoutput");
   }

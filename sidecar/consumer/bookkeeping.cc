@@ -111,6 +111,66 @@ void Bookkeeping::Preflight() {
   if (!problems.empty()) throw std::runtime_error(problems.front());
 }
 
+namespace {
+
+// dblog.consumers as plugin/dblog--0.1.sql makes it (the extension's later versions leave it).
+constexpr const char* kConsumersTable =
+    "CREATE SCHEMA IF NOT EXISTS dblog;"
+    " CREATE TABLE IF NOT EXISTS dblog.consumers ("
+    "  name pg_catalog.text PRIMARY KEY,"
+    "  slot_name pg_catalog.text NOT NULL,"
+    "  scope pg_catalog.text NOT NULL,"
+    "  bootstrap_state pg_catalog.text NOT NULL DEFAULT 'pending'"
+    "    CHECK (bootstrap_state OPERATOR(pg_catalog.=) ANY"
+    "           ('{pending,copying,done,skipped}'::pg_catalog.text[])),"
+    "  consistent_point pg_catalog.pg_lsn,"
+    "  rows_copied pg_catalog.int8,"
+    "  created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
+    "  bootstrap_started_at pg_catalog.timestamptz,"
+    "  bootstrap_done_at pg_catalog.timestamptz);"
+    " REVOKE ALL ON TABLE dblog.consumers FROM PUBLIC";
+
+}  // namespace
+
+void Bookkeeping::EnsureConsumersTable() {
+  pg::Connection& sql = Sql();
+  // Trusted: the schema and the table are this role's, or the extension's (installed by a
+  // superuser); a missing one is made by this role.
+  const char* kTrusted =
+      "SELECT n.oid IS NOT NULL,"
+      "       c.oid IS NOT NULL,"
+      "       EXISTS (SELECT 1 FROM pg_catalog.pg_extension e"
+      "                WHERE e.extname OPERATOR(pg_catalog.=) 'dblog'"
+      "                  AND e.extnamespace OPERATOR(pg_catalog.=) n.oid)"
+      "       OR (n.nspowner OPERATOR(pg_catalog.=) r.oid"
+      "           AND (c.oid IS NULL OR c.relowner OPERATOR(pg_catalog.=) r.oid))"
+      "  FROM pg_catalog.pg_roles r"
+      "  LEFT JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) 'dblog'"
+      "  LEFT JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid"
+      "        AND c.relname OPERATOR(pg_catalog.=) 'consumers'"
+      " WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER";
+  pg::Result r = sql.Exec(kTrusted);
+  if (r.bool_value(0, 0) && !r.bool_value(0, 2))
+    throw std::runtime_error(
+        "schema dblog or its table consumers in the source database belongs to another role "
+        "than dblogd's: whoever controls it decides whether consumers bootstrap. Drop it (DROP "
+        "SCHEMA dblog CASCADE, as its owner) and dblogd makes its own, or have it owned by "
+        "dblogd's role");
+  if (r.bool_value(0, 1)) return;
+  try {
+    sql.Exec(kConsumersTable);
+  } catch (const pg::Error& e) {
+    throw std::runtime_error(
+        "cannot create dblog.consumers, the table where dblogd keeps whether each consumer's "
+        "bootstrap finished: " +
+        e.server_message() +
+        " (grant dblogd's role CREATE on the "
+        "database, or have an administrator run, and then ALTER SCHEMA dblog OWNER TO and "
+        "ALTER TABLE dblog.consumers OWNER TO dblogd's role: " +
+        std::string(kConsumersTable) + ")");
+  }
+}
+
 std::optional<std::string> Bookkeeping::BootstrapState() {
   pg::Result row = Sql().ExecParams(
       "SELECT bootstrap_state FROM dblog.consumers WHERE name = $1", {consumer_.name});

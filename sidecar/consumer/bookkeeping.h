@@ -56,6 +56,12 @@ class Bookkeeping {
   // RoleProblems, checked before anything is created or emitted: throws the first; warns
   // (source_role_is_superuser) when the role is a superuser.
   void Preflight();
+  // pgoutput mode (no extension): dblog.consumers made as the extension makes it, in a schema
+  // dblog that dblogd's role creates, when they do not exist (one table, nothing else: the
+  // bootstrap's state). Throws, with the statements for an administrator, when the role may not
+  // create them, or when they exist but belong neither to this role nor to the extension (a
+  // table another role controls would decide whether consumers bootstrap).
+  void EnsureConsumersTable();
   // dblog.consumers.bootstrap_state (nullopt: no row).
   std::optional<std::string> BootstrapState();
   // The slot was created without a bootstrap (--no-bootstrap).

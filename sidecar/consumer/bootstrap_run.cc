@@ -27,6 +27,11 @@ BootstrapRun::BootstrapRun(asio::io_context& io, const config::Config& config,
       host_(host),
       progress_timer_(io) {}
 
+bootstrap::Reader BootstrapRun::Reader() const {
+  return config_.source_plugin == config::SourcePlugin::kPgoutput ? bootstrap::Reader::kCatalog
+                                                                  : bootstrap::Reader::kExtension;
+}
+
 BootstrapRun::~BootstrapRun() {
   if (copier_) copier_->Cancel();
 }
@@ -37,7 +42,7 @@ void BootstrapRun::Start(const pg::CreatedSlot& created, bool restarted) {
   bootstrap::Plan plan;
   try {
     plan = bootstrap::PlanInSnapshot(bookkeeping_.Sql(), created.snapshot_name, consumer_.scope,
-                                     kRowsPerTask);
+                                     kRowsPerTask, Reader());
   } catch (...) {
     // Nothing was emitted: leave no slot behind that would look like a resume point.
     host_.CloseIdleReplication();
@@ -75,7 +80,8 @@ void BootstrapRun::Start(const pg::CreatedSlot& created, bool restarted) {
         asio::post(io_, [weak, this] {
           if (weak.lock()) Drain();
         });
-      });
+      },
+      Reader());
   copier_->Start();
   if (!copier_->WaitImported())
     throw std::runtime_error("bootstrap: copy workers could not import the snapshot: " +

@@ -75,6 +75,8 @@ class BootstrapRun {
   void Finish();
   void SendProgress();
   void MarkDone();
+  // How tables are read: through the extension, or (pgoutput mode) without it.
+  bootstrap::Reader Reader() const;
 
   boost::asio::io_context& io_;
   const config::Config& config_;

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "bootstrap/scope.h"
 #include "common/quote.h"
 #include "pgoutput/values.h"
 
@@ -14,25 +15,6 @@ namespace {
 // versions tested (tests/cpp/sidecar/pgoutput_mode_test.cc).
 constexpr int kMinServerVersion = 150000;
 
-// The scope's candidates: ordinary permanent tables outside the system schemas and outside
-// dblog's own (bootstrap::EnumerateScope's filter), with whether they have the key the
-// extension uses (kRelationQuery's rule: the primary key, the REPLICA IDENTITY index under
-// USING INDEX, none under NOTHING).
-constexpr const char* kCandidates = R"sql(
-SELECT c.oid, n.nspname, c.relname,
-       EXISTS (SELECT 1 FROM pg_catalog.pg_index i
-                WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid
-                  AND CASE WHEN c.relreplident OPERATOR(pg_catalog.=) 'i' THEN i.indisreplident
-                           WHEN c.relreplident OPERATOR(pg_catalog.=) 'n' THEN false
-                           ELSE i.indisprimary END)
-  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
-    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
- WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
-   AND n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema,dblog}'::pg_catalog.name[])
-   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_toast%'
-   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_temp%'
- ORDER BY n.nspname, c.relname)sql";
-
 std::string TableList(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -41,30 +23,6 @@ std::string TableList(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::vector<ScopeTable> EnumerateScopeWithoutExtension(pg::Connection& sql,
-                                                       const config::Scope& scope) {
-  pg::Result r = sql.Exec(kCandidates);
-  std::vector<ScopeTable> tables;
-  std::vector<std::string> keyless;
-  for (int i = 0; i < r.ntuples(); ++i) {
-    const std::string schema(r.value(i, 1)), name(r.value(i, 2));
-    if (!scope.Holds(schema, name)) continue;
-    ScopeTable t;
-    t.oid = static_cast<std::uint32_t>(r.u64_value(i, 0));
-    t.qualified = common::QuoteQualified(schema, name);
-    if (!r.bool_value(i, 3)) {
-      keyless.push_back(t.qualified);
-      continue;
-    }
-    tables.push_back(std::move(t));
-  }
-  if (!keyless.empty())
-    throw PublicationError(
-        "tables in scope have no primary key or replica identity index: " + TableList(keyless) +
-        " (add a primary key, or leave them out of the consumer's scope)");
-  return tables;
-}
-
 PgoutputSource::PgoutputSource(const config::ConsumerConfig& consumer, std::string publication)
     : consumer_(consumer), publication_(std::move(publication)) {}
 
@@ -72,9 +30,11 @@ std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) 
   if (sql.server_version() < kMinServerVersion)
     throw PublicationError("pgoutput mode needs PostgreSQL 15 or later (this server is " +
                            std::to_string(sql.server_version()) + ")");
-  const std::vector<ScopeTable> scope = EnumerateScopeWithoutExtension(sql, consumer_.scope);
+  // throws bootstrap::ScopeError naming every table in scope without a key
+  const std::vector<bootstrap::Table> scope =
+      bootstrap::EnumerateScopeFromCatalog(sql, consumer_.scope);
   std::map<std::uint32_t, std::string> wanted;
-  for (const auto& t : scope) wanted.emplace(t.oid, t.qualified);
+  for (const auto& t : scope) wanted.emplace(t.oid, t.qualified());
   const std::string pub = common::QuoteIdent(publication_);
 
   pg::Result p = sql.ExecParams(

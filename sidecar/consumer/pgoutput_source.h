@@ -35,25 +35,13 @@
 
 namespace dblog::consumer {
 
-// The source cannot serve this consumer in pgoutput mode as it is set up (a table without a
-// key, a publication that does not match the scope): what is wrong and the statement that fixes
-// it. The consumer's session ends with SCOPE_ERROR.
+// The source cannot serve this consumer in pgoutput mode as it is set up (a publication that
+// does not match the scope, one dblogd may not create): what is wrong and the statement that
+// fixes it. The consumer's session ends with SCOPE_ERROR.
 class PublicationError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-// A table of the scope as the catalog has it now.
-struct ScopeTable {
-  std::uint32_t oid = 0;
-  std::string qualified;  // "schema"."name", quoted
-};
-
-// Ordinary permanent tables matching `scope` (as bootstrap::EnumerateScope picks them, without
-// the extension's functions), in name order. Throws PublicationError naming every one without a
-// key (no primary key, and no REPLICA IDENTITY USING INDEX).
-std::vector<ScopeTable> EnumerateScopeWithoutExtension(pg::Connection& sql,
-                                                       const config::Scope& scope);
 
 class PgoutputSource {
  public:
@@ -61,7 +49,8 @@ class PgoutputSource {
 
   // Checks the server (15 or later) and makes the publication hold exactly the scope's tables
   // (see above). Returns the tables added to an existing publication (their earlier rows and
-  // changes are not in the stream: the caller says so). Throws PublicationError or pg::Error.
+  // changes are not in the stream: the caller says so). Throws PublicationError,
+  // bootstrap::ScopeError (a table in scope without a key) or pg::Error.
   std::vector<std::string> EnsurePublication(pg::Connection& sql);
 
   // START_REPLICATION's options: protocol 1, this publication, messages, text values.

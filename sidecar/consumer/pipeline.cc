@@ -143,9 +143,16 @@ void Pipeline::Guarded(F&& step) {
 }
 
 void Pipeline::Prepare() {
-  if (pgoutput_) return PreparePgoutput();
-  bookkeeping_.CheckExtension();
-  bookkeeping_.Preflight();
+  std::vector<std::string> added_to_publication;
+  if (pgoutput_) {
+    // pgoutput mode: the publication first (the slot decodes it from its creation on), the
+    // consumer's row where the extension would keep it; no extension.
+    added_to_publication = pgoutput_->EnsurePublication(bookkeeping_.Sql());
+    bookkeeping_.EnsureConsumersTable();
+  } else {
+    bookkeeping_.CheckExtension();
+    bookkeeping_.Preflight();
+  }
   pg::Connection& sql = bookkeeping_.Sql();
   pg::SlotInfo slot = pg::GetSlot(sql, slot_);
   // This consumer's previous connection may have ended a moment ago: its walsender exits
@@ -157,6 +164,20 @@ void Pipeline::Prepare() {
   if (slot.exists && slot.active)
     throw std::runtime_error("slot " + slot_ + " is in use by another process (pid " +
                              std::to_string(slot.active_pid.value_or(0)) + ")");
+  const std::string plugin = config::SourcePluginName(config_.source_plugin);
+  if (slot.exists && slot.plugin != plugin)
+    throw std::runtime_error("slot " + slot_ + " was made with plugin " + slot.plugin + ", not " +
+                             plugin +
+                             " (--source-plugin): it belongs to dblogd in the other "
+                             "mode; give this consumer another name, or drop the slot");
+  for (const auto& table : added_to_publication)
+    log::Warn("publication_table_added",
+              {{"consumer", consumer_.name},
+               {"table", table},
+               {"message",
+                "the table joined the consumer's scope after its slot was made; "
+                "its rows and the changes made to it before now are not in the "
+                "stream (pgoutput mode cannot repair yet: docs/pgoutput.md)"}});
   const std::optional<std::string> state = bookkeeping_.BootstrapState();
   const bool finished = state && (*state == "done" || *state == "skipped");
 
@@ -181,44 +202,8 @@ void Pipeline::Prepare() {
   CreateSlotThen(false, [this](const pg::CreatedSlot& created) {
     bookkeeping_.RecordSkippedBootstrap(slot_, created.consistent_point);
     confirmed_ = created.consistent_point;
-    log::Info("slot_created", {{"consumer", consumer_.name}, {"slot", slot_},
-                               {"consistent_point", common::FormatLsn(created.consistent_point)}});
-    BeginStreaming(false);
-  });
-}
-
-// pgoutput mode: the publication first (the slot decodes it from its creation on), then the
-// slot; no extension, no bookkeeping tables, no bootstrap (config.cc refuses --bootstrap).
-void Pipeline::PreparePgoutput() {
-  pg::Connection& sql = bookkeeping_.Sql();
-  const std::vector<std::string> added = pgoutput_->EnsurePublication(sql);
-  pg::SlotInfo slot = pg::GetSlot(sql, slot_);
-  for (int i = 0; i < 20 && slot.exists && slot.active; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    slot = pg::GetSlot(sql, slot_);
-  }
-  if (slot.exists && slot.active)
-    throw std::runtime_error("slot " + slot_ + " is in use by another process (pid " +
-                             std::to_string(slot.active_pid.value_or(0)) + ")");
-  if (slot.exists && slot.plugin != "pgoutput")
-    throw std::runtime_error("slot " + slot_ + " was made with plugin " + slot.plugin +
-                             ", not pgoutput: it belongs to dblogd in the extension's mode; give "
-                             "this consumer another name, or drop the slot");
-  for (const auto& table : added)
-    log::Warn("publication_table_added",
-              {{"consumer", consumer_.name}, {"table", table},
-               {"message", "the table joined the consumer's scope; its rows and the changes "
-                           "made to it before now are not in the stream (pgoutput mode cannot "
-                           "repair yet: docs/pgoutput.md)"}});
-  if (slot.exists) {
-    if (slot.wal_status == "lost") throw std::runtime_error(SlotLostMessage(slot_));
-    confirmed_ = slot.confirmed_flush_lsn;
-    return BeginStreaming(true);
-  }
-  CreateSlotThen(false, [this](const pg::CreatedSlot& created) {
-    confirmed_ = created.consistent_point;
-    log::Info("slot_created", {{"consumer", consumer_.name}, {"slot", slot_},
-                               {"plugin", "pgoutput"}, {"publication", slot_},
+    log::Info("slot_created", {{"consumer", consumer_.name},
+                               {"slot", slot_},
                                {"consistent_point", common::FormatLsn(created.consistent_point)}});
     BeginStreaming(false);
   });
@@ -360,8 +345,9 @@ void Pipeline::Copied() {
   // Requests committed before this slot's consistent point are not in its stream: a bootstrap
   // redone from a new slot would never see one made during the earlier attempt. Take them
   // from the queue (those the stream does carry are known by id and not loaded twice).
-  bookkeeping_.BestEffort(log::Level::kError, "repair_load_failed",
-                          {{"consumer", consumer_.name}}, [&] { repairs_->LoadQueued(); });
+  if (!pgoutput_)  // (no repairs in pgoutput mode yet)
+    bookkeeping_.BestEffort(log::Level::kError, "repair_load_failed",
+                            {{"consumer", consumer_.name}}, [&] { repairs_->LoadQueued(); });
   // Called from the copy's drain: nothing above catches. A stream that cannot start (the
   // source went away, or the slot was dropped meanwhile) is retried like a lost source,
   // never an exception out of the connection's thread (which would end dblogd).

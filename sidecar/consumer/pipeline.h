@@ -8,23 +8,24 @@
 // the emitter (emit/); bytes only leave through the session (server/).
 #pragma once
 
-#include <boost/asio.hpp>
 #include <google/protobuf/arena.h>
+
+#include <boost/asio.hpp>
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "bootstrap/scope.h"
+#include "config/config.h"
 #include "consumer/bookkeeping.h"
 #include "consumer/bootstrap_run.h"
 #include "consumer/pgoutput_source.h"
 #include "consumer/repairs.h"
 #include "consumer/scope_changes.h"
 #include "consumer/slot_creation.h"
-#include "config/config.h"
 #include "emit/ack_tracker.h"
 #include "emit/emitter.h"
 #include "metrics/metrics.h"
@@ -97,8 +98,7 @@ class Pipeline : public server::Consumer,
   // Welcome: the slot, where the stream resumes (none after a bootstrap), the scope.
   void SendWelcome(bool slot_created, const emit::Position* resume);
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
-  // pgoutput mode: Prepare (the publication, the slot) and one XLogData payload.
-  void PreparePgoutput();
+  // pgoutput mode: one XLogData payload.
   void OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload);
   // After a data message: the commits it carried counted, the source position advanced.
   void CountCommits(const dblog::v1::Event& event);

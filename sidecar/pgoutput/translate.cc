@@ -61,6 +61,31 @@ SELECT n.nspname, c.relname, c.relreplident, a.attname, a.atttypid,
    AND NOT a.attisdropped
  ORDER BY a.attnum)sql";
 
+dblog::v1::Relation RelationOf(const CatalogRelation& cat) {
+  dblog::v1::Relation rel;
+  rel.set_oid(cat.oid);
+  rel.set_schema(cat.schema);
+  rel.set_name(cat.name);
+  rel.set_replica_identity(std::string(1, cat.replica_identity));
+  for (const CatalogColumn& cc : cat.columns) {
+    auto* col = rel.add_columns();
+    col->set_name(cc.name);
+    col->set_type_oid(cc.type_oid);
+    col->set_type_name(cc.type_name);
+    col->set_typmod(cc.typmod);
+    col->set_not_null(cc.not_null);
+    col->set_attnum(cc.attnum);
+  }
+  for (std::uint32_t k : cat.key_columns) rel.add_key_columns(k);
+  return rel;
+}
+
+std::vector<ValueKind> KindsOf(const CatalogRelation& cat) {
+  std::vector<ValueKind> kinds;
+  for (const CatalogColumn& cc : cat.columns) kinds.push_back(KindOfBaseType(cc.base_type_oid));
+  return kinds;
+}
+
 CatalogRelation ParseRelationRows(
     std::uint32_t oid, const std::vector<std::vector<std::optional<std::string>>>& rows) {
   CatalogRelation rel;
@@ -228,12 +253,6 @@ void Translator::Translate(const LogicalMessage& message, std::uint64_t wal_star
     if (cat.key_columns.empty())
       throw TranslateError(name + " has no primary key nor replica identity index");
     std::set<std::uint32_t> flagged;
-    Table t;
-    auto& rel = t.relation;
-    rel.set_oid(r->oid);
-    rel.set_schema(cat.schema);
-    rel.set_name(cat.name);
-    rel.set_replica_identity(std::string(1, cat.replica_identity));
     for (std::size_t i = 0; i < cat.columns.size(); ++i) {
       const CatalogColumn& cc = cat.columns[i];
       const Column& pc = r->columns[i];
@@ -242,16 +261,10 @@ void Translator::Translate(const LogicalMessage& message, std::uint64_t wal_star
                              " is " + Quote(cc.name) + " where pgoutput's Relation has " +
                              Quote(pc.name) + ": it changed since (issue 23 item 6, not yet)");
       if (pc.key) flagged.insert(static_cast<std::uint32_t>(i));
-      auto* col = rel.add_columns();
-      col->set_name(cc.name);
-      col->set_type_oid(cc.type_oid);
-      col->set_type_name(cc.type_name);
-      col->set_typmod(cc.typmod);
-      col->set_not_null(cc.not_null);
-      col->set_attnum(cc.attnum);
-      t.kinds.push_back(KindOfBaseType(cc.base_type_oid));
     }
-    for (std::uint32_t k : cat.key_columns) rel.add_key_columns(k);
+    Table t;
+    t.relation = RelationOf(cat);
+    t.kinds = KindsOf(cat);
     // pgoutput flags the replica identity's columns: every column under FULL, else the key's.
     const std::set<std::uint32_t> key(cat.key_columns.begin(), cat.key_columns.end());
     if (cat.replica_identity != 'f' && flagged != key)

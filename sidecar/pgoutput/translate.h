@@ -77,6 +77,12 @@ extern const char* const kRelationQuery;
 CatalogRelation ParseRelationRows(std::uint32_t oid,
                                   const std::vector<std::vector<std::optional<std::string>>>& rows);
 
+// The dblog Relation of a table as the catalog has it (the extension's relation_info of it),
+// and the converter's kind of each of its columns. The translator's Relation events and the
+// copy path of this mode (bootstrap/) both come from here.
+dblog::v1::Relation RelationOf(const CatalogRelation& catalog);
+std::vector<ValueKind> KindsOf(const CatalogRelation& catalog);
+
 class Translator {
  public:
   // The catalog's definition of a table a Relation message announces (the caller runs

@@ -25,10 +25,10 @@
 
 #include <cstdint>
 #include <optional>
-#include <vector>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dblog/v1/change.pb.h"
 

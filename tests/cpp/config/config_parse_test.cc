@@ -70,17 +70,11 @@ TEST(ConfigParse, DefaultsAndDerivedValues) {
   EXPECT_EQ(d.repair_rows_per_second, 10u);
 }
 
-// --source-plugin: the extension's plugin unless pgoutput is asked for; pgoutput mode cannot
-// bootstrap yet and says so rather than start consumers without their existing rows.
+// --source-plugin: the extension's plugin unless pgoutput is asked for.
 TEST(ConfigParse, TheSourcePlugin) {
   EXPECT_EQ(ParseArgs({kSource, kConsumer})->source_plugin, SourcePlugin::kDblog);
-  EXPECT_EQ(ParseArgs({kSource, kConsumer, "--source-plugin=pgoutput", "--bootstrap=false"})
-                ->source_plugin,
+  EXPECT_EQ(ParseArgs({kSource, kConsumer, "--source-plugin=pgoutput"})->source_plugin,
             SourcePlugin::kPgoutput);
-  EXPECT_NE(Refusal({kSource, kConsumer, "--source-plugin=pgoutput"})
-                .find("pgoutput mode cannot bootstrap yet (docs/pgoutput.md): give "
-                      "--bootstrap=false"),
-            std::string::npos);
   EXPECT_EQ(Refusal({kSource, kConsumer, "--source-plugin=wal2json"}),
             "source-plugin: 'wal2json' is neither dblog nor pgoutput");
   EXPECT_STREQ(SourcePluginName(SourcePlugin::kPgoutput), "pgoutput");

@@ -1,11 +1,11 @@
 // tests/cpp/config/config_reload_test.cc: config::PlanReload, what SIGHUP changes in a running
 // dblogd (settings read with the real config::Parse, no database).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -115,8 +115,7 @@ TEST(PlanReload, OtherSettingsWaitForARestartAndKeepTheirRunningValues) {
 // events' source differ, a running consumer keeps the mode it started with.
 TEST(PlanReload, TheSourcePluginWaitsForARestart) {
   const Config a = Read({"--consumer=c1=public.*"});
-  const Reload r = PlanReload(
-      a, Read({"--consumer=c1=public.*", "--source-plugin=pgoutput", "--bootstrap=false"}));
+  const Reload r = PlanReload(a, Read({"--consumer=c1=public.*", "--source-plugin=pgoutput"}));
   EXPECT_TRUE(Has(r.needs_restart, "source-plugin"));
   EXPECT_EQ(r.next.source_plugin, SourcePlugin::kDblog);
 }
