@@ -26,13 +26,17 @@ std::string TableList(const std::vector<std::string>& names) {
 PgoutputSource::PgoutputSource(const config::ConsumerConfig& consumer, std::string publication)
     : consumer_(consumer), publication_(std::move(publication)) {}
 
-std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) {
-  if (sql.server_version() < kMinServerVersion)
-    throw PublicationError("pgoutput mode needs PostgreSQL 15 or later (this server is " +
-                           std::to_string(sql.server_version()) + ")");
+PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
+  PublicationPlan plan;
+  if (sql.server_version() < kMinServerVersion) {
+    plan.refused = "pgoutput mode needs PostgreSQL 15 or later (this server is " +
+                   std::to_string(sql.server_version()) + ")";
+    return plan;
+  }
   // throws bootstrap::ScopeError naming every table in scope without a key
   const std::vector<bootstrap::Table> scope =
       bootstrap::EnumerateScopeFromCatalog(sql, consumer_.scope);
+  plan.tables = scope.size();
   std::map<std::uint32_t, std::string> wanted;
   for (const auto& t : scope) wanted.emplace(t.oid, t.qualified());
   const std::string pub = common::QuoteIdent(publication_);
@@ -41,49 +45,40 @@ std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) 
       "SELECT p.oid, p.pubowner OPERATOR(pg_catalog.=) r.oid, p.puballtables, p.pubinsert,"
       "       p.pubupdate, p.pubdelete, p.pubtruncate, p.pubviaroot"
       "  FROM pg_catalog.pg_publication p, pg_catalog.pg_roles r"
-      " WHERE p.pubname OPERATOR(pg_catalog.=) $1 AND r.rolname OPERATOR(pg_catalog.=) "
-      "current_user",
+      " WHERE p.pubname OPERATOR(pg_catalog.=) $1 AND r.rolname OPERATOR(pg_catalog.=) current_user",
       {publication_});
   if (p.ntuples() == 0) {
     // FOR TABLE of exactly the scope; an empty scope makes an empty publication.
-    std::string sql_text = "CREATE PUBLICATION " + pub;
+    std::string create = "CREATE PUBLICATION " + pub;
     if (!wanted.empty()) {
       std::vector<std::string> names;
       for (const auto& [oid, name] : wanted) names.push_back(name);
-      sql_text += " FOR TABLE " + TableList(names);
+      create += " FOR TABLE " + TableList(names);
     }
-    sql_text +=
-        " WITH (publish = 'insert, update, delete, truncate',"
-        " publish_via_partition_root = false)";
-    try {
-      sql.Exec(sql_text);
-    } catch (const pg::Error& e) {
-      throw PublicationError("cannot create publication " + publication_ + ": " +
-                             e.server_message() +
-                             " (CREATE PUBLICATION needs CREATE on the database and ownership "
-                             "of each table; have an administrator run: " +
-                             sql_text + ")");
-    }
-    return {};
+    create += " WITH (publish = 'insert, update, delete, truncate',"
+              " publish_via_partition_root = false)";
+    plan.statements.push_back(create);
+    return plan;
   }
+  plan.exists = true;
   const std::string oid(p.value(0, 0));
-  const bool owned = p.bool_value(0, 1);
+  plan.owned = p.bool_value(0, 1);
   std::string wrong;
   if (p.bool_value(0, 2)) wrong = "it is FOR ALL TABLES";
   for (int col = 3; col <= 6; ++col)
-    if (!p.bool_value(0, col))
-      wrong = "it does not publish inserts, updates, deletes and truncates";
+    if (!p.bool_value(0, col)) wrong = "it does not publish inserts, updates, deletes and truncates";
   if (p.bool_value(0, 7)) wrong = "it publishes via the partition root";
   pg::Result ns = sql.ExecParams(
       "SELECT count(*) FROM pg_catalog.pg_publication_namespace"
       " WHERE pnpubid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
       {oid});
   if (ns.u64_value(0, 0) > 0) wrong = "it publishes whole schemas (FOR TABLES IN SCHEMA)";
-  if (!wrong.empty())
-    throw PublicationError("publication " + publication_ + " cannot serve consumer " +
-                           consumer_.name + ": " + wrong + "; drop it (DROP PUBLICATION " + pub +
-                           ") and dblogd makes it again, FOR TABLE of the scope");
-
+  if (!wrong.empty()) {
+    plan.refused = "publication " + publication_ + " cannot serve consumer " + consumer_.name +
+                   ": " + wrong + "; drop it (DROP PUBLICATION " + pub +
+                   ") and dblogd makes it again, FOR TABLE of the scope";
+    return plan;
+  }
   pg::Result rel = sql.ExecParams(
       "SELECT pr.prrelid, format('%I.%I', n.nspname, c.relname),"
       "       pr.prqual IS NOT NULL OR pr.prattrs IS NOT NULL"
@@ -92,48 +87,53 @@ std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) 
       "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
       " WHERE pr.prpubid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
       {oid});
-  std::vector<std::string> add, drop, filtered;
+  std::vector<std::string> drop, filtered;
   std::set<std::uint32_t> held;
   for (int i = 0; i < rel.ntuples(); ++i) {
     const auto relid = static_cast<std::uint32_t>(rel.u64_value(i, 0));
     const std::string name(rel.value(i, 1));
     held.insert(relid);
-    if (!wanted.count(relid))
-      drop.push_back(name);
-    else if (rel.bool_value(i, 2))
-      filtered.push_back(name);
+    if (!wanted.count(relid)) drop.push_back(name);
+    else if (rel.bool_value(i, 2)) filtered.push_back(name);
   }
-  if (!filtered.empty())
-    throw PublicationError("publication " + publication_ +
-                           " has a row filter or a column list "
-                           "for " +
-                           TableList(filtered) +
-                           ": changes would be left out; "
-                           "ALTER PUBLICATION " +
-                           pub + " SET TABLE " + TableList(filtered) +
-                           " (with the other tables of the scope)");
+  if (!filtered.empty()) {
+    plan.refused = "publication " + publication_ + " has a row filter or a column list for " +
+                   TableList(filtered) + ": changes would be left out; ALTER PUBLICATION " + pub +
+                   " SET TABLE " + TableList(filtered) + " (with the other tables of the scope)";
+    return plan;
+  }
   for (const auto& [relid, name] : wanted)
-    if (!held.count(relid)) add.push_back(name);
-  if (add.empty() && drop.empty()) return {};
-  std::vector<std::string> fix;
-  if (!add.empty()) fix.push_back("ALTER PUBLICATION " + pub + " ADD TABLE " + TableList(add));
-  if (!drop.empty()) fix.push_back("ALTER PUBLICATION " + pub + " DROP TABLE " + TableList(drop));
-  if (!owned)
-    throw PublicationError("publication " + publication_ +
-                           " does not hold the tables of consumer " + consumer_.name +
-                           "'s scope and dblogd's role does not own it; have its "
-                           "owner run: " +
-                           fix.front() + (fix.size() > 1 ? "; " + fix.back() : ""));
-  for (const auto& statement : fix) {
+    if (!held.count(relid)) plan.added.push_back(name);
+  if (!plan.added.empty())
+    plan.statements.push_back("ALTER PUBLICATION " + pub + " ADD TABLE " + TableList(plan.added));
+  if (!drop.empty())
+    plan.statements.push_back("ALTER PUBLICATION " + pub + " DROP TABLE " + TableList(drop));
+  if (!plan.statements.empty() && !plan.owned) {
+    std::string fix;
+    for (const auto& st : plan.statements) fix += (fix.empty() ? "" : "; ") + st;
+    plan.refused = "publication " + publication_ + " does not hold the tables of consumer " +
+                   consumer_.name + "'s scope and dblogd's role does not own it; have its owner "
+                   "run: " + fix;
+  }
+  return plan;
+}
+
+std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) {
+  const PublicationPlan plan = PlanPublication(sql);
+  if (!plan.refused.empty()) throw PublicationError(plan.refused);
+  for (const auto& statement : plan.statements) {
     try {
       sql.Exec(statement);
     } catch (const pg::Error& e) {
-      throw PublicationError("cannot bring publication " + publication_ +
-                             " to the scope: " + e.server_message() +
-                             " (have an administrator run: " + statement + ")");
+      throw PublicationError(
+          std::string(plan.exists ? "cannot bring publication " + publication_ + " to the scope"
+                                  : "cannot create publication " + publication_) +
+          ": " + e.server_message() +
+          " (CREATE PUBLICATION needs CREATE on the database, adding a table needs its "
+          "ownership; have an administrator run: " + statement + ")");
     }
   }
-  return add;
+  return plan.added;
 }
 
 std::vector<std::pair<std::string, std::string>> PgoutputSource::PluginOptions() const {

@@ -43,6 +43,18 @@ class PublicationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What the publication is now and what would make it hold exactly the scope; nothing changed.
+struct PublicationPlan {
+  std::size_t tables = 0;  // in the scope
+  bool exists = false;
+  bool owned = false;  // by dblogd's role
+  // Why it cannot serve as it is, with the statement that fixes it; "" when it can (after
+  // `statements`).
+  std::string refused;
+  std::vector<std::string> statements;  // CREATE, or ALTER ... ADD / DROP TABLE
+  std::vector<std::string> added;       // tables the statements add to an existing one
+};
+
 class PgoutputSource {
  public:
   PgoutputSource(const config::ConsumerConfig& consumer, std::string publication);
@@ -52,6 +64,9 @@ class PgoutputSource {
   // changes are not in the stream: the caller says so). Throws PublicationError,
   // bootstrap::ScopeError (a table in scope without a key) or pg::Error.
   std::vector<std::string> EnsurePublication(pg::Connection& sql);
+  // EnsurePublication's reading, without changing anything (dblogd --check). Throws
+  // bootstrap::ScopeError or pg::Error.
+  PublicationPlan PlanPublication(pg::Connection& sql) const;
 
   // START_REPLICATION's options: protocol 1, this publication, messages, text values.
   std::vector<std::pair<std::string, std::string>> PluginOptions() const;

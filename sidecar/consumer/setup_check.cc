@@ -5,6 +5,8 @@
 
 #include "bootstrap/scope.h"
 #include "consumer/bookkeeping.h"
+#include "consumer/pgoutput_source.h"
+#include "consumer/pipeline.h"
 #include "pg/connection.h"
 
 namespace dblog::consumer {
@@ -102,6 +104,97 @@ void CheckConsumer(const config::Config& config, const config::ConsumerConfig& c
   }
 }
 
+// pgoutput mode (--source-plugin pgoutput): what the server, the role and each consumer's
+// publication need, with no extension (docs/pgoutput.md). Nothing is created.
+void CheckPgoutputMode(const config::Config& config, pg::Connection& sql, Report& report) {
+  report.Ok("mode", "pgoutput (--source-plugin): the dblog extension is not used");
+  if (sql.server_version() < 150000)
+    report.Fail("server_version", "pgoutput mode needs PostgreSQL 15 or later");
+  const std::string wal_level(sql.Exec("SELECT current_setting('wal_level')").value(0, 0));
+  if (wal_level == "logical") report.Ok("wal_level", "wal_level is logical");
+  else report.Fail("wal_level", "wal_level is " + wal_level +
+                                    "; set wal_level = logical and restart the server (on a "
+                                    "managed service: docs/managed-postgres.md)");
+  pg::Result role = sql.Exec(
+      "SELECT r.rolname, r.rolsuper, r.rolreplication OR r.rolsuper OR EXISTS ("
+      "         SELECT 1 FROM pg_catalog.pg_roles g"
+      "          WHERE g.rolname OPERATOR(pg_catalog.=) 'rds_replication'"
+      "            AND pg_catalog.pg_has_role(r.oid, g.oid, 'MEMBER')),"
+      "       pg_catalog.has_database_privilege(pg_catalog.current_database(), 'CREATE'),"
+      "       pg_catalog.current_setting('max_replication_slots')::pg_catalog.int4"
+      "         OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*)::pg_catalog.int4"
+      "                                   FROM pg_catalog.pg_replication_slots)"
+      "  FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER");
+  const std::string name(role.value(0, 0));
+  const bool create = role.bool_value(0, 3);
+  if (role.bool_value(0, 1))
+    report.Warn("role", "dblogd's role " + name + " is a superuser: connect as a role with "
+                        "REPLICATION and SELECT on the scope only (docs/pgoutput.md)");
+  if (role.bool_value(0, 2)) report.Ok("role", name + " may replicate");
+  else report.Fail("role", name + " lacks REPLICATION: ALTER ROLE " + name +
+                               " REPLICATION (on RDS and Aurora: GRANT rds_replication TO " +
+                               name + ")");
+  if (role.i64_value(0, 4) < static_cast<std::int64_t>(config.consumers.size()))
+    report.Warn("max_replication_slots", std::to_string(role.i64_value(0, 4)) +
+                                             " slots free for " +
+                                             std::to_string(config.consumers.size()) +
+                                             " consumers (each needs one)");
+  pg::Result state = sql.Exec(
+      "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      "                 ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      "                WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog'"
+      "                  AND c.relname OPERATOR(pg_catalog.=) 'consumers')");
+  if (state.bool_value(0, 0)) report.Ok("dblog.consumers", "exists");
+  else if (create) report.Ok("dblog.consumers", "dblogd will create it (schema dblog, one table)");
+  else report.Fail("dblog.consumers", name + " may not create schema dblog, where dblogd keeps "
+                                      "each consumer's bootstrap state: GRANT CREATE ON DATABASE "
+                                      "to it, or have an administrator create it "
+                                      "(docs/pgoutput.md)");
+  for (const auto& [consumer_name, consumer] : config.consumers) {
+    const std::string check = "consumer " + consumer_name;
+    try {
+      PgoutputSource source(consumer, Pipeline::SlotName(consumer_name));
+      const PublicationPlan plan = source.PlanPublication(sql);
+      if (!plan.refused.empty()) {
+        report.Fail(check, plan.refused);
+        continue;
+      }
+      const std::string pub = "publication " + Pipeline::SlotName(consumer_name);
+      if (!plan.exists && !create)
+        report.Fail(check, pub + " does not exist and " + name + " may not create it: have an "
+                                 "administrator run: " + plan.statements.front());
+      else if (!plan.exists)
+        report.Ok(check, pub + " will be created: " + plan.statements.front());
+      else if (!plan.statements.empty())
+        report.Ok(check, pub + " will be brought to the scope: " + plan.statements.front());
+      else
+        report.Ok(check, pub + " holds the " + std::to_string(plan.tables) +
+                             " tables of the scope");
+      if (plan.tables == 0)
+        report.Warn(check, "its scope (" + consumer.scope.text() + ") holds no table yet");
+      // every table readable by dblogd's role, none hiding rows behind row-level security
+      std::string oids = "{";
+      for (const auto& t : bootstrap::EnumerateScopeFromCatalog(sql, consumer.scope))
+        oids += (oids.size() > 1 ? "," : "") + std::to_string(t.oid);
+      pg::Result unreadable = sql.ExecParams(
+          "SELECT pg_catalog.string_agg(pg_catalog.format('%I.%I', n.nspname, c.relname), ', ')"
+          "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+          "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+          " WHERE c.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])"
+          "   AND (NOT pg_catalog.has_table_privilege(c.oid, 'SELECT') OR c.relrowsecurity)",
+          {oids + "}"});
+      if (!unreadable.is_null(0, 0))
+        report.Fail(check, "not readable by " + name + " (no SELECT, or row-level security): " +
+                               std::string(unreadable.value(0, 0)));
+    } catch (const std::exception& e) {
+      report.Fail(check, e.what());
+    }
+  }
+  if (config.consumers.empty())
+    report.Warn("consumers", "none configured (--consumer NAME=SCOPE); with --default-scope, "
+                             "its consumers are checked when they connect");
+}
+
 }  // namespace
 
 bool RunSetupChecks(const config::Config& config, std::ostream& out) {
@@ -119,6 +212,16 @@ bool RunSetupChecks(const config::Config& config, std::ostream& out) {
     report.Fail("connection", e.what());
     out << "some checks failed: fix them and run dblogd --check again\n";
     return false;
+  }
+  if (config.source_plugin == config::SourcePlugin::kPgoutput) {
+    try {
+      CheckPgoutputMode(config, sql, report);
+    } catch (const std::exception& e) {
+      report.Fail("pgoutput", e.what());
+    }
+    out << (report.failed() ? "some checks failed: fix them and run dblogd --check again\n"
+                            : "all checks passed\n");
+    return !report.failed();
   }
   bool extension = true;
   try {

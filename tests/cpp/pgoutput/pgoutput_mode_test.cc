@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "client/client.h"
@@ -320,13 +321,41 @@ TEST_P(PgoutputModeTest, RefusesWhatWouldLoseChangesAndSaysHowToFixIt) {
     EXPECT_EQ(e->code(), dblog::v1::Error::SCOPE_ERROR) << e->what();
     EXPECT_NE(std::string(e->what()).find(expected), std::string::npos) << e->what();
   };
+  // dblogd --check says the same before anything is made, with exit status 1
+  const auto check = [&] {
+    return dblog::test::Run(std::string(DBLOGD_PATH) + " --check --source '" +
+                            As(*cluster_, kRole) + "' --source-plugin pgoutput --consumer " +
+                            kConsumer + "='" + s + ".*' 2>&1");
+  };
+  auto [out, status] = check();
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("FAIL  consumer sink               tables in scope have no primary key or "
+                     "replica identity index: app.keyless"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("ok    role                        cdc may replicate"), std::string::npos)
+      << out;
   refused("have no primary key or replica identity index: app.keyless");
   db_->exec("DROP TABLE " + s + ".keyless");
+  std::tie(out, status) = check();
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("ok    consumer sink               publication dblog_sink will be created: "
+                     "CREATE PUBLICATION \"dblog_sink\" FOR TABLE \"app\".\"a\""),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM pg_publication"), "0") << "--check made nothing";
   // a publication of dblogd's name, made by another role, holding another table
   PgConn admin(cluster_->conninfo());
   admin.exec("CREATE TABLE public.other (id int PRIMARY KEY)");
   admin.exec("CREATE PUBLICATION dblog_sink FOR TABLE public.other");
   refused("ALTER PUBLICATION \"dblog_sink\" ADD TABLE \"app\".\"a\"");
+  std::tie(out, status) = check();
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("have its owner run: ALTER PUBLICATION \"dblog_sink\" ADD TABLE "
+                     "\"app\".\"a\"; ALTER PUBLICATION \"dblog_sink\" DROP TABLE "
+                     "public.other"),
+            std::string::npos)
+      << out;
   admin.exec("DROP PUBLICATION dblog_sink");
   {
     auto c = Connect();
