@@ -449,7 +449,10 @@ void Pipeline::OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end,
   } catch (const std::exception& e) {
     // A message this mode cannot map (a table whose catalog no longer describes what pgoutput
     // sent, after DDL): retrying decodes the same message again. Stop with the reason.
-    Fail(Error::SOURCE_ERROR, std::string("the pgoutput stream cannot go on: ") + e.what());
+    Fail(Error::SOURCE_ERROR,
+         std::string("the pgoutput stream cannot go on: ") + e.what() +
+             ". To go on, drop the slot (SELECT pg_drop_replication_slot('" + slot_ +
+             "')): the next connection bootstraps again, flagged restarted (docs/pgoutput.md)");
     return;
   }
   for (auto& ev : pgoutput_events_) {
