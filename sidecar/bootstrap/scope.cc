@@ -10,7 +10,11 @@ namespace {
 // The scope's candidates without the extension: ordinary permanent tables outside the system
 // schemas and dblog's own (EnumerateScope's filter).
 constexpr const char* kCandidates = R"sql(
-SELECT c.oid, n.nspname, c.relname, GREATEST(c.reltuples, 0)::pg_catalog.int8
+SELECT c.oid, n.nspname, c.relname, GREATEST(c.reltuples, 0)::pg_catalog.int8,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
+                  AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+                  AND a.attgenerated OPERATOR(pg_catalog.<>) '')
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
     ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
  WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
@@ -58,7 +62,7 @@ dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t
 std::vector<Table> EnumerateScopeFromCatalog(pg::Connection& conn, const config::Scope& scope) {
   pg::Result r = conn.Exec(kCandidates);
   std::vector<Table> tables;
-  std::string keyless;
+  std::string keyless, generated;
   for (int i = 0; i < r.ntuples(); ++i) {
     Table t;
     t.schema = std::string(r.value(i, 1));
@@ -66,6 +70,13 @@ std::vector<Table> EnumerateScopeFromCatalog(pg::Connection& conn, const config:
     if (!ScopeMatches(scope, t.schema, t.name)) continue;
     t.oid = static_cast<std::uint32_t>(r.u64_value(i, 0));
     t.estimated_rows = r.i64_value(i, 3);
+    if (r.bool_value(i, 4)) {
+      // pgoutput leaves generated columns out of its messages (before 18, and virtual ones on
+      // 18), where the extension sends stored ones; and reading a virtual one would run its
+      // owner's expression as dblogd. Refused rather than sent differently.
+      generated += (generated.empty() ? "" : ", ") + t.schema + "." + t.name;
+      continue;
+    }
     t.relation = DescribeTableFromCatalog(conn, t.oid, &t.kinds);
     if (t.relation.key_columns_size() == 0) {
       keyless += (keyless.empty() ? "" : ", ") + t.schema + "." + t.name;
@@ -75,6 +86,10 @@ std::vector<Table> EnumerateScopeFromCatalog(pg::Connection& conn, const config:
     tables.push_back(std::move(t));
   }
   if (!keyless.empty()) throw Keyless(keyless);
+  if (!generated.empty())
+    throw ScopeError("tables in scope have generated columns, which pgoutput does not send as "
+                     "the extension does: " + generated +
+                     " (leave them out of the consumer's scope, or use the extension's mode)");
   return tables;
 }
 

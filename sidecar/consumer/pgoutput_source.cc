@@ -118,8 +118,7 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
   return plan;
 }
 
-std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) {
-  const PublicationPlan plan = PlanPublication(sql);
+void PgoutputSource::ApplyPublication(pg::Connection& sql, const PublicationPlan& plan) {
   if (!plan.refused.empty()) throw PublicationError(plan.refused);
   for (const auto& statement : plan.statements) {
     try {
@@ -133,7 +132,43 @@ std::vector<std::string> PgoutputSource::EnsurePublication(pg::Connection& sql) 
           "ownership; have an administrator run: " + statement + ")");
     }
   }
-  return plan.added;
+}
+
+std::string PgoutputSource::TablesJoinedMessage(const std::vector<std::string>& tables) const {
+  std::string list;
+  for (const auto& t : tables) list += (list.empty() ? "" : ", ") + t;
+  return "tables joined consumer " + consumer_.name + "'s scope after its bootstrap: " + list +
+         ". pgoutput mode cannot copy a table into a running consumer yet (no repairs without "
+         "the extension), so their rows would be missing from the stream. Leave them out of the "
+         "scope (!schema.table), or drop the slot (SELECT pg_drop_replication_slot('" +
+         publication_ + "')): the next connection bootstraps again, with them, flagged "
+         "restarted (docs/pgoutput.md)";
+}
+
+std::vector<std::string> PgoutputSource::TablesMissingFromPublication(pg::Connection& sql) const {
+  // One query, cheap enough for every heartbeat: the scope's candidates (bootstrap's filter)
+  // that the publication does not hold.
+  pg::Result r = sql.ExecParams(
+      "SELECT n.nspname, c.relname"
+      "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      " WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'"
+      "   AND n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema,dblog}'::pg_catalog.name[])"
+      "   AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_toast%'"
+      "   AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_temp%'"
+      "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_rel pr"
+      "                     JOIN pg_catalog.pg_publication p"
+      "                       ON p.oid OPERATOR(pg_catalog.=) pr.prpubid"
+      "                    WHERE pr.prrelid OPERATOR(pg_catalog.=) c.oid"
+      "                      AND p.pubname OPERATOR(pg_catalog.=) $1)",
+      {publication_});
+  std::vector<std::string> missing;
+  for (int i = 0; i < r.ntuples(); ++i) {
+    const std::string schema(r.value(i, 0)), name(r.value(i, 1));
+    if (consumer_.scope.Holds(schema, name))
+      missing.push_back(common::QuoteQualified(schema, name));
+  }
+  return missing;
 }
 
 std::vector<std::pair<std::string, std::string>> PgoutputSource::PluginOptions() const {

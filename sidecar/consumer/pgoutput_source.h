@@ -59,14 +59,18 @@ class PgoutputSource {
  public:
   PgoutputSource(const config::ConsumerConfig& consumer, std::string publication);
 
-  // Checks the server (15 or later) and makes the publication hold exactly the scope's tables
-  // (see above). Returns the tables added to an existing publication (their earlier rows and
-  // changes are not in the stream: the caller says so). Throws PublicationError,
-  // bootstrap::ScopeError (a table in scope without a key) or pg::Error.
-  std::vector<std::string> EnsurePublication(pg::Connection& sql);
-  // EnsurePublication's reading, without changing anything (dblogd --check). Throws
-  // bootstrap::ScopeError or pg::Error.
+  // The publication as it is and the statements that make it hold exactly the scope's tables
+  // (see above), nothing changed (also dblogd --check). Throws bootstrap::ScopeError (a table in
+  // scope without a key, or with generated columns) or pg::Error.
   PublicationPlan PlanPublication(pg::Connection& sql) const;
+  // Runs the plan's statements; throws PublicationError when it was refused or a statement
+  // fails (with the statement for an administrator).
+  void ApplyPublication(pg::Connection& sql, const PublicationPlan& plan);
+  // Tables in the scope now that the publication does not hold (created, renamed or moved into
+  // it since): their changes are not in the stream. One catalog query.
+  std::vector<std::string> TablesMissingFromPublication(pg::Connection& sql) const;
+  // Why a consumer whose bootstrap finished cannot go on with `tables` added, and what to do.
+  std::string TablesJoinedMessage(const std::vector<std::string>& tables) const;
 
   // START_REPLICATION's options: protocol 1, this publication, messages, text values.
   std::vector<std::pair<std::string, std::string>> PluginOptions() const;

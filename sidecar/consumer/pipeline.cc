@@ -143,11 +143,13 @@ void Pipeline::Guarded(F&& step) {
 }
 
 void Pipeline::Prepare() {
-  std::vector<std::string> added_to_publication;
+  std::optional<PublicationPlan> publication;
   if (pgoutput_) {
-    // pgoutput mode: the publication first (the slot decodes it from its creation on), the
-    // consumer's row where the extension would keep it; no extension.
-    added_to_publication = pgoutput_->EnsurePublication(bookkeeping_.Sql());
+    // pgoutput mode: the publication (read here, brought to the scope below, before the slot,
+    // which decodes it from its creation on) and the consumer's row where the extension would
+    // keep it; no extension.
+    publication = pgoutput_->PlanPublication(bookkeeping_.Sql());
+    if (!publication->refused.empty()) throw PublicationError(publication->refused);
     bookkeeping_.EnsureConsumersTable();
   } else {
     bookkeeping_.CheckExtension();
@@ -170,16 +172,23 @@ void Pipeline::Prepare() {
                              plugin +
                              " (--source-plugin): it belongs to dblogd in the other "
                              "mode; give this consumer another name, or drop the slot");
-  for (const auto& table : added_to_publication)
-    log::Warn("publication_table_added",
-              {{"consumer", consumer_.name},
-               {"table", table},
-               {"message",
-                "the table joined the consumer's scope after its slot was made; "
-                "its rows and the changes made to it before now are not in the "
-                "stream (pgoutput mode cannot repair yet: docs/pgoutput.md)"}});
   const std::optional<std::string> state = bookkeeping_.BootstrapState();
   const bool finished = state && (*state == "done" || *state == "skipped");
+  if (publication) {
+    // A table that joined the scope of a consumer streaming from its slot would need a copy
+    // (a repair in the extension's mode): refused, unless the consumer runs without bootstrap.
+    const bool resumes = slot.exists && (finished || !config_.bootstrap);
+    if (resumes && !publication->added.empty()) {
+      if (config_.bootstrap) throw PublicationError(pgoutput_->TablesJoinedMessage(publication->added));
+      for (const auto& table : publication->added)
+        log::Warn("publication_table_added",
+                  {{"consumer", consumer_.name}, {"table", table},
+                   {"message", "the table joined the consumer's scope after its slot was made; "
+                               "with --bootstrap=false its earlier rows and changes are not in "
+                               "the stream (docs/pgoutput.md)"}});
+    }
+    pgoutput_->ApplyPublication(sql, *publication);
+  }
 
   if (config_.bootstrap && !(slot.exists && finished)) {
     // A slot whose bootstrap never finished is not a resume point: redo it from a new slot.
@@ -641,8 +650,30 @@ void Pipeline::Heartbeat() {
       self->session_->Send(m);
     }
     self->sent_since_heartbeat_ = false;
+    if (self->pgoutput_ && self->state_ == State::kStreaming) {
+      self->CheckPublicationCoversScope();
+      if (self->state_ == State::kDone) return;
+    }
     self->Heartbeat();
   });
+}
+
+// pgoutput mode, each heartbeat: a table created, renamed or moved into the scope is not in the
+// publication, so its changes would not be in the stream. Said at once, never silently skipped.
+void Pipeline::CheckPublicationCoversScope() {
+  std::vector<std::string> missing;
+  try {
+    missing = pgoutput_->TablesMissingFromPublication(bookkeeping_.Sql());
+  } catch (const std::exception&) {
+    bookkeeping_.Reset();  // the source is away: the stream's reconnect says so
+    return;
+  }
+  if (missing.empty()) return;
+  if (config_.bootstrap) return Fail(Error::SCOPE_ERROR, pgoutput_->TablesJoinedMessage(missing));
+  // without bootstrap: the next connection adds them (and logs publication_table_added)
+  Fail(Error::SCOPE_ERROR, "tables joined the scope: " + missing.front() +
+                               (missing.size() > 1 ? " and others" : "") +
+                               "; reconnect to have them added to publication " + slot_);
 }
 
 void Pipeline::OnError(const std::exception& error) {

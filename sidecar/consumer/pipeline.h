@@ -98,6 +98,8 @@ class Pipeline : public server::Consumer,
   // Welcome: the slot, where the stream resumes (none after a bootstrap), the scope.
   void SendWelcome(bool slot_created, const emit::Position* resume);
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
+  // pgoutput mode: a table in the scope that its publication lacks ends the session.
+  void CheckPublicationCoversScope();
   // pgoutput mode: one XLogData payload.
   void OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload);
   // After a data message: the commits it carried counted, the source position advanced.
