@@ -110,6 +110,8 @@ def report_log(w):
     rows = [("dblogd", "dblogd → consumer"), ("dblog_peek", "dblog plugin peek")]
     if any(c[0] == "dblogd_baseline" for c in w["contenders"]):
         rows.insert(1, ("dblogd_baseline", "dblogd baseline → consumer"))
+    if any(c[0] == "dblogd_pgoutput" for c in w["contenders"]):
+        rows.insert(1, ("dblogd_pgoutput", "dblogd pgoutput mode → consumer"))
     for key, label in rows:
         lines.append(f"| {label} | " + " | ".join(ratio(walls.get(key), walls.get(a[0]))
                                                    for a in anchors) + " |")
@@ -131,6 +133,14 @@ def report_log_section(out, targets, w, d, oltp_tx):
     out.append(text)
     out.append("")
     report_vs_baseline(out, d["results"], [("dblogd → consumer", "dblogd", "dblogd_baseline")])
+    if d["results"].get("dblogd_pgoutput") and d["results"].get("dblogd"):
+        # issue 23's target: pgoutput mode at most 1.3x the extension mode's wall time
+        out.append("")
+        out.append("pgoutput mode / extension mode, same run (wall time, dblogd CPU): " +
+                   ratio(med([r["wall_s"] for r in d["results"]["dblogd_pgoutput"]]),
+                         med([r["wall_s"] for r in d["results"]["dblogd"]])) + ", " +
+                   ratio(med([r["dblogd_cpu_s"] for r in d["results"]["dblogd_pgoutput"]]),
+                         med([r["dblogd_cpu_s"] for r in d["results"]["dblogd"]])) + ".")
     if walls.get("dblogd") and walls.get("pgoutput_peek"):
         targets.append(T.LOG_VS_PGOUTPUT_PEEK[w].check(walls["dblogd"] / walls["pgoutput_peek"]))
     if w == "bulk" and walls.get("dblogd") and walls.get("decoderbufs"):

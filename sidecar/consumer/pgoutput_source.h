@@ -11,7 +11,9 @@
 // (ALTER PUBLICATION ... ADD / DROP TABLE) when dblogd's role owns it; one it does not own that
 // differs from the scope is refused with the statements that would fix it. A row filter, a
 // column list, publish_via_partition_root or an operation not published is refused: any of them
-// would leave changes out of the stream silently.
+// would leave changes out of the stream silently. A table joining the scope of a consumer that
+// has bootstrapped would need a copy this mode cannot make yet: the pipeline refuses it
+// (TablesJoinedMessage) rather than add it silently.
 // Owns: the publication's SQL, the replication options, the decoder and translator of the
 // current stream. Blocking (the catalog reads): called on the consumer's thread.
 #pragma once

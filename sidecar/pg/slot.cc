@@ -87,10 +87,16 @@ CreatedSlot CreateSlot(Connection& repl_conn, const std::string& name, const std
   if (!repl_conn.is_replication())
     throw std::invalid_argument("CreateSlot needs a replication connection");
   repl_conn.CheckServerVersion();
-  // PostgreSQL 15 syntax; 14 and older spelled it EXPORT_SNAPSHOT / NOEXPORT_SNAPSHOT.
+  // PostgreSQL 15 syntax; 14 and older spelled it EXPORT_SNAPSHOT / NOEXPORT_SNAPSHOT. From 17
+  // on the slot is a failover slot: a standby with sync_replication_slots (or that calls
+  // pg_sync_replication_slots()) keeps a copy of it, which the consumer resumes from after the
+  // standby is promoted (docs/pgoutput.md, "Failover"). Without such a standby it changes
+  // nothing.
+  const bool failover = repl_conn.server_version() >= 170000;
   const std::string command = "CREATE_REPLICATION_SLOT " + common::QuoteIdent(name) +
                               " LOGICAL " + common::QuoteIdent(plugin) +
-                              (export_snapshot ? " (SNAPSHOT 'export')" : " (SNAPSHOT 'nothing')");
+                              (export_snapshot ? " (SNAPSHOT 'export'" : " (SNAPSHOT 'nothing'") +
+                              (failover ? ", FAILOVER)" : ")");
   Result r;
   try {
     r = repl_conn.Exec(command);

@@ -45,7 +45,8 @@ struct CreatedSlot {
 };
 
 // CREATE_REPLICATION_SLOT "name" LOGICAL "plugin" (SNAPSHOT 'export' | 'nothing') on a
-// replication connection (PostgreSQL 15 syntax). With export_snapshot, the snapshot can be
+// replication connection (PostgreSQL 15 syntax); on 17 and later with FAILOVER, so that a
+// standby can synchronize the slot. With export_snapshot, the snapshot can be
 // imported by other sessions (SET TRANSACTION SNAPSHOT) only until `repl_conn` runs its next
 // command, so leave it idle until every importer is in.
 //

@@ -14,6 +14,8 @@ PUB_OPTS = [("proto_version", "1"), ("publication_names", "bench_pub")]
 LOG_CONTENDERS = [
     ("dblogd", "dblogd → TCP consumer (parses every frame, acks when caught up)", "dblog", "dblogd",
      []),
+    ("dblogd_pgoutput", "dblogd --source-plugin pgoutput → TCP consumer (same consumer)",
+     "pgoutput", "dblogd", []),
     ("dblog_peek", "dblog plugin, SQL peek (binary)", "dblog", "peek",
      [("include_tables", "bench.*")]),
     ("pgoutput_peek", "pgoutput (binary, proto 1), SQL peek", "pgoutput", "peek", PUB_OPTS),
@@ -48,11 +50,20 @@ def log_contenders(ctx):
 
 def consumer_name(workload, key, rep):
     """The dblog consumer a dblogd contender serves (its slot is dblog_<consumer>)."""
-    return f"{workload}_base_r{rep}" if key == BASELINE_KEY else f"{workload}_r{rep}"
+    if key == BASELINE_KEY:
+        return f"{workload}_base_r{rep}"
+    if key == PGOUTPUT_KEY:
+        return f"{workload}_po_r{rep}"
+    return f"{workload}_r{rep}"
+
+
+# dblogd in pgoutput mode: its slot is made here like the others (so that it reads the same
+# WAL), after the publication dblogd would make, FOR TABLE of every table of the scope bench.*.
+PGOUTPUT_KEY = "dblogd_pgoutput"
 
 
 def slot_name(workload, key, rep):
-    if key in ("dblogd", BASELINE_KEY):
+    if key in ("dblogd", BASELINE_KEY, PGOUTPUT_KEY):
         return f"dblog_{consumer_name(workload, key, rep)}"
     return f"b_{workload}_{key}_r{rep}"
 
@@ -61,8 +72,14 @@ def run_log_workload(ctx, workload, reps, generate, expect_check=True):
     every contender consume its own slots, rotating the order each repetition."""
     contenders = log_contenders(ctx)
     stmts = []
+    bench_tables = sql("SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') "
+                       "FROM pg_tables WHERE schemaname = 'bench'")
     for rep in range(reps):
         for key, _, plugin, _, _ in contenders:
+            if key == PGOUTPUT_KEY:
+                pub = slot_name(workload, key, rep)
+                stmts.append(f"DROP PUBLICATION IF EXISTS {pub}; "
+                             f"CREATE PUBLICATION {pub} FOR TABLE {bench_tables};")
             stmts.append(f"SELECT 1 FROM pg_create_logical_replication_slot("
                          f"'{slot_name(workload, key, rep)}', '{plugin}');")
     sql("\n".join(stmts))
@@ -101,7 +118,8 @@ def run_log_workload(ctx, workload, reps, generate, expect_check=True):
                         # named by --consumer: an unnamed consumer's series are dropped
                         # when it disconnects, before its output bytes are read
                         [f"--consumer={name}=bench.*", "--bootstrap=false",
-                         "--status-interval=1"],
+                         "--status-interval=1"]
+                        + (["--source-plugin=pgoutput"] if key == PGOUTPUT_KEY else []),
                         "bench.marker", changes if expect_check else None,
                         baseline=key == BASELINE_KEY)
                 elif kind == "peek":
@@ -124,6 +142,9 @@ def run_log_workload(ctx, workload, reps, generate, expect_check=True):
             results[key].append(r)
     sql("SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
         f" WHERE slot_name LIKE '%\\_{workload}\\_%' AND NOT active;")
+    if any(c[0] == PGOUTPUT_KEY for c in contenders):
+        sql("".join(f"DROP PUBLICATION IF EXISTS {slot_name(workload, PGOUTPUT_KEY, rep)};"
+                    for rep in range(reps)))
     return {"workload": workload, "changes": changes, "generate_s": gen_s, "wal_bytes": wal_bytes,
             "results": results, "errors": errors, "contenders": contenders}
 

@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -374,6 +375,93 @@ TEST_P(PgoutputModeTest, ColumnsChangedBehindTheStreamStopItUntilTheSlotIsDroppe
   ExpectConverged(again, {"a", "sentinel"});
 }
 
+// Failover on 17 and 18: dblogd makes its slot a failover slot; a standby that synchronizes slots
+// (here by pg_sync_replication_slots(), as its slotsync worker does with sync_replication_slots)
+// holds it; the primary, with synchronized_standby_slots, sends the consumer nothing the standby
+// has not received. The primary is killed and the standby promoted: dblogd, given both hosts
+// with target_session_attrs=read-write, reconnects to the new primary and streams on from the
+// synchronized slot, the consumer on the same session: no bootstrap again, nothing lost, and the
+// replay equals the new primary's tables.
+class PgoutputFailoverTest : public PgoutputModeTest {};
+
+TEST_P(PgoutputFailoverTest, AFailoverSlotResumesOnThePromotedStandby) {
+  const std::string s = kSchema;
+  dblog::test::CreateWorkloadTables(*db_, s);
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  std::mt19937_64 rng(1700 + static_cast<unsigned>(GetParam()));
+  dblog::test::WorkloadOptions options;
+  for (int i = 0; i < 20; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  db_.reset();
+  pinned_.reset();
+  auto [made, status] =
+      dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
+                       cluster_->dir() + " standby1");
+  ASSERT_EQ(status, 0) << made;
+  const auto nl = made.find('\n');
+  Cluster standby(made.substr(0, nl), made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
+  {
+    PgConn admin(cluster_->conninfo());
+    admin.exec("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'");
+    admin.exec("SELECT pg_reload_conf()");
+  }
+  const auto host_port = [](const std::string& conninfo, const char* key) {
+    const auto at = conninfo.find(std::string(key) + "=") + std::strlen(key) + 1;
+    return conninfo.substr(at, conninfo.find(' ', at) - at);
+  };
+  const std::string both = "host=" + host_port(cluster_->conninfo(), "host") + "," +
+                           host_port(standby.conninfo(), "host") +
+                           " port=" + host_port(cluster_->conninfo(), "port") + "," +
+                           host_port(standby.conninfo(), "port") +
+                           " user=" + kRole + " dbname=postgres target_session_attrs=read-write";
+  db_ = std::make_unique<PgConn>(As(*cluster_, kRole));
+  dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
+      "--source=" + both, "--source-plugin=pgoutput",
+      std::string("--consumer=") + kConsumer + "=" + s + ".*", "--reconnect-max=1",
+      "--status-interval=1", "--heartbeat-interval=1"});
+  dblogd_->Start();
+  PgConn on_standby(standby.conninfo());
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  for (int i = 0; i < 30; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  EXPECT_EQ(db_->scalar("SELECT failover FROM pg_replication_slots WHERE slot_name = 'dblog_sink'"),
+            "t");
+  // the standby's copy of the slot catches up with what the consumer acknowledged
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string synced;
+  for (;;) {
+    on_standby.exec("SELECT pg_sync_replication_slots()");
+    synced = on_standby.scalar(
+        "SELECT coalesce((SELECT confirmed_flush_lsn >= " +
+        db_->literal(db_->scalar("SELECT confirmed_flush_lsn FROM pg_replication_slots "
+                                 "WHERE slot_name = 'dblog_sink'")) +
+        "::pg_lsn AND synced FROM pg_replication_slots WHERE slot_name = 'dblog_sink'), false)");
+    if (synced == "t" || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_EQ(synced, "t") << "the standby never held the slot where the consumer was";
+  // more changes, then the primary dies with some of them possibly unsent
+  for (int i = 0; i < 10; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  db_.reset();
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " +
+                             cluster_->dir())
+                .second,
+            0);
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh promote " +
+                             standby.dir())
+                .second,
+            0);
+  db_ = std::make_unique<PgConn>(As(standby, kRole));
+  pinned_ = std::make_unique<PgConn>(As(standby, kRole) + " options='" +
+                                     po::OutputSettingsOptions() + "'");
+  for (int i = 0; i < 20; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  EXPECT_EQ(bootstrap_begins_.size(), 1u) << "bootstrapped again";
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "source_reconnected"), 1);
+}
+
 // What the mode refuses, each with the statement that fixes it: a table in scope without a key,
 // a publication of that name that dblogd's role does not own and that does not hold the scope;
 // a table added to the scope while dblogd was down is added to dblogd's own publication and
@@ -484,6 +572,11 @@ TEST_P(PgoutputModeTest, RefusesWhatWouldLoseChangesAndSaysHowToFixIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Majors, PgoutputModeTest, ::testing::Values(15, 16, 17, 18),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "PostgreSQL" + std::to_string(i.param);
+                         });
+// failover slots are PostgreSQL 17's
+INSTANTIATE_TEST_SUITE_P(Majors, PgoutputFailoverTest, ::testing::Values(17, 18),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return "PostgreSQL" + std::to_string(i.param);
                          });

@@ -60,6 +60,9 @@ Cluster::Cluster(int major) {
   while (!conninfo_.empty() && conninfo_.back() == '\n') conninfo_.pop_back();
 }
 
+Cluster::Cluster(std::string dir, std::string conninfo)
+    : status_(0), dir_(std::move(dir)), conninfo_(std::move(conninfo)) {}
+
 bool Cluster::Restart() { return Run(kClusterScript + " restart " + dir_).second == 0; }
 
 Cluster::~Cluster() {

@@ -21,11 +21,14 @@ class Cluster {
  public:
   // status 3: that major is not there (skip); anything else non-zero fails.
   explicit Cluster(int major);
+  // A cluster made by another tests/pg-cluster.sh command (standby): stopped and removed too.
+  Cluster(std::string dir, std::string conninfo);
   ~Cluster();
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
   int status() const { return status_; }
   const std::string& conninfo() const { return conninfo_; }
+  const std::string& dir() const { return dir_; }
   // Restarts the server (fast shutdown: connections are cut), same port and data. False when
   // pg_ctl failed.
   bool Restart();
