@@ -7,21 +7,17 @@
 namespace dblog::bootstrap {
 namespace {
 
-// The scope's candidates without the extension: ordinary permanent tables outside the system
-// schemas and dblog's own (EnumerateScope's filter).
-constexpr const char* kCandidates = R"sql(
-SELECT c.oid, n.nspname, c.relname, GREATEST(c.reltuples, 0)::pg_catalog.int8,
-       EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-                WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
-                  AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
-                  AND a.attgenerated OPERATOR(pg_catalog.<>) '')
-  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
-    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
- WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
-   AND n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema,dblog}'::pg_catalog.name[])
-   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_toast%'
-   AND n.nspname::pg_catalog.text NOT LIKE 'pg\_temp%'
- ORDER BY n.nspname, c.relname)sql";
+// The scope's candidates without the extension: kScopeCandidatesWhere, with whether a table has
+// generated columns.
+const std::string kCandidates =
+    "SELECT c.oid, n.nspname, c.relname, GREATEST(c.reltuples, 0)::pg_catalog.int8,"
+    "       EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a"
+    "                WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid"
+    "                  AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped"
+    "                  AND a.attgenerated OPERATOR(pg_catalog.<>) '')"
+    "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+    "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+    " WHERE " + std::string(kScopeCandidatesWhere) + " ORDER BY n.nspname, c.relname";
 
 // The key's quoted columns and whether it is one integer column, from the Relation.
 void SetKey(Table& t) {
@@ -40,6 +36,13 @@ ScopeError Keyless(const std::string& tables) {
 }
 
 }  // namespace
+
+const char* const kScopeCandidatesWhere =
+    "c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'"
+    " AND n.nspname OPERATOR(pg_catalog.<>) ALL"
+    "     ('{pg_catalog,information_schema,dblog}'::pg_catalog.name[])"
+    " AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_toast%'"
+    " AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_temp%'";
 
 dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t oid,
                                              std::vector<pgoutput::ValueKind>* kinds) {

@@ -65,6 +65,10 @@ bool ScopeMatches(const config::Scope& scope, const std::string& schema, const s
 // live in, and are logged for, the leaves) matching the scope, outside the dblog schema.
 // Throws ScopeError naming every matching table without an identity key.
 std::vector<Table> EnumerateScope(pg::Connection& conn, const config::Scope& scope);
+// Which relations a scope may hold, without the extension: a WHERE condition on pg_class c and
+// its pg_namespace n (ordinary permanent tables outside the system schemas and dblog's own, the
+// filter EnumerateScope applies). Schema-qualified; for pgoutput mode's queries.
+extern const char* const kScopeCandidatesWhere;
 // The same tables without the extension (Reader::kCatalog), described from the catalog.
 std::vector<Table> EnumerateScopeFromCatalog(pg::Connection& conn, const config::Scope& scope);
 std::vector<Table> EnumerateScope(pg::Connection& conn, const config::Scope& scope, Reader reader);

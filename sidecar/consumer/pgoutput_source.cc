@@ -152,10 +152,7 @@ std::vector<std::string> PgoutputSource::TablesMissingFromPublication(pg::Connec
       "SELECT n.nspname, c.relname"
       "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
       "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-      " WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'"
-      "   AND n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema,dblog}'::pg_catalog.name[])"
-      "   AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_toast%'"
-      "   AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_temp%'"
+      " WHERE " + std::string(bootstrap::kScopeCandidatesWhere) +
       "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_rel pr"
       "                     JOIN pg_catalog.pg_publication p"
       "                       ON p.oid OPERATOR(pg_catalog.=) pr.prpubid"

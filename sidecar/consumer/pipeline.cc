@@ -396,6 +396,21 @@ void Pipeline::StartStream() {
   state_ = State::kStreaming;
 }
 
+// Runs `process` (ProcessEvent over one message's events); what it throws ends the session.
+template <typename F>
+bool Pipeline::Dispatched(F&& process) {
+  try {
+    process();
+    return true;
+  } catch (const ScopeChangeError& e) {
+    Fail(e.code(), e.what());
+  } catch (const std::exception& e) {
+    log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
+    Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
+  }
+  return false;
+}
+
 void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload) {
   if (state_ != State::kStreaming) return;
   backoff_ = config_.reconnect_min;
@@ -416,18 +431,12 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
   // out as it came, but for its seq) rather than serialize the parsed copy again.
   const std::vector<std::string_view> change_bytes =
       emit::ChangeBytes(payload, batch->events_size());
-  try {
-    for (int i = 0; i < batch->events_size(); ++i)
-      ProcessEvent(*batch->mutable_events(i),
-                   change_bytes.empty() ? std::string_view() : change_bytes[i]);
-  } catch (const ScopeChangeError& e) {
-    Fail(e.code(), e.what());
+  if (!Dispatched([&] {
+        for (int i = 0; i < batch->events_size(); ++i)
+          ProcessEvent(*batch->mutable_events(i),
+                       change_bytes.empty() ? std::string_view() : change_bytes[i]);
+      }))
     return;
-  } catch (const std::exception& e) {
-    log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
-    Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
-    return;
-  }
   Flush();
   repairs_->Schedule();
 }
@@ -475,16 +484,10 @@ void Pipeline::OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end,
     }
   }
   SourceAdvanced(wal_end);
-  try {
-    for (auto& ev : pgoutput_events_) ProcessEvent(ev, std::string_view());
-  } catch (const ScopeChangeError& e) {
-    Fail(e.code(), e.what());
+  if (!Dispatched([&] {
+        for (auto& ev : pgoutput_events_) ProcessEvent(ev, std::string_view());
+      }))
     return;
-  } catch (const std::exception& e) {
-    log::Error("emitter_refused", {{"consumer", consumer_.name}, {"error", e.what()}});
-    Fail(Error::SOURCE_ERROR, std::string("internal ordering error: ") + e.what());
-    return;
-  }
   Flush();
 }
 

@@ -98,6 +98,9 @@ class Pipeline : public server::Consumer,
   // Welcome: the slot, where the stream resumes (none after a bootstrap), the scope.
   void SendWelcome(bool slot_created, const emit::Position* resume);
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
+  // Runs `process`, turning what it throws into the end of the session; false then.
+  template <typename F>
+  bool Dispatched(F&& process);
   // pgoutput mode: a table in the scope that its publication lacks ends the session.
   void CheckPublicationCoversScope();
   // pgoutput mode: one XLogData payload.
