@@ -75,7 +75,15 @@ Pipeline::~Pipeline() {
 }
 
 std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const {
-  if (pgoutput_) return pgoutput_->PluginOptions();
+  if (pgoutput_) {
+    // pgoutput cannot filter messages by prefix and sends each whole (up to about 1 GB, from
+    // any role): ask for none unless the consumer wants some (security review F2).
+    auto options = pgoutput_->PluginOptions();
+    if (hello_.message_prefixes().empty())
+      for (auto& [k, v] : options)
+        if (k == "messages") v = "false";
+    return options;
+  }
   // Messages: this consumer's watermarks, the DDL that moved tables (consumer/scope_changes.h)
   // and what it asked for, nothing else, so that a large message anyone may write never
   // reaches dblogd unless a consumer wants it.
