@@ -333,6 +333,14 @@ bool Copier::NextTask(Task* task) {
   return true;
 }
 
+void Copier::PushCopied(Batch& batch) {
+  copied_[batch.table] += batch.size();
+  bytes_copied_ += batch.bytes();
+  const std::size_t table = batch.table;
+  Push(std::move(batch));
+  batch = Batch{table, {}, {}};
+}
+
 void Copier::Push(Batch batch) {
   bool was_empty;
   {
@@ -423,12 +431,7 @@ void Copier::CopyTextTask(pg::Connection& conn, const Task& task) {
   Batch batch{task.table, {}, {}};
   dblog::v1::Row row;
   std::string bytes;
-  auto push = [&] {
-    copied_[task.table] += batch.size();
-    bytes_copied_ += batch.bytes();
-    Push(std::move(batch));
-    batch = Batch{task.table, {}, {}};
-  };
+  auto push = [&] { PushCopied(batch); };
   pg::CopyBuffer chunk;
   while (copy.Next(&chunk)) {
     parser.Feed(chunk.view());
@@ -463,12 +466,7 @@ void Copier::CopyTask(pg::Connection& conn, const Task& task) {
   pg::CopyOut copy(conn, CopyStatement(t, BindTable(conn, t), task));
   CopyRowParser parser;
   Batch batch{task.table, {}, {}};
-  auto push = [&] {
-    copied_[task.table] += batch.size();
-    bytes_copied_ += batch.bytes();
-    Push(std::move(batch));
-    batch = Batch{task.table, {}, {}};
-  };
+  auto push = [&] { PushCopied(batch); };
   pg::CopyBuffer chunk;
   while (copy.Next(&chunk)) {
     parser.Feed(chunk.view());

@@ -137,6 +137,8 @@ class Copier {
   // Copies one task's rows into batches pushed onto the queue (throws; "cancelled" too).
   void CopyTask(pg::Connection& conn, const Task& task);
   void Push(Batch batch);
+  // Counts a task's batch as copied, queues it and leaves an empty one of the same table.
+  void PushCopied(Batch& batch);
   bool NextTask(Task* task);
   void Fail(const std::string& message);
 

@@ -44,8 +44,8 @@ const char* const kScopeCandidatesWhere =
     " AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_toast%'"
     " AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_temp%'";
 
-dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t oid,
-                                             std::vector<pgoutput::ValueKind>* kinds) {
+std::vector<std::vector<std::optional<std::string>>> CatalogRows(pg::Connection& conn,
+                                                                std::uint32_t oid) {
   pg::Result res = conn.ExecParams(pgoutput::kRelationQuery, {std::to_string(oid)});
   std::vector<std::vector<std::optional<std::string>>> rows;
   for (int i = 0; i < res.ntuples(); ++i) {
@@ -55,6 +55,12 @@ dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t
       row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
     }
   }
+  return rows;
+}
+
+dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t oid,
+                                             std::vector<pgoutput::ValueKind>* kinds) {
+  const auto rows = CatalogRows(conn, oid);
   if (rows.empty())
     throw std::runtime_error("the table with oid " + std::to_string(oid) + " is gone");
   const pgoutput::CatalogRelation cat = pgoutput::ParseRelationRows(oid, rows);

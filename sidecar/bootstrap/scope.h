@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,6 +55,10 @@ dblog::v1::Relation DescribeTable(pg::Connection& conn, std::uint32_t oid);
 // table's name as it is now, quoted, for those statements. Throws pg::Error.
 std::string BindRelation(pg::Connection& conn, std::uint32_t oid);
 
+// pgoutput::kRelationQuery's rows for one table (text cells, nullopt for NULL; none when the
+// table is gone), for pgoutput::ParseRelationRows. Throws pg::Error.
+std::vector<std::vector<std::optional<std::string>>> CatalogRows(pg::Connection& conn,
+                                                                std::uint32_t oid);
 // Reader::kCatalog's DescribeTable: the Relation and the kinds of its columns, from the catalog
 // as it is now. Throws pg::Error, or std::runtime_error when the table is gone.
 dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t oid,

@@ -187,16 +187,7 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
   out_of_scope_.clear();
   translator_ = std::make_unique<pgoutput::Translator>(
       [sql = std::move(sql)](const pgoutput::Relation& r) {
-        pg::Result res = sql().ExecParams(pgoutput::kRelationQuery, {std::to_string(r.oid)});
-        std::vector<std::vector<std::optional<std::string>>> rows;
-        for (int i = 0; i < res.ntuples(); ++i) {
-          auto& row = rows.emplace_back();
-          for (int j = 0; j < res.nfields(); ++j) {
-            const auto v = res.optional_value(i, j);
-            row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
-          }
-        }
-        return pgoutput::ParseRelationRows(r.oid, rows);
+        return pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(sql(), r.oid));
       },
       next_full_xid);
 }
