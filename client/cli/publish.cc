@@ -47,6 +47,11 @@ po::options_description PublishFlags() {
        "dblog (default): each message one dblog.v1.StreamEvent; debezium-json: changes and "
        "truncates only, as Debezium's PostgreSQL change events (schemaless JSON, the key as "
        "the Kafka record's key or in NATS header Dblog-Key, a delete followed by a tombstone)")
+      ("debezium-option", po::value<std::vector<std::string>>()->value_name("KEY=VALUE"),
+       "--format debezium-json: a Debezium connector setting, under Debezium's name: "
+       "skipped.operations (c, u, d, t or none; default t: truncates are not written), "
+       "tombstones.on.delete (default true), database.dbname (source.db; default empty); "
+       "repeatable")
       ("batch-events", po::value<std::string>()->value_name("N"),
        "--format dblog into NATS: up to N consecutive events of one subject in one message "
        "(default 1024; 1 to 65536; Kafka records are one event each)")
@@ -197,6 +202,7 @@ publish::PublisherOptions PublisherOptionsOf(const PublishCommandOptions& option
   popts.connect = options.connect;
   popts.prefix = options.prefix;
   popts.format = options.format;
+  popts.debezium = options.debezium;
   popts.max_in_flight = options.max_in_flight;
   // NATS only: a Kafka record is one event, placed by its row's key
   if (options.format == publish::Format::kDblog && !options.kafka)
@@ -329,6 +335,20 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
       options.format = publish::Format::kDebeziumJson;
     else if (format != "dblog")
       throw UsageError("unknown --format '" + format + "' (dblog, debezium-json)");
+  }
+  if (vm.count("debezium-option")) {
+    if (options.format != publish::Format::kDebeziumJson)
+      throw UsageError("--debezium-option is for --format debezium-json");
+    for (const std::string& kv : vm["debezium-option"].as<std::vector<std::string>>()) {
+      const std::size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UsageError("invalid --debezium-option '" + kv + "': KEY=VALUE");
+      try {
+        publish::SetDebeziumOption(options.debezium, kv.substr(0, eq), kv.substr(eq + 1));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError("--debezium-option: " + std::string(e.what()));
+      }
+    }
   }
   NatsFlags(vm, consumer, options);
   if (options.kafka) {

@@ -27,6 +27,7 @@ struct PublishCommandOptions {
   publish::KafkaOptions kafka_options;
   std::string prefix;
   publish::Format format = publish::Format::kDblog;
+  publish::DebeziumOptions debezium;  // --debezium-option
   std::size_t max_in_flight = 2048;
   // --batch-events: events per message with --format dblog (1: still framed, one per message)
   std::size_t batch_events = 1024;

@@ -1,6 +1,7 @@
 // client/publish/layout.cc: see layout.h.
 #include "client/publish/layout.h"
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <stdexcept>
@@ -268,37 +269,56 @@ void Layout::MapDebeziumChange(const StreamEvent& event, DebeziumSource source,
   if (change.xid()) source.xid = change.xid();
   std::string key = DebeziumKey(rel, KeyOfChange(rel, change));
   const auto tombstone = [&](const std::string& of_key) {
+    if (!debezium_.tombstones_on_delete) return;
     LogMessage m = DebeziumMessage(oid, event, "", of_key);
     m.event = "tombstone";
     out.push_back(std::move(m));
   };
   if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
       change.old_key().SerializeAsString() != KeyOfChange(rel, change).SerializeAsString()) {
-    // a key change, as Debezium writes it: a delete of the old key and its tombstone, then
-    // a create of the new key (a reader keyed by the key, or a compacted topic, must not
-    // keep the old one)
+    // a key change, as Debezium writes it (PostgresChangeRecordEmitter.emitUpdateRecord,
+    // RelationalChangeRecordEmitter): a delete of the old key and its tombstone, then a create
+    // of the new key (a reader keyed by the key, or a compacted topic, must not keep the old
+    // one); each op unless skipped.operations names it
     const dblog::v1::Change gone = OldKeyDelete(change);
     const std::string old_key = DebeziumKey(rel, change.old_key());
-    out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, gone, source), old_key));
-    tombstone(old_key);
-    dblog::v1::Change created = change;
-    created.set_kind(dblog::v1::Change::INSERT);
-    created.clear_old_key();
-    created.clear_old_row();
-    out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, created, source), key));
+    if (!debezium_.skip_delete) {
+      out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, gone, source), old_key));
+      tombstone(old_key);
+    }
+    if (!debezium_.skip_create) {
+      dblog::v1::Change created = change;
+      created.set_kind(dblog::v1::Change::INSERT);
+      created.clear_old_key();
+      created.clear_old_row();
+      out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, created, source), key));
+    }
     return;
   }
+  const auto kind = change.kind();
+  if ((kind == dblog::v1::Change::INSERT && debezium_.skip_create) ||
+      (kind == dblog::v1::Change::UPDATE && debezium_.skip_update) ||
+      (kind == dblog::v1::Change::DELETE && debezium_.skip_delete))
+    return;
   out.push_back(DebeziumMessage(oid, event, DebeziumChange(rel, change, source), key));
-  if (change.kind() == dblog::v1::Change::DELETE) tombstone(key);
+  if (kind == dblog::v1::Change::DELETE) tombstone(key);
 }
 
 std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
   std::vector<LogMessage> out;
   DebeziumSource source;
   source.name = prefix_;
+  source.db = debezium_.database;
   source.snapshot = in_bootstrap_ ? "true" : in_chunk_ ? "incremental" : "false";
   source.xid = xid_;
   source.commit_time = commit_time_;
+  source.last_commit_lsn = last_commit_end_;
+  source.snapshot_lsn = consistent_point_;
+  source.now_nanos = debezium_.now_nanos
+                         ? debezium_.now_nanos()
+                         : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
   switch (event.event_case()) {
     case StreamEvent::kRelation:
       relations_.Put(event.relation());
@@ -310,9 +330,14 @@ std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
     case StreamEvent::kCommit:
       xid_ = 0;
       commit_time_ = 0;
+      // Debezium's lastCommitLsn: the position of the COMMIT message, where PostgreSQL's
+      // walsender puts the end of the commit record (PostgresStreamingChangeEventSource
+      // .commitMessage, PostgresOffsetContext.updateCommitPosition)
+      last_commit_end_ = event.commit().end_lsn();
       break;
     case StreamEvent::kBootstrapBegin:
       in_bootstrap_ = true;
+      consistent_point_ = event.bootstrap_begin().consistent_point();
       break;
     case StreamEvent::kBootstrapEnd:
       in_bootstrap_ = false;
@@ -331,9 +356,13 @@ std::vector<LogMessage> Layout::MapDebezium(const StreamEvent& event) {
       MapDebeziumChange(event, source, out);
       break;
     case StreamEvent::kTruncate:
-      for (const std::uint32_t oid : event.truncate().relation_oids())
-        out.push_back(DebeziumMessage(
-            oid, event, DebeziumTruncate(KnownRelation(oid, event), event.truncate(), source), ""));
+      // skipped.operations=t, Debezium's default, skips them (CommonConnectorConfig
+      // .SKIPPED_OPERATIONS, EventDispatcher.dispatchDataChangeEvent)
+      for (const std::uint32_t oid : event.truncate().relation_oids()) {
+        const dblog::v1::Relation& rel = KnownRelation(oid, event);
+        if (debezium_.skip_truncate) continue;
+        out.push_back(DebeziumMessage(oid, event, DebeziumTruncate(rel, event.truncate(), source), ""));
+      }
       break;
     default:
       throw std::runtime_error("an event with nothing to publish");

@@ -12,12 +12,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "client/publish/debezium.h"
 #include "client/relation_cache.h"
 #include "dblog/v1/consumer.pb.h"
 
 namespace dblog::publish {
-
-struct DebeziumSource;  // debezium.h
 
 // Header names, the same on every broker.
 inline constexpr char kPositionHeader[] = "Dblog-Position";       // "0/16B3748:3"
@@ -90,7 +89,9 @@ class Layout {
   // publish (an empty StreamEvent, a non-transactional Message: never requested).
   // Format::kDebeziumJson writes changes and truncates only (every event is still observed):
   // a change is one message on its table's subject, a DELETE two (the event, then a tombstone
-  // with an empty payload), a Truncate one per table with op "t".
+  // with an empty payload; without tombstones.on.delete one), a Truncate one per table with op
+  // "t" when skipped.operations does not name "t" (by default it does: none); an op that
+  // skipped.operations names is not written (debezium.h, DebeziumOptions).
   std::vector<LogMessage> Map(const dblog::v1::StreamEvent& event);
 
   // Format::kDblog, for the events that are one message with a position (Begin, Commit, a
@@ -111,6 +112,9 @@ class Layout {
   // events stay in one place. Format::kDebeziumJson writes a key change as Debezium does in
   // any case (a delete and its tombstone for the old key, a create for the new one).
   void set_row_keys(bool on) { row_keys_ = on; }
+
+  // Format::kDebeziumJson: the connector settings (debezium.h); Debezium's defaults otherwise.
+  void set_debezium_options(DebeziumOptions options) { debezium_ = std::move(options); }
 
  private:
   struct TableNames {
@@ -149,8 +153,12 @@ class Layout {
   client::RelationCache relations_;
   std::unordered_map<std::uint32_t, TableNames> table_names_;  // by relation oid
   std::string control_subject_, no_table_;
-  // debezium-json: the open transaction's xid and commit time, and whether rows are a
-  // bootstrap's or a repair's
+  // debezium-json: the settings; the open transaction's xid and commit time, the end LSN of the
+  // last transaction committed (0: none seen yet), the bootstrap's consistent point, and whether
+  // rows are a bootstrap's or a repair's
+  DebeziumOptions debezium_;
+  std::uint64_t last_commit_end_ = 0;
+  std::uint64_t consistent_point_ = 0;
   std::uint64_t xid_ = 0;
   std::int64_t commit_time_ = 0;
   bool in_bootstrap_ = false;

@@ -71,6 +71,7 @@ class Publisher::Attempt {
         stored_part_(resume.stored_part),
         acked_(resume.resume_after) {
     layout_.set_row_keys(broker.keyed());
+    layout_.set_debezium_options(options.debezium);
     if (options.batch) batcher_.emplace(*options.batch);
   }
 

@@ -31,6 +31,7 @@ struct PublisherOptions {
   client::ConnectOptions connect;
   std::string prefix;  // subject prefix (Layout)
   Format format = Format::kDblog;
+  DebeziumOptions debezium;  // Format::kDebeziumJson: the connector settings (debezium.h)
   // Confirmations are awaited at each heartbeat, at the end, and whenever this many messages
   // are in flight.
   std::size_t max_in_flight = 2048;

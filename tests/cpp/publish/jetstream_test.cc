@@ -489,19 +489,24 @@ TEST_F(PublishTest, ReplicatedStreamSurvivesANodeKilledAndRestarted) {
 }
 
 // --format debezium-json end to end: the type matrix through the real encoder (a bootstrap row,
-// then an insert, an update, a delete and a truncate), read back from the table's subject: op,
-// snapshot, `after` as the PostgreSQL connector writes each type, the key header, the tombstone.
+// then an insert, an update, a delete, a truncate and an insert), read back from the table's
+// subject: op, snapshot, `after` as Debezium's PostgreSQL connector writes each type with its
+// defaults (the expectations and their sources in debezium_test.cc), the key header, the
+// tombstone, and no truncate (skipped.operations=t, Debezium's default).
 TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
   NatsServer nats_server("n1", FreePort(), 0, {});
   ASSERT_NO_FATAL_FAILURE(nats_server.Start());
   const std::string s = schema();
   db().exec("CREATE TABLE " + s + ".types (id int PRIMARY KEY, b bool, i2 smallint, i8 bigint, "
             "f4 real, f8 double precision, t text, vc varchar(5), bp char(3), by bytea, u uuid, "
-            "d date, ts timestamp, tz timestamptz, n numeric(10,3), j jsonb, js json, iv interval)");
+            "d date, ts timestamp, tz timestamptz, n numeric(10,3), j jsonb, js json, iv interval, "
+            "ts3 timestamp(3), ti time, ti3 time(3), ttz timetz, m money, ia int[], nv numeric)");
   const std::string values =
       "true, -2, 9007199254740993, 1.5, 0.1, 'na\u00efve', 'ab', 'x', '\\x0001ff', "
       "'12345678-9abc-def0-1234-56789abcdef0', '2024-01-01', '2024-01-01 00:00:00', "
-      "'2024-01-02 03:04:05.5+00', 12.5, '{\"a\": [1, 2]}', '{\"b\":1}', '1 day 02:00:00'";
+      "'2024-01-02 03:04:05.5+00', 12.5, '{\"a\": [1, 2]}', '{\"b\":1}', '1 day 02:00:00', "
+      "'2024-01-02 03:04:05.123', '13:51:30', '13:51:30.123', '13:51:30.123789+02', 12.34, "
+      "'{1,2,3}', 22.2200";
   db().exec("INSERT INTO " + s + ".types VALUES (1, " + values + ")");
   StartDblogd();
   PublishProcess publisher(PublishArgs(nats_server.url(), {"--format=debezium-json"}));
@@ -544,9 +549,10 @@ TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
   db().exec("UPDATE " + s + ".types SET t = 'changed' WHERE id = 2");
   db().exec("DELETE FROM " + s + ".types WHERE id = 2");
   db().exec("TRUNCATE " + s + ".types");
+  db().exec("INSERT INTO " + s + ".types VALUES (3, " + values + ")");
   // (the log holds no control subject in this format)
   ASSERT_NO_FATAL_FAILURE(read_until(6));
-  ASSERT_EQ(messages.size(), 6u);  // r, c, u, d, tombstone, t
+  ASSERT_EQ(messages.size(), 6u);  // r, c, u, d, tombstone, (no t), c
   const auto field = [](const std::string& json, const std::string& name, const std::string& next) {
     const std::size_t a = json.find("\"" + name + "\":");
     const std::size_t b = json.find(",\"" + next + "\":", a);
@@ -556,8 +562,10 @@ TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
   const std::string after =
       R"({"b":true,"i2":-2,"i8":9007199254740993,"f4":1.5,"f8":0.1,"t":"naïve","vc":"ab",)"
       R"("bp":"x  ","by":"AAH/","u":"12345678-9abc-def0-1234-56789abcdef0","d":19723,)"
-      R"("ts":1704067200000000,"tz":"2024-01-02T03:04:05.5Z","n":"12.500",)"
-      R"("j":"{\"a\": [1, 2]}","js":"{\"b\":1}","iv":"1 day 02:00:00"})";
+      R"("ts":1704067200000000,"tz":"2024-01-02T03:04:05.500000Z","n":"MNQ=",)"
+      R"("j":"{\"a\": [1, 2]}","js":"{\"b\":1}","iv":93600000000,"ts3":1704164645123,)"
+      R"("ti":49890000000,"ti3":49890123,"ttz":"11:51:30.123789Z","m":"BNI=","ia":[1,2,3],)"
+      R"("nv":{"scale":2,"value":"CK4="}})";
   const auto row = [&](int id, const std::string& t) {
     std::string a = after;
     a.replace(a.find(R"("t":"naïve")"), std::string(R"("t":"naïve")").size(), "\"t\":\"" + t + "\"");
@@ -579,7 +587,8 @@ TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
   EXPECT_EQ(messages[3].second, R"({"id":2})");
   EXPECT_EQ(messages[4].first, "");  // the tombstone
   EXPECT_EQ(messages[4].second, R"({"id":2})");
-  EXPECT_EQ(field(messages[5].first, "op", "ts_ms"), "\"t\"");
+  EXPECT_EQ(field(messages[5].first, "op", "ts_ms"), "\"c\"");  // the truncate was skipped
+  EXPECT_EQ(messages[5].second, R"({"id":3})");
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
 }

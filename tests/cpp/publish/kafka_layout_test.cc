@@ -262,5 +262,30 @@ TEST(PublishNatsFlags, StreamSubjectsAndBatchesWithTheirDefaults) {
        {"--consumer=c1", "--to=nats://h:1", "--batch-events=0"}});
 }
 
+// --debezium-option KEY=VALUE under Debezium's names (debezium.h, DebeziumOptions), with
+// Debezium's defaults when absent; refused without --format debezium-json, for an unknown key
+// or a bad value.
+TEST(PublishDebeziumFlags, DebeziumOptionsWithDebeziumsDefaults) {
+  const auto d = Parse({"--consumer=c1", "--to=nats://h:1", "--format=debezium-json"});
+  EXPECT_TRUE(d.debezium.skip_truncate);
+  EXPECT_FALSE(d.debezium.skip_create || d.debezium.skip_update || d.debezium.skip_delete);
+  EXPECT_TRUE(d.debezium.tombstones_on_delete);
+  EXPECT_EQ(d.debezium.database, "");
+  const auto o = Parse({"--consumer=c1", "--to=kafka://h:1", "--format=debezium-json",
+                        "--debezium-option=skipped.operations=none",
+                        "--debezium-option=tombstones.on.delete=false",
+                        "--debezium-option=database.dbname=inventory"});
+  EXPECT_FALSE(o.debezium.skip_truncate);
+  EXPECT_FALSE(o.debezium.tombstones_on_delete);
+  EXPECT_EQ(o.debezium.database, "inventory");
+  ExpectRefused({{"--consumer=c1", "--to=nats://h:1", "--debezium-option=skipped.operations=none"},
+                 {"--consumer=c1", "--to=nats://h:1", "--format=debezium-json",
+                  "--debezium-option=skipped.operations=x"},
+                 {"--consumer=c1", "--to=nats://h:1", "--format=debezium-json",
+                  "--debezium-option=snapshot.mode=never"},
+                 {"--consumer=c1", "--to=nats://h:1", "--format=debezium-json",
+                  "--debezium-option=noequals"}});
+}
+
 }  // namespace
 }  // namespace dblog::cli

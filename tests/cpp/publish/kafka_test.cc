@@ -604,8 +604,9 @@ TEST_F(KafkaPublishTest, KilledInsideATransactionResumesInsideIt) {
 
 // --format debezium-json into Kafka: the record key is the key's JSON, the value Debezium's
 // envelope; a delete is followed by a tombstone (null value) with the same key; a key change
-// is the old key's delete and tombstone, then a create of the new key; a truncate is in every
-// partition of the table's topic.
+// is the old key's delete and tombstone, then a create of the new key; a truncate (written with
+// skipped.operations=none: Debezium's default skips them) is in every partition of the table's
+// topic.
 TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
   MockCluster cluster;
   const std::string s = schema();
@@ -613,7 +614,8 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
   db().exec("INSERT INTO " + s + ".items VALUES (1, 'one')");
   ASSERT_NO_FATAL_FAILURE(CreateTopics(cluster, {"items", "sentinel"}));
   StartDblogd();
-  PublishProcess publisher(PublishArgs(cluster, {"--format=debezium-json"}));
+  PublishProcess publisher(PublishArgs(
+      cluster, {"--format=debezium-json", "--debezium-option=skipped.operations=none"}));
   publisher.Start();
   const std::string topic = Topic("items");
   const auto read_until = [&](std::size_t count) {
@@ -638,11 +640,15 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
   db().exec("INSERT INTO " + s + ".items VALUES (2, 'two')");
   db().exec("UPDATE " + s + ".items SET name = 'TWO' WHERE id = 2");
   db().exec("UPDATE " + s + ".items SET id = 3 WHERE id = 2");
+  // a key change within one partition ({"id":4} and {"id":5} are both in partition 2 of 3):
+  // all three records are written there too
+  db().exec("INSERT INTO " + s + ".items VALUES (4, 'four')");
+  db().exec("UPDATE " + s + ".items SET id = 5 WHERE id = 4");
   db().exec("DELETE FROM " + s + ".items WHERE id = 3");
   db().exec("TRUNCATE " + s + ".items");
-  // r, c, u, (d, tombstone, c), d, tombstone, t in each of 3 partitions
-  const std::vector<Record> records = read_until(11);
-  ASSERT_EQ(records.size(), 11u);
+  // r, c, u, (d, tombstone, c), c, (d, tombstone, c), d, tombstone, t in each of 3 partitions
+  const std::vector<Record> records = read_until(15);
+  ASSERT_EQ(records.size(), 15u);
   const auto op = [](const Record& r) {
     if (!r.value) return std::string("tombstone");
     const std::size_t a = r.value->find("\"op\":\"");
@@ -651,7 +657,9 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"r", R"({"id":1})"}, {"c", R"({"id":2})"},         {"u", R"({"id":2})"},
       {"d", R"({"id":2})"}, {"tombstone", R"({"id":2})"}, {"c", R"({"id":3})"},
-      {"d", R"({"id":3})"}, {"tombstone", R"({"id":3})"}};
+      {"c", R"({"id":4})"}, {"d", R"({"id":4})"},         {"tombstone", R"({"id":4})"},
+      {"c", R"({"id":5})"}, {"d", R"({"id":3})"},         {"tombstone", R"({"id":3})"}};
+  ASSERT_EQ(publish::KeyPartition(R"({"id":4})", 3), publish::KeyPartition(R"({"id":5})", 3));
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(op(records[i]), expected[i].first) << i;
     EXPECT_EQ(records[i].key.value_or("(none)"), expected[i].second) << i;
