@@ -60,14 +60,40 @@ std::vector<Task> PlanTasks(
 
 namespace {
 
-// The rows were encoded with the table's definition when its COPY ran (this transaction's
+// The table's storage as the snapshot knows it (pg_class read in the snapshot) against its
+// storage now (pg_relation_filenode reads the syscache, which is never a snapshot's). A rewrite
+// committed after the slot's snapshot (ALTER TABLE ... TYPE ... USING, ADD COLUMN with a
+// volatile default, TRUNCATE, VACUUM FULL, CLUSTER) gives the table new storage whose rows carry
+// the rewriting transaction's xid: COPY reads the new storage, the snapshot sees none of its
+// rows (PostgreSQL's documented MVCC exception for rewrites), and the log has no change for
+// them, so the table would be copied empty. A new relfilenode fails the copy instead (the
+// bootstrap is redone from a new slot, whose snapshot comes after the rewrite). Call it with
+// the table locked, so the storage cannot change after the check.
+void RequireStorageUnchanged(pg::Connection& conn, const Table& t) {
+  pg::Result r = conn.ExecParams(
+      "SELECT c.relfilenode, pg_catalog.pg_relation_filenode(c.oid) FROM pg_catalog.pg_class c"
+      " WHERE c.oid OPERATOR(pg_catalog.=) $1",
+      {std::to_string(t.oid)});
+  if (r.ntuples() != 1 || r.is_null(0, 1) || std::string(r.value(0, 0)) != r.value(0, 1))
+    throw DefinitionChanged("the storage of " + t.qualified() +
+                            " was rewritten or dropped after the slot's snapshot (a table "
+                            "rewrite, TRUNCATE, VACUUM FULL or CLUSTER during the bootstrap): "
+                            "its rows would be copied as the snapshot cannot see them; the "
+                            "bootstrap is redone");
+}
+
+// The rows are encoded with the table's definition when its COPY runs (this transaction's
 // lock on the table keeps it until the worker commits); the stream describes them with the
 // definition read when the bootstrap was planned. DDL in between would make a consumer read
 // them with the wrong columns: fail the bootstrap instead (it is redone from a new slot).
-void RequireDefinitionUnchanged(pg::Connection& conn, const Table& t, Reader reader) {
-  const dblog::v1::Relation now = reader == Reader::kCatalog ? DescribeTableFromCatalog(conn, t.oid)
-                                                             : DescribeTable(conn, t.oid);
-  if (now.SerializeAsString() != t.relation.SerializeAsString())
+// `now` reads the catalog as it is now: the worker's own connection for Reader::kExtension
+// (dblog.relation_info reads the syscache), a connection outside the snapshot for
+// Reader::kCatalog (SQL on the catalog inside the snapshot would see the snapshot's).
+void RequireDefinitionUnchanged(pg::Connection& now, const Table& t, Reader reader) {
+  const dblog::v1::Relation current = reader == Reader::kCatalog
+                                          ? DescribeTableFromCatalog(now, t.oid)
+                                          : DescribeTable(now, t.oid);
+  if (current.SerializeAsString() != t.relation.SerializeAsString())
     throw DefinitionChanged("the definition of " + t.qualified() +
                              " changed while it was copied (DDL during the bootstrap); the "
                              "bootstrap is redone");
@@ -357,8 +383,14 @@ void Copier::Push(Batch batch) {
 void Copier::Work(int worker) {
   try {
     pg::Connection conn = ImportSnapshot(worker);
+    // Reader::kCatalog reads the catalog as it is now through a connection outside the
+    // snapshot (see RequireDefinitionUnchanged); the extension's reader needs none.
+    std::optional<pg::Connection> now;
+    if (reader_ == Reader::kCatalog)
+      now.emplace(pg::Connection::Open(
+          conninfo_, false, {{"application_name", "dblogd copy " + std::to_string(worker)}}));
     Task task;
-    while (NextTask(&task)) CopyTask(conn, task);
+    while (NextTask(&task)) CopyTask(conn, now ? *now : conn, task);
     conn.Exec("COMMIT");
   } catch (const std::exception& e) {
     bool cancelled;
@@ -406,22 +438,25 @@ pg::Connection Copier::ImportSnapshot(int worker) {
   return conn;
 }
 
-void Copier::CopyTextTask(pg::Connection& conn, const Task& task) {
+void Copier::CopyTextTask(pg::Connection& conn, pg::Connection& now, const Task& task) {
   const Table& t = tables_[task.table];
-  // Locked by the name the plan read, then checked to be that oid: while the lock is held the
-  // name cannot be given to anything else, so the COPY below reads this table. LOCK on a view
-  // locks only the view (nothing of it runs); the check refuses it.
+  // Locked by the name the plan read, then checked, with the table locked (nothing can rename,
+  // rewrite or alter it until this transaction ends), against the catalog as it is now: the
+  // name must resolve to the planned oid (to_regclass reads the syscache, not the snapshot), its
+  // storage must be the snapshot's, its columns the plan's. So the COPY below reads this table,
+  // these columns by these names, and rows the snapshot can see. LOCK on a view locks only the
+  // view (nothing of it runs); the name check refuses it.
   const std::string name = t.qualified();
   conn.Exec("LOCK TABLE ONLY " + name + " IN ACCESS SHARE MODE");
-  pg::Result bound = conn.ExecParams(
-      "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-      "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-      " WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.=) $2",
-      {t.schema, t.name});
-  if (bound.ntuples() != 1 || bound.u64_value(0, 0) != t.oid)
-    throw std::runtime_error("relation " + name +
-                             " is not the table the bootstrap planned any "
-                             "more (renamed, dropped or replaced since)");
+  pg::Result bound =
+      conn.ExecParams("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid", {name});
+  if (bound.is_null(0, 0) || bound.u64_value(0, 0) != t.oid)
+    throw DefinitionChanged("relation " + name +
+                            " is not the table the bootstrap planned any more (renamed, "
+                            "dropped or replaced since the slot's snapshot); the bootstrap is "
+                            "redone");
+  RequireStorageUnchanged(conn, t);
+  RequireDefinitionUnchanged(now, t, reader_);
   std::string columns;
   for (const auto& c : t.relation.columns())
     columns += (columns.empty() ? "" : ", ") + common::QuoteIdent(c.name());
@@ -456,12 +491,11 @@ void Copier::CopyTextTask(pg::Connection& conn, const Task& task) {
     }
   }
   if (parser.pending()) throw std::runtime_error("COPY of " + name + " ended inside a row");
-  RequireDefinitionUnchanged(conn, t, reader_);
   if (batch.size() > 0) push();
 }
 
-void Copier::CopyTask(pg::Connection& conn, const Task& task) {
-  if (reader_ == Reader::kCatalog) return CopyTextTask(conn, task);
+void Copier::CopyTask(pg::Connection& conn, pg::Connection& now, const Task& task) {
+  if (reader_ == Reader::kCatalog) return CopyTextTask(conn, now, task);
   const Table& t = tables_[task.table];
   pg::CopyOut copy(conn, CopyStatement(t, BindTable(conn, t), task));
   CopyRowParser parser;
@@ -488,6 +522,7 @@ void Copier::CopyTask(pg::Connection& conn, const Task& task) {
     }
   }
   if (!parser.finished()) throw std::runtime_error("binary COPY ended without its trailer");
+  RequireStorageUnchanged(conn, t);
   RequireDefinitionUnchanged(conn, t, reader_);
   if (batch.size() > 0) push();
 }

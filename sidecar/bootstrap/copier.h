@@ -110,7 +110,8 @@ class Copier {
   // pgoutput::RowFromText: the table form of COPY reads the table itself and refuses anything
   // else under its name (a view swapped in), runs no query and so no code of the table's
   // owner (no planner, no index expression), and its text is what pgoutput sends; the table is
-  // locked by name and its oid checked before, so the name cannot move during the copy.
+  // locked by name and then checked against the catalog as it is now (its oid, its storage, its
+  // columns), so neither the name nor the columns can move during the copy.
   Copier(std::string conninfo, std::string snapshot, std::vector<Table> tables,
          std::vector<Task> tasks, int workers, std::size_t max_queue_bytes,
          std::function<void()> notify, Reader reader = Reader::kExtension);
@@ -135,7 +136,9 @@ class Copier {
   // Opens the worker's connection inside the exported snapshot and counts it imported.
   pg::Connection ImportSnapshot(int worker);
   // Copies one task's rows into batches pushed onto the queue (throws; "cancelled" too).
-  void CopyTask(pg::Connection& conn, const Task& task);
+  // `conn` is inside the snapshot; `now` reads the catalog as it is now (Reader::kCatalog: a
+  // connection outside the snapshot; otherwise `conn` itself).
+  void CopyTask(pg::Connection& conn, pg::Connection& now, const Task& task);
   void Push(Batch batch);
   // Counts a task's batch as copied, queues it and leaves an empty one of the same table.
   void PushCopied(Batch& batch);
@@ -150,7 +153,7 @@ class Copier {
   const int workers_;
   const Reader reader_;
   // Reader::kCatalog's COPY of one task (CopyTask's other half).
-  void CopyTextTask(pg::Connection& conn, const Task& task);
+  void CopyTextTask(pg::Connection& conn, pg::Connection& now, const Task& task);
 
   mutable std::mutex mutex_;
   std::condition_variable space_;     // queue has room / cancelled

@@ -53,7 +53,10 @@ SELECT n.nspname, c.relname, c.relreplident, a.attname, a.atttypid,
                              WHEN c.relreplident OPERATOR(pg_catalog.=) 'n' THEN false
                              ELSE i2.indisprimary END)
            AND k.attnum OPERATOR(pg_catalog.=) a.attnum
-           AND k.ord OPERATOR(pg_catalog.<=) i.indnkeyatts)
+           AND k.ord OPERATOR(pg_catalog.<=) i.indnkeyatts),
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute d
+         WHERE d.attrelid OPERATOR(pg_catalog.=) c.oid AND d.attnum OPERATOR(pg_catalog.>) 0
+           AND d.attisdropped)
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
   JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid
@@ -93,8 +96,9 @@ CatalogRelation ParseRelationRows(
   if (rows.empty()) throw TranslateError("no table with oid " + std::to_string(oid));
   std::vector<std::pair<std::uint32_t, std::uint32_t>> keys;  // (key position, column)
   for (const auto& r : rows) {
-    if (r.size() != 11) throw TranslateError("kRelationQuery: a row of another width");
+    if (r.size() != 12) throw TranslateError("kRelationQuery: a row of another width");
     if (rel.columns.empty()) {
+      rel.dropped_columns = Number<std::uint32_t>(r[11], "dropped columns");
       rel.schema = Text(r[0], "nspname");
       rel.name = Text(r[1], "relname");
       const std::string& ident = Text(r[2], "relreplident");
@@ -119,6 +123,68 @@ CatalogRelation ParseRelationRows(
     if (keys[i].first != i + 1) throw TranslateError("kRelationQuery: key positions with a gap");
     rel.key_columns.push_back(keys[i].second);
   }
+  return rel;
+}
+
+dblog::v1::Relation MappedRelation(const Relation& r, const CatalogRelation& cat,
+                                   std::vector<ValueKind>* kinds) {
+  const std::string name = Quote(r.nspname) + "." + Quote(r.relname);
+  const std::size_t n = r.columns.size();
+  const auto changed = [&](const std::string& what) {
+    return TranslateError(what + " (DDL committed after this Relation message; " + name +
+                          " cannot be mapped by its catalog any more)");
+  };
+  if (cat.oid != r.oid) throw changed("the catalog's table has another oid");
+  // Which catalog column each of the message's columns is. The message lists the columns live
+  // when the change was written, in attnum order, without attnums. The catalog is read now.
+  bool same = cat.columns.size() == n;
+  for (std::size_t i = 0; same && i < n; ++i)
+    same = cat.columns[i].name == r.columns[i].name &&
+           cat.columns[i].type_oid == r.columns[i].type_oid &&
+           cat.columns[i].typmod == r.columns[i].typmod;
+  // Not the same: columns were renamed, added, dropped or retyped since. A table that never
+  // dropped a column has live attnums 1..N now and had 1..n then (n <= N, a column added since
+  // comes last): the i-th column of the message is attnum i+1, whatever its name now. With a
+  // dropped column that is not known (it may have been live then): stop, never guess.
+  if (!same && cat.dropped_columns > 0)
+    throw changed("the catalog's " + name + " has " + std::to_string(cat.columns.size()) +
+                  " columns (and dropped ones) where pgoutput's Relation has " +
+                  std::to_string(n) + " that differ: a column was renamed, added, dropped or "
+                  "retyped since");
+  if (n > cat.columns.size())
+    throw changed("pgoutput's Relation has " + std::to_string(n) + " columns, the catalog " +
+                  std::to_string(cat.columns.size()));
+  if (cat.key_columns.empty())
+    throw TranslateError(name + " has no primary key nor replica identity index");
+  dblog::v1::Relation rel;
+  rel.set_oid(r.oid);
+  rel.set_schema(r.nspname);
+  rel.set_name(r.relname);
+  rel.set_replica_identity(std::string(1, r.replica_identity));
+  kinds->clear();
+  std::set<std::uint32_t> flagged;
+  for (std::size_t i = 0; i < n; ++i) {
+    const CatalogColumn& cc = cat.columns[i];
+    const Column& pc = r.columns[i];
+    if (cc.type_oid != pc.type_oid || cc.typmod != pc.typmod)
+      throw changed("column " + std::to_string(i + 1) + " (" + Quote(pc.name) +
+                    ") had another type or typmod then than it has now: it was retyped since");
+    auto* col = rel.add_columns();
+    col->set_name(pc.name);
+    col->set_type_oid(cc.type_oid);
+    col->set_type_name(cc.type_name);
+    col->set_typmod(cc.typmod);
+    col->set_not_null(cc.not_null);
+    col->set_attnum(cc.attnum);
+    kinds->push_back(KindOfBaseType(cc.base_type_oid));
+    if (pc.key) flagged.insert(static_cast<std::uint32_t>(i));
+  }
+  // pgoutput flags the replica identity's columns, unordered (every column under FULL); the
+  // key's order is the catalog's index's.
+  const std::set<std::uint32_t> key(cat.key_columns.begin(), cat.key_columns.end());
+  if (*key.rbegin() >= n || (r.replica_identity != 'f' && flagged != key))
+    throw changed("pgoutput's replica identity is not the catalog's key: it changed since");
+  for (std::uint32_t k : cat.key_columns) rel.add_key_columns(k);
   return rel;
 }
 
@@ -242,34 +308,9 @@ void Translator::Translate(const LogicalMessage& message, std::uint64_t wal_star
     return;
   }
   if (const auto* r = std::get_if<Relation>(&message)) {
-    CatalogRelation cat = catalog_(*r);
-    const std::string name = Quote(r->nspname) + "." + Quote(r->relname);
-    if (cat.oid != r->oid || cat.columns.size() != r->columns.size())
-      throw TranslateError("the catalog's " + name + " has " + std::to_string(cat.columns.size()) +
-                           " columns where pgoutput's Relation has " +
-                           std::to_string(r->columns.size()) +
-                           ": it changed since (identity across DDL in this mode is issue 23 "
-                           "item 6, not yet)");
-    if (cat.key_columns.empty())
-      throw TranslateError(name + " has no primary key nor replica identity index");
-    std::set<std::uint32_t> flagged;
-    for (std::size_t i = 0; i < cat.columns.size(); ++i) {
-      const CatalogColumn& cc = cat.columns[i];
-      const Column& pc = r->columns[i];
-      if (cc.name != pc.name || cc.type_oid != pc.type_oid || cc.typmod != pc.typmod)
-        throw TranslateError("the catalog's " + name + " column " + std::to_string(i + 1) +
-                             " is " + Quote(cc.name) + " where pgoutput's Relation has " +
-                             Quote(pc.name) + ": it changed since (issue 23 item 6, not yet)");
-      if (pc.key) flagged.insert(static_cast<std::uint32_t>(i));
-    }
+    const CatalogRelation cat = catalog_(*r);
     Table t;
-    t.relation = RelationOf(cat);
-    t.kinds = KindsOf(cat);
-    // pgoutput flags the replica identity's columns: every column under FULL, else the key's.
-    const std::set<std::uint32_t> key(cat.key_columns.begin(), cat.key_columns.end());
-    if (cat.replica_identity != 'f' && flagged != key)
-      throw TranslateError("pgoutput's replica identity of " + name +
-                           " is not the catalog's key: it changed since (issue 23 item 6)");
+    t.relation = MappedRelation(*r, cat, &t.kinds);
     tables_[r->oid] = std::move(t);
     return;
   }

@@ -7,9 +7,10 @@
 // What pgoutput leaves out, and where it comes from:
 //   - a column's attnum, not-null flag and type name, a domain's base type, the key columns in
 //     key order (pgoutput flags the replica identity's columns, unordered): the catalog, read
-//     by the caller when a Relation message arrives (kRelationQuery) and checked here against
-//     the message (names, types, typmods, key flags): a catalog that no longer describes the
-//     message's columns is a TranslateError, never a guessed mapping;
+//     by the caller when a Relation message arrives (kRelationQuery) and mapped onto the
+//     message here (MappedRelation: renames and added columns since are mapped by attnum when
+//     the table never dropped a column); a catalog that cannot be mapped is a TranslateError,
+//     never a guessed mapping;
 //   - a change's own LSN: the XLogData header's dataStart, which the walsender sets to it;
 //   - 64-bit xids: widened from the 32-bit xid next to the caller's reference (the server's
 //     next full xid when the stream started), as the plugin widens them;
@@ -63,12 +64,13 @@ struct CatalogRelation {
   char replica_identity = 'd';
   std::vector<CatalogColumn> columns;      // live columns in attnum order
   std::vector<std::uint32_t> key_columns;  // 0-based positions in `columns`, in key order
+  std::uint32_t dropped_columns = 0;       // columns ever dropped (pg_attribute keeps them)
 };
 
 // $1: the table's oid. One row per live column in attnum order: nspname, relname,
 // relreplident, attname, atttypid, the base type's oid, atttypmod, attnum, attnotnull,
 // format_type(atttypid, atttypmod), the column's 1-based position in the key (NULL if not in
-// it). The key is the plugin's: the primary key, or under REPLICA IDENTITY INDEX that index;
+// it), the number of the table's dropped columns (the same in every row). The key is the plugin's: the primary key, or under REPLICA IDENTITY INDEX that index;
 // none under REPLICA IDENTITY NOTHING. Everything schema-qualified: safe under any search_path.
 extern const char* const kRelationQuery;
 
@@ -82,6 +84,16 @@ CatalogRelation ParseRelationRows(std::uint32_t oid,
 // copy path of this mode (bootstrap/) both come from here.
 dblog::v1::Relation RelationOf(const CatalogRelation& catalog);
 std::vector<ValueKind> KindsOf(const CatalogRelation& catalog);
+
+// The dblog Relation a Relation message announces (kinds: the converter's kind of each of its
+// columns), completed from the catalog as it is now: the names, the replica identity and the
+// table's name are the message's (as they were when the change was written); the attnums, the
+// not-null flags, the type names and the key's order are the catalog's. When columns changed
+// since the message was written, the catalog still maps it if the table never dropped a
+// column (attnums are then dense: the message's i-th column is attnum i+1) and no column of
+// the message was retyped; otherwise a TranslateError, never a guessed mapping.
+dblog::v1::Relation MappedRelation(const Relation& message, const CatalogRelation& catalog,
+                                   std::vector<ValueKind>* kinds);
 
 class Translator {
  public:

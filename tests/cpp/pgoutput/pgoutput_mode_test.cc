@@ -94,11 +94,13 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
                                        po::OutputSettingsOptions() + "'");
   }
 
-  DblogdProcess& StartDblogd(const std::string& scope = std::string(kSchema) + ".*") {
-    dblogd_ = std::make_unique<DblogdProcess>(
-        std::vector<std::string>{"--source=" + As(*cluster_, kRole), "--source-plugin=pgoutput",
-                                 std::string("--consumer=") + kConsumer + "=" + scope,
-                                 "--reconnect-max=1", "--copy-workers=2"});
+  DblogdProcess& StartDblogd(const std::string& scope = std::string(kSchema) + ".*",
+                             const std::vector<std::string>& more = {"--copy-workers=2"}) {
+    std::vector<std::string> args{"--source=" + As(*cluster_, kRole), "--source-plugin=pgoutput",
+                                  std::string("--consumer=") + kConsumer + "=" + scope,
+                                  "--reconnect-max=1"};
+    args.insert(args.end(), more.begin(), more.end());
+    dblogd_ = std::make_unique<DblogdProcess>(args);
     dblogd_->Start();
     return *dblogd_;
   }
@@ -135,6 +137,20 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
     return std::nullopt;
   }
 
+  // Drops the consumer's slot as an operator does after a SOURCE_ERROR: the walsender that
+  // served it may take a moment to end after the error reached the consumer.
+  void DropSlot() {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      if (db_->scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'dblog_sink' "
+                      "AND active") == "0")
+        break;
+      if (std::chrono::steady_clock::now() > deadline) FAIL() << "slot dblog_sink stays active";
+      std::this_thread::sleep_for(100ms);
+    }
+    db_->exec("SELECT pg_drop_replication_slot('dblog_sink')");
+  }
+
   // A committed row in scope; returns the WAL insert position after it (its commit's LSN is
   // at or past it).
   std::uint64_t Sentinel() {
@@ -158,6 +174,7 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
       if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
         ASSERT_NO_THROW(replay.Apply(*ev)) << dblogd_->log();
         if (ev->has_bootstrap_begin()) bootstrap_begins_.push_back(ev->bootstrap_begin());
+        if (ev->has_relation()) relations_.push_back(ev->relation());
         if (ev->has_commit() || ev->has_bootstrap_end()) {
           c.Ack(*dblog::client::Client::PositionOf(*ev));
           if (ev->has_commit() && lsn != 0 && ev->commit().commit_lsn() >= lsn) return;
@@ -207,6 +224,7 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
   std::unique_ptr<DblogdProcess> dblogd_;
   int sentinel_ = 0;
   std::vector<dblog::v1::BootstrapBegin> bootstrap_begins_;
+  std::vector<dblog::v1::Relation> relations_;  // every Relation event ReadUntil read
 };
 
 // The randomized workload of the oracle (inserts, updates, deletes, key changes, TOASTed values
@@ -322,6 +340,114 @@ TEST_P(PgoutputModeTest, ABootstrapCutByAKillIsRedone) {
   ExpectConverged(replay, {"big", "sentinel"});
 }
 
+// DDL committed after the slot's snapshot, while the one copy worker is inside a_big (held
+// there by this consumer, which stops reading) and before it reaches b and c. In this mode the
+// plan is read from the catalog inside the snapshot, so each check that compared the catalog
+// with the plan inside the snapshot compared the snapshot with itself, and the COPY, which
+// resolves names and storage as they are now, read: a rewritten table as empty (its new
+// storage holds only rows the snapshot cannot see), c's rows as b's after the two were swapped
+// by name, w's values as v's after the columns were swapped by name; all without an error. Now
+// each copy compares, with the table locked, the catalog as it is now (to_regclass, the
+// storage's relfilenode, the columns read outside the snapshot) with the plan: SOURCE_ERROR,
+// and the next connection redoes the bootstrap from a new slot and converges.
+TEST_P(PgoutputModeTest, DdlDuringTheBootstrapRedoesItInsteadOfLosingOrSwappingRows) {
+  const std::string s = kSchema;
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  db_->exec("CREATE TABLE " + s + ".a_big (id int PRIMARY KEY, v text)");
+  db_->exec("INSERT INTO " + s +
+            ".a_big SELECT g, repeat('v', 50) FROM generate_series(1, 300000) g");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a rewrite adding a column", "ALTER TABLE " + s + ".b ADD COLUMN x float8 DEFAULT random()"},
+      {"a rewrite keeping the definition",
+       "ALTER TABLE " + s + ".b ALTER COLUMN v TYPE text USING v || '!'"},
+      {"two tables swapped by name", "ALTER TABLE " + s + ".b RENAME TO tmp; ALTER TABLE " + s +
+                                         ".c RENAME TO b; ALTER TABLE " + s + ".tmp RENAME TO c"},
+      {"two columns swapped by name",
+       "ALTER TABLE " + s + ".b RENAME COLUMN v TO tmp; ALTER TABLE " + s +
+           ".b RENAME COLUMN w TO v; ALTER TABLE " + s + ".b RENAME COLUMN tmp TO w"},
+  };
+  for (const auto& [what, ddl] : cases) {
+    SCOPED_TRACE(what);
+    db_->exec("DROP TABLE IF EXISTS " + s + ".b, " + s + ".c");
+    for (const std::string t : {"b", "c"}) {
+      db_->exec("CREATE TABLE " + s + "." + t + " (id int PRIMARY KEY, v text, w text)");
+      db_->exec("INSERT INTO " + s + "." + t + " SELECT g, '" + t + ".v' || g, '" + t +
+                ".w' || g FROM generate_series(" + (t == "b" ? "1, 10" : "101, 120") + ") g");
+    }
+    StartDblogd(s + ".*", {"--copy-workers=1", "--max-buffer-mb=1"});
+    Replay first;
+    std::string error;
+    {
+      auto c = Connect();
+      ASSERT_TRUE(c.welcome().slot_created());
+      ReadUntil(c, first, 0, 1000);  // inside a_big; the worker waits for this consumer
+      db_->exec(ddl);
+      try {
+        ReadUntil(c, first, 0);
+      } catch (const dblog::client::ServerError& e) {
+        EXPECT_EQ(e.code(), dblog::v1::Error::SOURCE_ERROR);
+        error = e.what();
+      }
+    }
+    if (error.empty()) {
+      ADD_FAILURE() << "the bootstrap went on after " << what;
+      ExpectConverged(first, {"a_big", "b", "c"});
+    } else {
+      EXPECT_NE(error.find("the bootstrap is redone"), std::string::npos) << error;
+      Replay again;
+      {
+        auto c = Connect();
+        ASSERT_NO_FATAL_FAILURE(ReadUntil(c, again, 0));
+        ASSERT_NO_FATAL_FAILURE(ReadUntil(c, again, Sentinel()));
+      }
+      EXPECT_TRUE(again.restarted_seen());
+      ExpectConverged(again, {"a_big", "b", "c"});
+    }
+    dblogd_->Stop();
+    DropSlot();
+  }
+}
+
+// Security review F4: a change, then DDL on its table, both before dblogd reads the change
+// (here: dblogd stopped). pgoutput's Relation message for the change lists the columns as they
+// were, the catalog read now lists them renamed and one more: the stream stopped until the slot
+// was dropped. A table that never dropped a column has dense attnums, so each Relation is
+// mapped (the message's names, the catalog's attnums): v then v2 at attnum 2, then x at 3.
+TEST_P(PgoutputModeTest, ColumnsRenamedOrAddedRightAfterAChangeAreMappedByAttnum) {
+  const std::string s = kSchema;
+  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, 10) g");
+  StartDblogd();
+  Replay replay;
+  {
+    auto c = Connect();
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  }
+  dblogd_->Stop();
+  db_->exec("INSERT INTO " + s + ".a VALUES (11, 'before')");
+  db_->exec("ALTER TABLE " + s + ".a RENAME COLUMN v TO v2");
+  db_->exec("INSERT INTO " + s + ".a VALUES (12, 'renamed')");
+  db_->exec("ALTER TABLE " + s + ".a ADD COLUMN x int");
+  db_->exec("INSERT INTO " + s + ".a VALUES (13, 'added', 5)");
+  StartDblogd();
+  relations_.clear();
+  {
+    auto c = Connect(replay.last_position());
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  }
+  ExpectConverged(replay, {"a"}, /*pad=*/true);
+  std::vector<std::string> seen;
+  for (const auto& r : relations_) {
+    if (r.name() != "a") continue;
+    std::string cols;
+    for (const auto& col : r.columns()) cols += col.name() + ":" + std::to_string(col.attnum()) + " ";
+    seen.push_back(cols);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"id:1 v:2 ", "id:1 v2:2 ", "id:1 v2:2 x:3 "}));
+}
+
 // DDL in this mode: a column added while dblogd streams arrives as a new Relation and the
 // stream goes on; two changes of a table's columns that dblogd reads only after both (it was
 // stopped) leave pgoutput's Relation and the catalog describing different columns: the session
@@ -363,7 +489,7 @@ TEST_P(PgoutputModeTest, ColumnsChangedBehindTheStreamStopItUntilTheSlotIsDroppe
     EXPECT_NE(error.find("SELECT pg_drop_replication_slot('dblog_sink')"), std::string::npos)
         << error;
   }
-  db_->exec("SELECT pg_drop_replication_slot('dblog_sink')");
+  DropSlot();
   Replay again;
   {
     auto c = Connect();

@@ -32,6 +32,7 @@ po::CatalogRelation Catalog() {
   c.name = "t";
   c.columns = {{"id", 23, 23, -1, 1, true, "integer"}, {"v", 25, 25, -1, 3, false, "text"}};
   c.key_columns = {0};
+  c.dropped_columns = 1;  // attnum 2
   return c;
 }
 
@@ -158,18 +159,71 @@ TEST(TranslateTest, WhatCannotBeMappedIsRefused) {
   }
 }
 
+// Security review F4: a change, then DDL on its table before dblogd read the change's Relation
+// message: the catalog, read now, describes other columns. A table that never dropped a column
+// has dense attnums, so its message's i-th column is attnum i+1: renamed and added columns
+// since map, with the message's names (as the extension's plugin writes them, from the
+// catalog as it was). Retyped columns, and any difference in a table with a dropped column, do
+// not: those stay refused.
+TEST(TranslateTest, ColumnsRenamedOrAddedSinceTheMessageAreMappedByAttnum) {
+  po::CatalogRelation now = Catalog();
+  now.dropped_columns = 0;
+  now.columns[1].attnum = 2;
+  now.columns[1].name = "renamed";
+  now.columns.push_back({"added", 20, 20, -1, 3, false, "bigint"});
+  now.name = "t_renamed";
+  po::Relation then = Announced();
+  std::vector<po::ValueKind> kinds;
+  const dblog::v1::Relation rel = po::MappedRelation(then, now, &kinds);
+  ASSERT_EQ(rel.columns_size(), 2);
+  EXPECT_EQ(rel.name(), "t") << "the message's name, as it was";
+  EXPECT_EQ(rel.columns(1).name(), "v") << "the message's name, as it was";
+  EXPECT_EQ(rel.columns(1).attnum(), 2u);
+  EXPECT_EQ(rel.columns(1).type_name(), "text");
+  EXPECT_EQ(kinds.size(), 2u);
+  ASSERT_EQ(rel.key_columns_size(), 1);
+  EXPECT_EQ(rel.key_columns(0), 0u);
+  {
+    po::CatalogRelation retyped = now;
+    retyped.columns[1].type_oid = retyped.columns[1].base_type_oid = 1043;
+    EXPECT_THROW(po::MappedRelation(then, retyped, &kinds), po::TranslateError) << "retyped";
+  }
+  {
+    po::CatalogRelation dropped = now;
+    dropped.dropped_columns = 1;
+    EXPECT_THROW(po::MappedRelation(then, dropped, &kinds), po::TranslateError)
+        << "a dropped column: the attnums are not known";
+  }
+  {
+    po::CatalogRelation fewer = now;
+    fewer.columns.resize(1);
+    EXPECT_THROW(po::MappedRelation(then, fewer, &kinds), po::TranslateError) << "fewer now";
+  }
+  {
+    po::Relation other_key = then;
+    other_key.columns[0].key = false;
+    other_key.columns[1].key = true;
+    EXPECT_THROW(po::MappedRelation(other_key, now, &kinds), po::TranslateError)
+        << "another key then";
+  }
+  // the catalog as the message describes it, with a dropped column: mapped as it is
+  const dblog::v1::Relation same = po::MappedRelation(then, Catalog(), &kinds);
+  EXPECT_EQ(same.columns(1).attnum(), 3u);
+}
+
 TEST(TranslateTest, RelationQueryRowsParse) {
   using Cells = std::vector<std::optional<std::string>>;
   std::vector<Cells> rows = {
-      {"s", "t", "d", "b", "23", "23", "-1", "1", "t", "integer", "2"},
-      {"s", "t", "d", "a", "1043", "1043", "24", "3", "f", "character varying(20)", "1"},
-      {"s", "t", "d", "c", "16500", "25", "-1", "4", "f", "code", std::nullopt}};
+      {"s", "t", "d", "b", "23", "23", "-1", "1", "t", "integer", "2", "1"},
+      {"s", "t", "d", "a", "1043", "1043", "24", "3", "f", "character varying(20)", "1", "1"},
+      {"s", "t", "d", "c", "16500", "25", "-1", "4", "f", "code", std::nullopt, "1"}};
   po::CatalogRelation r = po::ParseRelationRows(7, rows);
   EXPECT_EQ(r.schema, "s");
   ASSERT_EQ(r.columns.size(), 3u);
   EXPECT_EQ(r.columns[1].typmod, 24);
   EXPECT_EQ(r.columns[2].base_type_oid, 25u);
   EXPECT_EQ(r.key_columns, (std::vector<std::uint32_t>{1, 0})) << "in key order";
+  EXPECT_EQ(r.dropped_columns, 1u);
   rows[0][10] = "3";
   EXPECT_THROW(po::ParseRelationRows(7, rows), po::TranslateError) << "a gap in the key";
   EXPECT_THROW(po::ParseRelationRows(7, {}), po::TranslateError) << "no such table";

@@ -609,6 +609,20 @@ TEST_F(DblogdTest, DdlDuringTheBootstrapRedoesItInsteadOfMislabellingRows) {
   ExpectBootstrapRedone({"a_big", "b"});
 }
 
+// A rewrite that leaves the definition as it was (ALTER COLUMN ... TYPE of the same type USING
+// an expression) committed after the slot's snapshot: the table's new storage holds only rows
+// of the rewriting transaction, which the snapshot cannot see, so its COPY read it empty, and
+// the log has no change for the rewrite: b's rows were silently missing from the bootstrap. The
+// copy checks that the table's storage is the snapshot's and redoes the bootstrap.
+TEST_F(DblogdTest, ATableRewrittenDuringTheBootstrapRedoesItInsteadOfCopyingItEmpty) {
+  const std::string error = DdlDuringTheBootstrap("ALTER TABLE " + schema() +
+                                                  ".b ALTER COLUMN v TYPE text USING v || '!'");
+  EXPECT_FALSE(error.empty()) << "the bootstrap went on with the rewritten table copied empty";
+  EXPECT_NE(error.find("was rewritten or dropped after the slot's snapshot"), std::string::npos)
+      << error;
+  ExpectBootstrapRedone({"a_big", "b"});
+}
+
 // Issue 15, item 3: a table dropped while the bootstrap copies another one. The worker that
 // reaches it reads it in the snapshot (where it exists) but cannot open it any more: the
 // bootstrap fails (SOURCE_ERROR) and the retry, from a new slot, copies what exists now.
