@@ -478,4 +478,14 @@ std::optional<Position> Client::PositionOf(const StreamEvent& event) {
   return client::PositionOf(event);
 }
 
+std::string ReconcileNote(const dblog::v1::Welcome& welcome) {
+  if (!welcome.has_reconcile()) return "";
+  return "the slot was gone (a failover of the source, or dropped by hand): dblogd made a new "
+         "one at " + FormatLsn(welcome.reconcile().consistent_point()) + " and queued " +
+         std::to_string(welcome.reconcile().request_ids_size()) +
+         " whole-table repair(s) instead of a new bootstrap; changes since " +
+         FormatPosition(welcome.resume_from()) +
+         " arrive as their rows (docs/operations.md#failover)";
+}
+
 }  // namespace dblog::client

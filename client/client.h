@@ -201,4 +201,9 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
+// A sentence for people when Welcome.reconcile is set, "" otherwise: the consumer's slot was
+// gone (a failover, or dropped by hand) and dblogd queued whole-table repairs instead of a new
+// bootstrap; changes since the consumer's position arrive as the repairs' rows.
+std::string ReconcileNote(const dblog::v1::Welcome& welcome);
+
 }  // namespace dblog::client

@@ -346,6 +346,7 @@ ApplyRun::End ApplyRun::Session() {
   connected_at_ = std::chrono::steady_clock::now();
   Log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
       stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
+  if (const std::string note = client::ReconcileNote(stream.welcome()); !note.empty()) Log(note);
 
   connection_acked_ = stored_;
   try {

@@ -538,6 +538,7 @@ TailRun::End TailRun::Session() {
                    : std::string("; nothing written yet")));
   }
 
+  if (const std::string note = client::ReconcileNote(stream.welcome()); !note.empty()) Note(note);
   acked_ = stream.welcome().resume_from();
   unacked_.reset();
   boundaries_since_ack_ = 0;

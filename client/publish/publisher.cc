@@ -224,6 +224,7 @@ bool Publisher::Run(Broker& broker) {
   client::Client stream = client::Client::Connect(connect, interrupter_);
   log_("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
        stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
+  if (const std::string note = client::ReconcileNote(stream.welcome()); !note.empty()) log_(note);
   Attempt attempt(options_, broker, stream, tail, resume, stats_, progressed_);
   return attempt.ReadAll();
 }

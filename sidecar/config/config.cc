@@ -133,7 +133,7 @@ namespace {
 
 // The settings as given, before they are checked and turned into a Config.
 struct Flags {
-  std::string listen, metrics, config_file, token_file, default_scope, source_plugin;
+  std::string listen, metrics, config_file, token_file, default_scope, source_plugin, on_slot_lost;
   std::vector<std::string> consumers, consumer_token_files;
   double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
   std::size_t max_buffer_mb = 16;
@@ -213,6 +213,12 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
      "bootstrap copy workers; 0 = one per CPU")
     ("bootstrap", po::value(&c.bootstrap)->default_value(true),
      "copy existing rows when a consumer connects for the first time")
+    ("on-slot-lost", po::value(&f.on_slot_lost)->default_value("bootstrap"),
+     "a consumer that resumes after its bootstrap finished and finds its slot gone (a failover "
+     "before PostgreSQL 17, or a slot dropped by hand): bootstrap (again, from a new slot, "
+     "flagged restarted) or reconcile (a new slot and a whole-table repair of every table in "
+     "scope through windows: the consumer keeps its rows and converges; extension mode only; "
+     "docs/operations.md#failover)")
     ("chunk-size", po::value(&c.chunk_size)->default_value(2000),
      "rows (or keys) per repair window")
     ("repair-rows-per-second", po::value(&f.repair_rate)->default_value(0),
@@ -401,6 +407,16 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     c.source_plugin = SourcePlugin::kPgoutput;
   } else {
     throw ConfigError("source-plugin: '" + f.source_plugin + "' is neither dblog nor pgoutput");
+  }
+  if (f.on_slot_lost == "bootstrap") {
+    c.on_slot_lost = Config::SlotLost::kBootstrap;
+  } else if (f.on_slot_lost == "reconcile") {
+    if (c.source_plugin == SourcePlugin::kPgoutput)
+      throw ConfigError("on-slot-lost: reconcile needs repairs, which --source-plugin pgoutput "
+                        "does not have yet (docs/pgoutput.md)");
+    c.on_slot_lost = Config::SlotLost::kReconcile;
+  } else {
+    throw ConfigError("on-slot-lost: '" + f.on_slot_lost + "' is neither bootstrap nor reconcile");
   }
   c.listen = ParseEndpoint("listen", f.listen);
   if (f.metrics != "off") c.metrics = ParseEndpoint("metrics-listen", f.metrics);

@@ -97,6 +97,13 @@ struct Config {
   std::size_t max_message_bytes = 1u << 20;  // longer messages are forwarded without content
   int copy_workers = 0;                      // 0 = one per CPU
   bool bootstrap = true;                     // copy existing rows for a new consumer
+  // What a consumer whose bootstrap finished gets when it resumes and its slot is gone (a
+  // failover to a standby that never had it, before PostgreSQL 17's failover slots; or dropped
+  // by hand): a new bootstrap from a new slot (kBootstrap, flagged restarted), or a new slot and
+  // a whole-table repair of every table in scope through windows (kReconcile: the consumer is
+  // not emptied; extension mode only, pgoutput mode has no repairs yet).
+  enum class SlotLost { kBootstrap, kReconcile };
+  SlotLost on_slot_lost = SlotLost::kBootstrap;
   int chunk_size = 2000;                     // rows per repair window
   std::uint64_t repair_rows_per_second = 0;  // repair pacing; 0 = as fast as it goes
   std::size_t window_key_memory_bytes = 16u << 20;  // keys kept for window widening

@@ -1,8 +1,11 @@
 // sidecar/consumer/bookkeeping.cc: see bookkeeping.h.
 #include "consumer/bookkeeping.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
+
+#include "common/lsn.h"
 
 #include "consumer/chunk_query.h"
 #include "pg/slot.h"
@@ -231,6 +234,42 @@ void Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
   sql.ExecParams("UPDATE dblog.consumers SET scope = $2 WHERE name = $1",
                  {consumer_.name, scope_});
   sql.Exec("COMMIT");
+}
+
+std::vector<std::uint64_t> Bookkeeping::QueueReconcile(const std::vector<bootstrap::Table>& tables) {
+  pg::Connection& sql = Sql();
+  std::vector<std::uint64_t> ids;
+  sql.Exec("BEGIN");
+  for (const auto& t : tables) {
+    pg::Result r = sql.ExecParams(
+        "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
+        " key_types, reason) SELECT $1::oid, $1::oid::regclass::text, 'table', $2,"
+        " k.key_columns, k.key_types, 'reconcile: the slot was gone'"
+        " FROM dblog._identity_key($1::oid::regclass) AS k RETURNING id",
+        {std::to_string(t.oid), consumer_.name});
+    if (r.ntuples() == 1) ids.push_back(r.u64_value(0, 0));
+  }
+  sql.Exec("COMMIT");
+  return ids;
+}
+
+void Bookkeeping::PadWalPast(std::uint64_t lsn) {
+  constexpr std::uint64_t kMaxGap = std::uint64_t{1} << 30;
+  constexpr std::uint64_t kStep = std::uint64_t{16} << 20;
+  const std::uint64_t start = CurrentWalInsertLsn();
+  if (start > lsn) return;
+  if (lsn - start > kMaxGap)
+    throw std::runtime_error("the consumer's resume position " + common::FormatLsn(lsn) +
+                             " is more than 1 GiB past the source's WAL (" +
+                             common::FormatLsn(start) +
+                             "): it does not come from this source's stream");
+  for (std::uint64_t now = start; now <= lsn; now = CurrentWalInsertLsn())
+    Sql().ExecParams("SELECT pg_catalog.pg_logical_emit_message(false, 'dblogd.pad',"
+                     " pg_catalog.repeat('x', $1::pg_catalog.int4))",
+                     {std::to_string(std::min(kStep, lsn - now + 1024))});
+  log::Info("wal_padded", {{"consumer", consumer_.name},
+                           {"from", common::FormatLsn(start)},
+                           {"past", common::FormatLsn(lsn)}});
 }
 
 Bookkeeping::Entering Bookkeeping::QueueTableEnteringScope(std::uint32_t oid,

@@ -80,6 +80,15 @@ class Bookkeeping {
   // visible (waits up to a few seconds, then throws).
   enum class Entering { kQueued, kAlreadyQueued, kGone, kOutOfScopeNow, kKeyless };
   Entering QueueTableEnteringScope(std::uint32_t oid, std::uint64_t xid = 0);
+  // --on-slot-lost=reconcile: a whole-table repair request of each of `tables` for this
+  // consumer (reason "reconcile"), in one transaction; their ids.
+  std::vector<std::uint64_t> QueueReconcile(const std::vector<bootstrap::Table>& tables);
+  // Writes WAL (non-transactional messages with prefix "dblogd.pad", dropped by every
+  // consumer that did not ask for that prefix) until the insert position is past `lsn`: after
+  // a failover, a consumer's resume position can lie past the promoted server's WAL (commits
+  // the standby never received), and a stream must never send a position at or before it.
+  // Throws when that is more than 1 GiB away (not this source's stream).
+  void PadWalPast(std::uint64_t lsn);
   // The transactions that block backend `pid` (a slot creation), for people.
   std::string Blockers(int pid);
   std::uint64_t CurrentWalInsertLsn();

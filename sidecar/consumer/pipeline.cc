@@ -198,6 +198,9 @@ void Pipeline::Prepare() {
     pgoutput_->ApplyPublication(sql, *publication);
   }
 
+  if (config_.bootstrap && finished && !slot.exists && hello_.has_resume_after() &&
+      config_.on_slot_lost == config::Config::SlotLost::kReconcile)
+    return Reconcile();
   if (config_.bootstrap && !(slot.exists && finished)) {
     // A slot whose bootstrap never finished is not a resume point: redo it from a new slot.
     if (slot.exists) {
@@ -222,6 +225,45 @@ void Pipeline::Prepare() {
     log::Info("slot_created", {{"consumer", consumer_.name},
                                {"slot", slot_},
                                {"consistent_point", common::FormatLsn(created.consistent_point)}});
+    BeginStreaming(false);
+  });
+}
+
+// --on-slot-lost=reconcile: the consumer's bootstrap finished, it resumes, and its slot is gone
+// (a failover to a standby that never had it, or dropped by hand). Instead of a new bootstrap,
+// which would empty the consumer: a new slot, the WAL brought past the consumer's position (a
+// promoted standby may lack the last commits the consumer applied, and no position at or before
+// it may be sent), and a whole-table repair of every table in scope, queued before streaming
+// begins. Each repair window reads the source after the slot's consistent point and after every
+// change the stream does not send one by one (those between the consumer's position and the
+// new slot's), so every key converges to the source's value, absent keys as deletes (O3).
+// Welcome.reconcile tells the consumer. Repairs that were queued before keep their progress
+// (dblog.request_queue is the source's own table, on the new primary too); a bootstrap that had
+// not finished is redone instead (no resume point to reconcile from).
+void Pipeline::Reconcile() {
+  const std::uint64_t resume = hello_.resume_after().commit_lsn();
+  log::Warn("slot_missing_reconcile",
+            {{"consumer", consumer_.name}, {"slot", slot_},
+             {"resume_after", common::FormatLsn(resume)},
+             {"message", "the consumer's slot is gone although its bootstrap finished (a "
+                         "failover, or dropped by hand): a new slot and a whole-table repair of "
+                         "every table in scope (--on-slot-lost=reconcile)"}});
+  CreateSlotThen(false, [this, resume](const pg::CreatedSlot& created) {
+    bookkeeping_.PadWalPast(resume);
+    const std::vector<bootstrap::Table> tables =
+        bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
+    reconcile_ = dblog::v1::Reconcile();
+    reconcile_->set_consistent_point(created.consistent_point);
+    for (std::uint64_t id : bookkeeping_.QueueReconcile(tables)) reconcile_->add_request_ids(id);
+    stats_->reconciles_total++;
+    log::Warn("slot_reconciled",
+              {{"consumer", consumer_.name}, {"slot", slot_},
+               {"consistent_point", common::FormatLsn(created.consistent_point)},
+               {"tables", static_cast<std::uint64_t>(tables.size())},
+               {"message", "changes between the consumer's position and the new slot's "
+                           "consistent point are not streamed one by one; the queued repairs "
+                           "bring every key to the source's value"}});
+    confirmed_ = created.consistent_point;
     BeginStreaming(false);
   });
 }
@@ -338,6 +380,7 @@ void Pipeline::SendWelcome(bool slot_created, const emit::Position* resume) {
   for (const auto& p : consumer_.scope.patterns()) w->add_scope(p);
   w->set_server_name("dblogd/0.1.0");
   w->set_source_plugin(config::SourcePluginName(config_.source_plugin));
+  if (reconcile_) *w->mutable_reconcile() = *reconcile_;
   session_->Send(welcome);
 }
 
@@ -736,8 +779,22 @@ void Pipeline::Reconnect() {
     paused_ = false;
     repairs_->OnSourceReconnect();
     // Retrying a lost slot would only fail again, silently for the consumer: end its session.
-    if (pg::GetSlot(bookkeeping_.Sql(), slot_).wal_status == "lost")
-      return Fail(Error::SOURCE_ERROR, SlotLostMessage(slot_));
+    const pg::SlotInfo slot = pg::GetSlot(bookkeeping_.Sql(), slot_);
+    if (slot.wal_status == "lost") return Fail(Error::SOURCE_ERROR, SlotLostMessage(slot_));
+    // So would a slot that is gone: the source failed over to a standby that never had it (or
+    // it was dropped by hand). The consumer's next connection decides (Prepare).
+    if (!slot.exists)
+      return Fail(Error::SOURCE_ERROR,
+                  "slot " + slot_ +
+                      " does not exist on the source any more (a failover to a standby that "
+                      "did not have it, or dropped by hand). The next connection " +
+                      (config_.on_slot_lost == config::Config::SlotLost::kReconcile &&
+                               !pgoutput_
+                           ? "reconciles: a new slot and a whole-table repair of every table "
+                             "in scope (--on-slot-lost=reconcile)"
+                           : "bootstraps again from a new slot, flagged restarted "
+                             "(--on-slot-lost=bootstrap)") +
+                      " (docs/operations.md#failover)");
     StartStream();
     log::Info("source_reconnected", {{"consumer", consumer_.name}});
   } catch (const std::exception& e) {

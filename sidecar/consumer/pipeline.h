@@ -95,6 +95,8 @@ class Pipeline : public server::Consumer,
   void SlotWaitTick();
   void BeginStreaming(bool slot_existed);
   void StartBootstrap(const pg::CreatedSlot& created, bool restarted);
+  // --on-slot-lost=reconcile: a new slot and a whole-table repair of every table in scope.
+  void Reconcile();
   // Welcome: the slot, where the stream resumes (none after a bootstrap), the scope.
   void SendWelcome(bool slot_created, const emit::Position* resume);
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);
@@ -134,6 +136,7 @@ class Pipeline : public server::Consumer,
   Bookkeeping bookkeeping_;
   ScopeChanges scope_changes_{consumer_};  // the dblog.ddl messages of the transaction read
   std::optional<pg::Connection> repl_;  // idle replication connection before streaming
+  std::optional<dblog::v1::Reconcile> reconcile_;  // this session reconciled: Welcome says so
   std::unique_ptr<pg::ReplicationStream> stream_;
   std::unique_ptr<emit::AckTracker> acks_;
   std::unique_ptr<emit::Emitter> emitter_;

@@ -35,6 +35,7 @@ struct ConsumerStats {
   std::atomic<std::uint64_t> bootstrap_rows_estimated{0};
   std::atomic<int> bootstrap_running{0};
   std::atomic<std::uint64_t> bootstraps_total{0};
+  std::atomic<std::uint64_t> reconciles_total{0};   // slots found gone and reconciled
   std::atomic<std::uint64_t> foreign_markers{0};    // watermark messages dblogd did not open
   std::atomic<std::uint64_t> window_redos{0};       // windows read again (fail closed)
   std::atomic<std::int64_t> slot_creation_started_us{0};  // waiting to create the slot since; 0: not

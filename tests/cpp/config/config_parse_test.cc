@@ -81,6 +81,18 @@ TEST(ConfigParse, TheSourcePlugin) {
   EXPECT_STREQ(SourcePluginName(SourcePlugin::kDblog), "dblog");
 }
 
+TEST(ConfigParse, WhatALostSlotGets) {
+  using SlotLost = dblog::config::Config::SlotLost;
+  EXPECT_EQ(ParseArgs({kSource, kConsumer})->on_slot_lost, SlotLost::kBootstrap);
+  EXPECT_EQ(ParseArgs({kSource, kConsumer, "--on-slot-lost=reconcile"})->on_slot_lost,
+            SlotLost::kReconcile);
+  EXPECT_EQ(Refusal({kSource, kConsumer, "--on-slot-lost=ignore"}),
+            "on-slot-lost: 'ignore' is neither bootstrap nor reconcile");
+  EXPECT_EQ(Refusal({kSource, kConsumer, "--source-plugin=pgoutput", "--on-slot-lost=reconcile"}),
+            "on-slot-lost: reconcile needs repairs, which --source-plugin pgoutput does not have "
+            "yet (docs/pgoutput.md)");
+}
+
 TEST(ConfigParse, HelpAndVersionReturnNothing) {
   testing::internal::CaptureStdout();
   EXPECT_FALSE(ParseArgs({"--version"}));

@@ -1,0 +1,274 @@
+// tests/cpp/sidecar/failover_test.cc: a failover of a PostgreSQL 15 source (issue 24 item 2),
+// end to end: a primary with the dblog extension and a physical standby of it (asynchronous
+// streaming replication, tests/pg-cluster.sh standby), the real dblogd given both hosts with
+// target_session_attrs=read-write, the real client library over TCP and the replay oracle.
+// PostgreSQL 15 has no failover slots: the promoted standby has no slot of dblogd's.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "common/lsn.h"
+#include "dblogd_fixture.h"
+#include "oracle_workload.h"
+#include "pg_test_util.h"
+#include "server_util.h"
+
+namespace dblog::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kSchema = "app";
+const std::vector<std::string> kTables = {"t_int", "t_comp", "t_uuid", "sentinel"};
+
+std::string HostPort(const std::string& conninfo, const char* key) {
+  const auto at = conninfo.find(std::string(key) + "=") + std::strlen(key) + 1;
+  return conninfo.substr(at, conninfo.find(' ', at) - at);
+}
+
+class FailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    primary_ = std::make_unique<Cluster>(15);
+    ASSERT_EQ(primary_->status(), 0) << "tests/pg-cluster.sh start 15";
+    db_ = std::make_unique<PgConn>(primary_->conninfo());
+    db_->exec("CREATE EXTENSION dblog");
+    db_->exec(std::string("CREATE SCHEMA ") + kSchema);
+    CreateWorkloadTables(*db_, kSchema);
+    db_->exec(std::string("CREATE TABLE ") + kSchema + ".sentinel (id int PRIMARY KEY)");
+  }
+
+  // The standby (asynchronous), made now: it has no slot of dblogd's.
+  void MakeStandby() {
+    db_.reset();
+    auto [made, status] = dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
+                              primary_->dir() + " standby1");
+    ASSERT_EQ(status, 0) << made;
+    const auto nl = made.find('\n');
+    standby_ = std::make_unique<Cluster>(
+        made.substr(0, nl), made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
+    db_ = std::make_unique<PgConn>(primary_->conninfo());
+  }
+
+  void StartDblogd(const std::string& on_slot_lost) {
+    const std::string both =
+        "host=" + HostPort(primary_->conninfo(), "host") + "," +
+        HostPort(standby_->conninfo(), "host") + " port=" + HostPort(primary_->conninfo(), "port") +
+        "," + HostPort(standby_->conninfo(), "port") +
+        " user=postgres dbname=postgres target_session_attrs=read-write";
+    dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
+        "--source=" + both, std::string("--consumer=sink=") + kSchema + ".*",
+        "--on-slot-lost=" + on_slot_lost, "--reconnect-max=1", "--status-interval=1",
+        "--heartbeat-interval=1", "--chunk-size=500"});
+    dblogd_->Start();
+  }
+
+  client::Client Connect() {
+    client::ConnectOptions o;
+    o.port = dblogd_->port();
+    o.consumer = "sink";
+    o.resume_after = replay_.last_position();
+    o.io_timeout = 30000ms;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      try {
+        return client::Client::Connect(o);
+      } catch (const client::TransportError&) {
+        if (std::chrono::steady_clock::now() > deadline) throw;
+        std::this_thread::sleep_for(200ms);
+      }
+    }
+  }
+
+  std::uint64_t Sentinel() {
+    db_->exec("BEGIN");
+    db_->exec(std::string("INSERT INTO ") + kSchema + ".sentinel VALUES (" +
+              std::to_string(++sentinel_) + ")");
+    const std::uint64_t lsn = common::ParseLsn(db_->scalar("SELECT pg_current_wal_insert_lsn()"));
+    db_->exec("COMMIT");
+    return lsn;
+  }
+
+  // Reads into the replay (acknowledging) until a Commit at or past `lsn` (0: the
+  // BootstrapEnd; or a BootstrapEnd past it); a session dblogd ends (the source failed over under it) is reconnected,
+  // resuming after the replay's last position. Returns the Welcomes of those sessions.
+  std::vector<dblog::v1::Welcome> ReadUntil(std::optional<client::Client>& c, std::uint64_t lsn) {
+    std::vector<dblog::v1::Welcome> welcomes;
+    const auto deadline = std::chrono::steady_clock::now() + 180s;
+    client::Item item;
+    while (std::chrono::steady_clock::now() < deadline) {
+      try {
+        if (!c) {
+          c.emplace(Connect());
+          welcomes.push_back(c->welcome());
+        }
+        if (!c->Next(item)) {
+          c.reset();
+          continue;
+        }
+      } catch (const client::ServerError&) {
+        c.reset();
+        std::this_thread::sleep_for(500ms);
+        continue;
+      } catch (const client::TransportError&) {
+        c.reset();
+        std::this_thread::sleep_for(500ms);
+        continue;
+      }
+      auto* ev = std::get_if<dblog::v1::StreamEvent>(&item);
+      if (!ev) continue;
+      replay_.Apply(*ev);
+      if (ev->has_bootstrap_begin()) ++bootstraps_;
+      if (ev->has_commit() || ev->has_bootstrap_end()) {
+        c->Ack(*client::Client::PositionOf(*ev));
+        if (ev->has_commit() && lsn != 0 && ev->commit().commit_lsn() >= lsn) return welcomes;
+        // a bootstrap (again) whose snapshot holds the commit at `lsn`
+        if (ev->has_bootstrap_end() && (lsn == 0 || ev->bootstrap_end().consistent_point() > lsn))
+          return welcomes;
+      }
+    }
+    ADD_FAILURE() << "the stream did not reach " << common::FormatLsn(lsn) << "\n"
+                  << dblogd_->log();
+    return welcomes;
+  }
+
+  void ExpectConverged() {
+    for (const auto& t : kTables) {
+      const std::string q = std::string(kSchema) + "." + t;
+      const auto source = SourceTable(*db_, q);
+      const auto replayed = replay_.Table(
+          static_cast<std::uint32_t>(std::stoul(db_->scalar("SELECT '" + q + "'::regclass::oid"))));
+      EXPECT_EQ(source.size(), replayed.size()) << q;
+      int differing = 0;
+      for (const auto& [key, row] : source) {
+        auto it = replayed.find(key);
+        differing += it == replayed.end() || it->second != row;
+      }
+      EXPECT_EQ(differing, 0) << q << ": rows missing from the replay or different";
+    }
+  }
+
+  std::unique_ptr<Cluster> primary_, standby_;
+  std::unique_ptr<PgConn> db_;
+  std::unique_ptr<DblogdProcess> dblogd_;
+  Replay replay_;
+  int sentinel_ = 0;
+  int bootstraps_ = 0;
+};
+
+// Issue 24 item 2: the consumer bootstrapped and streams; the standby stops receiving (it is
+// stopped), the primary commits more, which the consumer applies; the primary dies (immediate)
+// and the standby, started again, is promoted without those commits. dblogd, given both hosts,
+// finds the new primary without its slot, and with --on-slot-lost=reconcile makes a new one,
+// brings the WAL past the consumer's position, and queues a whole-table repair of every table
+// in scope instead of a bootstrap: no second BootstrapBegin (the consumer is never emptied),
+// Welcome.reconcile names the repairs, and once they are done the replay equals the new
+// primary, table by table: the rows of the lost commits are gone from it too, and the changes
+// made on the new primary before the consumer came back are there.
+TEST_F(FailoverTest, ASlotLostByAFailoverIsReconciledWithoutANewBootstrap) {
+  std::mt19937_64 rng(2402);
+  WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 30; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  ASSERT_NO_FATAL_FAILURE(MakeStandby());
+  StartDblogd("reconcile");
+  std::optional<client::Client> c;
+  ReadUntil(c, 0);
+  for (int i = 0; i < 20; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  ReadUntil(c, Sentinel());
+  ExpectConverged();
+  ASSERT_EQ(bootstraps_, 1);
+
+  // The standby stops receiving (it goes down); the consumer applies commits it will never have.
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " + standby_->dir())
+                .second,
+            0);
+  for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  db_->exec(std::string("INSERT INTO ") + kSchema +
+            ".t_int SELECT g, g, 'lost', NULL, 1 FROM generate_series(900000, 900099) g");
+  ReadUntil(c, Sentinel());
+  const std::uint64_t applied = replay_.last_position()->commit_lsn();
+  db_.reset();
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " + primary_->dir())
+                .second,
+            0);
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh restart " + standby_->dir())
+                .second,
+            0);
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh promote " + standby_->dir())
+                .second,
+            0);
+  db_ = std::make_unique<PgConn>(standby_->conninfo());
+  EXPECT_LT(common::ParseLsn(db_->scalar("SELECT pg_current_wal_insert_lsn()")), applied)
+      << "the promoted standby should lack WAL the consumer applied";
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM app.t_int WHERE id >= 900000"), "0");
+  for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
+
+  // dblogd moves over; the session it had ends, the next one reconciles.
+  const auto welcomes = ReadUntil(c, Sentinel());
+  ASSERT_FALSE(welcomes.empty()) << "the consumer never reconnected";
+  const dblog::v1::Welcome& w = welcomes.back();
+  ASSERT_TRUE(w.has_reconcile()) << dblogd_->log();
+  EXPECT_TRUE(w.slot_created());
+  EXPECT_EQ(static_cast<std::size_t>(w.reconcile().request_ids_size()), kTables.size());
+  // the repairs run while the workload goes on; read until every one is done
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  for (;;) {
+    for (int i = 0; i < 3; ++i) RandomTransaction(*db_, kSchema, rng, options);
+    ReadUntil(c, Sentinel());
+    const std::string done = db_->scalar(
+        "SELECT count(*) FROM dblog.requests WHERE consumer = 'sink' AND state = 'done' AND "
+        "id = ANY('{" +
+        [&] {
+          std::string ids;
+          for (auto id : w.reconcile().request_ids())
+            ids += (ids.empty() ? "" : ",") + std::to_string(id);
+          return ids;
+        }() + "}'::bigint[])");
+    if (done == std::to_string(kTables.size())) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "repairs not done\n" << dblogd_->log();
+  }
+  ReadUntil(c, Sentinel());
+  EXPECT_EQ(bootstraps_, 1) << "bootstrapped again: the consumer was emptied";
+  EXPECT_GT(replay_.chunks_seen(), 0u);
+  ExpectConverged();
+  EXPECT_GE(CountLogEvents(dblogd_->log(), "slot_reconciled"), 1);
+}
+
+// The default, --on-slot-lost=bootstrap: the same failover bootstraps again (restarted), as
+// before, and converges.
+TEST_F(FailoverTest, ByDefaultASlotLostByAFailoverBootstrapsAgain) {
+  std::mt19937_64 rng(2403);
+  WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 20; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  ASSERT_NO_FATAL_FAILURE(MakeStandby());
+  StartDblogd("bootstrap");
+  std::optional<client::Client> c;
+  ReadUntil(c, 0);
+  ReadUntil(c, Sentinel());
+  db_.reset();
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " + primary_->dir())
+                .second,
+            0);
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh promote " + standby_->dir())
+                .second,
+            0);
+  db_ = std::make_unique<PgConn>(standby_->conninfo());
+  for (int i = 0; i < 10; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  const auto welcomes = ReadUntil(c, Sentinel());
+  ASSERT_FALSE(welcomes.empty());
+  EXPECT_FALSE(welcomes.back().has_reconcile());
+  EXPECT_EQ(bootstraps_, 2);
+  EXPECT_TRUE(replay_.restarted_seen());
+  ExpectConverged();
+}
+
+}  // namespace
+}  // namespace dblog::test
