@@ -76,7 +76,10 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
   if (!wrong.empty()) {
     plan.refused = "publication " + publication_ + " cannot serve consumer " + consumer_.name +
                    ": " + wrong + "; drop it (DROP PUBLICATION " + pub +
-                   ") and dblogd makes it again, FOR TABLE of the scope";
+                   ") and dblogd makes it again, FOR TABLE of the scope; if slot " + publication_ +
+                   " streamed while it was so, drop the slot too (SELECT "
+                   "pg_drop_replication_slot('" + publication_ + "')): the changes it left out "
+                   "are not in that slot's stream";
     return plan;
   }
   pg::Result rel = sql.ExecParams(
@@ -143,6 +146,36 @@ std::string PgoutputSource::TablesJoinedMessage(const std::vector<std::string>& 
          "scope (!schema.table), or drop the slot (SELECT pg_drop_replication_slot('" +
          publication_ + "')): the next connection bootstraps again, with them, flagged "
          "restarted (docs/pgoutput.md)";
+}
+
+std::string PgoutputSource::PublicationDrift(pg::Connection& sql) const {
+  pg::Result r = sql.ExecParams(
+      "SELECT p.puballtables,"
+      "       p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate, p.pubviaroot,"
+      "       EXISTS (SELECT 1 FROM pg_catalog.pg_publication_namespace s"
+      "                WHERE s.pnpubid OPERATOR(pg_catalog.=) p.oid),"
+      "       EXISTS (SELECT 1 FROM pg_catalog.pg_publication_rel pr"
+      "                WHERE pr.prpubid OPERATOR(pg_catalog.=) p.oid"
+      "                  AND (pr.prqual IS NOT NULL OR pr.prattrs IS NOT NULL))"
+      "  FROM pg_catalog.pg_publication p WHERE p.pubname OPERATOR(pg_catalog.=) $1",
+      {publication_});
+  std::string what;
+  if (r.ntuples() == 0) what = "it was dropped";
+  else if (r.bool_value(0, 0)) what = "it is FOR ALL TABLES now";
+  else if (!r.bool_value(0, 1)) what = "it no longer publishes inserts, updates, deletes and truncates";
+  else if (r.bool_value(0, 2)) what = "it publishes via the partition root now";
+  else if (r.bool_value(0, 3)) what = "it publishes whole schemas now (FOR TABLES IN SCHEMA)";
+  else if (r.bool_value(0, 4)) what = "it has a row filter or a column list now";
+  if (what.empty()) return "";
+  return "publication " + publication_ + " was altered under consumer " + consumer_.name + ": " +
+         what + ". pgoutput decodes each change with the publication as it was then, so changes "
+         "made since may be missing from slot " + publication_ +
+         "'s stream for good. To go on: drop the slot (SELECT pg_drop_replication_slot('" +
+         publication_ + "')) and, unless dblogd's role owns it, have the publication's owner "
+         "drop it (DROP PUBLICATION " + common::QuoteIdent(publication_) +
+         "); the next connection makes both again and bootstraps, flagged restarted. Make the "
+         "publication owned by dblogd's role so that no other role can alter it "
+         "(docs/pgoutput.md)";
 }
 
 std::vector<std::string> PgoutputSource::TablesMissingFromPublication(pg::Connection& sql) const {

@@ -71,6 +71,11 @@ class PgoutputSource {
   // Tables in the scope now that the publication does not hold (created, renamed or moved into
   // it since): their changes are not in the stream. One catalog query.
   std::vector<std::string> TablesMissingFromPublication(pg::Connection& sql) const;
+  // What is wrong with the publication now ("" when nothing): dropped, FOR ALL TABLES or
+  // IN SCHEMA, an operation no longer published, via the partition root, a row filter or a
+  // column list. Its owner (or a superuser) may alter it at any time, and pgoutput then leaves
+  // changes out of the slot's stream for good. One catalog query, for every heartbeat.
+  std::string PublicationDrift(pg::Connection& sql) const;
   // Why a consumer whose bootstrap finished cannot go on with `tables` added, and what to do.
   std::string TablesJoinedMessage(const std::vector<std::string>& tables) const;
 

@@ -714,14 +714,19 @@ void Pipeline::Heartbeat() {
 
 // pgoutput mode, each heartbeat: a table created, renamed or moved into the scope is not in the
 // publication, so its changes would not be in the stream. Said at once, never silently skipped.
+// And the publication itself: altered by its owner (publish = 'insert', a row filter, ...), it
+// makes pgoutput leave changes out of the slot's stream from then on: said, never silent.
 void Pipeline::CheckPublicationCoversScope() {
   std::vector<std::string> missing;
+  std::string drift;
   try {
-    missing = pgoutput_->TablesMissingFromPublication(bookkeeping_.Sql());
+    drift = pgoutput_->PublicationDrift(bookkeeping_.Sql());
+    if (drift.empty()) missing = pgoutput_->TablesMissingFromPublication(bookkeeping_.Sql());
   } catch (const std::exception&) {
     bookkeeping_.Reset();  // the source is away: the stream's reconnect says so
     return;
   }
+  if (!drift.empty()) return Fail(Error::SOURCE_ERROR, drift);
   if (missing.empty()) return;
   if (config_.bootstrap) return Fail(Error::SCOPE_ERROR, pgoutput_->TablesJoinedMessage(missing));
   // without bootstrap: the next connection adds them (and logs publication_table_added)

@@ -448,6 +448,63 @@ TEST_P(PgoutputModeTest, ColumnsRenamedOrAddedRightAfterAChangeAreMappedByAttnum
   EXPECT_EQ(seen, (std::vector<std::string>{"id:1 v:2 ", "id:1 v2:2 ", "id:1 v2:2 x:3 "}));
 }
 
+// Security review F3: the publication's owner (here a superuser) alters it under a streaming
+// consumer: publish = 'insert'. pgoutput decodes each change with the publication as it was, so
+// the deletes after it never reached the stream, and dblogd went on. Now each heartbeat reads the
+// publication's shape: the session ends with SOURCE_ERROR saying what changed and what to do,
+// the next connection is refused the same way, and after the slot and the publication are
+// dropped the consumer bootstraps again and converges.
+TEST_P(PgoutputModeTest, APublicationAlteredUnderTheConsumerEndsItsSessionNeverSilently) {
+  const std::string s = kSchema;
+  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  StartDblogd(s + ".*", {"--copy-workers=2", "--heartbeat-interval=1"});
+  PgConn admin(cluster_->conninfo());
+  {
+    auto c = Connect();
+    Replay replay;
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    admin.exec("ALTER PUBLICATION dblog_sink SET (publish = 'insert')");
+    db_->exec("DELETE FROM " + s + ".a WHERE id <= 10");
+    Sentinel();
+    std::string error;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    try {
+      dblog::client::Item item;
+      while (std::chrono::steady_clock::now() < deadline && c.Next(item)) {
+        if (auto* ev = std::get_if<dblog::v1::StreamEvent>(&item)) {
+          replay.Apply(*ev);
+          if (ev->has_commit()) c.Ack(*dblog::client::Client::PositionOf(*ev));
+        }
+      }
+    } catch (const dblog::client::ServerError& e) {
+      EXPECT_EQ(e.code(), dblog::v1::Error::SOURCE_ERROR);
+      error = e.what();
+    }
+    ASSERT_NE(error.find("publication dblog_sink was altered under consumer sink: it no longer "
+                         "publishes inserts, updates, deletes and truncates"),
+              std::string::npos)
+        << "the stream went on without the deletes: " << error;
+    EXPECT_NE(error.find("SELECT pg_drop_replication_slot('dblog_sink')"), std::string::npos);
+  }
+  const auto refused = Refusal();
+  ASSERT_TRUE(refused);
+  EXPECT_NE(std::string(refused->what()).find("drop the slot too"), std::string::npos)
+      << refused->what();
+  admin.exec("DROP PUBLICATION dblog_sink");
+  DropSlot();
+  Replay again;
+  {
+    auto c = Connect();
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, again, 0));
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, again, Sentinel()));
+  }
+  EXPECT_TRUE(again.restarted_seen());
+  ExpectConverged(again, {"a", "sentinel"});
+}
+
 // DDL in this mode: a column added while dblogd streams arrives as a new Relation and the
 // stream goes on; two changes of a table's columns that dblogd reads only after both (it was
 // stopped) leave pgoutput's Relation and the catalog describing different columns: the session
