@@ -117,9 +117,11 @@ void Bookkeeping::Preflight() {
 namespace {
 
 // dblog.consumers as plugin/dblog--0.1.sql makes it (the extension's later versions leave it).
+// Without IF NOT EXISTS: made in one transaction after the check that they are absent, so
+// that a schema or a relation another role slips in between fails the statement instead of
+// being used.
 constexpr const char* kConsumersTable =
-    "CREATE SCHEMA IF NOT EXISTS dblog;"
-    " CREATE TABLE IF NOT EXISTS dblog.consumers ("
+    "CREATE TABLE dblog.consumers ("
     "  name pg_catalog.text PRIMARY KEY,"
     "  slot_name pg_catalog.text NOT NULL,"
     "  scope pg_catalog.text NOT NULL,"
@@ -146,7 +148,8 @@ void Bookkeeping::EnsureConsumersTable() {
       "                WHERE e.extname OPERATOR(pg_catalog.=) 'dblog'"
       "                  AND e.extnamespace OPERATOR(pg_catalog.=) n.oid)"
       "       OR (n.nspowner OPERATOR(pg_catalog.=) r.oid"
-      "           AND (c.oid IS NULL OR c.relowner OPERATOR(pg_catalog.=) r.oid))"
+      "           AND (c.oid IS NULL OR (c.relowner OPERATOR(pg_catalog.=) r.oid"
+      "                                  AND c.relkind OPERATOR(pg_catalog.=) 'r')))"
       "  FROM pg_catalog.pg_roles r"
       "  LEFT JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) 'dblog'"
       "  LEFT JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid"
@@ -161,15 +164,19 @@ void Bookkeeping::EnsureConsumersTable() {
         "dblogd's role");
   if (r.bool_value(0, 1)) return;
   try {
+    sql.Exec("BEGIN");
+    if (!r.bool_value(0, 0)) sql.Exec("CREATE SCHEMA dblog");
     sql.Exec(kConsumersTable);
+    sql.Exec("COMMIT");
   } catch (const pg::Error& e) {
+    EndTransaction();
     throw std::runtime_error(
         "cannot create dblog.consumers, the table where dblogd keeps whether each consumer's "
         "bootstrap finished: " +
         e.server_message() +
         " (grant dblogd's role CREATE on the "
         "database, or have an administrator run, and then ALTER SCHEMA dblog OWNER TO and "
-        "ALTER TABLE dblog.consumers OWNER TO dblogd's role: " +
+        "ALTER TABLE dblog.consumers OWNER TO dblogd's role: CREATE SCHEMA IF NOT EXISTS dblog; " +
         std::string(kConsumersTable) + ")");
   }
 }

@@ -505,6 +505,57 @@ TEST_P(PgoutputModeTest, APublicationAlteredUnderTheConsumerEndsItsSessionNeverS
   ExpectConverged(again, {"a", "sentinel"});
 }
 
+// dblog.consumers decides whether a consumer bootstraps: one that another role controls (here a
+// schema dblog and a view consumers made by a role with CREATE on the database, saying every
+// bootstrap is done) is refused, never read; a view, even of dblogd's own role, is not the table
+// either. dblogd makes the schema and the table in one transaction, without IF NOT EXISTS, so
+// that one slipped in after its check fails the statement (security review F5).
+TEST_P(PgoutputModeTest, ABookkeepingTableAnotherRoleControlsIsRefused) {
+  const std::string s = kSchema;
+  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY)");
+  PgConn admin(cluster_->conninfo());
+  admin.exec("DROP ROLE IF EXISTS mallory");
+  admin.exec("CREATE ROLE mallory LOGIN");
+  admin.exec("GRANT CREATE ON DATABASE postgres TO mallory");
+  {
+    PgConn mallory(As(*cluster_, "mallory"));
+    mallory.exec("CREATE SCHEMA dblog");
+    mallory.exec("CREATE VIEW dblog.consumers AS SELECT 'sink'::text AS name, "
+                 "'done'::text AS bootstrap_state");
+    mallory.exec("GRANT USAGE ON SCHEMA dblog TO PUBLIC");
+    mallory.exec("GRANT SELECT ON dblog.consumers TO PUBLIC");
+  }
+  StartDblogd();
+  auto refused = Refusal();
+  ASSERT_TRUE(refused);
+  EXPECT_NE(std::string(refused->what()).find("belongs to another role than dblogd's"),
+            std::string::npos)
+      << refused->what();
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM pg_replication_slots"), "0");
+  // dblogd's own schema with a view in it: not the table either
+  admin.exec("DROP SCHEMA dblog CASCADE");
+  db_->exec("CREATE SCHEMA dblog");
+  db_->exec("CREATE VIEW dblog.consumers AS SELECT 'sink'::text AS name, "
+            "'done'::text AS bootstrap_state");
+  refused = Refusal();
+  ASSERT_TRUE(refused);
+  EXPECT_NE(std::string(refused->what()).find("belongs to another role than dblogd's"),
+            std::string::npos)
+      << refused->what();
+  // gone: dblogd makes its own, and the consumer bootstraps
+  db_->exec("DROP SCHEMA dblog CASCADE");
+  Replay replay;
+  {
+    auto c = Connect();
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  }
+  EXPECT_EQ(db_->scalar("SELECT c.relkind::text || ':' || pg_get_userbyid(c.relowner) FROM "
+                        "pg_class c WHERE c.oid = 'dblog.consumers'::regclass"),
+            "r:cdc");
+  admin.exec("DROP OWNED BY mallory");
+  admin.exec("DROP ROLE mallory");
+}
+
 // DDL in this mode: a column added while dblogd streams arrives as a new Relation and the
 // stream goes on; two changes of a table's columns that dblogd reads only after both (it was
 // stopped) leave pgoutput's Relation and the catalog describing different columns: the session
