@@ -435,6 +435,7 @@ void Pipeline::StartStream() {
       for (auto& o : PgoutputSource::ConnectionOverrides()) overrides.push_back(std::move(o));
     repl_ = pg::Connection::Open(config_.source, true, overrides);
   }
+  NoteTimeline(*repl_);
   if (pgoutput_)
     pgoutput_->StartStream([this]() -> pg::Connection& { return bookkeeping_.Sql(); },
                            bookkeeping_.NextXid());
@@ -445,6 +446,22 @@ void Pipeline::StartStream() {
   stream_->SetFlushedLsn(confirmed_);
   stream_->Start(slot_, 0, PluginOptions());
   state_ = State::kStreaming;
+}
+
+// The source's timeline (IDENTIFY_SYSTEM) at each stream start: another one than the last seen
+// for this consumer means a standby was promoted since (a failover), which the log and /metrics
+// say whatever became of the slot.
+void Pipeline::NoteTimeline(pg::Connection& repl) {
+  pg::Result id = repl.Exec("IDENTIFY_SYSTEM");
+  if (id.ntuples() != 1 || id.is_null(0, 1)) return;
+  const std::uint64_t timeline = id.u64_value(0, 1);
+  const std::uint64_t before = stats_->source_timeline.exchange(timeline);
+  if (before == 0 || before == timeline) return;
+  stats_->timeline_changes++;
+  log::Warn("source_promoted",
+            {{"consumer", consumer_.name}, {"timeline_before", before}, {"timeline", timeline},
+             {"message", "the source is on another timeline than when this consumer last "
+                         "streamed: a standby was promoted (a failover)"}});
 }
 
 // Runs `process` (ProcessEvent over one message's events); what it throws ends the session.

@@ -97,6 +97,8 @@ class Pipeline : public server::Consumer,
   void StartBootstrap(const pg::CreatedSlot& created, bool restarted);
   // --on-slot-lost=reconcile: a new slot and a whole-table repair of every table in scope.
   void Reconcile();
+  // IDENTIFY_SYSTEM on the replication connection: the timeline into /metrics, a change logged.
+  void NoteTimeline(pg::Connection& repl);
   // Welcome: the slot, where the stream resumes (none after a bootstrap), the scope.
   void SendWelcome(bool slot_created, const emit::Position* resume);
   void ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes);

@@ -127,6 +127,13 @@ const Metric kConsumerMetrics[] = {
      }},
     {"dblog_bootstraps_total", "counter", "Bootstraps started.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.bootstraps_total.load()); }},
+    {"dblog_source_timeline", "gauge",
+     "The source's timeline when the consumer's stream last started (it grows at each "
+     "promotion of a standby).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.source_timeline.load()); }},
+    {"dblog_source_timeline_changes_total", "counter",
+     "Stream starts on another timeline than the one before: the source failed over.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.timeline_changes.load()); }},
     {"dblog_reconciles_total", "counter",
      "Slots found gone (a failover, or dropped) and reconciled by whole-table repairs.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.reconciles_total.load()); }},

@@ -36,6 +36,8 @@ struct ConsumerStats {
   std::atomic<int> bootstrap_running{0};
   std::atomic<std::uint64_t> bootstraps_total{0};
   std::atomic<std::uint64_t> reconciles_total{0};   // slots found gone and reconciled
+  std::atomic<std::uint64_t> source_timeline{0};    // IDENTIFY_SYSTEM's, at the last stream start
+  std::atomic<std::uint64_t> timeline_changes{0};   // promotions seen (another timeline)
   std::atomic<std::uint64_t> foreign_markers{0};    // watermark messages dblogd did not open
   std::atomic<std::uint64_t> window_redos{0};       // windows read again (fail closed)
   std::atomic<std::int64_t> slot_creation_started_us{0};  // waiting to create the slot since; 0: not

@@ -694,6 +694,8 @@ TEST_P(PgoutputFailoverTest, AFailoverSlotResumesOnThePromotedStandby) {
   ExpectConverged(replay, {"t_int", "t_comp", "t_uuid", "sentinel"});
   EXPECT_EQ(bootstrap_begins_.size(), 1u) << "bootstrapped again";
   EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "source_reconnected"), 1);
+  EXPECT_EQ(dblog::test::CountLogEvents(dblogd_->log(), "source_promoted"), 1)
+      << "the new timeline, noticed";
 }
 
 // What the mode refuses, each with the statement that fixes it: a table in scope without a key,

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "apply_process.h"
 #include "client/client.h"
 #include "common/lsn.h"
 #include "dblogd_fixture.h"
@@ -239,6 +240,101 @@ TEST_F(FailoverTest, ASlotLostByAFailoverIsReconciledWithoutANewBootstrap) {
   EXPECT_GT(replay_.chunks_seen(), 0u);
   ExpectConverged();
   EXPECT_GE(CountLogEvents(dblogd_->log(), "slot_reconciled"), 1);
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "source_promoted"), 1) << "timeline 1, then 2";
+  EXPECT_NE(dblogd_->Metrics().find("dblog_source_timeline_changes_total{consumer=\"sink\"} 1"),
+            std::string::npos)
+      << dblogd_->Metrics();
+}
+
+// Issue 24 item 4: the same failover with `dblog apply` as the sink, into a third cluster. It
+// keeps running through it (SOURCE_ERROR is retried), logs the reconcile, and its target ends
+// equal to the new primary, table by table, without a second bootstrap (which would have
+// emptied its tables).
+TEST_F(FailoverTest, DblogApplyKeepsRunningThroughItAndItsTargetEndsEqualToTheNewPrimary) {
+  std::mt19937_64 rng(2404);
+  WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 30; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  ASSERT_NO_FATAL_FAILURE(MakeStandby());
+  StartDblogd("reconcile");
+  Cluster target_cluster(15);
+  ASSERT_EQ(target_cluster.status(), 0);
+  PgConn target(target_cluster.conninfo());
+  ApplyProcess apply({"--consumer", "sink", "--port", std::to_string(dblogd_->port()),
+                      "--target", target_cluster.conninfo(), "--create-tables",
+                      "--retry-min=0.05", "--retry-max=0.5"});
+  apply.Start();
+  const auto wait_for = [](const std::function<bool()>& done, std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return done();
+  };
+  const auto applied = [&](std::uint64_t lsn) {
+    try {
+      return target.scalar("SELECT commit_lsn >= '" + common::FormatLsn(lsn) +
+                           "'::pg_lsn FROM dblog_apply.progress WHERE consumer = 'sink'") == "t";
+    } catch (const PgError&) {
+      return false;  // not made yet
+    }
+  };
+  const auto same = [&] {
+    for (const auto& t : kTables) {
+      const std::string sql = "SELECT count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' "
+                              "ORDER BY t::text)), '-') FROM " + std::string(kSchema) + "." + t +
+                              " t";
+      try {
+        if (db_->scalar(sql) != target.scalar(sql)) return false;
+      } catch (const PgError&) {
+        return false;
+      }
+    }
+    return true;
+  };
+  ASSERT_TRUE(wait_for([&] { return applied(Sentinel()) && same(); }, 120s)) << apply.log();
+  ASSERT_TRUE(wait_for([&] {
+    return db_->scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = 'sink'") == "done";
+  }, 60s));
+
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " +
+                             standby_->dir())
+                .second,
+            0);
+  for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  db_->exec(std::string("INSERT INTO ") + kSchema +
+            ".t_int SELECT g, g, 'lost', NULL, 1 FROM generate_series(900000, 900099) g");
+  ASSERT_TRUE(wait_for([&] { return applied(Sentinel()); }, 120s)) << apply.log();
+  EXPECT_EQ(target.scalar("SELECT count(*) FROM app.t_int WHERE id >= 900000"), "100");
+  db_.reset();
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " +
+                             primary_->dir())
+                .second,
+            0);
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh restart " +
+                             standby_->dir())
+                .second,
+            0);
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh promote " +
+                             standby_->dir())
+                .second,
+            0);
+  db_ = std::make_unique<PgConn>(standby_->conninfo());
+  for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  const auto repairs_done = [&] {
+    return db_->scalar("SELECT count(*) FROM dblog.requests WHERE consumer = 'sink' AND "
+                       "reason LIKE 'reconcile%' AND state = 'done'") ==
+           std::to_string(kTables.size());
+  };
+  ASSERT_TRUE(wait_for([&] { return repairs_done() && same(); }, 180s))
+      << apply.log() << "\n" << dblogd_->log();
+  EXPECT_FALSE(apply.Exited()) << apply.log();
+  EXPECT_EQ(target.scalar("SELECT count(*) FROM app.t_int WHERE id >= 900000"), "0");
+  EXPECT_NE(apply.log().find("queued 4 whole-table repair(s) instead of a new bootstrap"),
+            std::string::npos)
+      << apply.log();
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "bootstrap_started"), 1);
 }
 
 // The default, --on-slot-lost=bootstrap: the same failover bootstraps again (restarted), as
