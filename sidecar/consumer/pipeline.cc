@@ -25,6 +25,7 @@ std::string SlotLostMessage(const std::string& slot) {
          "fell more than max_slot_wal_keep_size behind, and the changes it had not acknowledged "
          "are gone from the WAL. To recover, drop the slot (SELECT pg_drop_replication_slot('" +
          slot + "')); the next connection bootstraps again with BootstrapBegin.restarted = true "
+         "(or, with --on-slot-lost=reconcile, repairs every table in scope from a new slot) "
          "(docs/operations.md, \"Slots and WAL retention\")";
 }
 
@@ -240,6 +241,10 @@ void Pipeline::Prepare() {
 // Welcome.reconcile tells the consumer. Repairs that were queued before keep their progress
 // (dblog.request_queue is the source's own table, on the new primary too); a bootstrap that had
 // not finished is redone instead (no resume point to reconcile from).
+// Crash-safe by its order: the WAL is padded and the repairs are committed before the slot is
+// made, so a failure (or a SIGKILL) before the slot exists leaves the next connection to
+// reconcile again (queueing the repairs once more, which is harmless), and one after finds the
+// repairs queued; never a new slot streaming without them.
 void Pipeline::Reconcile() {
   const std::uint64_t resume = hello_.resume_after().commit_lsn();
   log::Warn("slot_missing_reconcile",
@@ -248,13 +253,15 @@ void Pipeline::Reconcile() {
              {"message", "the consumer's slot is gone although its bootstrap finished (a "
                          "failover, or dropped by hand): a new slot and a whole-table repair of "
                          "every table in scope (--on-slot-lost=reconcile)"}});
-  CreateSlotThen(false, [this, resume](const pg::CreatedSlot& created) {
-    bookkeeping_.PadWalPast(resume);
-    const std::vector<bootstrap::Table> tables =
-        bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
+  bookkeeping_.PadWalPast(resume);
+  // throws bootstrap::ScopeError for a table in scope without a key, before anything is queued
+  const std::vector<bootstrap::Table> tables =
+      bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
+  const std::vector<std::uint64_t> ids = bookkeeping_.QueueReconcile(tables);
+  CreateSlotThen(false, [this, ids, tables](const pg::CreatedSlot& created) {
     reconcile_ = dblog::v1::Reconcile();
     reconcile_->set_consistent_point(created.consistent_point);
-    for (std::uint64_t id : bookkeeping_.QueueReconcile(tables)) reconcile_->add_request_ids(id);
+    for (std::uint64_t id : ids) reconcile_->add_request_ids(id);
     stats_->reconciles_total++;
     log::Warn("slot_reconciled",
               {{"consumer", consumer_.name}, {"slot", slot_},
