@@ -63,12 +63,14 @@ namespace {
 // The table's storage as the snapshot knows it (pg_class read in the snapshot) against its
 // storage now (pg_relation_filenode reads the syscache, which is never a snapshot's). A rewrite
 // committed after the slot's snapshot (ALTER TABLE ... TYPE ... USING, ADD COLUMN with a
-// volatile default, TRUNCATE, VACUUM FULL, CLUSTER) gives the table new storage whose rows carry
-// the rewriting transaction's xid: COPY reads the new storage, the snapshot sees none of its
-// rows (PostgreSQL's documented MVCC exception for rewrites), and the log has no change for
-// them, so the table would be copied empty. A new relfilenode fails the copy instead (the
-// bootstrap is redone from a new slot, whose snapshot comes after the rewrite). Call it with
-// the table locked, so the storage cannot change after the check.
+// volatile default, TRUNCATE) gives the table new storage whose rows carry the rewriting
+// transaction's xid: COPY reads the new storage, the snapshot sees none of its rows
+// (PostgreSQL's documented MVCC exception for rewrites), and the log has no change for them, so
+// the table would be copied empty. A new relfilenode fails the copy instead (the bootstrap is
+// redone from a new slot, whose snapshot comes after the rewrite). VACUUM FULL, CLUSTER,
+// SET TABLESPACE and pg_repack keep the row versions but change the storage too, and cannot be
+// told apart from a rewrite here: they redo the bootstrap as well. Call it with the table
+// locked, so the storage cannot change after the check.
 void RequireStorageUnchanged(pg::Connection& conn, const Table& t) {
   pg::Result r = conn.ExecParams(
       "SELECT c.relfilenode, pg_catalog.pg_relation_filenode(c.oid) FROM pg_catalog.pg_class c"
@@ -77,7 +79,8 @@ void RequireStorageUnchanged(pg::Connection& conn, const Table& t) {
   if (r.ntuples() != 1 || r.is_null(0, 1) || std::string(r.value(0, 0)) != r.value(0, 1))
     throw DefinitionChanged("the storage of " + t.qualified() +
                             " was rewritten or dropped after the slot's snapshot (a table "
-                            "rewrite, TRUNCATE, VACUUM FULL or CLUSTER during the bootstrap): "
+                            "rewrite or TRUNCATE during the bootstrap; VACUUM FULL, CLUSTER and "
+                            "SET TABLESPACE change the storage too): "
                             "its rows would be copied as the snapshot cannot see them; the "
                             "bootstrap is redone");
 }
@@ -97,6 +100,35 @@ void RequireDefinitionUnchanged(pg::Connection& now, const Table& t, Reader read
     throw DefinitionChanged("the definition of " + t.qualified() +
                              " changed while it was copied (DDL during the bootstrap); the "
                              "bootstrap is redone");
+}
+
+// Reader::kCatalog, after a COPY: the user relations this transaction holds a lock on must be
+// the tables this worker verified, their TOAST tables, or indexes of either.
+void RequireOnlyVerifiedLocks(pg::Connection& conn, const std::vector<std::uint32_t>& verified,
+                              const std::string& name) {
+  std::string oids = "{";
+  for (std::uint32_t oid : verified) oids += (oids.size() > 1 ? "," : "") + std::to_string(oid);
+  oids += "}";
+  pg::Result r = conn.ExecParams(
+      "WITH v AS (SELECT c.oid FROM pg_catalog.pg_class c"
+      "            WHERE c.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])"
+      "           UNION SELECT c.reltoastrelid FROM pg_catalog.pg_class c"
+      "            WHERE c.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]))"
+      "SELECT pg_catalog.count(*) FROM pg_catalog.pg_locks l"
+      " WHERE l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()"
+      "   AND l.locktype OPERATOR(pg_catalog.=) 'relation'"
+      "   AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d"
+      "        WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())"
+      "   AND l.relation OPERATOR(pg_catalog.>=) 16384"
+      "   AND l.relation NOT IN (SELECT v.oid FROM v)"
+      "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
+      "                    WHERE i.indexrelid OPERATOR(pg_catalog.=) l.relation"
+      "                      AND i.indrelid IN (SELECT v.oid FROM v))",
+      {oids});
+  if (r.u64_value(0, 0) != 0)
+    throw DefinitionChanged("relation " + name +
+                            " was another table while it was copied (its schema renamed or "
+                            "replaced during the copy); the bootstrap is redone");
 }
 
 // BindRelation, with the plan's name for the table in the error when it is gone (a rename
@@ -383,14 +415,10 @@ void Copier::Push(Batch batch) {
 void Copier::Work(int worker) {
   try {
     pg::Connection conn = ImportSnapshot(worker);
-    // Reader::kCatalog reads the catalog as it is now through a connection outside the
-    // snapshot (see RequireDefinitionUnchanged); the extension's reader needs none.
-    std::optional<pg::Connection> now;
-    if (reader_ == Reader::kCatalog)
-      now.emplace(pg::Connection::Open(
-          conninfo_, false, {{"application_name", "dblogd copy " + std::to_string(worker)}}));
+    WorkerState state;
+    state.worker = worker;
     Task task;
-    while (NextTask(&task)) CopyTask(conn, now ? *now : conn, task);
+    while (NextTask(&task)) CopyTask(conn, state, task);
     conn.Exec("COMMIT");
   } catch (const std::exception& e) {
     bool cancelled;
@@ -438,7 +466,15 @@ pg::Connection Copier::ImportSnapshot(int worker) {
   return conn;
 }
 
-void Copier::CopyTextTask(pg::Connection& conn, pg::Connection& now, const Task& task) {
+pg::Connection& Copier::CatalogNow(WorkerState& state) {
+  if (!state.now || !state.now->ok())
+    state.now.emplace(pg::Connection::Open(
+        conninfo_, false,
+        {{"application_name", "dblogd copy " + std::to_string(state.worker) + " catalog"}}));
+  return *state.now;
+}
+
+void Copier::CopyTextTask(pg::Connection& conn, WorkerState& state, const Task& task) {
   const Table& t = tables_[task.table];
   // Locked by the name the plan read, then checked, with the table locked (nothing can rename,
   // rewrite or alter it until this transaction ends), against the catalog as it is now: the
@@ -456,7 +492,8 @@ void Copier::CopyTextTask(pg::Connection& conn, pg::Connection& now, const Task&
                             "dropped or replaced since the slot's snapshot); the bootstrap is "
                             "redone");
   RequireStorageUnchanged(conn, t);
-  RequireDefinitionUnchanged(now, t, reader_);
+  RequireDefinitionUnchanged(CatalogNow(state), t, reader_);
+  state.verified.push_back(t.oid);
   std::string columns;
   for (const auto& c : t.relation.columns())
     columns += (columns.empty() ? "" : ", ") + common::QuoteIdent(c.name());
@@ -491,11 +528,17 @@ void Copier::CopyTextTask(pg::Connection& conn, pg::Connection& now, const Task&
     }
   }
   if (parser.pending()) throw std::runtime_error("COPY of " + name + " ended inside a row");
+  // The lock on the table holds its name, not its schema's: ALTER SCHEMA ... RENAME takes no
+  // lock on the tables inside, so between the checks above and the COPY a schema's owner could
+  // put another table under this name. COPY keeps a lock on what it read until this
+  // transaction ends: any relation locked here that is not a table this worker verified (nor
+  // one of their TOAST tables or indexes) is such an impostor.
+  RequireOnlyVerifiedLocks(conn, state.verified, name);
   if (batch.size() > 0) push();
 }
 
-void Copier::CopyTask(pg::Connection& conn, pg::Connection& now, const Task& task) {
-  if (reader_ == Reader::kCatalog) return CopyTextTask(conn, now, task);
+void Copier::CopyTask(pg::Connection& conn, WorkerState& state, const Task& task) {
+  if (reader_ == Reader::kCatalog) return CopyTextTask(conn, state, task);
   const Table& t = tables_[task.table];
   pg::CopyOut copy(conn, CopyStatement(t, BindTable(conn, t), task));
   CopyRowParser parser;

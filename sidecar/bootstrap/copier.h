@@ -135,10 +135,21 @@ class Copier {
   void Work(int worker);
   // Opens the worker's connection inside the exported snapshot and counts it imported.
   pg::Connection ImportSnapshot(int worker);
+  // What a worker's tasks share beyond its connection inside the snapshot.
+  struct WorkerState {
+    int worker = 0;
+    // Reader::kCatalog: reads the catalog as it is now, outside the snapshot (opened when
+    // first needed, again when it broke).
+    std::optional<pg::Connection> now;
+    // Reader::kCatalog: the tables this worker locked by name and found to be the planned ones:
+    // its transaction may hold locks on these (and their TOAST) only.
+    std::vector<std::uint32_t> verified;
+  };
   // Copies one task's rows into batches pushed onto the queue (throws; "cancelled" too).
-  // `conn` is inside the snapshot; `now` reads the catalog as it is now (Reader::kCatalog: a
-  // connection outside the snapshot; otherwise `conn` itself).
-  void CopyTask(pg::Connection& conn, pg::Connection& now, const Task& task);
+  // `conn` is inside the snapshot.
+  void CopyTask(pg::Connection& conn, WorkerState& state, const Task& task);
+  // Reader::kCatalog: state.now, opened when there is none or it broke.
+  pg::Connection& CatalogNow(WorkerState& state);
   void Push(Batch batch);
   // Counts a task's batch as copied, queues it and leaves an empty one of the same table.
   void PushCopied(Batch& batch);
@@ -153,7 +164,7 @@ class Copier {
   const int workers_;
   const Reader reader_;
   // Reader::kCatalog's COPY of one task (CopyTask's other half).
-  void CopyTextTask(pg::Connection& conn, pg::Connection& now, const Task& task);
+  void CopyTextTask(pg::Connection& conn, WorkerState& state, const Task& task);
 
   mutable std::mutex mutex_;
   std::condition_variable space_;     // queue has room / cancelled

@@ -219,7 +219,11 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
   decoder_ = std::make_unique<pgoutput::Decoder>(pgoutput::Decoder::Options{1, false});
   out_of_scope_.clear();
   translator_ = std::make_unique<pgoutput::Translator>(
-      [sql = std::move(sql)](const pgoutput::Relation& r) {
+      [this, sql = std::move(sql)](const pgoutput::Relation& r) {
+        // A column list (or any other change of the publication) since the last heartbeat would
+        // make the message's columns other than the live ones by position: checked here too.
+        if (const std::string drift = PublicationDrift(sql()); !drift.empty())
+          throw pgoutput::TranslateError(drift);
         return pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(sql(), r.oid));
       },
       next_full_xid);

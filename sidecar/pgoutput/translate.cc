@@ -56,7 +56,10 @@ SELECT n.nspname, c.relname, c.relreplident, a.attname, a.atttypid,
            AND k.ord OPERATOR(pg_catalog.<=) i.indnkeyatts),
        (SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute d
          WHERE d.attrelid OPERATOR(pg_catalog.=) c.oid AND d.attnum OPERATOR(pg_catalog.>) 0
-           AND d.attisdropped)
+           AND d.attisdropped),
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute g
+         WHERE g.attrelid OPERATOR(pg_catalog.=) c.oid AND g.attnum OPERATOR(pg_catalog.>) 0
+           AND NOT g.attisdropped AND g.attgenerated OPERATOR(pg_catalog.<>) '')
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
   JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid
@@ -96,9 +99,10 @@ CatalogRelation ParseRelationRows(
   if (rows.empty()) throw TranslateError("no table with oid " + std::to_string(oid));
   std::vector<std::pair<std::uint32_t, std::uint32_t>> keys;  // (key position, column)
   for (const auto& r : rows) {
-    if (r.size() != 12) throw TranslateError("kRelationQuery: a row of another width");
+    if (r.size() != 13) throw TranslateError("kRelationQuery: a row of another width");
     if (rel.columns.empty()) {
       rel.dropped_columns = Number<std::uint32_t>(r[11], "dropped columns");
+      rel.generated_columns = Number<std::uint32_t>(r[12], "generated columns");
       rel.schema = Text(r[0], "nspname");
       rel.name = Text(r[1], "relname");
       const std::string& ident = Text(r[2], "relreplident");
@@ -135,6 +139,12 @@ dblog::v1::Relation MappedRelation(const Relation& r, const CatalogRelation& cat
                           " cannot be mapped by its catalog any more)");
   };
   if (cat.oid != r.oid) throw changed("the catalog's table has another oid");
+  // pgoutput leaves generated columns out of its messages (before 18's publish_generated_columns),
+  // so the message's columns are not the live ones by position: refused, as at bootstrap.
+  if (cat.generated_columns > 0)
+    throw TranslateError(name + " has a generated column, which pgoutput does not send: its "
+                         "columns cannot be mapped (pgoutput mode refuses tables with generated "
+                         "columns; leave it out of the scope)");
   // Which catalog column each of the message's columns is. The message lists the columns live
   // when the change was written, in attnum order, without attnums. The catalog is read now.
   bool same = cat.columns.size() == n;

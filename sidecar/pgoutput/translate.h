@@ -65,12 +65,14 @@ struct CatalogRelation {
   std::vector<CatalogColumn> columns;      // live columns in attnum order
   std::vector<std::uint32_t> key_columns;  // 0-based positions in `columns`, in key order
   std::uint32_t dropped_columns = 0;       // columns ever dropped (pg_attribute keeps them)
+  std::uint32_t generated_columns = 0;     // live generated columns (pgoutput does not send them)
 };
 
 // $1: the table's oid. One row per live column in attnum order: nspname, relname,
 // relreplident, attname, atttypid, the base type's oid, atttypmod, attnum, attnotnull,
 // format_type(atttypid, atttypmod), the column's 1-based position in the key (NULL if not in
-// it), the number of the table's dropped columns (the same in every row). The key is the plugin's: the primary key, or under REPLICA IDENTITY INDEX that index;
+// it), the number of the table's dropped columns and of its generated columns (the same in
+// every row). The key is the plugin's: the primary key, or under REPLICA IDENTITY INDEX that index;
 // none under REPLICA IDENTITY NOTHING. Everything schema-qualified: safe under any search_path.
 extern const char* const kRelationQuery;
 

@@ -206,6 +206,12 @@ TEST(TranslateTest, ColumnsRenamedOrAddedSinceTheMessageAreMappedByAttnum) {
     EXPECT_THROW(po::MappedRelation(other_key, now, &kinds), po::TranslateError)
         << "another key then";
   }
+  {
+    po::CatalogRelation generated = now;
+    generated.generated_columns = 1;
+    EXPECT_THROW(po::MappedRelation(then, generated, &kinds), po::TranslateError)
+        << "a generated column (added since): pgoutput does not send it";
+  }
   // the catalog as the message describes it, with a dropped column: mapped as it is
   const dblog::v1::Relation same = po::MappedRelation(then, Catalog(), &kinds);
   EXPECT_EQ(same.columns(1).attnum(), 3u);
@@ -214,9 +220,9 @@ TEST(TranslateTest, ColumnsRenamedOrAddedSinceTheMessageAreMappedByAttnum) {
 TEST(TranslateTest, RelationQueryRowsParse) {
   using Cells = std::vector<std::optional<std::string>>;
   std::vector<Cells> rows = {
-      {"s", "t", "d", "b", "23", "23", "-1", "1", "t", "integer", "2", "1"},
-      {"s", "t", "d", "a", "1043", "1043", "24", "3", "f", "character varying(20)", "1", "1"},
-      {"s", "t", "d", "c", "16500", "25", "-1", "4", "f", "code", std::nullopt, "1"}};
+      {"s", "t", "d", "b", "23", "23", "-1", "1", "t", "integer", "2", "1", "0"},
+      {"s", "t", "d", "a", "1043", "1043", "24", "3", "f", "character varying(20)", "1", "1", "0"},
+      {"s", "t", "d", "c", "16500", "25", "-1", "4", "f", "code", std::nullopt, "1", "0"}};
   po::CatalogRelation r = po::ParseRelationRows(7, rows);
   EXPECT_EQ(r.schema, "s");
   ASSERT_EQ(r.columns.size(), 3u);

@@ -57,6 +57,33 @@ class FailoverTest : public ::testing::Test {
     db_ = std::make_unique<PgConn>(primary_->conninfo());
   }
 
+  // tests/pg-cluster.sh COMMAND DIR, which must succeed.
+  static void PgCluster(const std::string& command, const Cluster& cluster) {
+    const auto [out, status] = dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh " +
+                                   command + " " + cluster.dir());
+    ASSERT_EQ(status, 0) << command << ": " << out;
+  }
+
+  // The standby goes down, so the primary's next commits never reach it.
+  void StopTheStandby() { ASSERT_NO_FATAL_FAILURE(PgCluster("kill", *standby_)); }
+
+  // The primary dies (immediate) and the standby, up again, is promoted: db_ then points at it.
+  void PromoteTheStandby(bool standby_was_down) {
+    db_.reset();
+    ASSERT_NO_FATAL_FAILURE(PgCluster("kill", *primary_));
+    if (standby_was_down) ASSERT_NO_FATAL_FAILURE(PgCluster("restart", *standby_));
+    ASSERT_NO_FATAL_FAILURE(PgCluster("promote", *standby_));
+    db_ = std::make_unique<PgConn>(standby_->conninfo());
+  }
+
+  // Commits of the primary that the stopped standby will never have: the workload, and 100
+  // rows (ids 900000..900099 of t_int) that must be gone from every sink after the failover.
+  void CommitWhatTheStandbyWillNotHave(std::mt19937_64& rng, const WorkloadOptions& options) {
+    for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
+    db_->exec(std::string("INSERT INTO ") + kSchema +
+              ".t_int SELECT g, g, 'lost', NULL, 1 FROM generate_series(900000, 900099) g");
+  }
+
   void StartDblogd(const std::string& on_slot_lost) {
     const std::string both =
         "host=" + HostPort(primary_->conninfo(), "host") + "," +
@@ -187,25 +214,11 @@ TEST_F(FailoverTest, ASlotLostByAFailoverIsReconciledWithoutANewBootstrap) {
   ASSERT_EQ(bootstraps_, 1);
 
   // The standby stops receiving (it goes down); the consumer applies commits it will never have.
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " + standby_->dir())
-                .second,
-            0);
-  for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
-  db_->exec(std::string("INSERT INTO ") + kSchema +
-            ".t_int SELECT g, g, 'lost', NULL, 1 FROM generate_series(900000, 900099) g");
+  ASSERT_NO_FATAL_FAILURE(StopTheStandby());
+  CommitWhatTheStandbyWillNotHave(rng, options);
   ReadUntil(c, Sentinel());
   const std::uint64_t applied = replay_.last_position()->commit_lsn();
-  db_.reset();
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " + primary_->dir())
-                .second,
-            0);
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh restart " + standby_->dir())
-                .second,
-            0);
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh promote " + standby_->dir())
-                .second,
-            0);
-  db_ = std::make_unique<PgConn>(standby_->conninfo());
+  ASSERT_NO_FATAL_FAILURE(PromoteTheStandby(true));
   EXPECT_LT(common::ParseLsn(db_->scalar("SELECT pg_current_wal_insert_lsn()")), applied)
       << "the promoted standby should lack WAL the consumer applied";
   EXPECT_EQ(db_->scalar("SELECT count(*) FROM app.t_int WHERE id >= 900000"), "0");
@@ -298,29 +311,11 @@ TEST_F(FailoverTest, DblogApplyKeepsRunningThroughItAndItsTargetEndsEqualToTheNe
     return db_->scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = 'sink'") == "done";
   }, 60s));
 
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " +
-                             standby_->dir())
-                .second,
-            0);
-  for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
-  db_->exec(std::string("INSERT INTO ") + kSchema +
-            ".t_int SELECT g, g, 'lost', NULL, 1 FROM generate_series(900000, 900099) g");
+  ASSERT_NO_FATAL_FAILURE(StopTheStandby());
+  CommitWhatTheStandbyWillNotHave(rng, options);
   ASSERT_TRUE(wait_for([&] { return applied(Sentinel()); }, 120s)) << apply.log();
   EXPECT_EQ(target.scalar("SELECT count(*) FROM app.t_int WHERE id >= 900000"), "100");
-  db_.reset();
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " +
-                             primary_->dir())
-                .second,
-            0);
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh restart " +
-                             standby_->dir())
-                .second,
-            0);
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh promote " +
-                             standby_->dir())
-                .second,
-            0);
-  db_ = std::make_unique<PgConn>(standby_->conninfo());
+  ASSERT_NO_FATAL_FAILURE(PromoteTheStandby(true));
   for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
   const auto repairs_done = [&] {
     return db_->scalar("SELECT count(*) FROM dblog.requests WHERE consumer = 'sink' AND "
@@ -349,14 +344,7 @@ TEST_F(FailoverTest, ByDefaultASlotLostByAFailoverBootstrapsAgain) {
   std::optional<client::Client> c;
   ReadUntil(c, 0);
   ReadUntil(c, Sentinel());
-  db_.reset();
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " + primary_->dir())
-                .second,
-            0);
-  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh promote " + standby_->dir())
-                .second,
-            0);
-  db_ = std::make_unique<PgConn>(standby_->conninfo());
+  ASSERT_NO_FATAL_FAILURE(PromoteTheStandby(false));
   for (int i = 0; i < 10; ++i) RandomTransaction(*db_, kSchema, rng, options);
   const auto welcomes = ReadUntil(c, Sentinel());
   ASSERT_FALSE(welcomes.empty());
