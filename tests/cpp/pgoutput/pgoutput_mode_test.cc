@@ -151,6 +151,15 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
     db_->exec("SELECT pg_drop_replication_slot('dblog_sink')");
   }
 
+  // app.a (id int PRIMARY KEY, v text) with `rows` rows 'v1'.., and app.sentinel.
+  void CreateTableAAndSentinel(int rows) {
+    const std::string s = kSchema;
+    db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
+    db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+    db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, " +
+              std::to_string(rows) + ") g");
+  }
+
   // A committed row in scope; returns the WAL insert position after it (its commit's LSN is
   // at or past it).
   std::uint64_t Sentinel() {
@@ -415,9 +424,7 @@ TEST_P(PgoutputModeTest, DdlDuringTheBootstrapRedoesItInsteadOfLosingOrSwappingR
 // mapped (the message's names, the catalog's attnums): v then v2 at attnum 2, then x at 3.
 TEST_P(PgoutputModeTest, ColumnsRenamedOrAddedRightAfterAChangeAreMappedByAttnum) {
   const std::string s = kSchema;
-  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
-  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
-  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, 10) g");
+  CreateTableAAndSentinel(10);
   StartDblogd();
   Replay replay;
   {
@@ -456,9 +463,7 @@ TEST_P(PgoutputModeTest, ColumnsRenamedOrAddedRightAfterAChangeAreMappedByAttnum
 // dropped the consumer bootstraps again and converges.
 TEST_P(PgoutputModeTest, APublicationAlteredUnderTheConsumerEndsItsSessionNeverSilently) {
   const std::string s = kSchema;
-  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
-  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
-  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  CreateTableAAndSentinel(100);
   StartDblogd(s + ".*", {"--copy-workers=2", "--heartbeat-interval=1"});
   PgConn admin(cluster_->conninfo());
   {
@@ -562,9 +567,7 @@ TEST_P(PgoutputModeTest, ABookkeepingTableAnotherRoleControlsIsRefused) {
 // such a table), saying why.
 TEST_P(PgoutputModeTest, AGeneratedColumnAddedWhileStreamingStopsTheStream) {
   const std::string s = kSchema;
-  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
-  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
-  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, 10) g");
+  CreateTableAAndSentinel(10);
   StartDblogd();
   Replay replay;
   auto c = Connect();
@@ -590,9 +593,7 @@ TEST_P(PgoutputModeTest, AGeneratedColumnAddedWhileStreamingStopsTheStream) {
 // consumer bootstraps again (restarted) and converges.
 TEST_P(PgoutputModeTest, ColumnsChangedBehindTheStreamStopItUntilTheSlotIsDropped) {
   const std::string s = kSchema;
-  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
-  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
-  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  CreateTableAAndSentinel(100);
   StartDblogd();
   Replay replay;
   {
