@@ -120,10 +120,10 @@ void RequireOnlyVerifiedLocks(pg::Connection& conn, const std::vector<std::uint3
       "   AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d"
       "        WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())"
       "   AND l.relation OPERATOR(pg_catalog.>=) 16384"
-      "   AND l.relation NOT IN (SELECT v.oid FROM v)"
+      "   AND l.relation OPERATOR(pg_catalog.<>) ALL (SELECT v.oid FROM v)"
       "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
       "                    WHERE i.indexrelid OPERATOR(pg_catalog.=) l.relation"
-      "                      AND i.indrelid IN (SELECT v.oid FROM v))",
+      "                      AND i.indrelid OPERATOR(pg_catalog.=) ANY (SELECT v.oid FROM v))",
       {oids});
   if (r.u64_value(0, 0) != 0)
     throw DefinitionChanged("relation " + name +

@@ -258,7 +258,7 @@ void Pipeline::Reconcile() {
   const std::vector<bootstrap::Table> tables =
       bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
   const std::vector<std::uint64_t> ids = bookkeeping_.QueueReconcile(tables);
-  CreateSlotThen(false, [this, ids, tables](const pg::CreatedSlot& created) {
+  CreateSlotThen(false, [this, ids, count = tables.size()](const pg::CreatedSlot& created) {
     reconcile_ = dblog::v1::Reconcile();
     reconcile_->set_consistent_point(created.consistent_point);
     for (std::uint64_t id : ids) reconcile_->add_request_ids(id);
@@ -266,7 +266,7 @@ void Pipeline::Reconcile() {
     log::Warn("slot_reconciled",
               {{"consumer", consumer_.name}, {"slot", slot_},
                {"consistent_point", common::FormatLsn(created.consistent_point)},
-               {"tables", static_cast<std::uint64_t>(tables.size())},
+               {"tables", static_cast<std::uint64_t>(count)},
                {"message", "changes between the consumer's position and the new slot's "
                            "consistent point are not streamed one by one; the queued repairs "
                            "bring every key to the source's value"}});
