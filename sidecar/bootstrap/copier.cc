@@ -102,8 +102,8 @@ void RequireDefinitionUnchanged(pg::Connection& now, const Table& t, Reader read
                              "bootstrap is redone");
 }
 
-// Reader::kCatalog, after a COPY: the user relations this transaction holds a lock on must be
-// the tables this worker verified, their TOAST tables, or indexes of either.
+}  // namespace
+
 void RequireOnlyVerifiedLocks(pg::Connection& conn, const std::vector<std::uint32_t>& verified,
                               const std::string& name) {
   std::string oids = "{";
@@ -127,9 +127,11 @@ void RequireOnlyVerifiedLocks(pg::Connection& conn, const std::vector<std::uint3
       {oids});
   if (r.u64_value(0, 0) != 0)
     throw DefinitionChanged("relation " + name +
-                            " was another table while it was copied (its schema renamed or "
-                            "replaced during the copy); the bootstrap is redone");
+                            " was another table while it was read (its schema renamed or "
+                            "replaced meanwhile)");
 }
+
+namespace {
 
 // BindRelation, with the plan's name for the table in the error when it is gone (a rename
 // since the plan fails the definition check after the copy).
@@ -446,10 +448,7 @@ pg::Connection Copier::ImportSnapshot(int worker) {
   if (reader_ == Reader::kCatalog) {
     // COPY's text is each column's output function's: under the settings pgoutput's values are
     // read with (pgoutput::kOutputSettings), the same text for the same datum.
-    std::string set;
-    for (const auto& s : pgoutput::kOutputSettings)
-      set += std::string(set.empty() ? "" : "; ") + "SET LOCAL " + s.name + " = '" + s.value + "'";
-    conn.Exec(set);
+    conn.Exec(pgoutput::SetLocalOutputSettings());
   } else {
     // The encoder pins its output settings itself; matching them here keeps it on its fast
     // path.

@@ -45,6 +45,15 @@ class DefinitionChanged : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Reader::kCatalog, after a statement that named tables: the user relations the caller's
+// transaction holds a lock on must be the tables in `verified` (locked by name and checked to
+// be these oids before the statement), their TOAST tables, or indexes of either. A lock on a
+// table holds its name, not its schema's: ALTER SCHEMA ... RENAME takes no lock on the tables
+// inside, so a schema's owner could put another relation under the name between the check and
+// the statement, which keeps a lock on what it read. Throws DefinitionChanged naming `name`.
+void RequireOnlyVerifiedLocks(pg::Connection& conn, const std::vector<std::uint32_t>& verified,
+                              const std::string& name);
+
 // What a bootstrap copies: the tables in scope and the tasks that copy them.
 struct Plan {
   std::vector<Table> tables;

@@ -412,8 +412,8 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
     c.on_slot_lost = Config::SlotLost::kBootstrap;
   } else if (f.on_slot_lost == "reconcile") {
     if (c.source_plugin == SourcePlugin::kPgoutput)
-      throw ConfigError("on-slot-lost: reconcile needs repairs, which --source-plugin pgoutput "
-                        "does not have yet (docs/pgoutput.md)");
+      throw ConfigError("on-slot-lost: reconcile is not built for --source-plugin pgoutput yet "
+                        "(its repairs are, the reconcile's own steps are not: docs/pgoutput.md)");
     c.on_slot_lost = Config::SlotLost::kReconcile;
   } else {
     throw ConfigError("on-slot-lost: '" + f.on_slot_lost + "' is neither bootstrap nor reconcile");

@@ -8,6 +8,7 @@
 #include "common/lsn.h"
 
 #include "consumer/chunk_query.h"
+#include "consumer/repair_api_sql.h"  // generated from consumer/repair_api.sql
 #include "pg/slot.h"
 
 namespace dblog::consumer {
@@ -179,6 +180,57 @@ void Bookkeeping::EnsureConsumersTable() {
         "ALTER TABLE dblog.consumers OWNER TO dblogd's role: CREATE SCHEMA IF NOT EXISTS dblog; " +
         std::string(kConsumersTable) + ")");
   }
+}
+
+std::string Bookkeeping::EnsureRepairApi() {
+  pg::Connection& sql = Sql();
+  // Per table of the API: exists, and is a table of this role's; whether the schema is the
+  // extension's (EnsureConsumersTable refused one that is neither the extension's nor ours).
+  pg::Result r = sql.Exec(
+      "SELECT t.name, c.oid IS NOT NULL,"
+      "       c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relowner OPERATOR(pg_catalog.=) r.oid,"
+      "       EXISTS (SELECT 1 FROM pg_catalog.pg_extension e"
+      "                WHERE e.extname OPERATOR(pg_catalog.=) 'dblog'"
+      "                  AND e.extnamespace OPERATOR(pg_catalog.=) n.oid)"
+      "  FROM pg_catalog.pg_roles r CROSS JOIN pg_catalog.pg_namespace n CROSS JOIN"
+      "       pg_catalog.unnest('{request_queue,request_progress,watermarks}'::pg_catalog.text[])"
+      "         AS t(name)"
+      "  LEFT JOIN pg_catalog.pg_class c ON c.relname OPERATOR(pg_catalog.=) t.name"
+      "        AND c.relnamespace OPERATOR(pg_catalog.=) n.oid"
+      " WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER"
+      "   AND n.nspname OPERATOR(pg_catalog.=) 'dblog'");
+  bool queue = false, watermarks = false, extension = false;
+  for (int i = 0; i < r.ntuples(); ++i) {
+    const std::string name(r.value(i, 0));
+    extension = r.bool_value(i, 3);
+    if (!r.bool_value(i, 1)) continue;
+    if (!extension && !r.bool_value(i, 2))
+      throw std::runtime_error("dblog." + name +
+                               " in the source database is not a table of dblogd's role: "
+                               "whoever controls it decides what dblogd repairs. Drop it (as "
+                               "its owner) and dblogd makes its own");
+    if (name == "request_queue") queue = true;
+    if (name == "watermarks") watermarks = watermarks || !extension || r.bool_value(i, 2);
+  }
+  if (watermarks) return "";
+  if (extension)
+    return "the dblog extension is installed in the source database and its schema has no "
+           "dblog.watermarks of dblogd's role (repairs in pgoutput mode need one): run dblogd "
+           "in the extension's mode (without --source-plugin pgoutput)";
+  if (queue)
+    throw std::runtime_error("dblog.request_queue exists without dblog.watermarks: drop schema "
+                             "dblog's repair tables (as their owner) and dblogd makes them again");
+  try {
+    sql.Exec("BEGIN");
+    sql.Exec(kRepairApiSql);
+    sql.Exec("COMMIT");
+  } catch (const pg::Error& e) {
+    EndTransaction();
+    throw std::runtime_error("cannot create the repair API in schema dblog (sidecar/consumer/"
+                             "repair_api.sql): " + e.server_message());
+  }
+  log::Info("repair_api_created", {{"consumer", consumer_.name}, {"schema", "dblog"}});
+  return "";
 }
 
 std::optional<std::string> Bookkeeping::BootstrapState() {
@@ -371,7 +423,7 @@ std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_
           HexList("k.key_types") + ", coalesce(p.chunks_done, 0),"
       "       coalesce(p.rows_emitted, 0), coalesce(p.deletes_emitted, 0),"
       "       coalesce(p.resume_key::text, ''), coalesce(p.keys_done, 0),"
-      "       format('%I.%I', n.nspname, c.relname)"
+      "       format('%I.%I', n.nspname, c.relname), n.nspname, c.relname"
       "  FROM dblog.request_queue q"
       "  JOIN pg_class c ON c.oid = q.table_oid JOIN pg_namespace n ON n.oid = c.relnamespace"
       "  LEFT JOIN dblog.request_progress p ON p.request_id = q.id AND p.consumer = $1,"
@@ -380,15 +432,17 @@ std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_
       "  LATERAL dblog._identity_key(q.table_oid::regclass) AS k"
       " WHERE NOT q.cancelled AND (q.consumer IS NULL OR q.consumer = $1)"
       "   AND k.key_columns IS NOT NULL"
-      "   AND coalesce(p.state, 'running') = 'running' AND dblog._scope_holds($2, q.table_oid)"
+      "   AND coalesce(p.state, 'running') = 'running'"
       "   AND q.requested_at >= (SELECT created_at FROM dblog.consumers WHERE name = $1)"
       " ORDER BY q.id",
-      {consumer_.name, scope_});
+      {consumer_.name});
   std::vector<RepairRequest> out;
   for (int i = 0; i < r.ntuples(); ++i) {
     RepairRequest q;
     q.id = r.u64_value(i, 0);
-    if (known.count(q.id)) continue;
+    // the scope as dblogd matches it (the plugin's matcher, config/): also in pgoutput mode,
+    // which has no SQL function for it
+    if (known.count(q.id) || !consumer_.scope.Holds(std::string(r.value(i, 14)), std::string(r.value(i, 15)))) continue;
     q.table_oid = static_cast<std::uint32_t>(r.u64_value(i, 1));
     q.from_key = std::string(r.value(i, 2));
     q.to_key = std::string(r.value(i, 3));
@@ -416,18 +470,30 @@ void Bookkeeping::EndTransaction() {
   }
 }
 
+std::set<std::uint64_t> Bookkeeping::CancelledAmong(const std::vector<std::uint64_t>& ids) {
+  std::set<std::uint64_t> out;
+  if (ids.empty()) return out;
+  std::string list = "{";
+  for (std::uint64_t id : ids) list += (list.size() > 1 ? "," : "") + std::to_string(id);
+  pg::Result r = Sql().ExecParams(
+      "SELECT id FROM dblog.request_queue WHERE cancelled AND id = ANY ($1::int8[])",
+      {list + "}"});
+  for (int i = 0; i < r.ntuples(); ++i) out.insert(r.u64_value(i, 0));
+  return out;
+}
+
 bool Bookkeeping::DescribeRequestTable(RepairRequest& q) {
   pg::Result r = Sql().ExecParams(
-      "SELECT format('%I.%I', n.nspname, c.relname), dblog._scope_holds($1, c.oid),"
+      "SELECT format('%I.%I', n.nspname, c.relname), n.nspname, c.relname,"
       "       " + HexList("k.key_columns") + ", " + HexList("k.key_types") +
       "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,"
       "       dblog._identity_key(c.oid) AS k"
-      " WHERE c.oid = $2::oid AND k.key_columns IS NOT NULL",
-      {scope_, std::to_string(q.table_oid)});
-  if (r.ntuples() == 0 || !r.bool_value(0, 1)) return false;
+      " WHERE c.oid = $1::oid AND k.key_columns IS NOT NULL",
+      {std::to_string(q.table_oid)});
+  if (r.ntuples() == 0 || !consumer_.scope.Holds(std::string(r.value(0, 1)), std::string(r.value(0, 2)))) return false;
   q.table = std::string(r.value(0, 0));
-  q.key_columns = SplitHexList(r.value(0, 2));
-  q.key_types = SplitHexList(r.value(0, 3));
+  q.key_columns = SplitHexList(r.value(0, 3));
+  q.key_types = SplitHexList(r.value(0, 4));
   return true;
 }
 

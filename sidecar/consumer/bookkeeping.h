@@ -62,6 +62,12 @@ class Bookkeeping {
   // create them, or when they exist but belong neither to this role nor to the extension (a
   // table another role controls would decide whether consumers bootstrap).
   void EnsureConsumersTable();
+  // pgoutput mode, after EnsureConsumersTable: the repair API of consumer/repair_api.sql (the
+  // queue, the progress, dblog.watermarks, dblog.repair() and the others, plain SQL), made in
+  // one transaction when dblog.request_queue does not exist. Returns "" when repairs can run,
+  // or why not (the extension's schema, where dblogd's role cannot add dblog.watermarks). Throws
+  // when a table of it exists but is not a table of this role's (or the extension's).
+  std::string EnsureRepairApi();
   // dblog.consumers.bootstrap_state (nullopt: no row).
   std::optional<std::string> BootstrapState();
   // The slot was created without a bootstrap (--no-bootstrap).
@@ -99,6 +105,8 @@ class Bookkeeping {
   // Queued requests for this consumer that are running or not started, in id order, except
   // those in `known`. The key's columns and types come from the catalogs now.
   std::vector<RepairRequest> LoadRequests(const std::set<std::uint64_t>& known);
+  // Which of `ids` are cancelled now (pgoutput mode reads cancellations from the queue).
+  std::set<std::uint64_t> CancelledAmong(const std::vector<std::uint64_t>& ids);
   // Fills the request's table name and identity key from the catalogs; false when the table is
   // not in this consumer's scope (or no longer exists).
   bool DescribeRequestTable(RepairRequest& q);

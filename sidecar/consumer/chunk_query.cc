@@ -61,24 +61,35 @@ KeyExpressions KeyExpressionsOf(const ChunkRequest& r) {
   return k;
 }
 
-std::string BoundsQuery(const KeyExpressions& k) {
-  return "SELECT dblog.relation_info($4::oid),"
-         " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_resume, ", ") + ")) END,"
-         " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_from, ", ") + ")) END,"
-         " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_to, ", ") + ")) END,"
-         // the collation of every collatable column (attnum=descriptor, the descriptor hex
-         // encoded), for ChunkBegin.key_collations; the database's default resolved
-         " (SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
+// The collation of every collatable column of table `oid` (attnum=descriptor, the descriptor
+// hex encoded), for ChunkBegin.key_collations; the database's default resolved.
+// server_version: 17 renamed colliculocale and daticulocale to colllocale and datlocale (and
+// added the builtin provider, 'b').
+std::string CollationsOf(const std::string& oid, int server_version = 150000) {
+  const bool v17 = server_version >= 170000;
+  const std::string coll = v17 ? "co.colllocale" : "co.colliculocale";
+  const std::string dat = v17 ? "d.datlocale" : "d.daticulocale";
+  return "(SELECT pg_catalog.string_agg(a.attnum::text || '=' || pg_catalog.encode("
          "    pg_catalog.convert_to(CASE"
-         "      WHEN co.collprovider = 'i' THEN 'icu:' || co.colliculocale"
+         "      WHEN co.collprovider = 'i' THEN 'icu:' || " + coll +
+         "      WHEN co.collprovider = 'b' THEN 'builtin:' || " + coll +
          "      WHEN co.collprovider = 'c' THEN 'libc:' || co.collcollate"
-         "      WHEN d.datlocprovider = 'i' THEN 'icu:' || d.daticulocale"
+         "      WHEN d.datlocprovider = 'i' THEN 'icu:' || " + dat +
+         "      WHEN d.datlocprovider = 'b' THEN 'builtin:' || " + dat +
          "      ELSE 'libc:' || d.datcollate END, 'UTF8'), 'hex'), ',')"
          "    FROM pg_catalog.pg_attribute a"
          "    JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation,"
          "         pg_catalog.pg_database d"
-         "   WHERE a.attrelid = $4::oid AND a.attnum > 0 AND NOT a.attisdropped"
+         "   WHERE a.attrelid = " + oid + " AND a.attnum > 0 AND NOT a.attisdropped"
          "     AND d.datname = pg_catalog.current_database())";
+}
+
+std::string BoundsQuery(const KeyExpressions& k) {
+  return "SELECT dblog.relation_info($4::oid),"
+         " CASE WHEN $1 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_resume, ", ") + ")) END,"
+         " CASE WHEN $2 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_from, ", ") + ")) END,"
+         " CASE WHEN $3 <> '' THEN dblog.encode_row(ROW(" + Join(k.typed_to, ", ") + ")) END, " +
+         CollationsOf("$4::oid");
 }
 
 // A key list's chunk: each asked key, with its row when the table has one.
@@ -126,6 +137,95 @@ ChunkQueries BuildChunkQueries(const ChunkRequest& r) {
   q.bounds = BoundsQuery(k);
   q.rows = r.keys ? KeysRowsQuery(r, k) : RangeRowsQuery(r, k);
   return q;
+}
+
+std::string TypedLiteral(std::string_view text, const std::string& type) {
+  // E'...': backslashes and quotes doubled, read the same whatever standard_conforming_strings
+  std::string out = "E'";
+  for (char c : text) {
+    if (c == '\\' || c == '\'') out += c;
+    out += c;
+  }
+  return out + "'::" + type;
+}
+
+std::string KeyTextsQuery(const std::vector<std::string>& key_columns) {
+  if (key_columns.empty()) throw std::invalid_argument("a chunk needs a key column");
+  std::vector<std::string> resume, from, to, listed, nulls;
+  for (std::size_t i = 0; i < key_columns.size(); ++i) {
+    const std::string name = SqlLiteral(Unquote(key_columns[i]));
+    resume.push_back("($1::pg_catalog.jsonb) OPERATOR(pg_catalog.->>) " + std::to_string(i));
+    from.push_back("($2::pg_catalog.jsonb) OPERATOR(pg_catalog.->>) " + name);
+    to.push_back("($3::pg_catalog.jsonb) OPERATOR(pg_catalog.->>) " + name);
+    listed.push_back("x.e OPERATOR(pg_catalog.->>) " + name);
+    nulls.push_back(i == 0 ? "pg_catalog.jsonb_array_length($4::pg_catalog.jsonb)::pg_catalog.text"
+                           : "NULL::pg_catalog.text");
+  }
+  return "SELECT 0::pg_catalog.int8, " + Join(resume, ", ") + " WHERE $1 IS NOT NULL"
+         " UNION ALL SELECT 1, " + Join(from, ", ") + " WHERE $2 IS NOT NULL"
+         " UNION ALL SELECT 2, " + Join(to, ", ") + " WHERE $3 IS NOT NULL"
+         " UNION ALL SELECT 3, " + Join(nulls, ", ") + " WHERE $4 IS NOT NULL"
+         " UNION ALL SELECT 4 OPERATOR(pg_catalog.+) x.o, " + Join(listed, ", ") +
+         " FROM pg_catalog.jsonb_array_elements($4::pg_catalog.jsonb) WITH ORDINALITY AS x(e, o)"
+         " WHERE x.o OPERATOR(pg_catalog.>) $5::pg_catalog.int8"
+         "   AND x.o OPERATOR(pg_catalog.<=) $6::pg_catalog.int8"
+         " ORDER BY 1";
+}
+
+std::string CanonicalKeyQuery(const std::vector<std::string>& key_types,
+                              const std::vector<std::string>& values) {
+  if (key_types.empty() || key_types.size() != values.size())
+    throw std::invalid_argument("a key needs one value per key column");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out.push_back("pg_catalog.format('%s', " + TypedLiteral(values[i], key_types[i]) + ")");
+  return "SELECT " + Join(out, ", ");
+}
+
+std::string KeyCollationsQuery(int server_version) {
+  return "SELECT " + CollationsOf("$1::pg_catalog.oid", server_version);
+}
+
+std::string CatalogRowsQuery(const CatalogChunk& c) {
+  const std::size_t n = c.key_columns.size();
+  if (n == 0 || c.key_types.size() != n)
+    throw std::invalid_argument("a chunk needs one type per key column");
+  if (c.keys && c.asked.empty()) throw std::invalid_argument("a key list's chunk needs keys");
+  std::vector<std::string> tcols, cols;
+  for (const auto& k : c.key_columns) tcols.push_back("t." + k);
+  for (const auto& col : c.columns) cols.push_back("t." + col);
+  const std::string key = "(" + Join(tcols, ", ") + ")";
+  const std::string own = "t.tableoid OPERATOR(pg_catalog.=) " + std::to_string(c.oid) +
+                          "::pg_catalog.oid";
+  auto typed = [&](const std::vector<std::string>& values) {
+    if (values.size() != n) throw std::invalid_argument("a bound needs one value per key column");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(TypedLiteral(values[i], c.key_types[i]));
+    return "(" + Join(out, ", ") + ")";
+  };
+  if (c.keys) {
+    std::vector<std::string> rows, names, acols, shown;
+    for (std::size_t j = 0; j < c.asked.size(); ++j)
+      rows.push_back("(" + std::to_string(j + 1) + ", " + typed(c.asked[j]).substr(1));
+    for (std::size_t i = 0; i < n; ++i) {
+      names.push_back("k" + std::to_string(i));
+      acols.push_back("a.k" + std::to_string(i));
+      shown.push_back("pg_catalog.format('%s', a.k" + std::to_string(i) + ")");
+    }
+    return "SELECT " + Join(shown, ", ") + ", t.tableoid IS NOT NULL, " + Join(cols, ", ") +
+           " FROM (VALUES " + Join(rows, ", ") + ") AS a(ord, " + Join(names, ", ") + ")" +
+           " LEFT JOIN ONLY " + c.table + " t ON " + key + " OPERATOR(pg_catalog.=) (" +
+           Join(acols, ", ") + ") AND " + own + " ORDER BY a.ord";
+  }
+  std::vector<std::string> conds{own};
+  if (!c.after.empty())
+    conds.push_back(key + " OPERATOR(pg_catalog.>) " + typed(c.after));
+  else if (!c.from.empty())
+    conds.push_back(key + " OPERATOR(pg_catalog.>=) " + typed(c.from));
+  if (!c.to.empty()) conds.push_back(key + " OPERATOR(pg_catalog.<) " + typed(c.to));
+  return "SELECT " + Join(cols, ", ") + " FROM ONLY " + c.table + " t WHERE " +
+         Join(conds, " AND ") + " ORDER BY " + Join(tcols, ", ") + " LIMIT " +
+         std::to_string(c.chunk_size);
 }
 
 std::string HexList(const std::string& array) {

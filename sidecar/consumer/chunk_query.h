@@ -49,6 +49,53 @@ struct ChunkQueries {
 // Throws std::invalid_argument when key_columns and key_types differ in length or are empty.
 ChunkQueries BuildChunkQueries(const ChunkRequest& request);
 
+// ---- pgoutput mode (no extension: no dblog._key_in, encode_row or _bind_relation) ----------
+// Key values are SQL literals of their key type (E'...'::type: the type's input function, never
+// a cast), values come back as each column's output text (read under pgoutput::kOutputSettings
+// through the one converter), the table is named as locked and checked by oid, and every
+// statement reads t.tableoid, which a view does not have (a view swapped in under the name fails
+// when the statement is parsed, before any of it runs) and keeps only the table's own rows.
+
+// E'...'::type: `text` read by `type`'s input function.
+std::string TypedLiteral(std::string_view text, const std::string& type);
+
+// The key values a request's JSON holds, as text, extracted by the server (jsonb is built in):
+// $1 resume key (JSON array of text), $2 from key, $3 to key (JSON objects by column name), each
+// NULL when absent; $4 a key list (JSON array of objects, or NULL), $5 keys done, $6 keys done +
+// chunk size. Rows: a tag (0 resume, 1 from, 2 to, 3 the key list's length in the first value,
+// 4 + n the list's n-th key), then one text per key column (NULL where absent).
+std::string KeyTextsQuery(const std::vector<std::string>& key_columns);
+
+// One row: each of `values` (one per key column) read by its type and printed by its output
+// function (format('%s')), the canonical text of a bound.
+std::string CanonicalKeyQuery(const std::vector<std::string>& key_types,
+                              const std::vector<std::string>& values);
+
+// $1 the table's oid. One row: the collation of every collatable column, as ChunkQueries.bounds'
+// last column (server_version: the catalog's column names changed in 17).
+std::string KeyCollationsQuery(int server_version);
+
+struct CatalogChunk {
+  std::string table;                     // quoted, qualified: as locked and checked by oid
+  std::uint32_t oid = 0;
+  std::vector<std::string> columns;      // quoted names of the Relation's columns, in order
+  std::vector<std::string> key_columns;  // quoted, key order
+  std::vector<std::string> key_types;    // the types key values are read as, same order
+  std::int64_t chunk_size = 0;
+  // a table's or range's chunk: each bound's values in key order, empty when absent (after: the
+  // resume key, rows after it; from: rows at or after it; to: rows before it)
+  std::vector<std::string> after, from, to;
+  // a key list's chunk: the asked keys, each its values in key order (not empty)
+  std::vector<std::vector<std::string>> asked;
+  bool keys = false;
+};
+
+// A table's or range's chunk: the next chunk_size rows in key order, every column as text.
+// A key list's: per asked key in order, each key value as text (its type's output), whether the
+// table has the row, then the row's columns (NULL when it has none).
+// Throws std::invalid_argument as BuildChunkQueries, or for a key list without keys.
+std::string CatalogRowsQuery(const CatalogChunk& chunk);
+
 // A text[] SQL expression as one text value that no name can break: each element hex-encoded
 // (its bytes in the client encoding), ',' between them, '-' for NULL. Identifiers may hold any
 // character but NUL, so a separator character alone would not do.

@@ -6,6 +6,7 @@
 
 #include "bootstrap/scope.h"
 #include "common/quote.h"
+#include "consumer/watermark.h"
 #include "pgoutput/values.h"
 
 namespace dblog::consumer {
@@ -40,6 +41,19 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
   std::map<std::uint32_t, std::string> wanted;
   for (const auto& t : scope) wanted.emplace(t.oid, t.qualified());
   const std::string pub = common::QuoteIdent(publication_);
+  // dblog.watermarks of dblogd's role (Bookkeeping::EnsureRepairApi made it): the windows'
+  // markers. Held when dblogd can add it; never a reason to refuse the publication.
+  pg::Result wm = sql.Exec(
+      "SELECT c.oid FROM pg_catalog.pg_class c"
+      "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      "  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) c.relowner"
+      " WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog'"
+      "   AND c.relname OPERATOR(pg_catalog.=) 'watermarks'"
+      "   AND c.relkind OPERATOR(pg_catalog.=) 'r'"
+      "   AND r.rolname OPERATOR(pg_catalog.=) current_user");
+  std::optional<std::uint32_t> watermarks;
+  if (wm.ntuples() == 1) watermarks = static_cast<std::uint32_t>(wm.u64_value(0, 0));
+  else plan.no_watermarks = "there is no dblog.watermarks of dblogd's role in the database";
 
   pg::Result p = sql.ExecParams(
       "SELECT p.oid, p.pubowner OPERATOR(pg_catalog.=) r.oid, p.puballtables, p.pubinsert,"
@@ -50,11 +64,10 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
   if (p.ntuples() == 0) {
     // FOR TABLE of exactly the scope; an empty scope makes an empty publication.
     std::string create = "CREATE PUBLICATION " + pub;
-    if (!wanted.empty()) {
-      std::vector<std::string> names;
-      for (const auto& [oid, name] : wanted) names.push_back(name);
-      create += " FOR TABLE " + TableList(names);
-    }
+    std::vector<std::string> names;
+    for (const auto& [oid, name] : wanted) names.push_back(name);
+    if (watermarks) names.push_back("dblog.watermarks");
+    if (!names.empty()) create += " FOR TABLE " + TableList(names);
     create += " WITH (publish = 'insert, update, delete, truncate',"
               " publish_via_partition_root = false)";
     plan.statements.push_back(create);
@@ -96,6 +109,7 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
     const auto relid = static_cast<std::uint32_t>(rel.u64_value(i, 0));
     const std::string name(rel.value(i, 1));
     held.insert(relid);
+    if (watermarks && relid == *watermarks) continue;
     if (!wanted.count(relid)) drop.push_back(name);
     else if (rel.bool_value(i, 2)) filtered.push_back(name);
   }
@@ -111,6 +125,14 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
     plan.statements.push_back("ALTER PUBLICATION " + pub + " ADD TABLE " + TableList(plan.added));
   if (!drop.empty())
     plan.statements.push_back("ALTER PUBLICATION " + pub + " DROP TABLE " + TableList(drop));
+  if (watermarks && !held.count(*watermarks)) {
+    const std::string add = "ALTER PUBLICATION " + pub + " ADD TABLE dblog.watermarks";
+    if (plan.owned)
+      plan.statements.push_back(add);
+    else
+      plan.no_watermarks = "publication " + publication_ + " does not hold dblog.watermarks "
+                           "and dblogd's role does not own it; have its owner run: " + add;
+  }
   if (!plan.statements.empty() && !plan.owned) {
     std::string fix;
     for (const auto& st : plan.statements) fix += (fix.empty() ? "" : "; ") + st;
@@ -218,6 +240,7 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
                                  std::uint64_t next_full_xid) {
   decoder_ = std::make_unique<pgoutput::Decoder>(pgoutput::Decoder::Options{1, false});
   out_of_scope_.clear();
+  watermarks_oid_.reset();
   translator_ = std::make_unique<pgoutput::Translator>(
       [this, sql = std::move(sql)](const pgoutput::Relation& r) {
         // A column list (or any other change of the publication) since the last heartbeat would
@@ -229,9 +252,47 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
       next_full_xid);
 }
 
+bool PgoutputSource::TakeWatermark(const pgoutput::LogicalMessage& message,
+                                   std::uint64_t wal_start,
+                                   std::vector<dblog::v1::Event>* out) {
+  if (const auto* r = std::get_if<pgoutput::Relation>(&message)) {
+    // Only dblogd's role may write the table (schema dblog is its own, Bookkeeping checks).
+    if (r->nspname != "dblog" || r->relname != "watermarks") return false;
+    watermarks_oid_ = r->oid;
+    return true;
+  }
+  const pgoutput::Tuple* tuple = nullptr;
+  std::uint32_t oid = 0;
+  if (const auto* i = std::get_if<pgoutput::Insert>(&message)) {
+    tuple = &i->new_tuple;
+    oid = i->relation_oid;
+  } else if (const auto* u = std::get_if<pgoutput::Update>(&message)) {
+    tuple = &u->new_tuple;
+    oid = u->relation_oid;
+  } else if (const auto* d = std::get_if<pgoutput::Delete>(&message)) {
+    return watermarks_oid_ && d->relation_oid == *watermarks_oid_;  // (never written)
+  } else if (const auto* t = std::get_if<pgoutput::Truncate>(&message)) {
+    return watermarks_oid_ && t->relation_oids.size() == 1 &&
+           t->relation_oids.front() == *watermarks_oid_;
+  }
+  if (!tuple || !watermarks_oid_ || oid != *watermarks_oid_) return false;
+  // (consumer, content), both text: this consumer's row is a marker of its windows
+  if (tuple->size() != 2 || (*tuple)[0].kind != pgoutput::Datum::Kind::kText ||
+      (*tuple)[1].kind != pgoutput::Datum::Kind::kText || (*tuple)[0].bytes != consumer_.name)
+    return true;
+  pgoutput::Message marker;
+  marker.transactional = true;
+  marker.lsn = wal_start;
+  marker.prefix = Watermark::Prefix(consumer_.name);
+  marker.content = (*tuple)[1].bytes;
+  translator_->Translate(marker, wal_start, out);
+  return true;
+}
+
 void PgoutputSource::Translate(std::uint64_t wal_start, std::string_view payload,
                                std::vector<dblog::v1::Event>* out) {
   const pgoutput::LogicalMessage message = decoder_->Decode(payload);
+  if (TakeWatermark(message, wal_start, out)) return;
   if (const auto* r = std::get_if<pgoutput::Relation>(&message)) {
     // pgoutput names pg_catalog "" (never in a user's publication); the scope decides by name
     if (consumer_.scope.Holds(r->nspname, r->relname))

@@ -55,6 +55,9 @@ struct PublicationPlan {
   std::string refused;
   std::vector<std::string> statements;  // CREATE, or ALTER ... ADD / DROP TABLE
   std::vector<std::string> added;       // tables the statements add to an existing one
+  // dblog.watermarks (repair windows' markers) is in the publication once the statements ran;
+  // when not, why (repairs cannot run for this consumer; streaming goes on).
+  std::string no_watermarks;
 };
 
 class PgoutputSource {
@@ -101,7 +104,13 @@ class PgoutputSource {
   const std::string publication_;
   std::unique_ptr<pgoutput::Decoder> decoder_;
   std::unique_ptr<pgoutput::Translator> translator_;
+  // dblog.watermarks: its rows become the repair windows' markers (Message events with this
+  // consumer's watermark prefix); other consumers' rows and its Relation are dropped.
+  bool TakeWatermark(const pgoutput::LogicalMessage& message, std::uint64_t wal_start,
+                     std::vector<dblog::v1::Event>* out);
+
   std::set<std::uint32_t> out_of_scope_;  // relations announced that the scope does not hold
+  std::optional<std::uint32_t> watermarks_oid_;  // as its Relation message announced it
   std::vector<dblog::v1::Event> scratch_;
 };
 

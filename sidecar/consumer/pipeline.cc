@@ -160,6 +160,14 @@ void Pipeline::Prepare() {
     publication = pgoutput_->PlanPublication(bookkeeping_.Sql());
     if (!publication->refused.empty()) throw PublicationError(publication->refused);
     bookkeeping_.EnsureConsumersTable();
+    // the repair API, then the plan again: it holds dblog.watermarks once that exists
+    const std::string no_repairs = bookkeeping_.EnsureRepairApi();
+    publication = pgoutput_->PlanPublication(bookkeeping_.Sql());
+    if (!publication->refused.empty()) throw PublicationError(publication->refused);
+    const std::string why = no_repairs.empty() ? publication->no_watermarks : no_repairs;
+    if (!why.empty())
+      log::Warn("repairs_unavailable", {{"consumer", consumer_.name}, {"reason", why}});
+    repairs_->SetUnavailable(why.empty() ? "" : "repairs cannot run in pgoutput mode: " + why);
   } else {
     bookkeeping_.CheckExtension();
     bookkeeping_.Preflight();
@@ -370,7 +378,8 @@ void Pipeline::BeginStreaming(bool slot_existed) {
                                    {"from", common::FormatLsn(confirmed_)},
                                    {"resume_after", common::FormatLsn(resume.commit_lsn) + "#" +
                                                         std::to_string(resume.seq)}});
-  if (!pgoutput_) repairs_->LoadQueued();  // (no repairs in pgoutput mode yet)
+  repairs_->LoadQueued();
+  if (pgoutput_) repairs_->PollQueue();  // no request reaches dblogd through this mode's log
   StartStream();
   Heartbeat();
   repairs_->Schedule();  // queued requests start now, not at the log's next message
@@ -412,9 +421,8 @@ void Pipeline::Copied() {
   // Requests committed before this slot's consistent point are not in its stream: a bootstrap
   // redone from a new slot would never see one made during the earlier attempt. Take them
   // from the queue (those the stream does carry are known by id and not loaded twice).
-  if (!pgoutput_)  // (no repairs in pgoutput mode yet)
-    bookkeeping_.BestEffort(log::Level::kError, "repair_load_failed",
-                            {{"consumer", consumer_.name}}, [&] { repairs_->LoadQueued(); });
+  bookkeeping_.BestEffort(log::Level::kError, "repair_load_failed",
+                          {{"consumer", consumer_.name}}, [&] { repairs_->LoadQueued(); });
   // Called from the copy's drain: nothing above catches. A stream that cannot start (the
   // source went away, or the slot was dropped meanwhile) is retried like a lost source,
   // never an exception out of the connection's thread (which would end dblogd).
@@ -425,6 +433,7 @@ void Pipeline::Copied() {
     SourceLost(e.what());
     return;
   }
+  if (pgoutput_) repairs_->PollQueue();
   repairs_->Schedule();
 }
 

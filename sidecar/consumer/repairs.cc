@@ -6,6 +6,8 @@
 
 #include "bootstrap/scope.h"
 #include "common/json.h"
+#include "common/quote.h"
+#include "bootstrap/copier.h"
 #include "consumer/chunk_query.h"
 #include "consumer/watermark.h"
 #include "emit/key.h"
@@ -64,7 +66,9 @@ Repairs::Repairs(asio::io_context& io, const config::Config& config,
       host_(host),
       txlog_(config.window_key_memory_bytes),
       window_timer_(io),
-      repair_progress_timer_(io) {}
+      repair_progress_timer_(io),
+      catalog_(config.source_plugin == config::SourcePlugin::kPgoutput),
+      poll_timer_(io) {}
 
 Repairs::~Repairs() = default;
 
@@ -251,6 +255,30 @@ void Repairs::Stop() {
                             {{"consumer", consumer_.name}});
   window_timer_.cancel();
   repair_progress_timer_.cancel();
+  poll_timer_.cancel();
+}
+
+void Repairs::PollQueue() {
+  if (polling_) return;
+  polling_ = true;
+  Later(poll_timer_, std::chrono::steady_clock::now() + std::chrono::seconds(1),
+        [this](boost::system::error_code ec) {
+          polling_ = false;
+          if (ec) return;
+          if (host_.Streaming()) {
+            bookkeeping_.BestEffort(log::Level::kWarn, "repair_poll_failed",
+                                    {{"consumer", consumer_.name}}, [&] {
+                                      LoadQueued();
+                                      std::vector<std::uint64_t> ids;
+                                      for (const auto& q : requests_) ids.push_back(q.id);
+                                      for (std::uint64_t id : bookkeeping_.CancelledAmong(ids))
+                                        for (auto& q : requests_)
+                                          if (q.id == id) q.cancelled = true;
+                                    });
+            Schedule();
+          }
+          PollQueue();
+        });
 }
 
 // ---- windows ---------------------------------------------------------------------------------
@@ -295,6 +323,7 @@ void Repairs::StartWindow() {
     Schedule();
     return;
   }
+  if (!unavailable_.empty()) return FailFrontRequest(unavailable_);
   if (r.key_types.size() != r.key_columns.size() ||
       std::find(r.key_types.begin(), r.key_types.end(), kNoType) != r.key_types.end()) {
     // _identity_key's NULL: a type with a domain inside (dblog.repair*() refuses those; a
@@ -345,7 +374,10 @@ void Repairs::DeferWindow(const RepairRequest& r, const std::string& error) {
 // chunk's statements name them as they are now (a rename since the request is followed).
 void Repairs::BindTable(pg::Connection& sql, RepairRequest& r) {
   const std::string oid = std::to_string(r.table_oid);
-  r.table = bootstrap::BindRelation(sql, r.table_oid);
+  if (catalog_)
+    LockByName(sql, r);
+  else
+    r.table = bootstrap::BindRelation(sql, r.table_oid);
   pg::Result key = sql.ExecParams(
       "SELECT " + HexList("k.key_columns") + ", " + HexList("k.key_types") +
           " FROM dblog._identity_key($1::pg_catalog.oid::pg_catalog.regclass) AS k"
@@ -397,8 +429,14 @@ void Repairs::ReadBounds(RepairRequest& r, OpenWindow& w) {
                            "identity key (" + JoinNames(r.key_columns) +
                            "): the key changed since the request was made");
   }
+  SetKeyCollations(w, rel, 4);
+}
+
+void Repairs::SetKeyCollations(OpenWindow& w, const pg::Result& rel, int column) {
   const std::map<std::uint32_t, std::string> collations =
-      rel.is_null(0, 4) ? std::map<std::uint32_t, std::string>() : ParseCollations(rel.value(0, 4));
+      rel.is_null(0, column) ? std::map<std::uint32_t, std::string>()
+                             : ParseCollations(rel.value(0, column));
+  w.key_collations.clear();
   for (std::uint32_t k : w.relation.key_columns()) {
     const std::uint32_t attnum = k < static_cast<std::uint32_t>(w.relation.columns_size())
                                      ? w.relation.columns(static_cast<int>(k)).attnum()
@@ -409,6 +447,7 @@ void Repairs::ReadBounds(RepairRequest& r, OpenWindow& w) {
 }
 
 void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
+  if (catalog_) return ReadChunkFromCatalog(r, w);
   const bool keys = r.kind == "keys";
   ReadBounds(r, w);
   const std::vector<std::optional<std::string>> params =
@@ -424,11 +463,9 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
 
 pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
                                           const std::vector<std::optional<std::string>>& params) {
-  const std::string prefix = Watermark::Prefix(consumer_.name);
   // 1. low watermark  2. the chunk, with its snapshot  3. high watermark
   pg::Connection& sql = bookkeeping_.Sql();
-  sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
-                 {prefix, Watermark{Watermark::Kind::kLow, w.window.id()}.Content()});
+  WriteWatermark(sql, true, w.window.id());
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   w.chunk.snapshot =
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
@@ -444,9 +481,22 @@ pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
     w.relation_changed = true;
   }
   sql.Exec("COMMIT");
-  sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
-                 {prefix, Watermark{Watermark::Kind::kHigh, w.window.id()}.Content()});
+  WriteWatermark(sql, false, w.window.id());
   return rows;
+}
+
+void Repairs::WriteWatermark(pg::Connection& sql, bool low, const std::string& window_id) {
+  const std::string content =
+      Watermark{low ? Watermark::Kind::kLow : Watermark::Kind::kHigh, window_id}.Content();
+  if (catalog_) {
+    // its own transaction, as a transactional message is (consumer/pgoutput_source.h)
+    sql.ExecParams("INSERT INTO dblog.watermarks AS w (consumer, content) VALUES ($1, $2)"
+                   " ON CONFLICT (consumer) DO UPDATE SET content = EXCLUDED.content",
+                   {consumer_.name, content});
+    return;
+  }
+  sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
+                 {Watermark::Prefix(consumer_.name), content});
 }
 
 // Binary results: bytea values arrive as their bytes, text as its characters.
@@ -613,6 +663,198 @@ void Repairs::SendRepairProgress(const std::vector<RepairRequest*>& requests, bo
     tp->set_done(done);
   }
   host_.Send(m);
+}
+
+
+// ---- pgoutput mode: the chunk without the extension -------------------------------------------
+// The extension's mode binds the transaction to the table's oid in C (dblog._bind_relation) and
+// encodes rows and bounds with its encoder. Without it: the table is locked by its name and the
+// name checked to still be the oid (to_regclass reads the catalog as it is now); every statement
+// of the chunk reads t.tableoid (a view has none: one swapped in under the name fails when the
+// statement is parsed, before any of it runs) and keeps only rows whose tableoid is the table's;
+// after the rows, the transaction may hold locks on no other user relation (a schema renamed
+// under the table, RequireOnlyVerifiedLocks). Key values are literals of their types, values
+// come back as output text under pgoutput::kOutputSettings through the one converter, as the log
+// and the copy path of this mode read them (consumer/chunk_query.h).
+
+void Repairs::LockByName(pg::Connection& sql, const RepairRequest& r) {
+  // LOCK takes no snapshot: in the chunk's REPEATABLE READ transaction, the snapshot (and the
+  // catalog it reads) comes after the lock, so the definition read is the one the rows have.
+  sql.Exec("LOCK TABLE ONLY " + r.table + " IN ACCESS SHARE MODE");
+  pg::Result bound = sql.ExecParams(
+      "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid"
+      "   AND (SELECT c.relkind FROM pg_catalog.pg_class c"
+      "         WHERE c.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid) OPERATOR(pg_catalog.=) 'r'",
+      {r.table, std::to_string(r.table_oid)});
+  if (bound.is_null(0, 0) || !bound.bool_value(0, 0))
+    throw std::runtime_error("relation " + r.table + " is not the table of request " +
+                             std::to_string(r.id) + " any more (renamed or replaced meanwhile)");
+}
+
+void Repairs::ReadChunkFromCatalog(RepairRequest& r, OpenWindow& w) {
+  ReadBoundsFromCatalog(r, w);
+  const pg::Result rows = ReadRowsFromCatalog(r, w);
+  w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
+  TakeCatalogRows(r, w, rows);
+}
+
+void Repairs::ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w) {
+  pg::Connection& sql = bookkeeping_.Sql();
+  const std::string oid = std::to_string(r.table_oid);
+  // the table's name now (a rename since the request is followed), outside the transaction
+  pg::Result name = sql.ExecParams(
+      "SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) FROM pg_catalog.pg_class c"
+      "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      " WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
+      {oid});
+  if (name.ntuples() == 0) throw RequestError("the table no longer exists");
+  r.table = std::string(name.value(0, 0));
+  const bool keys = r.kind == "keys";
+  sql.Exec("BEGIN");
+  sql.Exec(pgoutput::SetLocalOutputSettings());
+  BindTable(sql, r);
+  w.relation = bootstrap::DescribeTableFromCatalog(sql, r.table_oid, &w.kinds);
+  auto param = [](const std::string& json) -> std::optional<std::string> {
+    if (json.empty()) return std::nullopt;
+    return json;
+  };
+  pg::Result texts = sql.ExecParams(
+      KeyTextsQuery(r.key_columns),
+      {param(keys ? "" : r.resume_key), param(keys ? "" : r.from_key),
+       param(keys ? "" : r.to_key), param(keys ? r.keys : ""), std::to_string(r.keys_done),
+       std::to_string(r.keys_done + static_cast<std::size_t>(config_.chunk_size))});
+  CatalogChunk& c = w.catalog;
+  c = CatalogChunk{};
+  c.table = r.table;
+  c.oid = r.table_oid;
+  c.key_columns = r.key_columns;
+  c.key_types = r.key_types;
+  c.chunk_size = config_.chunk_size;
+  c.keys = keys;
+  for (const auto& col : w.relation.columns()) c.columns.push_back(common::QuoteIdent(col.name()));
+  const std::size_t n = r.key_columns.size();
+  for (int i = 0; i < texts.ntuples(); ++i) {
+    const std::uint64_t tag = texts.u64_value(i, 0);
+    if (tag == 3) {
+      w.total_keys = std::stoul(std::string(texts.value(i, 1)));
+      continue;
+    }
+    std::vector<std::string> values;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (texts.is_null(i, static_cast<int>(1 + k)))
+        throw RequestError("the request's key does not name every column of the table's "
+                           "identity key (" + JoinNames(r.key_columns) +
+                           "): the key changed since the request was made");
+      values.emplace_back(texts.value(i, static_cast<int>(1 + k)));
+    }
+    if (tag == 0) c.after = std::move(values);
+    else if (tag == 1) c.from = std::move(values);
+    else if (tag == 2) c.to = std::move(values);
+    else c.asked.push_back(std::move(values));
+  }
+  // ChunkBegin's bounds: each value as its type prints it, through the converter
+  auto encode = [&](const std::vector<std::string>& values) -> std::string {
+    if (values.empty()) return {};
+    pg::Result canonical = sql.Exec(CanonicalKeyQuery(r.key_types, values));
+    dblog::v1::Row key;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto column = static_cast<std::size_t>(w.relation.key_columns(static_cast<int>(k)));
+      pgoutput::FromText(w.kinds.at(column), canonical.value(0, static_cast<int>(k)),
+                         key.add_values());
+    }
+    return key.SerializeAsString();
+  };
+  if (!keys) {
+    w.lower_bytes = encode(c.after.empty() ? c.from : c.after);
+    w.upper_bytes = encode(c.to);
+  }
+  pg::Result collations = sql.ExecParams(KeyCollationsQuery(sql.server_version()), {oid});
+  sql.Exec("COMMIT");
+  SetKeyCollations(w, collations, 0);
+}
+
+pg::Result Repairs::ReadRowsFromCatalog(RepairRequest& r, OpenWindow& w) {
+  pg::Connection& sql = bookkeeping_.Sql();
+  WriteWatermark(sql, true, w.window.id());
+  sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  sql.Exec(pgoutput::SetLocalOutputSettings());
+  // locked before the snapshot, which its check takes: the catalog the snapshot reads is the
+  // definition the rows have (the lock keeps it until COMMIT)
+  BindTable(sql, r);
+  w.chunk.snapshot = window::Snapshot::Parse(
+      sql.Exec("SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text").value(0, 0));
+  std::vector<pgoutput::ValueKind> kinds;
+  dblog::v1::Relation as_read = bootstrap::DescribeTableFromCatalog(sql, r.table_oid, &kinds);
+  const bool changed = as_read.SerializeAsString() != w.relation.SerializeAsString();
+  if (changed) {  // since the bounds were read: the window is redone
+    w.relation = std::move(as_read);
+    w.kinds = std::move(kinds);
+    w.relation_changed = true;
+  }
+  pg::Result rows = changed || (r.kind == "keys" && w.catalog.asked.empty())
+                        ? sql.Exec("SELECT WHERE false")
+                        : sql.Exec(CatalogRowsQuery(w.catalog));
+  bootstrap::RequireOnlyVerifiedLocks(sql, {r.table_oid}, r.table);
+  sql.Exec("COMMIT");
+  WriteWatermark(sql, false, w.window.id());
+  return rows;
+}
+
+void Repairs::TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows) {
+  const std::size_t n = r.key_columns.size();
+  const int columns = w.relation.columns_size();
+  std::vector<std::optional<std::string>> cells(static_cast<std::size_t>(columns));
+  dblog::v1::Row row;
+  auto read_row = [&](int i, int first) {
+    for (int col = 0; col < columns; ++col)
+      cells[static_cast<std::size_t>(col)] =
+          rows.is_null(i, first + col) ? std::nullopt
+                                       : std::optional<std::string>(rows.value(i, first + col));
+    row.Clear();
+    try {
+      pgoutput::RowFromText(w.kinds, cells, &row);
+    } catch (const pgoutput::ValueError& e) {
+      throw std::runtime_error("a row of " + r.table + ": " + e.what());
+    }
+  };
+  if (r.kind == "keys") {
+    for (int i = 0; i < rows.ntuples(); ++i) {
+      // the asked key as its types print it (the row's key is the asked one, as the
+      // extension's mode keys it)
+      dblog::v1::Row key;
+      for (std::size_t k = 0; k < n; ++k) {
+        const auto column = static_cast<std::size_t>(w.relation.key_columns(static_cast<int>(k)));
+        pgoutput::FromText(w.kinds.at(column), rows.value(i, static_cast<int>(k)),
+                           key.add_values());
+      }
+      std::string key_bytes = key.SerializeAsString();
+      w.chunk.asked_keys.push_back(key_bytes);
+      if (rows.bool_value(i, static_cast<int>(n))) {
+        read_row(i, static_cast<int>(n + 1));
+        w.chunk.rows.emplace_back(std::move(key_bytes), row.SerializeAsString());
+      }
+    }
+    w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
+    w.last = rows.ntuples() < config_.chunk_size || w.keys_covered >= w.total_keys;
+    return;
+  }
+  for (int i = 0; i < rows.ntuples(); ++i) {
+    read_row(i, 0);
+    std::string key_bytes = emit::KeyBytes(w.relation, row);
+    w.chunk.rows.emplace_back(key_bytes, row.SerializeAsString());
+    w.last_key_bytes = std::move(key_bytes);
+  }
+  w.last = rows.ntuples() < config_.chunk_size;
+  if (rows.ntuples() > 0) {
+    // the last row's key values as their output text, where the next chunk resumes
+    std::string json = "[";
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto column = static_cast<std::size_t>(w.relation.key_columns(static_cast<int>(k)));
+      if (k > 0) json += ", ";
+      common::AppendJsonString(json, cells[column].value_or(""));
+    }
+    w.last_key = json + "]";
+  }
 }
 
 }  // namespace dblog::consumer

@@ -28,6 +28,7 @@
 #include "emit/emitter.h"
 #include "log/rate_limit.h"
 #include "metrics/metrics.h"
+#include "pgoutput/values.h"
 #include "window/window.h"
 
 namespace dblog::consumer {
@@ -83,6 +84,12 @@ class Repairs {
   void OnSourceReconnect();
   // The pipeline ends: timers cancelled, held-back log lines written.
   void Stop();
+  // pgoutput mode: repairs cannot run for this consumer (`why`: what to do); each request fails
+  // with it. "" again when they can.
+  void SetUnavailable(std::string why) { unavailable_ = std::move(why); }
+  // pgoutput mode (no request reaches dblogd through the log): reads the queue for new and
+  // cancelled requests every second while the stream runs.
+  void PollQueue();
 
  private:
   struct OpenWindow {
@@ -105,6 +112,9 @@ class Repairs {
     std::size_t total_keys = 0;
     std::chrono::steady_clock::time_point started{};  // for --repair-rows-per-second
     std::uint64_t rows_read = 0;
+    // pgoutput mode: each column's converter kind, and the chunk's statement's inputs
+    std::vector<pgoutput::ValueKind> kinds;
+    CatalogChunk catalog;
   };
 
   void Queue(RepairRequest request, bool resumed);
@@ -126,6 +136,17 @@ class Repairs {
   // table's or range's (rows, the last key where the next chunk resumes).
   void TakeAskedKeys(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
   void TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
+  // The window's markers: logical messages (the extension's mode), or this consumer's row of
+  // dblog.watermarks (pgoutput mode, repairs_pgoutput.cc).
+  void WriteWatermark(pg::Connection& sql, bool low, const std::string& window_id);
+  void SetKeyCollations(OpenWindow& w, const pg::Result& result, int column);
+  // ---- pgoutput mode (repairs_pgoutput.cc): ReadChunk without the extension ----
+  void ReadChunkFromCatalog(RepairRequest& r, OpenWindow& w);
+  void ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w);
+  pg::Result ReadRowsFromCatalog(RepairRequest& r, OpenWindow& w);
+  // The table locked by its name (r.table), which must still be the request's oid.
+  void LockByName(pg::Connection& sql, const RepairRequest& r);
+  void TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
   // The source went away while a window was being opened: retried after --reconnect-max.
   void DeferWindow(const RepairRequest& r, const std::string& error);
   // The oldest request cannot run: logged, recorded as failed, dropped; the next one goes on.
@@ -168,6 +189,10 @@ class Repairs {
   std::deque<PendingProgress> pending_progress_;
   boost::asio::steady_timer window_timer_;
   boost::asio::steady_timer repair_progress_timer_;
+  const bool catalog_;       // pgoutput mode: no extension
+  std::string unavailable_;  // SetUnavailable
+  boost::asio::steady_timer poll_timer_;
+  bool polling_ = false;
 };
 
 }  // namespace dblog::consumer

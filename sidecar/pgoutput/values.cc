@@ -293,6 +293,19 @@ std::string OutputSettingsOptions() {
   return out;
 }
 
+std::string SetLocalOutputSettings() {
+  std::string out;
+  for (const OutputSetting& s : kOutputSettings) {
+    if (!out.empty()) out += "; ";
+    out += "SET LOCAL ";
+    out += s.name;
+    out += " = '";
+    out += s.value;  // as above: nothing to escape
+    out += '\'';
+  }
+  return out;
+}
+
 void FromText(ValueKind kind, std::string_view text, dblog::v1::Value* out) {
   switch (kind) {
     case ValueKind::kBool:

@@ -80,6 +80,9 @@ inline constexpr OutputSetting kOutputSettings[] = {
 // libpq's `options` value pinning kOutputSettings ("-c DateStyle=ISO,YMD -c ..."): no value
 // holds a space, a quote or a backslash, so it goes into a conninfo's '...' as it is.
 std::string OutputSettingsOptions();
+// The same settings as SET LOCAL statements, for a transaction whose results are read as
+// these values (the copy and repair paths of pgoutput mode).
+std::string SetLocalOutputSettings();
 
 // Sets *out to the Value of `text`, the output of a column of `kind` under kOutputSettings.
 // Infinite dates and timestamps, and timestamps past INT64_MAX microseconds after 1970, become

@@ -89,8 +89,8 @@ TEST(ConfigParse, WhatALostSlotGets) {
   EXPECT_EQ(Refusal({kSource, kConsumer, "--on-slot-lost=ignore"}),
             "on-slot-lost: 'ignore' is neither bootstrap nor reconcile");
   EXPECT_EQ(Refusal({kSource, kConsumer, "--source-plugin=pgoutput", "--on-slot-lost=reconcile"}),
-            "on-slot-lost: reconcile needs repairs, which --source-plugin pgoutput does not have "
-            "yet (docs/pgoutput.md)");
+            "on-slot-lost: reconcile is not built for --source-plugin pgoutput yet (its repairs "
+            "are, the reconcile's own steps are not: docs/pgoutput.md)");
 }
 
 TEST(ConfigParse, HelpAndVersionReturnNothing) {

@@ -116,5 +116,70 @@ TEST(HexList, SplitsWhatTheServerJoined) {
   EXPECT_TRUE(Has(HexList("k.key_columns"), "pg_catalog.unnest(k.key_columns)"));
 }
 
+// ---- pgoutput mode (no extension) ----
+
+CatalogChunk Catalog() {
+  CatalogChunk c;
+  c.table = "\"my schema\".\"T\"";
+  c.oid = 16400;
+  c.columns = {"\"t\"", "id", "v"};
+  c.key_columns = {"\"t\"", "id"};
+  c.key_types = {"text", "public.my_enum"};
+  c.chunk_size = 300;
+  return c;
+}
+
+TEST(ChunkQuery, PgoutputModeReadsKeyValuesAsLiteralsOfTheirTypeNeverACast) {
+  // quotes and backslashes stay inside the literal, whatever standard_conforming_strings
+  EXPECT_EQ(TypedLiteral("it's a \\ test", "text"), "E'it''s a \\\\ test'::text");
+  CatalogChunk c = Catalog();
+  c.after = {"x'); DROP TABLE t; --", "b"};
+  c.to = {"z", "c"};
+  const std::string q = CatalogRowsQuery(c);
+  EXPECT_TRUE(Has(q, "(t.\"t\", t.id) OPERATOR(pg_catalog.>) (E'x''); DROP TABLE t; --'::text, "
+                     "E'b'::public.my_enum)")) << q;
+  EXPECT_TRUE(Has(q, "(t.\"t\", t.id) OPERATOR(pg_catalog.<) (E'z'::text, E'c'::public.my_enum)"))
+      << q;
+  EXPECT_FALSE(Has(q, "::text::")) << q;
+  EXPECT_EQ(CanonicalKeyQuery({"text", "int4"}, {"a", "1"}),
+            "SELECT pg_catalog.format('%s', E'a'::text), pg_catalog.format('%s', E'1'::int4)");
+}
+
+TEST(ChunkQuery, PgoutputModeStatementsReadTheTablesOwnRowsByTableoid) {
+  // t.tableoid: a view swapped in under the name has none (the statement fails when parsed),
+  // and only the checked table's rows are kept
+  CatalogChunk c = Catalog();
+  const std::string range = CatalogRowsQuery(c);
+  EXPECT_TRUE(Has(range, "SELECT t.\"t\", t.id, t.v FROM ONLY \"my schema\".\"T\" t WHERE "
+                         "t.tableoid OPERATOR(pg_catalog.=) 16400::pg_catalog.oid ORDER BY "
+                         "t.\"t\", t.id LIMIT 300")) << range;
+  c.keys = true;
+  c.asked = {{"a", "b"}, {"c", "d"}};
+  const std::string keys = CatalogRowsQuery(c);
+  EXPECT_TRUE(Has(keys, "(VALUES (1, E'a'::text, E'b'::public.my_enum), (2, E'c'::text, "
+                        "E'd'::public.my_enum)) AS a(ord, k0, k1)")) << keys;
+  EXPECT_TRUE(Has(keys, "LEFT JOIN ONLY \"my schema\".\"T\" t ON (t.\"t\", t.id) "
+                        "OPERATOR(pg_catalog.=) (a.k0, a.k1) AND t.tableoid "
+                        "OPERATOR(pg_catalog.=) 16400::pg_catalog.oid ORDER BY a.ord")) << keys;
+  c.asked.clear();
+  EXPECT_THROW(CatalogRowsQuery(c), std::invalid_argument);
+  // every bound names every key column
+  c.keys = false;
+  c.after = {"only one"};
+  EXPECT_THROW(CatalogRowsQuery(c), std::invalid_argument);
+}
+
+TEST(ChunkQuery, PgoutputModeKeyTextsComeFromJsonOperatorsOfPgCatalog) {
+  const std::string q = KeyTextsQuery({"\"t\"", "id"});
+  EXPECT_TRUE(Has(q, "($2::pg_catalog.jsonb) OPERATOR(pg_catalog.->>) 't'")) << q;
+  EXPECT_TRUE(Has(q, "x.e OPERATOR(pg_catalog.->>) 'id'")) << q;
+  EXPECT_EQ(Count(q, "UNION ALL"), 4u) << q;
+  for (int p = 1; p <= 6; ++p) EXPECT_TRUE(Has(q, "$" + std::to_string(p))) << p;
+  // the collation query of each catalog version
+  EXPECT_TRUE(Has(KeyCollationsQuery(150000), "colliculocale"));
+  EXPECT_TRUE(Has(KeyCollationsQuery(170000), "co.colllocale"));
+  EXPECT_FALSE(Has(KeyCollationsQuery(170000), "iculocale"));
+}
+
 }  // namespace
 }  // namespace dblog::consumer

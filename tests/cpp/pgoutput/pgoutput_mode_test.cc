@@ -242,7 +242,8 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
 // through the converter, spliced at the slot's exported snapshot) while the workload goes on,
 // then the stream, while dblogd is SIGKILLed and restarted and the server itself restarts: the
 // replay equals the source, every table; Welcome says pgoutput; dblogd made the slot, the
-// publication and dblog.consumers, nothing else.
+// publication (the scope's tables and dblog.watermarks), dblog.consumers and the repair API of
+// sidecar/consumer/repair_api.sql, nothing else.
 TEST_P(PgoutputModeTest, BootstrapsAndStreamsTheWorkloadThroughKillsAndAServerRestart) {
   const std::string s = kSchema;
   dblog::test::CreateWorkloadTables(*db_, s);
@@ -304,7 +305,7 @@ TEST_P(PgoutputModeTest, BootstrapsAndStreamsTheWorkloadThroughKillsAndAServerRe
   EXPECT_EQ(db_->scalar("SELECT string_agg(pubname || ':' || (SELECT string_agg(tablename, ',' "
                         "ORDER BY tablename) FROM pg_publication_tables t WHERE t.pubname = "
                         "p.pubname), ' ') FROM pg_publication p"),
-            "dblog_sink:sentinel,t_comp,t_int,t_uuid");
+            "dblog_sink:sentinel,t_comp,t_int,t_uuid,watermarks");
   EXPECT_EQ(db_->scalar("SELECT string_agg(slot_name || ':' || plugin, ' ') FROM "
                         "pg_replication_slots"),
             "dblog_sink:pgoutput");
@@ -312,7 +313,119 @@ TEST_P(PgoutputModeTest, BootstrapsAndStreamsTheWorkloadThroughKillsAndAServerRe
       db_->scalar("SELECT string_agg(c.relname || ':' || c.relkind::text, ' ' ORDER BY relname) "
                   "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                   "WHERE n.nspname = 'dblog'"),
-      "consumers:r consumers_pkey:i");
+      "consumers:r consumers_pkey:i request_progress:r request_progress_pkey:i request_queue:r "
+      "request_queue_id_seq:S request_queue_pkey:i requests:v watermarks:r watermarks_pkey:i");
+}
+
+// Repairs without the extension (docs/pgoutput.md, "Repairs"): the repair API as plain SQL that
+// dblogd made, windows marked by its role's rows of dblog.watermarks, the chunks read through
+// this mode's copy path. A replay damaged every way a sink can be (rows lost, changed, rows that
+// the source does not have) is mended by dblog.repair (t_int), repair_range (t_comp, a two-column
+// text and bigint key) and repair_keys (t_uuid, with keys the table does not have, which become
+// deletes) while the oracle's workload writes the same tables in another session and dblogd is
+// SIGKILLed once in the middle: the replay equals the source, every table; dblog.requests says
+// done, with the rows emitted; a role that may not ask is refused.
+TEST_P(PgoutputModeTest, RepairsMendADamagedReplayWhileTheWorkloadRuns) {
+  const std::string s = kSchema;
+  dblog::test::CreateWorkloadTables(*db_, s);
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  std::mt19937_64 rng(2400 + static_cast<unsigned>(GetParam()));
+  dblog::test::WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 30; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  db_->exec("INSERT INTO " + s +
+            ".t_int SELECT g, g, 'bulk', NULL, g / 7.0 FROM generate_series(100000, 104000) g");
+  const std::vector<std::string> dblogd_args{"--copy-workers=2", "--chunk-size=300"};
+  StartDblogd(s + ".*", dblogd_args);
+  Replay replay;
+  auto c = std::make_unique<dblog::client::Client>(Connect());
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(*c, replay, 0));
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(*c, replay, Sentinel()));
+  ExpectConverged(replay, {"t_int", "t_comp", "t_uuid"});
+  EXPECT_EQ(db_->scalar("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM "
+                        "pg_publication_tables WHERE pubname = 'dblog_sink' AND schemaname = "
+                        "'dblog'"),
+            "watermarks");
+
+  // the sink loses, changes and gains rows
+  std::size_t damaged = 0;
+  for (const std::string t : {"t_int", "t_comp", "t_uuid"}) {
+    const std::uint32_t oid = static_cast<std::uint32_t>(
+        std::stoul(db_->scalar("SELECT '" + s + "." + t + "'::regclass::oid")));
+    int i = 0;
+    for (const auto& [key, row] : replay.Table(oid)) {
+      if (i % 7 == 0) replay.Erase(oid, key), ++damaged;
+      else if (i % 11 == 0) replay.Corrupt(oid, key), ++damaged;
+      else if (t == "t_int" && i % 13 == 0) replay.Copy(oid, key, 900000 + i), ++damaged;
+      ++i;
+    }
+  }
+  ASSERT_GT(damaged, 500u);
+  // a key list with keys the table does not have: the sink holds rows for them
+  const std::uint32_t uuid_oid = static_cast<std::uint32_t>(
+      std::stoul(db_->scalar("SELECT '" + s + ".t_uuid'::regclass::oid")));
+  std::string keys = "[";
+  for (const auto& id : db_->exec("SELECT id::text FROM " + s + ".t_uuid ORDER BY id"))
+    keys += "{\"id\": \"" + *id[0] + "\"},";
+  for (const char* ghost : {"00000000-0000-0000-0000-000000000000",
+                            "ffffffff-ffff-ffff-ffff-ffffffffffff"}) {
+    keys += std::string("{\"id\": \"") + ghost + "\"},";
+    dblog::v1::Row key, row;
+    key.add_values()->set_uuid_value(std::string(16, ghost[0] == '0' ? '\0' : '\xff'));
+    *row.add_values() = key.values(0);
+    for (int v = 0; v < 3; ++v) row.add_values()->set_null_value(true);
+    replay.Put(uuid_oid, key, row);
+  }
+  keys.back() = ']';
+
+  PgConn other(cluster_->conninfo());
+  other.exec("CREATE ROLE nobody LOGIN");
+  PgConn nobody(As(*cluster_, "nobody"));
+  EXPECT_THROW(nobody.exec("SELECT dblog.repair('" + s + ".t_int')"), std::exception);
+
+  const std::string ids = db_->scalar(
+      "SELECT concat_ws(',', dblog.repair('" + s + ".t_int'),"
+      " dblog.repair_range('" + s + ".t_comp', '{\"a\": \"k\", \"b\": 0}',"
+      " '{\"a\": \"zzzz\", \"b\": 0}'),"
+      " dblog.repair_keys('" + s + ".t_uuid', '" + keys + "'))");
+  std::thread writer([&] {
+    PgConn w(As(*cluster_, kRole));
+    std::mt19937_64 wrng(91);
+    for (int i = 0; i < 30; ++i) dblog::test::RandomTransaction(w, s, wrng, options);
+  });
+  dblog::test::OnScopeExit join([&] {
+    if (writer.joinable()) writer.join();
+  });
+  bool killed = false;
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  for (;;) {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(*c, replay, Sentinel()));
+    if (!killed && replay.chunks_seen() >= 3) {
+      // a crash in the middle: the next connection resumes the requests where their
+      // acknowledged chunks ended
+      killed = true;
+      c.reset();
+      dblogd_->Signal(SIGKILL);
+      dblogd_->Wait();
+      StartDblogd(s + ".*", dblogd_args);
+      c = std::make_unique<dblog::client::Client>(Connect(replay.last_position()));
+      continue;
+    }
+    if (db_->scalar("SELECT count(*) FROM dblog.requests WHERE state <> 'done' AND id IN (" +
+                    ids + ")") == "0")
+      break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << db_->scalar("SELECT string_agg(id || ':' || state || ':' || coalesce(error, ''), ' ') "
+                       "FROM dblog.requests")
+        << dblogd_->log();
+  }
+  writer.join();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(*c, replay, Sentinel()));
+  ExpectConverged(replay, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  EXPECT_TRUE(killed);
+  EXPECT_GE(replay.chunks_seen(), 5u);
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM dblog.requests WHERE rows_emitted > 0"), "3");
+  // (markers of the killed dblogd's last window may come again from the slot: ignored, logged)
 }
 
 // A bootstrap cut by a SIGKILL of dblogd is not a resume point: the next connection makes a new
@@ -792,7 +905,7 @@ TEST_P(PgoutputModeTest, RefusesWhatWouldLoseChangesAndSaysHowToFixIt) {
   StartDblogd();
   refused("tables joined consumer sink's scope after its bootstrap: \"app\".\"b\"");
   EXPECT_EQ(db_->scalar("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM "
-                        "pg_publication_tables WHERE pubname = 'dblog_sink'"),
+                        "pg_publication_tables WHERE pubname = 'dblog_sink' AND schemaname = 'app'"),
             "a");
   db_->exec("SELECT pg_drop_replication_slot('dblog_sink')");
   {
