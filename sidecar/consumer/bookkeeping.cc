@@ -297,18 +297,26 @@ void Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
 
 std::vector<std::uint64_t> Bookkeeping::QueueReconcile(const std::vector<bootstrap::Table>& tables) {
   pg::Connection& sql = Sql();
-  std::vector<std::uint64_t> ids;
+  std::vector<std::uint32_t> oids;
+  for (const auto& t : tables) oids.push_back(t.oid);
   sql.Exec("BEGIN");
-  for (const auto& t : tables) {
-    pg::Result r = sql.ExecParams(
+  std::vector<std::uint64_t> ids = QueueWholeTables(oids, "reconcile: the slot was gone");
+  sql.Exec("COMMIT");
+  return ids;
+}
+
+std::vector<std::uint64_t> Bookkeeping::QueueWholeTables(const std::vector<std::uint32_t>& oids,
+                                                         const std::string& reason) {
+  std::vector<std::uint64_t> ids;
+  for (std::uint32_t oid : oids) {
+    pg::Result r = Sql().ExecParams(
         "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
         " key_types, reason) SELECT $1::oid, $1::oid::regclass::text, 'table', $2,"
-        " k.key_columns, k.key_types, 'reconcile: the slot was gone'"
+        " k.key_columns, k.key_types, $3"
         " FROM dblog._identity_key($1::oid::regclass) AS k RETURNING id",
-        {std::to_string(t.oid), consumer_.name});
+        {std::to_string(oid), consumer_.name, reason});
     if (r.ntuples() == 1) ids.push_back(r.u64_value(0, 0));
   }
-  sql.Exec("COMMIT");
   return ids;
 }
 

@@ -89,6 +89,10 @@ class Bookkeeping {
   // --on-slot-lost=reconcile: a whole-table repair request of each of `tables` for this
   // consumer (reason "reconcile"), in one transaction; their ids.
   std::vector<std::uint64_t> QueueReconcile(const std::vector<bootstrap::Table>& tables);
+  // A whole-table repair request of each table for this consumer, with `reason`, in the
+  // caller's transaction (none is begun or committed here); their ids.
+  std::vector<std::uint64_t> QueueWholeTables(const std::vector<std::uint32_t>& oids,
+                                              const std::string& reason);
   // Writes WAL (non-transactional messages with prefix "dblogd.pad", dropped by every
   // consumer that did not ask for that prefix) until the insert position is past `lsn`: after
   // a failover, a consumer's resume position can lie past the promoted server's WAL (commits

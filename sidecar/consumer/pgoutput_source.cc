@@ -120,7 +120,10 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
     return plan;
   }
   for (const auto& [relid, name] : wanted)
-    if (!held.count(relid)) plan.added.push_back(name);
+    if (!held.count(relid)) {
+      plan.added.push_back(name);
+      plan.added_oids.push_back(relid);
+    }
   if (!plan.added.empty())
     plan.statements.push_back("ALTER PUBLICATION " + pub + " ADD TABLE " + TableList(plan.added));
   if (!drop.empty())
@@ -159,13 +162,14 @@ void PgoutputSource::ApplyPublication(pg::Connection& sql, const PublicationPlan
   }
 }
 
-std::string PgoutputSource::TablesJoinedMessage(const std::vector<std::string>& tables) const {
+std::string PgoutputSource::TablesJoinedMessage(const std::vector<std::string>& tables,
+                                                const std::string& why) const {
   std::string list;
   for (const auto& t : tables) list += (list.empty() ? "" : ", ") + t;
   return "tables joined consumer " + consumer_.name + "'s scope after its bootstrap: " + list +
-         ". pgoutput mode cannot copy a table into a running consumer yet (no repairs without "
-         "the extension), so their rows would be missing from the stream. Leave them out of the "
-         "scope (!schema.table), or drop the slot (SELECT pg_drop_replication_slot('" +
+         ". They are copied into a running consumer by a repair, and " + why +
+         "; their rows would be missing from the stream. Make repairs possible, leave them out of "
+         "the scope (!schema.table), or drop the slot (SELECT pg_drop_replication_slot('" +
          publication_ + "')): the next connection bootstraps again, with them, flagged "
          "restarted (docs/pgoutput.md)";
 }

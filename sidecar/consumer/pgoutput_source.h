@@ -12,8 +12,8 @@
 // differs from the scope is refused with the statements that would fix it. A row filter, a
 // column list, publish_via_partition_root or an operation not published is refused: any of them
 // would leave changes out of the stream silently. A table joining the scope of a consumer that
-// has bootstrapped would need a copy this mode cannot make yet: the pipeline refuses it
-// (TablesJoinedMessage) rather than add it silently.
+// has bootstrapped is added with a whole-table repair (Pipeline::AddJoinedTables), or refused
+// (TablesJoinedMessage) where repairs cannot run, never added silently.
 // Owns: the publication's SQL, the replication options, the decoder and translator of the
 // current stream. Blocking (the catalog reads): called on the consumer's thread.
 #pragma once
@@ -55,6 +55,7 @@ struct PublicationPlan {
   std::string refused;
   std::vector<std::string> statements;  // CREATE, or ALTER ... ADD / DROP TABLE
   std::vector<std::string> added;       // tables the statements add to an existing one
+  std::vector<std::uint32_t> added_oids;  // the same tables' oids
   // dblog.watermarks (repair windows' markers) is in the publication once the statements ran;
   // when not, why (repairs cannot run for this consumer; streaming goes on).
   std::string no_watermarks;
@@ -79,8 +80,10 @@ class PgoutputSource {
   // column list. Its owner (or a superuser) may alter it at any time, and pgoutput then leaves
   // changes out of the slot's stream for good. One catalog query, for every heartbeat.
   std::string PublicationDrift(pg::Connection& sql) const;
-  // Why a consumer whose bootstrap finished cannot go on with `tables` added, and what to do.
-  std::string TablesJoinedMessage(const std::vector<std::string>& tables) const;
+  // Why a consumer whose bootstrap finished cannot go on with `tables` added when its repairs
+  // cannot run (`why`), and what to do.
+  std::string TablesJoinedMessage(const std::vector<std::string>& tables,
+                                  const std::string& why) const;
 
   // START_REPLICATION's options: protocol 1, this publication, messages, text values.
   std::vector<std::pair<std::string, std::string>> PluginOptions() const;

@@ -167,6 +167,7 @@ void Pipeline::Prepare() {
     const std::string why = no_repairs.empty() ? publication->no_watermarks : no_repairs;
     if (!why.empty())
       log::Warn("repairs_unavailable", {{"consumer", consumer_.name}, {"reason", why}});
+    repairs_unavailable_ = why;
     repairs_->SetUnavailable(why.empty() ? "" : "repairs cannot run in pgoutput mode: " + why);
   } else {
     bookkeeping_.CheckExtension();
@@ -192,11 +193,18 @@ void Pipeline::Prepare() {
   const std::optional<std::string> state = bookkeeping_.BootstrapState();
   const bool finished = state && (*state == "done" || *state == "skipped");
   if (publication) {
-    // A table that joined the scope of a consumer streaming from its slot would need a copy
-    // (a repair in the extension's mode): refused, unless the consumer runs without bootstrap.
+    // A table that joined the scope of a consumer streaming from its slot needs a copy: a
+    // repair, queued with the publication's change (refused where repairs cannot run), unless
+    // the consumer runs without bootstrap.
     const bool resumes = slot.exists && (finished || !config_.bootstrap);
-    if (resumes && !publication->added.empty()) {
-      if (config_.bootstrap) throw PublicationError(pgoutput_->TablesJoinedMessage(publication->added));
+    if (resumes && !publication->added.empty() && config_.bootstrap) {
+      if (!repairs_unavailable_.empty())
+        throw PublicationError(
+            pgoutput_->TablesJoinedMessage(publication->added, repairs_unavailable_));
+      AddJoinedTables(sql, *publication);
+      publication->statements.clear();  // applied
+    }
+    if (resumes && !publication->added.empty() && !config_.bootstrap) {
       for (const auto& table : publication->added)
         log::Warn("publication_table_added",
                   {{"consumer", consumer_.name}, {"table", table},
@@ -746,7 +754,8 @@ void Pipeline::Heartbeat() {
 }
 
 // pgoutput mode, each heartbeat: a table created, renamed or moved into the scope is not in the
-// publication, so its changes would not be in the stream. Said at once, never silently skipped.
+// publication, so its changes would not be in the stream: added with a whole-table repair, or,
+// where repairs cannot run, said at once; never silently skipped.
 // And the publication itself: altered by its owner (publish = 'insert', a row filter, ...), it
 // makes pgoutput leave changes out of the slot's stream from then on: said, never silent.
 void Pipeline::CheckPublicationCoversScope() {
@@ -761,11 +770,43 @@ void Pipeline::CheckPublicationCoversScope() {
   }
   if (!drift.empty()) return Fail(Error::SOURCE_ERROR, drift);
   if (missing.empty()) return;
-  if (config_.bootstrap) return Fail(Error::SCOPE_ERROR, pgoutput_->TablesJoinedMessage(missing));
+  if (config_.bootstrap && !repairs_unavailable_.empty())
+    return Fail(Error::SCOPE_ERROR, pgoutput_->TablesJoinedMessage(missing, repairs_unavailable_));
+  if (config_.bootstrap) {
+    try {
+      const PublicationPlan plan = pgoutput_->PlanPublication(bookkeeping_.Sql());
+      if (!plan.refused.empty()) return Fail(Error::SCOPE_ERROR, plan.refused);
+      AddJoinedTables(bookkeeping_.Sql(), plan);
+    } catch (const bootstrap::ScopeError& e) {  // a table without a key, say
+      return Fail(Error::SCOPE_ERROR, e.what());
+    } catch (const PublicationError& e) {
+      return Fail(Error::SCOPE_ERROR, e.what());
+    } catch (const std::exception&) {
+      bookkeeping_.Reset();  // the source is away: the stream's reconnect says so
+    }
+    return;
+  }
   // without bootstrap: the next connection adds them (and logs publication_table_added)
   Fail(Error::SCOPE_ERROR, "tables joined the scope: " + missing.front() +
                                (missing.size() > 1 ? " and others" : "") +
                                "; reconnect to have them added to publication " + slot_);
+}
+
+void Pipeline::AddJoinedTables(pg::Connection& sql, const PublicationPlan& plan) {
+  sql.Exec("BEGIN");
+  std::vector<std::uint64_t> ids;
+  try {
+    ids = bookkeeping_.QueueWholeTables(plan.added_oids, "the table joined the scope");
+    pgoutput_->ApplyPublication(sql, plan);
+    sql.Exec("COMMIT");
+  } catch (...) {
+    bookkeeping_.EndTransaction();
+    throw;
+  }
+  for (std::size_t i = 0; i < plan.added.size(); ++i)
+    log::Info("scope_table_added",
+              {{"consumer", consumer_.name}, {"table", plan.added[i]},
+               {"request", i < ids.size() ? std::to_string(ids[i]) : std::string("none")}});
 }
 
 void Pipeline::OnError(const std::exception& error) {

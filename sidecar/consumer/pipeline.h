@@ -105,8 +105,14 @@ class Pipeline : public server::Consumer,
   // Runs `process`, turning what it throws into the end of the session; false then.
   template <typename F>
   bool Dispatched(F&& process);
-  // pgoutput mode: a table in the scope that its publication lacks ends the session.
+  // pgoutput mode, each heartbeat: a table in the scope that its publication lacks is added
+  // (AddJoinedTables), or ends the session where repairs cannot run; a publication altered by
+  // another role ends it.
   void CheckPublicationCoversScope();
+  // pgoutput mode: tables that joined the scope of a consumer streaming from its slot go into
+  // the publication with a whole-table repair each, in one transaction (both or neither, and
+  // every window of the repair reads after the table's changes entered the stream).
+  void AddJoinedTables(pg::Connection& sql, const PublicationPlan& plan);
   // pgoutput mode: one XLogData payload.
   void OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload);
   // After a data message: the commits it carried counted, the source position advanced.
@@ -173,6 +179,7 @@ class Pipeline : public server::Consumer,
   std::unique_ptr<char[]> parse_block_;
   google::protobuf::Arena parse_arena_;
   std::unique_ptr<Repairs> repairs_;
+  std::string repairs_unavailable_;  // pgoutput mode: why repairs cannot run ("" when they can)
   // pgoutput mode (--source-plugin pgoutput) only: the publication and the stream's decoding.
   std::unique_ptr<PgoutputSource> pgoutput_;
   std::vector<dblog::v1::Event> pgoutput_events_;
