@@ -411,9 +411,6 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
   if (f.on_slot_lost == "bootstrap") {
     c.on_slot_lost = Config::SlotLost::kBootstrap;
   } else if (f.on_slot_lost == "reconcile") {
-    if (c.source_plugin == SourcePlugin::kPgoutput)
-      throw ConfigError("on-slot-lost: reconcile is not built for --source-plugin pgoutput yet "
-                        "(its repairs are, the reconcile's own steps are not: docs/pgoutput.md)");
     c.on_slot_lost = Config::SlotLost::kReconcile;
   } else {
     throw ConfigError("on-slot-lost: '" + f.on_slot_lost + "' is neither bootstrap nor reconcile");

@@ -262,6 +262,11 @@ void Pipeline::Prepare() {
 // reconcile again (queueing the repairs once more, which is harmless), and one after finds the
 // repairs queued; never a new slot streaming without them.
 void Pipeline::Reconcile() {
+  if (!repairs_unavailable_.empty())
+    throw std::runtime_error("the consumer's slot is gone and --on-slot-lost=reconcile needs "
+                             "repairs, which cannot run: " + repairs_unavailable_ +
+                             " (or drop the consumer's row of dblog.consumers to bootstrap "
+                             "again)");
   const std::uint64_t resume = hello_.resume_after().commit_lsn();
   log::Warn("slot_missing_reconcile",
             {{"consumer", consumer_.name}, {"slot", slot_},
@@ -271,8 +276,9 @@ void Pipeline::Reconcile() {
                          "every table in scope (--on-slot-lost=reconcile)"}});
   bookkeeping_.PadWalPast(resume);
   // throws bootstrap::ScopeError for a table in scope without a key, before anything is queued
-  const std::vector<bootstrap::Table> tables =
-      bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
+  const std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(
+      bookkeeping_.Sql(), consumer_.scope,
+      pgoutput_ ? bootstrap::Reader::kCatalog : bootstrap::Reader::kExtension);
   const std::vector<std::uint64_t> ids = bookkeeping_.QueueReconcile(tables);
   CreateSlotThen(false, [this, ids, count = tables.size()](const pg::CreatedSlot& created) {
     reconcile_ = dblog::v1::Reconcile();

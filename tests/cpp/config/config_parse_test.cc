@@ -88,9 +88,10 @@ TEST(ConfigParse, WhatALostSlotGets) {
             SlotLost::kReconcile);
   EXPECT_EQ(Refusal({kSource, kConsumer, "--on-slot-lost=ignore"}),
             "on-slot-lost: 'ignore' is neither bootstrap nor reconcile");
-  EXPECT_EQ(Refusal({kSource, kConsumer, "--source-plugin=pgoutput", "--on-slot-lost=reconcile"}),
-            "on-slot-lost: reconcile is not built for --source-plugin pgoutput yet (its repairs "
-            "are, the reconcile's own steps are not: docs/pgoutput.md)");
+  // pgoutput mode repairs too (docs/pgoutput.md)
+  EXPECT_EQ(ParseArgs({kSource, kConsumer, "--source-plugin=pgoutput", "--on-slot-lost=reconcile"})
+                ->on_slot_lost,
+            SlotLost::kReconcile);
 }
 
 TEST(ConfigParse, HelpAndVersionReturnNothing) {

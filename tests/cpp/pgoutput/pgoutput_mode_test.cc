@@ -909,6 +909,129 @@ TEST_P(PgoutputFailoverTest, AFailoverSlotResumesOnThePromotedStandby) {
       << "the new timeline, noticed";
 }
 
+// PostgreSQL 15 and 16 have no failover slots: after a failover the promoted standby has no slot
+// of dblogd's. With --on-slot-lost=reconcile (issue 24 item 2, in this mode): the standby stops
+// receiving, the consumer applies commits it will never have (100 marked rows among them), the
+// primary dies and the standby is promoted; dblogd, given both hosts, finds the new primary
+// without the slot and makes a new one with a whole-table repair of every table in scope instead
+// of a bootstrap: no second BootstrapBegin, Welcome.reconcile names the repairs, and once they
+// are done the replay equals the new primary (the lost commits' rows gone, its own changes
+// there).
+class PgoutputReconcileTest : public PgoutputModeTest {};
+
+TEST_P(PgoutputReconcileTest, ASlotLostByAFailoverIsReconciledWithoutANewBootstrap) {
+  const std::string s = kSchema;
+  dblog::test::CreateWorkloadTables(*db_, s);
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  std::mt19937_64 rng(2410 + static_cast<unsigned>(GetParam()));
+  dblog::test::WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 20; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  db_.reset();
+  pinned_.reset();
+  auto [made, status] =
+      dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
+                       cluster_->dir() + " standby1");
+  ASSERT_EQ(status, 0) << made;
+  const auto nl = made.find('\n');
+  Cluster standby(made.substr(0, nl), made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
+  const auto host_port = [](const std::string& conninfo, const char* key) {
+    const auto at = conninfo.find(std::string(key) + "=") + std::strlen(key) + 1;
+    return conninfo.substr(at, conninfo.find(' ', at) - at);
+  };
+  const std::string both = "host=" + host_port(cluster_->conninfo(), "host") + "," +
+                           host_port(standby.conninfo(), "host") +
+                           " port=" + host_port(cluster_->conninfo(), "port") + "," +
+                           host_port(standby.conninfo(), "port") +
+                           " user=" + kRole + " dbname=postgres target_session_attrs=read-write";
+  db_ = std::make_unique<PgConn>(As(*cluster_, kRole));
+  dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
+      "--source=" + both, "--source-plugin=pgoutput",
+      std::string("--consumer=") + kConsumer + "=" + s + ".*", "--on-slot-lost=reconcile",
+      "--reconnect-max=1", "--status-interval=1", "--heartbeat-interval=1", "--chunk-size=500"});
+  dblogd_->Start();
+  Replay replay;
+  std::vector<dblog::v1::Welcome> welcomes;
+  std::optional<dblog::client::Client> c;
+  // reads on through sessions dblogd ends (the source failed over under it), resuming after the
+  // replay's last position
+  auto read_until = [&](std::uint64_t lsn) {
+    const auto deadline = std::chrono::steady_clock::now() + 180s;
+    dblog::client::Item item;
+    while (std::chrono::steady_clock::now() < deadline) {
+      try {
+        if (!c) {
+          c.emplace(Connect(replay.last_position()));
+          welcomes.push_back(c->welcome());
+          if (c->welcome().has_reconcile()) replay.Reconciled();
+        }
+        if (!c->Next(item)) {
+          c.reset();
+          continue;
+        }
+      } catch (const dblog::client::ServerError&) {
+        c.reset();
+        std::this_thread::sleep_for(500ms);
+        continue;
+      } catch (const dblog::client::TransportError&) {
+        c.reset();
+        std::this_thread::sleep_for(500ms);
+        continue;
+      }
+      auto* ev = std::get_if<dblog::v1::StreamEvent>(&item);
+      if (!ev) continue;
+      ASSERT_NO_THROW(replay.Apply(*ev)) << dblogd_->log();
+      if (ev->has_bootstrap_begin()) bootstrap_begins_.push_back(ev->bootstrap_begin());
+      if (ev->has_commit() || ev->has_bootstrap_end()) {
+        c->Ack(*dblog::client::Client::PositionOf(*ev));
+        if (ev->has_commit() && ev->commit().commit_lsn() >= lsn) return;
+      }
+    }
+    FAIL() << "the stream did not reach " << dblog::common::FormatLsn(lsn) << "\n"
+           << dblogd_->log();
+  };
+  c.emplace(Connect());
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(*c, replay, 0));
+  for (int i = 0; i < 20; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  ASSERT_NO_FATAL_FAILURE(read_until(Sentinel()));
+  // the standby stops receiving; the consumer applies commits it will never have
+  ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh kill " +
+                             standby.dir()).second, 0);
+  for (int i = 0; i < 15; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  db_->exec("INSERT INTO " + s +
+            ".t_int SELECT g, g, 'lost', NULL, 1 FROM generate_series(900000, 900099) g");
+  ASSERT_NO_FATAL_FAILURE(read_until(Sentinel()));
+  db_.reset();
+  for (const char* step : {"kill", "restart", "promote"})
+    ASSERT_EQ(dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh " + step +
+                               " " + (std::string(step) == "kill" ? cluster_->dir() : standby.dir()))
+                  .second,
+              0) << step;
+  db_ = std::make_unique<PgConn>(As(standby, kRole));
+  pinned_ = std::make_unique<PgConn>(As(standby, kRole) + " options='" +
+                                     po::OutputSettingsOptions() + "'");
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM app.t_int WHERE id >= 900000"), "0");
+  for (int i = 0; i < 15; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+  ASSERT_NO_FATAL_FAILURE(read_until(Sentinel()));
+  ASSERT_FALSE(welcomes.empty()) << "the consumer never reconnected";
+  const dblog::v1::Welcome& w = welcomes.back();
+  ASSERT_TRUE(w.has_reconcile()) << dblogd_->log();
+  EXPECT_EQ(w.reconcile().request_ids_size(), 4);
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  for (;;) {
+    for (int i = 0; i < 3; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
+    ASSERT_NO_FATAL_FAILURE(read_until(Sentinel()));
+    if (db_->scalar("SELECT count(*) FROM dblog.requests WHERE state = 'done' AND reason LIKE "
+                    "'reconcile%'") == "4")
+      break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "repairs not done\n" << dblogd_->log();
+  }
+  ASSERT_NO_FATAL_FAILURE(read_until(Sentinel()));
+  EXPECT_EQ(bootstrap_begins_.size(), 1u) << "bootstrapped again: the consumer was emptied";
+  ExpectConverged(replay, {"t_int", "t_comp", "t_uuid", "sentinel"});
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "slot_reconciled"), 1);
+}
+
 // What the mode refuses, each with the statement that fixes it: a table in scope without a key,
 // a publication of that name that dblogd's role does not own and that does not hold the scope,
 // a table with a generated column. Without the flag, the same source (no extension) is refused
@@ -984,6 +1107,11 @@ TEST_P(PgoutputModeTest, RefusesWhatWouldLoseChangesAndSaysHowToFixIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Majors, PgoutputModeTest, ::testing::Values(15, 16, 17, 18),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "PostgreSQL" + std::to_string(i.param);
+                         });
+// without failover slots (15, 16): reconcile
+INSTANTIATE_TEST_SUITE_P(Majors, PgoutputReconcileTest, ::testing::Values(15, 16),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return "PostgreSQL" + std::to_string(i.param);
                          });

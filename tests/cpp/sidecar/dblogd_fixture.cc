@@ -350,7 +350,12 @@ void Replay::Apply(const dblog::v1::StreamEvent& ev) {
       auto prev = table.find(old_key);
       for (int i = 0; i < row.values_size(); ++i) {
         if (!row.values(i).unchanged()) continue;
-        if (prev == table.end()) throw std::runtime_error("unchanged value for an unknown row");
+        if (prev == table.end()) {
+          // After a Reconcile the changes between two positions were not sent: the row may have
+          // been inserted among them. Its repair brings it; until then it stays absent.
+          if (reconciled_) return;
+          throw std::runtime_error("unchanged value for an unknown row");
+        }
         *row.mutable_values(i) = prev->second.values(i);
       }
       if (c.has_old_key()) table.erase(old_key);

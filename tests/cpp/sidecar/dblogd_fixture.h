@@ -81,6 +81,10 @@ class Replay {
   void Copy(std::uint32_t relation_oid, const std::string& from_key, std::int64_t new_id);
   void Put(std::uint32_t relation_oid, const dblog::v1::Row& key, const dblog::v1::Row& row);
   std::uint64_t chunks_seen() const { return chunks_; }
+  // A Welcome said Reconcile (changes between two positions are not sent): an update of a row
+  // the replay lacks, with unchanged TOAST values, leaves it absent (its repair brings it)
+  // instead of failing.
+  void Reconciled() { reconciled_ = true; }
   std::uint64_t events() const { return events_; }
   bool restarted_seen() const { return restarted_; }
 
@@ -90,6 +94,7 @@ class Replay {
   std::optional<dblog::v1::Position> last_;
   std::uint64_t events_ = 0;
   bool restarted_ = false;
+  bool reconciled_ = false;
   // the open repair chunk
   std::optional<dblog::v1::ChunkBegin> chunk_;
   std::set<std::string> chunk_keys_;

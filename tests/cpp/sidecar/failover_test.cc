@@ -135,6 +135,7 @@ class FailoverTest : public ::testing::Test {
         if (!c) {
           c.emplace(Connect());
           welcomes.push_back(c->welcome());
+          if (c->welcome().has_reconcile()) replay_.Reconciled();
         }
         if (!c->Next(item)) {
           c.reset();
