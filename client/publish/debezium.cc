@@ -592,6 +592,40 @@ void WriteRow(JsonWriter& json, const dblog::v1::Relation& relation, const dblog
 
 // A DELETE's `before` without REPLICA IDENTITY FULL: the key columns, the others null (what
 // Debezium sends for the default replica identity).
+// A NOT NULL column the old row does not carry (a delete under the default replica identity):
+// the fallback Debezium's converters give a required field without a value
+// (common/jdbc/JdbcValueConverters.java convertValue: the column's fallback, 0, false, "", an
+// empty array, the epoch; PG/PostgresValueConverter.java: "{}" for json), so that the record
+// still fits its schema (JsonConverter refuses a null for a required field).
+void WriteFallback(JsonWriter& json, const dblog::v1::Column& column) {
+  const std::uint32_t oid = column.type_oid();
+  if (ArrayElement(oid)) {
+    json.BeginArray().EndArray();
+    return;
+  }
+  switch (oid) {
+    case kBool: json.Bool(false); return;
+    case kInt2: case kInt4: case kInt8: case kOid: case kDate: case kTime: case kTimestamp:
+    case kInterval:
+      json.Int(0);
+      return;
+    case kFloat4: case kFloat8: json.Double(0); return;
+    case kBytea: json.String(""); return;
+    case kMoney: json.String("AA=="); return;  // a Decimal of 0
+    case kNumeric:
+      if (column.typmod() >= 4) {
+        json.String("AA==");
+      } else {
+        json.BeginObject().Key("scale").Int(0).Key("value").String("AA==").EndObject();
+      }
+      return;
+    case kTimestamptz: json.String("1970-01-01T00:00:00Z"); return;
+    case kTimetz: json.String("00:00:00Z"); return;
+    case 114: case 3802: json.String("{}"); return;  // json, jsonb
+    default: json.String(""); return;
+  }
+}
+
 void WriteKeyOnlyRow(JsonWriter& json, const dblog::v1::Relation& relation,
                      const dblog::v1::Row& key) {
   json.BeginObject();
@@ -602,6 +636,8 @@ void WriteKeyOnlyRow(JsonWriter& json, const dblog::v1::Relation& relation,
       if (static_cast<int>(relation.key_columns(j)) == i) k = j;
     if (k >= 0 && k < key.values_size())
       WriteDebeziumValue(json, relation.columns(i), key.values(k));
+    else if (relation.columns(i).not_null())
+      WriteFallback(json, relation.columns(i));
     else
       json.Null();
   }
@@ -706,9 +742,13 @@ void SetDebeziumOption(DebeziumOptions& options, const std::string& key,
     options.tombstones_on_delete = ParseBool(key, value);
   } else if (key == "database.dbname") {
     options.database = value;
+  } else if (key == "schemas.enable" || key == "key.converter.schemas.enable" ||
+             key == "value.converter.schemas.enable") {
+    options.schemas_enable = ParseBool(key, value);
   } else {
     throw std::invalid_argument("unknown Debezium option '" + key +
-                                "' (skipped.operations, tombstones.on.delete, database.dbname)");
+                                "' (skipped.operations, tombstones.on.delete, database.dbname, "
+                                "schemas.enable)");
   }
 }
 
@@ -747,6 +787,178 @@ void WriteDebeziumValue(JsonWriter& json, const dblog::v1::Column& column,
       break;
     default: json.Null(); break;
   }
+}
+
+namespace {
+
+constexpr std::uint32_t kUuid = 2950, kJson = 114, kJsonb = 3802, kXml = 142;
+
+// {"type":<type>[,"name":<name>,"version":1]}: the head of a field's schema, left open.
+void SchemaHead(JsonWriter& json, const char* type, const char* name = nullptr) {
+  json.BeginObject();
+  json.Key("type").String(type);
+  if (name) {
+    json.Key("name").String(name);
+    json.Key("version").Int(1);
+  }
+}
+
+void DecimalSchema(JsonWriter& json, int scale, int precision) {
+  SchemaHead(json, "bytes", "org.apache.kafka.connect.data.Decimal");
+  json.Key("parameters").BeginObject();
+  json.Key("scale").String(std::to_string(scale));
+  if (precision > 0) json.Key("connect.decimal.precision").String(std::to_string(precision));
+  json.EndObject();
+}
+
+// The schema of a value of type `oid` (typmod), as WriteDebeziumValue writes it; left open for
+// "optional" and "field".
+void TypeSchema(JsonWriter& json, std::uint32_t oid, std::int32_t typmod) {
+  if (const std::uint32_t element = ArrayElement(oid)) {
+    SchemaHead(json, "array");
+    json.Key("items");
+    TypeSchema(json, element, typmod);
+    json.Key("optional").Bool(true);
+    json.EndObject();
+    return;
+  }
+  switch (oid) {
+    case kBool: return SchemaHead(json, "boolean");
+    case kInt2: return SchemaHead(json, "int16");
+    case kInt4: return SchemaHead(json, "int32");
+    case kInt8: case kOid: return SchemaHead(json, "int64");
+    case kFloat4: return SchemaHead(json, "float");
+    case kFloat8: return SchemaHead(json, "double");
+    case kBytea: return SchemaHead(json, "bytes");
+    case kMoney: return DecimalSchema(json, 2, 0);
+    case kNumeric:
+      if (typmod >= 4) return DecimalSchema(json, (typmod - 4) & 0xFFFF, ((typmod - 4) >> 16) & 0xFFFF);
+      SchemaHead(json, "struct", "io.debezium.data.VariableScaleDecimal");
+      json.Key("doc").String("Variable scaled decimal");
+      json.Key("fields").BeginArray();
+      json.BeginObject().Key("type").String("int32").Key("optional").Bool(false);
+      json.Key("field").String("scale").EndObject();
+      json.BeginObject().Key("type").String("bytes").Key("optional").Bool(false);
+      json.Key("field").String("value").EndObject();
+      json.EndArray();
+      return;
+    case kDate: return SchemaHead(json, "int32", "io.debezium.time.Date");
+    case kTimestamp:
+      return TimePrecision(typmod) <= 3 ? SchemaHead(json, "int64", "io.debezium.time.Timestamp")
+                                        : SchemaHead(json, "int64", "io.debezium.time.MicroTimestamp");
+    case kTimestamptz: return SchemaHead(json, "string", "io.debezium.time.ZonedTimestamp");
+    case kTime:
+      return TimePrecision(typmod) <= 3 ? SchemaHead(json, "int32", "io.debezium.time.Time")
+                                        : SchemaHead(json, "int64", "io.debezium.time.MicroTime");
+    case kTimetz: return SchemaHead(json, "string", "io.debezium.time.ZonedTime");
+    case kInterval: return SchemaHead(json, "int64", "io.debezium.time.MicroDuration");
+    case kUuid: return SchemaHead(json, "string", "io.debezium.data.Uuid");
+    case kJson: case kJsonb: return SchemaHead(json, "string", "io.debezium.data.Json");
+    case kXml: return SchemaHead(json, "string", "io.debezium.data.Xml");
+    default: return SchemaHead(json, "string");
+  }
+}
+
+void FieldSchema(JsonWriter& json, const dblog::v1::Column& column, bool optional) {
+  TypeSchema(json, column.type_oid(), column.typmod());
+  json.Key("optional").Bool(optional);
+  json.Key("field").String(column.name());
+  json.EndObject();
+}
+
+void RowSchemaFields(JsonWriter& json, const dblog::v1::Relation& relation) {
+  json.Key("fields").BeginArray();
+  for (const auto& c : relation.columns()) FieldSchema(json, c, !c.not_null());
+  json.EndArray();
+}
+
+std::string RecordName(const dblog::v1::Relation& relation, const std::string& prefix,
+                       const char* suffix) {
+  return prefix + "." + relation.schema() + "." + relation.name() + "." + suffix;
+}
+
+// {"type":<type>,"optional":<optional>,"field":<name>} (and a name, for the Enum)
+void PlainField(JsonWriter& json, const char* type, bool optional, const char* field) {
+  json.BeginObject().Key("type").String(type).Key("optional").Bool(optional);
+  json.Key("field").String(field).EndObject();
+}
+
+}  // namespace
+
+std::string DebeziumKeySchema(const dblog::v1::Relation& relation, const std::string& prefix) {
+  std::string out;
+  JsonWriter json(&out);
+  json.BeginObject().Key("type").String("struct");
+  json.Key("fields").BeginArray();
+  for (std::uint32_t k : relation.key_columns())
+    if (static_cast<int>(k) < relation.columns_size())
+      FieldSchema(json, relation.columns(static_cast<int>(k)), false);
+  json.EndArray();
+  json.Key("optional").Bool(false);
+  json.Key("name").String(RecordName(relation, prefix, "Key"));
+  json.EndObject();
+  return out;
+}
+
+std::string DebeziumValueSchema(const dblog::v1::Relation& relation, const std::string& prefix) {
+  std::string out;
+  JsonWriter json(&out);
+  json.BeginObject().Key("type").String("struct");
+  json.Key("fields").BeginArray();
+  for (const char* side : {"before", "after"}) {
+    json.BeginObject().Key("type").String("struct");
+    RowSchemaFields(json, relation);
+    json.Key("optional").Bool(true);
+    json.Key("name").String(RecordName(relation, prefix, "Value"));
+    json.Key("field").String(side);
+    json.EndObject();
+  }
+  // source (PostgresSourceInfoStructMaker)
+  json.BeginObject().Key("type").String("struct").Key("fields").BeginArray();
+  PlainField(json, "string", false, "version");
+  PlainField(json, "string", false, "connector");
+  PlainField(json, "string", false, "name");
+  PlainField(json, "int64", false, "ts_ms");
+  json.BeginObject().Key("type").String("string").Key("optional").Bool(true);
+  json.Key("name").String("io.debezium.data.Enum").Key("version").Int(1);
+  json.Key("parameters").BeginObject();
+  json.Key("allowed").String(
+      "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental");
+  json.EndObject();
+  json.Key("default").String("false").Key("field").String("snapshot").EndObject();
+  PlainField(json, "string", false, "db");
+  PlainField(json, "string", true, "sequence");
+  PlainField(json, "int64", true, "ts_us");
+  PlainField(json, "int64", true, "ts_ns");
+  PlainField(json, "string", false, "schema");
+  PlainField(json, "string", false, "table");
+  PlainField(json, "int64", true, "txId");
+  PlainField(json, "int64", true, "lsn");
+  PlainField(json, "int64", true, "xmin");
+  json.EndArray().Key("optional").Bool(false);
+  json.Key("name").String("io.debezium.connector.postgresql.Source");
+  json.Key("version").Int(1).Key("field").String("source").EndObject();
+  // transaction (provide.transaction.metadata: always null here, the schema all the same)
+  json.BeginObject().Key("type").String("struct").Key("fields").BeginArray();
+  PlainField(json, "string", false, "id");
+  PlainField(json, "int64", false, "total_order");
+  PlainField(json, "int64", false, "data_collection_order");
+  json.EndArray().Key("optional").Bool(true).Key("name").String("event.block");
+  json.Key("version").Int(1).Key("field").String("transaction").EndObject();
+  PlainField(json, "string", false, "op");
+  PlainField(json, "int64", true, "ts_ms");
+  PlainField(json, "int64", true, "ts_us");
+  PlainField(json, "int64", true, "ts_ns");
+  json.EndArray();
+  json.Key("optional").Bool(false);
+  json.Key("name").String(RecordName(relation, prefix, "Envelope"));
+  json.Key("version").Int(2);
+  json.EndObject();
+  return out;
+}
+
+std::string WithSchema(const std::string& schema, const std::string& payload) {
+  return "{\"schema\":" + schema + ",\"payload\":" + payload + "}";
 }
 
 std::string DebeziumKey(const dblog::v1::Relation& relation, const dblog::v1::Row& key) {

@@ -1,13 +1,13 @@
 // client/publish/debezium.h: `dblog publish --format debezium-json`: a change as the change
-// event of Debezium's PostgreSQL connector (Debezium 3.x with its default settings), in the
-// schemaless JSON that Kafka Connect's JsonConverter writes with schemas.enable=false. What
-// reads that as it is: Flink's `debezium-json` format (schema-include=false, its default) and
-// any reader that parses the envelope itself (a ClickHouse materialized view over a Kafka or
-// NATS engine table, Debezium's own JSON deserializers). What does not: the JDBC sinks
-// (Debezium's and Confluent's need the schemas: JsonConverter with schemas.enable=true) and
-// Materialize's ENVELOPE DEBEZIUM (Avro only). docs/publish.md, "Debezium JSON", has the
+// event of Debezium's PostgreSQL connector (Debezium 3.x with its default settings), in the JSON
+// that Kafka Connect's JsonConverter writes: schemaless by default (schemas.enable=false), read
+// as it is by Flink's `debezium-json` format (schema-include=false, its default) and by readers
+// that parse the envelope themselves (a ClickHouse materialized view over a Kafka or NATS engine
+// table, Debezium's own JSON deserializers); with `--debezium-option schemas.enable=true`, each
+// key and value as {"schema","payload"} with the connector's schemas, which the JDBC sinks need.
+// Not written: Avro (Materialize's ENVELOPE DEBEZIUM). docs/publish.md, "Debezium JSON", has the
 // mapping, the options and what does not map.
-// Owns: rendering only (no I/O): the key JSON, the envelope, values by column type.
+// Owns: rendering only (no I/O): the key JSON, the envelope, values by column type, schemas.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,10 @@ struct DebeziumOptions {
   bool tombstones_on_delete = true;
   // database.dbname: source.db (dblogd does not tell its consumers the database's name).
   std::string database;
+  // schemas.enable (Kafka Connect's JsonConverter's name for it): the key and the value each as
+  // {"schema": ..., "payload": ...}, the schema as Debezium's connector builds it. Off, as
+  // Debezium's JSON is read by the consumers above; the JDBC sinks need it on.
+  bool schemas_enable = false;
   // The processing time (Debezium's top-level ts_ms, ts_us, ts_ns; and source.ts_* of snapshot
   // rows, which have no commit time), nanoseconds since the epoch; unset: the system clock.
   std::function<std::int64_t()> now_nanos;
@@ -72,6 +76,17 @@ dblog::v1::Row KeyOfChange(const dblog::v1::Relation& relation, const dblog::v1:
 // {"before":..,"after":..,"source":{..},"transaction":null,"op":"c|u|d|r","ts_ms":..,...}
 std::string DebeziumChange(const dblog::v1::Relation& relation, const dblog::v1::Change& change,
                            const DebeziumSource& source);
+
+// Kafka Connect schemas (JsonConverter with schemas.enable=true), as Debezium's PostgreSQL
+// connector builds them (PostgresValueConverter.schemaBuilder, SchemaFactory, Envelope):
+// the key's struct "<prefix>.<schema>.<table>.Key" of the key columns (required), the value's
+// "<prefix>.<schema>.<table>.Envelope" (before and after as "...Value" structs, each column
+// optional unless NOT NULL, source as io.debezium.connector.postgresql.Source, transaction,
+// op, ts_ms, ts_us, ts_ns). Each column's schema follows WriteDebeziumValue's representation.
+std::string DebeziumKeySchema(const dblog::v1::Relation& relation, const std::string& prefix);
+std::string DebeziumValueSchema(const dblog::v1::Relation& relation, const std::string& prefix);
+// {"schema":<schema>,"payload":<payload>}: both already JSON texts.
+std::string WithSchema(const std::string& schema, const std::string& payload);
 
 // {"before":null,"after":null,"source":{..},"op":"t",...} for one table of a TRUNCATE.
 std::string DebeziumTruncate(const dblog::v1::Relation& relation,

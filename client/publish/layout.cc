@@ -257,6 +257,11 @@ LogMessage Layout::DebeziumMessage(std::uint32_t oid, const StreamEvent& event, 
   m.event = EventName(event);
   m.payload = std::move(payload);
   m.key = std::move(key);
+  if (debezium_.schemas_enable) {
+    // schemas.enable: each as {"schema","payload"} (a tombstone's value stays empty: null)
+    if (!m.payload.empty()) m.payload = WithSchema(DebeziumValueSchema(*rel, prefix_), m.payload);
+    if (!m.key.empty()) m.key = WithSchema(DebeziumKeySchema(*rel, prefix_), m.key);
+  }
   return m;
 }
 

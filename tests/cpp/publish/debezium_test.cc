@@ -6,6 +6,11 @@
 // debezium-connector-postgres/src/{main,test}/java/io/debezium/connector/postgresql/ (PG/) or
 // debezium-connector-common/src/main/java/io/debezium/ (common/).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
 
 #include "client/publish/debezium.h"
 #include "client/publish/layout.h"
@@ -472,6 +477,184 @@ TEST(DebeziumKeys, CompositeKeysInKeyOrder) {
   key.add_values()->set_text_value("k1");
   key.add_values()->set_int_value(7);
   EXPECT_EQ(DebeziumKey(r, key), R"({"a":"k1","b":7})");
+}
+
+// ---- schemas.enable: Kafka Connect's JSON with schemas ----
+
+// A table of the type matrix: (oid, typmod, NOT NULL, a value), id int4 the key.
+struct TypedColumn {
+  const char* name;
+  std::uint32_t oid;
+  std::int32_t typmod;
+  bool not_null;
+  dblog::v1::Value value;
+};
+
+std::vector<TypedColumn> TypeMatrix() {
+  auto v = [](auto set) {
+    dblog::v1::Value x;
+    set(x);
+    return x;
+  };
+  auto lit = [](const char* text) { return Literal(text); };
+  return {
+      {"id", 23, -1, true, v([](auto& x) { x.set_int_value(7); })},
+      {"b", 16, -1, false, v([](auto& x) { x.set_bool_value(true); })},
+      {"i2", 21, -1, false, v([](auto& x) { x.set_int_value(-32768); })},
+      {"i8", 20, -1, false, v([](auto& x) { x.set_int_value(-9223372036854775807LL - 1); })},
+      {"f4", 700, -1, false, v([](auto& x) { x.set_float4_value(1.5f); })},
+      {"f8", 701, -1, false, v([](auto& x) { x.set_float8_value(std::numeric_limits<double>::quiet_NaN()); })},
+      {"t", 25, -1, true, v([](auto& x) { x.set_text_value("naïve \"q\""); })},
+      {"vc", 1043, 14, false, v([](auto& x) { x.set_text_value("x"); })},
+      {"by", 17, -1, false, v([](auto& x) { x.set_bytes_value(std::string("\x00\xff", 2)); })},
+      {"u", 2950, -1, false, v([](auto& x) { x.set_uuid_value(std::string(16, '\x11')); })},
+      {"n", 1700, NumericTypmod(10, 2), false, lit("-12.50")},
+      {"nv", 1700, -1, false, lit("3.14159")},
+      {"m", 790, -1, false, lit("$12.34")},
+      {"d", 1082, -1, false, v([](auto& x) { x.set_date_value(19000); })},
+      {"ts3", 1114, 3, false, v([](auto& x) { x.set_timestamp_value(1704164645123000); })},
+      {"ts", 1114, -1, false, v([](auto& x) { x.set_timestamp_value(1704164645123456); })},
+      {"tstz", 1184, -1, false, v([](auto& x) { x.set_timestamptz_value(1704164645123456); })},
+      {"ti", 1083, -1, false, lit("10:20:30.123456")},
+      {"ti3", 1083, 3, false, lit("10:20:30.123")},
+      {"ttz", 1266, -1, false, lit("10:20:30+02")},
+      {"iv", 1186, -1, false, lit("1 day 02:03:04")},
+      {"js", 3802, -1, false, lit(R"({"a": [1, 2]})")},
+      {"ai", 1007, -1, false, lit("{1,2,NULL}")},
+      {"at", 1009, -1, false, lit(R"({a,"b c"})")},
+      {"an", 1231, -1, false, lit("{1.5,NaN}")},
+      {"nul", 25, -1, false, v([](auto& x) { x.set_null_value(true); })},
+  };
+}
+
+StreamEvent MatrixRelation() {
+  StreamEvent e;
+  auto* r = e.mutable_relation();
+  r->set_oid(16500);
+  r->set_schema("public");
+  r->set_name("matrix");
+  int attnum = 0;
+  for (const auto& c : TypeMatrix()) {
+    auto* col = r->add_columns();
+    col->set_name(c.name);
+    col->set_attnum(++attnum);
+    col->set_type_oid(c.oid);
+    col->set_typmod(c.typmod);
+    col->set_not_null(c.not_null);
+  }
+  r->add_key_columns(0);
+  return e;
+}
+
+StreamEvent MatrixChange(Change::Kind kind, std::int64_t id, std::uint32_t seq) {
+  StreamEvent e;
+  auto* c = e.mutable_change();
+  c->set_kind(kind);
+  c->set_relation_oid(16500);
+  c->set_commit_lsn(24023119);
+  c->set_seq(seq);
+  c->set_lsn(24023128 + seq);
+  c->set_xid(555);
+  c->set_commit_time(1559033904863000);
+  dblog::v1::Row row, key;
+  for (const auto& col : TypeMatrix()) *row.add_values() = col.value;
+  row.mutable_values(0)->set_int_value(id);
+  key.add_values()->set_int_value(id);
+  if (kind == Change::DELETE) {
+    *c->mutable_old_key() = key;
+  } else {
+    *c->mutable_new_row() = row;
+    if (kind == Change::UPDATE && id != 7) {  // a key change from 7
+      c->mutable_old_key()->add_values()->set_int_value(7);
+    }
+  }
+  return e;
+}
+
+// Runs tests/cpp/publish/connect_json_check.py over the messages' keys and values: its exit
+// status and what it printed.
+std::pair<int, std::string> ConnectCheck(const std::vector<LogMessage>& messages) {
+  const std::string path = ::testing::TempDir() + "/connect_records.txt";
+  {
+    std::ofstream f(path);
+    for (const auto& m : messages) {
+      if (!m.key.empty()) f << "key " << m.key << "\n";
+      f << "value " << (m.payload.empty() ? "null" : m.payload) << "\n";
+    }
+  }
+  FILE* p = popen(("python3 " + std::string(DBLOG_SOURCE_DIR) +
+                   "/tests/cpp/publish/connect_json_check.py " + path + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = p ? pclose(p) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// With schemas.enable=true every key and value is {"schema","payload"}: the value's schema is
+// Debezium's envelope "<prefix>.<schema>.<table>.Envelope" (version 2), with "...Value" before
+// and after, io.debezium.connector.postgresql.Source, each column's schema as the connector
+// builds it (PG/PostgresValueConverter.java schemaBuilder: int16/int32/int64, Decimal with its
+// scale, VariableScaleDecimal, io.debezium.time.*, Uuid, Json, arrays of their element); the
+// key's "...Key". Every record of every op over the type matrix is what Kafka Connect's
+// JsonConverter reads (connect_json_check.py, its rules), and tombstones stay null.
+TEST(DebeziumSchemas, EveryRecordOfTheTypeMatrixIsWhatJsonConverterReads) {
+  DebeziumOptions options;
+  options.now_nanos = [] { return kNowNanos; };
+  SetDebeziumOption(options, "schemas.enable", "true");
+  Layout layout{"dblog.c1", Format::kDebeziumJson};
+  layout.set_debezium_options(options);
+  layout.Map(MatrixRelation());
+  std::vector<LogMessage> all;
+  std::uint32_t seq = 0;
+  for (const auto& e : {MatrixChange(Change::INSERT, 7, ++seq), MatrixChange(Change::UPDATE, 7, ++seq),
+                        MatrixChange(Change::UPDATE, 8, ++seq), MatrixChange(Change::DELETE, 8, ++seq),
+                        MatrixChange(Change::READ, 9, ++seq)})
+    for (auto& m : layout.Map(e)) all.push_back(std::move(m));
+  ASSERT_EQ(all.size(), 8u);  // c, u, (d, tombstone, c), d, tombstone, r
+  const auto [status, out] = ConnectCheck(all);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "16 records\n");  // 8 keys (tombstones too), 8 values
+  const std::string& value = all[0].payload;
+  for (const char* part :
+       {R"({"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},)",
+        R"({"type":"bytes","name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"},"optional":true,"field":"n"})",
+        R"("name":"io.debezium.data.VariableScaleDecimal")",
+        R"({"type":"int64","name":"io.debezium.time.Timestamp","version":1,"optional":true,"field":"ts3"})",
+        R"({"type":"int64","name":"io.debezium.time.MicroTimestamp","version":1,"optional":true,"field":"ts"})",
+        R"({"type":"array","items":{"type":"int32","optional":true},"optional":true,"field":"ai"})",
+        R"("name":"dblog.c1.public.matrix.Value","field":"before"})",
+        R"("name":"io.debezium.connector.postgresql.Source","version":1,"field":"source"})",
+        R"("name":"dblog.c1.public.matrix.Envelope","version":2},"payload":{"before":null,"after":{"id":7,)"})
+    EXPECT_NE(value.find(part), std::string::npos) << part << "\n" << value;
+  EXPECT_EQ(all[0].key, R"({"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"dblog.c1.public.matrix.Key"},"payload":{"id":7}})");
+  EXPECT_EQ(all[3].event, "tombstone");
+  EXPECT_TRUE(all[3].payload.empty());
+}
+
+// The check can fail: a payload that does not fit its schema (a number for the int16 as text,
+// a NOT NULL column null) is refused, so the test above proves something.
+TEST(DebeziumSchemas, TheJsonConverterCheckRefusesAPayloadThatDoesNotFitItsSchema) {
+  DebeziumOptions options;
+  options.now_nanos = [] { return kNowNanos; };
+  options.schemas_enable = true;
+  Layout layout{"dblog.c1", Format::kDebeziumJson};
+  layout.set_debezium_options(options);
+  layout.Map(MatrixRelation());
+  std::vector<LogMessage> m = layout.Map(MatrixChange(Change::INSERT, 7, 1));
+  ASSERT_EQ(m.size(), 1u);
+  std::vector<LogMessage> bad = m;
+  const auto at = bad[0].payload.find(R"("i2":-32768)");
+  ASSERT_NE(at, std::string::npos);
+  bad[0].payload.replace(at, 11, R"("i2":"-32768")");
+  auto [status, out] = ConnectCheck(bad);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("is not an integer (int16)"), std::string::npos) << out;
+  bad = m;
+  bad[0].payload.replace(bad[0].payload.find(R"("t":"naïve)"), 4, R"("t":null,"x":)");
+  std::tie(status, out) = ConnectCheck(bad);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THROW(SetDebeziumOption(options, "schemas.enable", "yes"), std::invalid_argument);
 }
 
 }  // namespace
