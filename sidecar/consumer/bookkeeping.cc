@@ -442,8 +442,14 @@ std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_
       "   AND k.key_columns IS NOT NULL"
       "   AND coalesce(p.state, 'running') = 'running'"
       "   AND q.requested_at >= (SELECT created_at FROM dblog.consumers WHERE name = $1)"
+      // known ones are not read again (pgoutput mode polls every second; a key list is large)
+      "   AND q.id <> ALL ($2::int8[])"
       " ORDER BY q.id",
-      {consumer_.name});
+      {consumer_.name, [&] {
+         std::string ids = "{";
+         for (std::uint64_t id : known) ids += (ids.size() > 1 ? "," : "") + std::to_string(id);
+         return ids + "}";
+       }()});
   std::vector<RepairRequest> out;
   for (int i = 0; i < r.ntuples(); ++i) {
     RepairRequest q;
@@ -476,6 +482,31 @@ void Bookkeeping::EndTransaction() {
   } catch (const std::exception&) {
     Reset();
   }
+}
+
+std::string UntrustedOwnerMessage(const std::string& tables) {
+  return "pgoutput mode repairs only tables whose owner and whose schema's owner are dblogd's "
+         "role or a superuser, and " + tables +
+         " belongs to another role: reading a chunk plans a query, which runs the table owner's "
+         "index and statistics expressions as dblogd's role, and a schema's owner could swap a "
+         "view in under the name (the extension's mode guards both in C). Have dblogd's role own "
+         "the table and its schema (ALTER TABLE ... OWNER TO, ALTER SCHEMA ... OWNER TO), leave "
+         "it out of the scope, or use the extension's mode (docs/pgoutput.md)";
+}
+
+std::vector<std::string> Bookkeeping::UntrustedOwners(const std::vector<std::uint32_t>& oids) {
+  std::vector<std::string> out;
+  if (oids.empty()) return out;
+  std::string list = "{";
+  for (std::uint32_t oid : oids) list += (list.size() > 1 ? "," : "") + std::to_string(oid);
+  pg::Result r = Sql().ExecParams(
+      "SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) FROM pg_catalog.pg_class c"
+      "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      " WHERE c.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]) AND NOT " +
+          std::string(kTrustedOwners),
+      {list + "}"});
+  for (int i = 0; i < r.ntuples(); ++i) out.emplace_back(r.value(i, 0));
+  return out;
 }
 
 std::set<std::uint64_t> Bookkeeping::CancelledAmong(const std::vector<std::uint64_t>& ids) {

@@ -27,6 +27,22 @@ namespace dblog::consumer {
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
 inline constexpr const char* kExtensionVersion = "0.5";
 
+// pgoutput mode: the tables a repair may read, an SQL condition on pg_class c and its
+// pg_namespace n: the table's owner and its schema's owner are dblogd's role or a superuser.
+// A repair's chunk is a planned SELECT, and planning loads the table's index expressions and
+// predicates and its statistics' expressions and folds them: their owner's code, run as
+// dblogd's role; and a schema's owner can swap a view in under the table's name between
+// dblogd's check and its statement. The extension's mode guards both in C
+// (dblog._bind_relation); without C, this mode trusts no other owner with them.
+inline constexpr const char* kTrustedOwners =
+    "(EXISTS (SELECT 1 FROM pg_catalog.pg_roles o WHERE o.oid OPERATOR(pg_catalog.=) c.relowner"
+    "          AND (o.rolname OPERATOR(pg_catalog.=) CURRENT_USER OR o.rolsuper))"
+    " AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles o"
+    "              WHERE o.oid OPERATOR(pg_catalog.=) n.nspowner"
+    "                AND (o.rolname OPERATOR(pg_catalog.=) CURRENT_USER OR o.rolsuper)))";
+// Why a table another role owns cannot be repaired in pgoutput mode, and what to do.
+std::string UntrustedOwnerMessage(const std::string& tables);
+
 class Bookkeeping {
  public:
   Bookkeeping(const config::Config& config, const config::ConsumerConfig& consumer);
@@ -109,6 +125,8 @@ class Bookkeeping {
   // Queued requests for this consumer that are running or not started, in id order, except
   // those in `known`. The key's columns and types come from the catalogs now.
   std::vector<RepairRequest> LoadRequests(const std::set<std::uint64_t>& known);
+  // pgoutput mode: the tables of `oids` a repair may not read (kTrustedOwners), by name.
+  std::vector<std::string> UntrustedOwners(const std::vector<std::uint32_t>& oids);
   // Which of `ids` are cancelled now (pgoutput mode reads cancellations from the queue).
   std::set<std::uint64_t> CancelledAmong(const std::vector<std::uint64_t>& ids);
   // Fills the request's table name and identity key from the catalogs; false when the table is

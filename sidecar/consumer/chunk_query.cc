@@ -1,6 +1,7 @@
 // sidecar/consumer/chunk_query.cc: the SQL of one repair chunk (see chunk_query.h).
 #include "consumer/chunk_query.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace dblog::consumer {
@@ -139,16 +140,6 @@ ChunkQueries BuildChunkQueries(const ChunkRequest& r) {
   return q;
 }
 
-std::string TypedLiteral(std::string_view text, const std::string& type) {
-  // E'...': backslashes and quotes doubled, read the same whatever standard_conforming_strings
-  std::string out = "E'";
-  for (char c : text) {
-    if (c == '\\' || c == '\'') out += c;
-    out += c;
-  }
-  return out + "'::" + type;
-}
-
 std::string KeyTextsQuery(const std::vector<std::string>& key_columns) {
   if (key_columns.empty()) throw std::invalid_argument("a chunk needs a key column");
   std::vector<std::string> resume, from, to, listed, nulls;
@@ -172,60 +163,78 @@ std::string KeyTextsQuery(const std::vector<std::string>& key_columns) {
          " ORDER BY 1";
 }
 
-std::string CanonicalKeyQuery(const std::vector<std::string>& key_types,
-                              const std::vector<std::string>& values) {
+ParamQuery CanonicalKeyQuery(const std::vector<std::uint32_t>& key_types,
+                             const std::vector<std::string>& values) {
   if (key_types.empty() || key_types.size() != values.size())
     throw std::invalid_argument("a key needs one value per key column");
+  ParamQuery q;
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < values.size(); ++i)
-    out.push_back("pg_catalog.format('%s', " + TypedLiteral(values[i], key_types[i]) + ")");
-  return "SELECT " + Join(out, ", ");
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    q.params.emplace_back(values[i]);
+    q.types.push_back(key_types[i]);
+    out.push_back("pg_catalog.format('%s', $" + std::to_string(i + 1) + ")");
+  }
+  q.sql = "SELECT " + Join(out, ", ");
+  return q;
+}
+
+std::int64_t KeysPerChunk(std::int64_t chunk_size, std::size_t key_columns) {
+  const auto most = static_cast<std::int64_t>(65535 / std::max<std::size_t>(key_columns, 1));
+  return std::min(chunk_size, most);
 }
 
 std::string KeyCollationsQuery(int server_version) {
   return "SELECT " + CollationsOf("$1::pg_catalog.oid", server_version);
 }
 
-std::string CatalogRowsQuery(const CatalogChunk& c) {
+ParamQuery CatalogRowsQuery(const CatalogChunk& c) {
   const std::size_t n = c.key_columns.size();
   if (n == 0 || c.key_types.size() != n)
     throw std::invalid_argument("a chunk needs one type per key column");
   if (c.keys && c.asked.empty()) throw std::invalid_argument("a key list's chunk needs keys");
+  ParamQuery q;
   std::vector<std::string> tcols, cols;
   for (const auto& k : c.key_columns) tcols.push_back("t." + k);
   for (const auto& col : c.columns) cols.push_back("t." + col);
   const std::string key = "(" + Join(tcols, ", ") + ")";
   const std::string own = "t.tableoid OPERATOR(pg_catalog.=) " + std::to_string(c.oid) +
                           "::pg_catalog.oid";
+  // ($k, $k+1, ...): one parameter per key column, typed by the column's base type's oid
   auto typed = [&](const std::vector<std::string>& values) {
     if (values.size() != n) throw std::invalid_argument("a bound needs one value per key column");
     std::vector<std::string> out;
-    for (std::size_t i = 0; i < n; ++i) out.push_back(TypedLiteral(values[i], c.key_types[i]));
-    return "(" + Join(out, ", ") + ")";
+    for (std::size_t i = 0; i < n; ++i) {
+      q.params.emplace_back(values[i]);
+      q.types.push_back(c.key_types[i]);
+      out.push_back("$" + std::to_string(q.params.size()));
+    }
+    return Join(out, ", ");
   };
   if (c.keys) {
     std::vector<std::string> rows, names, acols, shown;
     for (std::size_t j = 0; j < c.asked.size(); ++j)
-      rows.push_back("(" + std::to_string(j + 1) + ", " + typed(c.asked[j]).substr(1));
+      rows.push_back("(" + std::to_string(j + 1) + ", " + typed(c.asked[j]) + ")");
     for (std::size_t i = 0; i < n; ++i) {
       names.push_back("k" + std::to_string(i));
       acols.push_back("a.k" + std::to_string(i));
       shown.push_back("pg_catalog.format('%s', a.k" + std::to_string(i) + ")");
     }
-    return "SELECT " + Join(shown, ", ") + ", t.tableoid IS NOT NULL, " + Join(cols, ", ") +
-           " FROM (VALUES " + Join(rows, ", ") + ") AS a(ord, " + Join(names, ", ") + ")" +
-           " LEFT JOIN ONLY " + c.table + " t ON " + key + " OPERATOR(pg_catalog.=) (" +
-           Join(acols, ", ") + ") AND " + own + " ORDER BY a.ord";
+    q.sql = "SELECT " + Join(shown, ", ") + ", t.tableoid IS NOT NULL, " + Join(cols, ", ") +
+            " FROM (VALUES " + Join(rows, ", ") + ") AS a(ord, " + Join(names, ", ") + ")" +
+            " LEFT JOIN ONLY " + c.table + " t ON " + key + " OPERATOR(pg_catalog.=) (" +
+            Join(acols, ", ") + ") AND " + own + " ORDER BY a.ord";
+    return q;
   }
   std::vector<std::string> conds{own};
   if (!c.after.empty())
-    conds.push_back(key + " OPERATOR(pg_catalog.>) " + typed(c.after));
+    conds.push_back(key + " OPERATOR(pg_catalog.>) (" + typed(c.after) + ")");
   else if (!c.from.empty())
-    conds.push_back(key + " OPERATOR(pg_catalog.>=) " + typed(c.from));
-  if (!c.to.empty()) conds.push_back(key + " OPERATOR(pg_catalog.<) " + typed(c.to));
-  return "SELECT " + Join(cols, ", ") + " FROM ONLY " + c.table + " t WHERE " +
-         Join(conds, " AND ") + " ORDER BY " + Join(tcols, ", ") + " LIMIT " +
-         std::to_string(c.chunk_size);
+    conds.push_back(key + " OPERATOR(pg_catalog.>=) (" + typed(c.from) + ")");
+  if (!c.to.empty()) conds.push_back(key + " OPERATOR(pg_catalog.<) (" + typed(c.to) + ")");
+  q.sql = "SELECT " + Join(cols, ", ") + " FROM ONLY " + c.table + " t WHERE " +
+          Join(conds, " AND ") + " ORDER BY " + Join(tcols, ", ") + " LIMIT " +
+          std::to_string(c.chunk_size);
+  return q;
 }
 
 std::string HexList(const std::string& array) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,37 +51,48 @@ struct ChunkQueries {
 ChunkQueries BuildChunkQueries(const ChunkRequest& request);
 
 // ---- pgoutput mode (no extension: no dblog._key_in, encode_row or _bind_relation) ----------
-// Key values are SQL literals of their key type (E'...'::type: the type's input function, never
-// a cast), values come back as each column's output text (read under pgoutput::kOutputSettings
-// through the one converter), the table is named as locked and checked by oid, and every
-// statement reads t.tableoid, which a view does not have (a view swapped in under the name fails
-// when the statement is parsed, before any of it runs) and keeps only the table's own rows.
+// Key values are parameters whose type is given by oid (the key column's base type, read under
+// the table's lock): the server reads them with that type's input function, and no type's name
+// is ever in the statement (a domain or another type swapped in under it cannot be picked up).
+// Values come back as each column's output text (read under pgoutput::kOutputSettings through
+// the one converter), the table is named as locked and checked by oid, and every statement reads
+// t.tableoid and keeps only the table's own rows. Names in the statement are the table's and its
+// columns' (quoted): pgoutput mode repairs only tables whose owner and schema's owner are
+// dblogd's role or a superuser (Bookkeeping's kTrustedOwners).
 
-// E'...'::type: `text` read by `type`'s input function.
-std::string TypedLiteral(std::string_view text, const std::string& type);
+// A statement and its parameters, each with its type's oid.
+struct ParamQuery {
+  std::string sql;
+  std::vector<std::optional<std::string>> params;
+  std::vector<std::uint32_t> types;
+};
 
 // The key values a request's JSON holds, as text, extracted by the server (jsonb is built in):
 // $1 resume key (JSON array of text), $2 from key, $3 to key (JSON objects by column name), each
 // NULL when absent; $4 a key list (JSON array of objects, or NULL), $5 keys done, $6 keys done +
-// chunk size. Rows: a tag (0 resume, 1 from, 2 to, 3 the key list's length in the first value,
-// 4 + n the list's n-th key), then one text per key column (NULL where absent).
+// keys per chunk. Rows: a tag (0 resume, 1 from, 2 to, 3 the key list's length in the first
+// value, 4 + n the list's n-th key), then one text per key column (NULL where absent).
 std::string KeyTextsQuery(const std::vector<std::string>& key_columns);
 
-// One row: each of `values` (one per key column) read by its type and printed by its output
-// function (format('%s')), the canonical text of a bound.
-std::string CanonicalKeyQuery(const std::vector<std::string>& key_types,
-                              const std::vector<std::string>& values);
+// One row: each of `values` (one per key column, of type key_types[i] by oid) printed by its
+// type's output function (format('%s')): the canonical text of a bound.
+ParamQuery CanonicalKeyQuery(const std::vector<std::uint32_t>& key_types,
+                             const std::vector<std::string>& values);
 
 // $1 the table's oid. One row: the collation of every collatable column, as ChunkQueries.bounds'
 // last column (server_version: the catalog's column names changed in 17).
 std::string KeyCollationsQuery(int server_version);
+
+// The most keys a key list's chunk asks for with `key_columns` columns: chunk_size, or fewer so
+// that the parameters stay within the protocol's 65,535.
+std::int64_t KeysPerChunk(std::int64_t chunk_size, std::size_t key_columns);
 
 struct CatalogChunk {
   std::string table;                     // quoted, qualified: as locked and checked by oid
   std::uint32_t oid = 0;
   std::vector<std::string> columns;      // quoted names of the Relation's columns, in order
   std::vector<std::string> key_columns;  // quoted, key order
-  std::vector<std::string> key_types;    // the types key values are read as, same order
+  std::vector<std::uint32_t> key_types;  // the base type of each key column, by oid
   std::int64_t chunk_size = 0;
   // a table's or range's chunk: each bound's values in key order, empty when absent (after: the
   // resume key, rows after it; from: rows at or after it; to: rows before it)
@@ -94,7 +106,7 @@ struct CatalogChunk {
 // A key list's: per asked key in order, each key value as text (its type's output), whether the
 // table has the row, then the row's columns (NULL when it has none).
 // Throws std::invalid_argument as BuildChunkQueries, or for a key list without keys.
-std::string CatalogRowsQuery(const CatalogChunk& chunk);
+ParamQuery CatalogRowsQuery(const CatalogChunk& chunk);
 
 // A text[] SQL expression as one text value that no name can break: each element hex-encoded
 // (its bytes in the client encoding), ',' between them, '-' for NULL. Identifiers may hold any

@@ -279,6 +279,15 @@ void Pipeline::Reconcile() {
   const std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(
       bookkeeping_.Sql(), consumer_.scope,
       pgoutput_ ? bootstrap::Reader::kCatalog : bootstrap::Reader::kExtension);
+  if (pgoutput_) {
+    std::vector<std::uint32_t> oids;
+    for (const auto& t : tables) oids.push_back(t.oid);
+    const std::vector<std::string> untrusted = bookkeeping_.UntrustedOwners(oids);
+    if (!untrusted.empty())
+      throw std::runtime_error("the consumer's slot is gone and --on-slot-lost=reconcile cannot "
+                               "repair every table in scope: " +
+                               UntrustedOwnerMessage(untrusted.front()));
+  }
   const std::vector<std::uint64_t> ids = bookkeeping_.QueueReconcile(tables);
   CreateSlotThen(false, [this, ids, count = tables.size()](const pg::CreatedSlot& created) {
     reconcile_ = dblog::v1::Reconcile();
@@ -799,6 +808,11 @@ void Pipeline::CheckPublicationCoversScope() {
 }
 
 void Pipeline::AddJoinedTables(pg::Connection& sql, const PublicationPlan& plan) {
+  // a repair that could not read them would leave their rows missing: refused instead
+  const std::vector<std::string> untrusted = bookkeeping_.UntrustedOwners(plan.added_oids);
+  if (!untrusted.empty())
+    throw PublicationError(pgoutput_->TablesJoinedMessage(
+        untrusted, "the repair cannot run: " + UntrustedOwnerMessage(untrusted.front())));
   sql.Exec("BEGIN");
   std::vector<std::uint64_t> ids;
   try {

@@ -33,6 +33,13 @@ class RequestError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The window cannot be read now but may be later (the table renamed between the name's read and
+// its lock, a lock held by another session past lock_timeout): deferred, not failed.
+class RetryLater : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -340,6 +347,20 @@ void Repairs::StartWindow() {
     // written, is ignored).
     abandoned_windows_.insert(w.window.id());
     bookkeeping_.EndTransaction();
+    return FailFrontRequest(e.what());
+  } catch (const RetryLater& e) {
+    abandoned_windows_.insert(w.window.id());
+    bookkeeping_.EndTransaction();
+    return DeferWindow(r, e.what());
+  } catch (const pg::Error& e) {
+    abandoned_windows_.insert(w.window.id());
+    if (e.sqlstate() == "55P03") {  // lock_timeout: another session holds the table
+      bookkeeping_.EndTransaction();
+      return DeferWindow(r, e.what());
+    }
+    const bool lost = bookkeeping_.Lost();
+    bookkeeping_.Reset();
+    if (lost) return DeferWindow(r, e.what());
     return FailFrontRequest(e.what());
   } catch (const std::exception& e) {
     abandoned_windows_.insert(w.window.id());  // its low watermark may be in the log
@@ -679,16 +700,23 @@ void Repairs::SendRepairProgress(const std::vector<RepairRequest*>& requests, bo
 
 void Repairs::LockByName(pg::Connection& sql, const RepairRequest& r) {
   // LOCK takes no snapshot: in the chunk's REPEATABLE READ transaction, the snapshot (and the
-  // catalog it reads) comes after the lock, so the definition read is the one the rows have.
+  // catalog it reads) comes after the lock, so the definition read is the one the rows have. A
+  // lock held by someone else for long defers the window (lock_timeout) rather than stall the
+  // consumer's stream.
+  sql.Exec("SET LOCAL lock_timeout = '5s'");
   sql.Exec("LOCK TABLE ONLY " + r.table + " IN ACCESS SHARE MODE");
   pg::Result bound = sql.ExecParams(
-      "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid"
-      "   AND (SELECT c.relkind FROM pg_catalog.pg_class c"
-      "         WHERE c.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid) OPERATOR(pg_catalog.=) 'r'",
+      "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid OPERATOR(pg_catalog.=) c.oid"
+      "   AND c.relkind OPERATOR(pg_catalog.=) 'r',"
+      "       " + std::string(kTrustedOwners) +
+      "  FROM pg_catalog.pg_class c"
+      "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      " WHERE c.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid",
       {r.table, std::to_string(r.table_oid)});
-  if (bound.is_null(0, 0) || !bound.bool_value(0, 0))
-    throw std::runtime_error("relation " + r.table + " is not the table of request " +
+  if (bound.ntuples() == 0 || bound.is_null(0, 0) || !bound.bool_value(0, 0))
+    throw RetryLater("relation " + r.table + " is not the table of request " +
                              std::to_string(r.id) + " any more (renamed or replaced meanwhile)");
+  if (!bound.bool_value(0, 1)) throw RequestError(UntrustedOwnerMessage(r.table));
 }
 
 void Repairs::ReadChunkFromCatalog(RepairRequest& r, OpenWindow& w) {
@@ -718,18 +746,38 @@ void Repairs::ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w) {
     if (json.empty()) return std::nullopt;
     return json;
   };
+  const std::int64_t per_chunk = KeysPerChunk(config_.chunk_size, r.key_columns.size());
   pg::Result texts = sql.ExecParams(
       KeyTextsQuery(r.key_columns),
       {param(keys ? "" : r.resume_key), param(keys ? "" : r.from_key),
        param(keys ? "" : r.to_key), param(keys ? r.keys : ""), std::to_string(r.keys_done),
-       std::to_string(r.keys_done + static_cast<std::size_t>(config_.chunk_size))});
+       std::to_string(r.keys_done + static_cast<std::size_t>(per_chunk))});
   CatalogChunk& c = w.catalog;
   c = CatalogChunk{};
   c.table = r.table;
   c.oid = r.table_oid;
   c.key_columns = r.key_columns;
-  c.key_types = r.key_types;
   c.chunk_size = config_.chunk_size;
+  // each key column's base type, by oid, under the lock (a domain's checks never run: its base
+  // type reads the value; an array of a domain would run them, and is refused)
+  for (std::uint32_t k : w.relation.key_columns()) {
+    pg::Result base = sql.ExecParams(
+        "WITH RECURSIVE b(oid, typtype, base, elem) AS ("
+        "  SELECT t.oid, t.typtype, t.typbasetype, t.typelem FROM pg_catalog.pg_type t"
+        "   WHERE t.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+        "  UNION ALL SELECT t.oid, t.typtype, t.typbasetype, t.typelem"
+        "    FROM b JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) b.base"
+        "   WHERE b.typtype OPERATOR(pg_catalog.=) 'd')"
+        " SELECT b.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_type e"
+        "                        WHERE e.oid OPERATOR(pg_catalog.=) b.elem"
+        "                          AND e.typtype OPERATOR(pg_catalog.=) 'd')"
+        "   FROM b WHERE b.typtype OPERATOR(pg_catalog.<>) 'd'",
+        {std::to_string(w.relation.columns(static_cast<int>(k)).type_oid())});
+    if (base.ntuples() != 1 || base.bool_value(0, 1))
+      throw RequestError("a key column's type is an array of a domain, whose checks dblogd "
+                         "never runs");
+    c.key_types.push_back(static_cast<std::uint32_t>(base.u64_value(0, 0)));
+  }
   c.keys = keys;
   for (const auto& col : w.relation.columns()) c.columns.push_back(common::QuoteIdent(col.name()));
   const std::size_t n = r.key_columns.size();
@@ -755,7 +803,8 @@ void Repairs::ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w) {
   // ChunkBegin's bounds: each value as its type prints it, through the converter
   auto encode = [&](const std::vector<std::string>& values) -> std::string {
     if (values.empty()) return {};
-    pg::Result canonical = sql.Exec(CanonicalKeyQuery(r.key_types, values));
+    const ParamQuery q = CanonicalKeyQuery(c.key_types, values);
+    pg::Result canonical = sql.ExecParams(q.sql, q.params, q.types);
     dblog::v1::Row key;
     for (std::size_t k = 0; k < n; ++k) {
       const auto column = static_cast<std::size_t>(w.relation.key_columns(static_cast<int>(k)));
@@ -791,9 +840,11 @@ pg::Result Repairs::ReadRowsFromCatalog(RepairRequest& r, OpenWindow& w) {
     w.kinds = std::move(kinds);
     w.relation_changed = true;
   }
-  pg::Result rows = changed || (r.kind == "keys" && w.catalog.asked.empty())
-                        ? sql.Exec("SELECT WHERE false")
-                        : sql.Exec(CatalogRowsQuery(w.catalog));
+  pg::Result rows = sql.Exec("SELECT WHERE false");
+  if (!changed && !(r.kind == "keys" && w.catalog.asked.empty())) {
+    const ParamQuery q = CatalogRowsQuery(w.catalog);
+    rows = sql.ExecParams(q.sql, q.params, q.types);
+  }
   bootstrap::RequireOnlyVerifiedLocks(sql, {r.table_oid}, r.table);
   sql.Exec("COMMIT");
   WriteWatermark(sql, false, w.window.id());
@@ -835,7 +886,7 @@ void Repairs::TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::R
       }
     }
     w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
-    w.last = rows.ntuples() < config_.chunk_size || w.keys_covered >= w.total_keys;
+    w.last = rows.ntuples() < KeysPerChunk(config_.chunk_size, n) || w.keys_covered >= w.total_keys;
     return;
   }
   for (int i = 0; i < rows.ntuples(); ++i) {

@@ -205,13 +205,16 @@ Connection Connection::Open(const std::string& conninfo, bool replication,
   // a table whose policies would hide rows from dblogd's role is an error, never a silent
   // partial copy. constraint_exclusion = partition (its default, whatever the server's or
   // the database's setting): "on" would make the planner fold a table's CHECK constraints,
-  // its owner's code, as dblogd (dblog._bind_relation refuses "on"). A walsender takes
-  // simple SQL too, so both kinds of connection get them.
+  // its owner's code, as dblogd (dblog._bind_relation refuses "on"). client_encoding UTF8
+  // (whatever PGCLIENTENCODING or the database's setting): names and key values dblogd reads
+  // and sends back are the same bytes in every statement. A walsender takes simple SQL too, so
+  // both kinds of connection get them.
   out.Exec(
       "SELECT pg_catalog.set_config('search_path', '', false),"
       " pg_catalog.set_config('row_security', 'off', false),"
       " pg_catalog.set_config('constraint_exclusion', 'partition', false),"
-      " pg_catalog.set_config('standard_conforming_strings', 'on', false)");
+      " pg_catalog.set_config('standard_conforming_strings', 'on', false),"
+      " pg_catalog.set_config('client_encoding', 'UTF8', false)");
   return out;
 }
 
@@ -251,6 +254,21 @@ Result Connection::ExecParams(const std::string& sql,
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
   Result result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                             values.data(), nullptr, nullptr, static_cast<int>(format)));
+  return Checked(std::move(result), sql);
+}
+
+Result Connection::ExecParams(const std::string& sql,
+                              const std::vector<std::optional<std::string>>& params,
+                              const std::vector<std::uint32_t>& types, ResultFormat format) {
+  if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
+  if (types.size() != params.size())
+    throw Error("one type per parameter", "22023", sql, "one type per parameter");
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  std::vector<Oid> oids(types.begin(), types.end());
+  Result result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), oids.data(),
                              values.data(), nullptr, nullptr, static_cast<int>(format)));
   return Checked(std::move(result), sql);
 }

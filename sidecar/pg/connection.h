@@ -150,6 +150,11 @@ class Connection {
   // ones (each type's send format: bytea as its bytes, text as is, integers big-endian).
   Result ExecParams(const std::string& sql, const std::vector<std::optional<std::string>>& params,
                     ResultFormat format = ResultFormat::kText);
+  // The same with each parameter's type given by its oid (0: inferred): the server reads the
+  // text with that type's input function, no name looked up.
+  Result ExecParams(const std::string& sql, const std::vector<std::optional<std::string>>& params,
+                    const std::vector<std::uint32_t>& types,
+                    ResultFormat format = ResultFormat::kText);
 
   // 'x' -> "'x'" and "x" -> "\"x\"", quoted by libpq for this connection's encoding.
   std::string QuoteLiteral(std::string_view text) const;

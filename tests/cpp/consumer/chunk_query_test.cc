@@ -124,49 +124,56 @@ CatalogChunk Catalog() {
   c.oid = 16400;
   c.columns = {"\"t\"", "id", "v"};
   c.key_columns = {"\"t\"", "id"};
-  c.key_types = {"text", "public.my_enum"};
+  c.key_types = {25, 16500};  // text, an enum
   c.chunk_size = 300;
   return c;
 }
 
-TEST(ChunkQuery, PgoutputModeReadsKeyValuesAsLiteralsOfTheirTypeNeverACast) {
-  // quotes and backslashes stay inside the literal, whatever standard_conforming_strings
-  EXPECT_EQ(TypedLiteral("it's a \\ test", "text"), "E'it''s a \\\\ test'::text");
+TEST(ChunkQuery, PgoutputModeSendsKeyValuesAsParametersTypedByOidNeverAName) {
   CatalogChunk c = Catalog();
   c.after = {"x'); DROP TABLE t; --", "b"};
   c.to = {"z", "c"};
-  const std::string q = CatalogRowsQuery(c);
-  EXPECT_TRUE(Has(q, "(t.\"t\", t.id) OPERATOR(pg_catalog.>) (E'x''); DROP TABLE t; --'::text, "
-                     "E'b'::public.my_enum)")) << q;
-  EXPECT_TRUE(Has(q, "(t.\"t\", t.id) OPERATOR(pg_catalog.<) (E'z'::text, E'c'::public.my_enum)"))
-      << q;
-  EXPECT_FALSE(Has(q, "::text::")) << q;
-  EXPECT_EQ(CanonicalKeyQuery({"text", "int4"}, {"a", "1"}),
-            "SELECT pg_catalog.format('%s', E'a'::text), pg_catalog.format('%s', E'1'::int4)");
+  const ParamQuery q = CatalogRowsQuery(c);
+  EXPECT_TRUE(Has(q.sql, "(t.\"t\", t.id) OPERATOR(pg_catalog.>) ($1, $2)")) << q.sql;
+  EXPECT_TRUE(Has(q.sql, "(t.\"t\", t.id) OPERATOR(pg_catalog.<) ($3, $4)")) << q.sql;
+  EXPECT_FALSE(Has(q.sql, "DROP")) << q.sql;
+  EXPECT_FALSE(Has(q.sql, "::")  && Has(q.sql, "enum")) << q.sql;
+  ASSERT_EQ(q.params.size(), 4u);
+  EXPECT_EQ(*q.params[0], "x'); DROP TABLE t; --");
+  EXPECT_EQ(q.types, (std::vector<std::uint32_t>{25, 16500, 25, 16500}));
+  const ParamQuery k = CanonicalKeyQuery({25, 23}, {"a", "1"});
+  EXPECT_EQ(k.sql, "SELECT pg_catalog.format('%s', $1), pg_catalog.format('%s', $2)");
+  EXPECT_EQ(k.types, (std::vector<std::uint32_t>{25, 23}));
+  EXPECT_THROW(CanonicalKeyQuery({25}, {"a", "b"}), std::invalid_argument);
 }
 
 TEST(ChunkQuery, PgoutputModeStatementsReadTheTablesOwnRowsByTableoid) {
-  // t.tableoid: a view swapped in under the name has none (the statement fails when parsed),
-  // and only the checked table's rows are kept
+  // t.tableoid: a view swapped in under the name needs a column of that name, and only the
+  // checked table's rows are kept
   CatalogChunk c = Catalog();
-  const std::string range = CatalogRowsQuery(c);
-  EXPECT_TRUE(Has(range, "SELECT t.\"t\", t.id, t.v FROM ONLY \"my schema\".\"T\" t WHERE "
-                         "t.tableoid OPERATOR(pg_catalog.=) 16400::pg_catalog.oid ORDER BY "
-                         "t.\"t\", t.id LIMIT 300")) << range;
+  const ParamQuery range = CatalogRowsQuery(c);
+  EXPECT_EQ(range.sql, "SELECT t.\"t\", t.id, t.v FROM ONLY \"my schema\".\"T\" t WHERE "
+                       "t.tableoid OPERATOR(pg_catalog.=) 16400::pg_catalog.oid ORDER BY "
+                       "t.\"t\", t.id LIMIT 300");
+  EXPECT_TRUE(range.params.empty());
   c.keys = true;
   c.asked = {{"a", "b"}, {"c", "d"}};
-  const std::string keys = CatalogRowsQuery(c);
-  EXPECT_TRUE(Has(keys, "(VALUES (1, E'a'::text, E'b'::public.my_enum), (2, E'c'::text, "
-                        "E'd'::public.my_enum)) AS a(ord, k0, k1)")) << keys;
-  EXPECT_TRUE(Has(keys, "LEFT JOIN ONLY \"my schema\".\"T\" t ON (t.\"t\", t.id) "
-                        "OPERATOR(pg_catalog.=) (a.k0, a.k1) AND t.tableoid "
-                        "OPERATOR(pg_catalog.=) 16400::pg_catalog.oid ORDER BY a.ord")) << keys;
+  const ParamQuery keys = CatalogRowsQuery(c);
+  EXPECT_TRUE(Has(keys.sql, "(VALUES (1, $1, $2), (2, $3, $4)) AS a(ord, k0, k1)")) << keys.sql;
+  EXPECT_TRUE(Has(keys.sql, "LEFT JOIN ONLY \"my schema\".\"T\" t ON (t.\"t\", t.id) "
+                            "OPERATOR(pg_catalog.=) (a.k0, a.k1) AND t.tableoid "
+                            "OPERATOR(pg_catalog.=) 16400::pg_catalog.oid ORDER BY a.ord"))
+      << keys.sql;
+  EXPECT_EQ(keys.params.size(), 4u);
   c.asked.clear();
   EXPECT_THROW(CatalogRowsQuery(c), std::invalid_argument);
   // every bound names every key column
   c.keys = false;
   c.after = {"only one"};
   EXPECT_THROW(CatalogRowsQuery(c), std::invalid_argument);
+  // a key list's chunk stays within the protocol's 65,535 parameters
+  EXPECT_EQ(KeysPerChunk(2000, 2), 2000);
+  EXPECT_EQ(KeysPerChunk(100000, 3), 21845);
 }
 
 TEST(ChunkQuery, PgoutputModeKeyTextsComeFromJsonOperatorsOfPgCatalog) {

@@ -594,6 +594,60 @@ TEST_P(PgoutputRaceTest, APlainDblogWindowEmitsTheStaleRow) {
   EXPECT_FALSE(*converged) << "the race did not reproduce: this test would prove nothing";
 }
 
+// Repairs read a chunk with a planned SELECT, and planning runs the table owner's index and
+// statistics expressions (an IMMUTABLE PL/pgSQL function in an expression index, say) as dblogd's
+// role; a schema's owner could swap a view in under the name. Without the extension's C guard,
+// this mode repairs only tables whose owner and schema owner are dblogd's role or a superuser:
+// a repair of a table another role owns (published by an administrator) fails with the reason,
+// and the index's function never runs as dblogd's role.
+TEST_P(PgoutputModeTest, RepairsOfATableAnotherRoleOwnsAreRefused) {
+  const std::string s = kSchema;
+  PgConn admin(cluster_->conninfo());
+  admin.exec("CREATE ROLE other NOLOGIN");
+  admin.exec("CREATE TABLE " + s + ".o (id int PRIMARY KEY, v int)");
+  admin.exec("INSERT INTO " + s + ".o SELECT g, g FROM generate_series(1, 50) g");
+  admin.exec("ALTER TABLE " + s + ".o OWNER TO other");
+  admin.exec("GRANT SELECT ON " + s + ".o TO " + kRole);
+  // the owner's function, which would run as whoever plans a query on the table: run as
+  // dblogd's role, it says so (the error would end the repair with that message)
+  admin.exec(std::string("CREATE FUNCTION public.evil(int) RETURNS int LANGUAGE plpgsql IMMUTABLE "
+             "AS $$BEGIN IF current_user = '") + kRole + "' THEN RAISE EXCEPTION 'evil ran as %', "
+             "current_user; END IF; RETURN $1; END$$");
+  admin.exec("ALTER FUNCTION public.evil(int) OWNER TO other");
+  admin.exec("GRANT USAGE, CREATE ON SCHEMA " + s + " TO other");
+  admin.exec("SET ROLE other");
+  admin.exec("CREATE INDEX ON " + s + ".o ((v + public.evil(1)))");
+  admin.exec("RESET ROLE");
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  StartDblogd();
+  // dblogd's role may not publish a table it does not own: its first connection makes the
+  // repair API and is refused with the statement for an administrator, who runs it
+  const auto refused = Refusal();
+  ASSERT_TRUE(refused) << dblogd_->log();
+  EXPECT_NE(std::string(refused->what()).find("dblog.watermarks"), std::string::npos)
+      << refused->what();
+  admin.exec("CREATE PUBLICATION dblog_sink FOR TABLE " + s + ".o, " + s +
+             ".sentinel, dblog.watermarks");
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));  // the copy path plans nothing: copied
+  EXPECT_EQ(replay.Table(static_cast<std::uint32_t>(std::stoul(
+                             admin.scalar("SELECT '" + s + ".o'::regclass::oid"))))
+                .size(),
+            50u);
+  const std::string id = admin.scalar("SELECT dblog.repair('" + s + ".o')");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string state;
+  while ((state = admin.scalar("SELECT state || ': ' || coalesce(error, '') FROM dblog.requests "
+                               "WHERE id = " + id)).rfind("failed", 0) != 0) {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << state << "\n" << dblogd_->log();
+  }
+  EXPECT_NE(state.find("app.o belongs to another role"), std::string::npos) << state;
+  EXPECT_EQ(state.find("evil ran"), std::string::npos) << "the owner's function ran as dblogd's role";
+  EXPECT_EQ(dblogd_->log().find("evil ran"), std::string::npos) << dblogd_->log();
+}
+
 // A bootstrap cut by a SIGKILL of dblogd is not a resume point: the next connection makes a new
 // slot and copies again, flagged restarted, and the replay converges.
 TEST_P(PgoutputModeTest, ABootstrapCutByAKillIsRedone) {
