@@ -1,10 +1,15 @@
 // tests/cpp/client/status_test.cc: `dblog status`'s pure parts: its flags, reading the status
 // document (escaped names decoded), the table, and what counts as unhealthy. The command
 // against a real dblogd: tests/cpp/sidecar/status_test.cc.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "client/cli/status.h"
 
@@ -136,6 +141,67 @@ TEST(StatusHealth, DisconnectedOrLagAboveTheMaximums) {
   strict.max_lag_bytes = 499;
   EXPECT_EQ(Unhealthy(c[2], strict).size(), 2u);
   EXPECT_EQ(Unhealthy(c[2], strict)[0], "lag_bytes 500 exceeds --max-lag-bytes 499");
+}
+
+// A listening socket on 127.0.0.1 (an ephemeral port) that the test accepts on, or not.
+struct Listener {
+  Listener() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(listen(fd, 4), 0);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  ~Listener() { close(fd); }
+  int fd;
+  std::uint16_t port;
+};
+
+std::string FetchError(std::uint16_t port, std::chrono::milliseconds timeout) {
+  try {
+    FetchStatus("127.0.0.1", port, timeout);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// What makes `dblog status` exit 2: no listener, one that never answers, one that answers
+// something else than a status document.
+TEST(StatusFetch, UnreachableSilentOrNotDblogdIsAnError) {
+  std::uint16_t closed_port;
+  {
+    Listener gone;
+    closed_port = gone.port;
+  }
+  EXPECT_NE(FetchError(closed_port, std::chrono::milliseconds(5000)).find("connecting 127.0.0.1:"),
+            std::string::npos);
+
+  Listener silent;  // the kernel accepts; nobody reads or answers
+  EXPECT_NE(FetchError(silent.port, std::chrono::milliseconds(200)).find("within the timeout"),
+            std::string::npos);
+
+  Listener other;
+  std::thread server([&other] {
+    const int c = accept(other.fd, nullptr, nullptr);
+    char buf[1024];
+    std::string request;
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = read(c, buf, sizeof buf);
+      if (n <= 0) break;
+      request.append(buf, static_cast<std::size_t>(n));
+    }
+    const std::string answer = "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+    EXPECT_EQ(write(c, answer.data(), answer.size()), static_cast<ssize_t>(answer.size()));
+    close(c);
+  });
+  EXPECT_NE(FetchError(other.port, std::chrono::milliseconds(10000)).find("404 Not Found"),
+            std::string::npos);
+  server.join();
 }
 
 }  // namespace
