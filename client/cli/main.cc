@@ -1,7 +1,7 @@
 // client/cli/main.cc: the `dblog` command: subcommand dispatch, exit codes, and turning
 // SIGINT/SIGTERM into a clean stop.
 // Owns: process-level concerns (argv, signals, exit status). Each subcommand's work lives in
-// its own file (tail.cc, apply.cc, publish.cc).
+// its own file (tail.cc, apply.cc, publish.cc, status.cc).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 
 #include "client/cli/apply.h"
 #include "client/cli/publish.h"
+#include "client/cli/status.h"
 #include "client/cli/tail.h"
 #include "client/client.h"
 
@@ -113,11 +114,24 @@ int RunPublishCommand(const std::vector<std::string>& args) {
   return dblog::cli::RunPublish(*options, interrupter, stderr);
 }
 
+int RunStatusCommand(const std::vector<std::string>& args) {
+  std::optional<dblog::cli::StatusOptions> options;
+  try {
+    options = dblog::cli::ParseStatusArgs(args, dblog::cli::ProcessEnvironment(), std::cout);
+  } catch (const dblog::cli::UsageError& e) {
+    std::fprintf(stderr, "dblog status: %s\nTry 'dblog status --help'.\n", e.what());
+    return 2;
+  }
+  if (!options) return 0;  // --help
+  return dblog::cli::RunStatus(*options, stdout, stderr);
+}
+
 // Subcommands, in the order `dblog --help` lists them.
 const Command kCommands[] = {
     {"tail", "print a consumer's change stream as NDJSON on stdout", RunTailCommand},
     {"apply", "apply a consumer's change stream to a PostgreSQL database", RunApplyCommand},
     {"publish", "write a consumer's change stream into NATS JetStream or Kafka", RunPublishCommand},
+    {"status", "show every consumer's health from dblogd's metrics listener", RunStatusCommand},
 };
 
 void PrintUsage(std::FILE* to) {

@@ -133,6 +133,9 @@ server::ConsumerFactory MakeConsumerFactory(const config::Config& config) {
 void Pipeline::Start() {
   session_->Attach(this);
   stats_->connected = 1;
+  stats_->connected_since_us = NowMicros();
+  // The last session's unacknowledged commits are sent again and counted when they are.
+  stats_->oldest_unacked_commit_us = 0;
   Guarded([this] { Prepare(); });
 }
 
@@ -934,6 +937,7 @@ void Pipeline::Finish() {
   // A final standby status update carries the last acknowledged position to PostgreSQL.
   if (stream_ && streaming) stream_->Stop();
   stats_->connected = 0;
+  stats_->connected_since_us = 0;
   stats_->bootstrap_running = 0;
   repairs_->Stop();
   session_->Detach();

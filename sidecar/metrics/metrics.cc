@@ -4,6 +4,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "metrics/status.h"
+
 namespace dblog::metrics {
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -18,6 +20,11 @@ std::shared_ptr<ConsumerStats> Registry::ForConsumer(const std::string& name) {
 void Registry::Forget(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   consumers_.erase(name);
+}
+
+std::map<std::string, std::shared_ptr<const ConsumerStats>> Registry::Consumers() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {consumers_.begin(), consumers_.end()};
 }
 
 namespace {
@@ -188,9 +195,14 @@ HttpReply HttpRespond(std::string_view received, const Registry& registry,
     body = "only GET\n";
   } else if (path == "/metrics") {
     body = registry.Render();
+  } else if (path == "/status.json") {
+    type = "application/json";
+    body = RenderStatusJson(registry, std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
   } else if (path == "/") {
     type = "text/plain";
-    body = "dblogd: see /metrics\n";
+    body = "dblogd: see /metrics and /status.json\n";
   } else {
     status = "404 Not Found";
     body = "not found\n";

@@ -1,5 +1,6 @@
-// sidecar/metrics/metrics.h: counters and gauges dblogd exposes, and the Prometheus text
-// endpoint that serves them (GET /metrics).
+// sidecar/metrics/metrics.h: counters and gauges dblogd exposes, and the HTTP endpoint that
+// serves them: Prometheus text (GET /metrics) and each consumer's health as JSON
+// (GET /status.json, status.h).
 // Owns: the metric names and their rendering. Values are written by the components that own
 // them (atomics, so copy workers may update them from their threads).
 #pragma once
@@ -21,6 +22,7 @@ namespace dblog::metrics {
 
 struct ConsumerStats {
   std::atomic<int> connected{0};
+  std::atomic<std::int64_t> connected_since_us{0};  // the current session's start; 0: none
   std::atomic<std::uint64_t> events_sent{0};
   std::atomic<std::uint64_t> bytes_sent{0};
   std::atomic<std::uint64_t> transactions_sent{0};
@@ -49,6 +51,8 @@ class Registry {
   // Drops a consumer's series (an unconfigured consumer's, when it disconnects).
   void Forget(const std::string& name);
   std::string Render() const;  // Prometheus text exposition format 0.0.4
+  // Each consumer's stats, in name order (for the status page, status.h).
+  std::map<std::string, std::shared_ptr<const ConsumerStats>> Consumers() const;
 
   std::atomic<std::uint64_t> connections_total{0};
   std::atomic<std::uint64_t> connections_refused{0};
@@ -74,10 +78,10 @@ class Registry {
   std::map<std::string, std::shared_ptr<ConsumerStats>> consumers_;
 };
 
-// Serves GET /metrics (and / as a short index) over HTTP/1.0 on the given endpoint. A client
-// that does not finish its request headers (at most kMaxHeaderBytes) within kHeaderTimeout is
-// disconnected; beyond kMaxConnections open connections, new ones are closed at once. Each
-// is counted in dblog_metrics_http_refused_total{reason}.
+// Serves GET /metrics, GET /status.json (and / as a short index) over HTTP/1.0 on the given
+// endpoint. A client that does not finish its request headers (at most kMaxHeaderBytes) within
+// kHeaderTimeout is disconnected; beyond kMaxConnections open connections, new ones are closed
+// at once. Each is counted in dblog_metrics_http_refused_total{reason}.
 class HttpEndpoint {
  public:
   static constexpr std::size_t kMaxConnections = 16;
@@ -107,8 +111,9 @@ class HttpEndpoint {
 // What the metrics endpoint answers to `received`, the bytes read from a connection so far (at
 // most max_header_bytes: the read stops there). kNeedMore: the request head has not ended yet
 // (no blank line), read on. kTooLarge: max_header_bytes without the end of the head, answered
-// 431. kResponse: the whole response to the request: GET /metrics, GET / (an index), 404 for
-// other paths, 405 for other methods. Pure: HttpEndpoint's parser, callable without a socket.
+// 431. kResponse: the whole response to the request: GET /metrics, GET /status.json, GET / (an
+// index), 404 for other paths, 405 for other methods. Pure: HttpEndpoint's parser, callable
+// without a socket.
 struct HttpReply {
   enum class Kind { kNeedMore, kTooLarge, kResponse };
   Kind kind = Kind::kNeedMore;

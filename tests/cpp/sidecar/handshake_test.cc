@@ -1,12 +1,13 @@
 // tests/cpp/sidecar/handshake_test.cc: dblogd's pure reading of consumer frames and Hellos
-// (server/handshake.h), of /metrics requests (metrics::HttpRespond) and the page they get
-// (Registry::Render). No database, no socket.
+// (server/handshake.h), of /metrics requests (metrics::HttpRespond) and the pages they get
+// (Registry::Render, metrics::RenderStatusJson). No database, no socket.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
 #include "metrics/metrics.h"
+#include "metrics/status.h"
 #include "server/handshake.h"
 
 namespace {
@@ -159,8 +160,15 @@ TEST(HttpRespond, MetricsIndexAndRefusals) {
   EXPECT_EQ(metrics.rfind("HTTP/1.0 200 OK\r\n", 0), 0u);
   EXPECT_NE(metrics.find("\ndblog_connections_total 3\n"), std::string::npos);
   EXPECT_EQ(Respond("GET / HTTP/1.0\r\n\r\n", registry),
-            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
-            "Connection: close\r\n\r\ndblogd: see /metrics\n");
+            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 38\r\n"
+            "Connection: close\r\n\r\ndblogd: see /metrics and /status.json\n");
+  registry.ForConsumer("a");
+  const std::string status = Respond("GET /status.json HTTP/1.1\r\n\r\n", registry);
+  EXPECT_EQ(status.rfind("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n", 0), 0u)
+      << status;
+  EXPECT_NE(status.find("\r\n\r\n{\"now\":\""), std::string::npos) << status;
+  EXPECT_NE(status.find(",\"consumers\":[{\"name\":\"a\",\"connected\":false,"), std::string::npos)
+      << status;
   EXPECT_EQ(Respond("PUT /metrics\r\n\r\n", registry).rfind("HTTP/1.0 405 Method Not Allowed\r\n", 0),
             0u);
   EXPECT_EQ(Respond("GET /x\r\n\r\n", registry).rfind("HTTP/1.0 404 Not Found\r\n", 0), 0u);
@@ -212,6 +220,65 @@ TEST(MetricsRender, FamiliesThenOneSeriesPerConsumer) {
   for (auto at = text.find("# HELP "); at != std::string::npos; at = text.find("# HELP ", at + 1))
     ++families;
   EXPECT_EQ(families, 8u + 22u);  // the daemon's, each consumer's
+}
+
+// metrics::RenderStatusJson, the body of GET /status.json: one object per consumer in name
+// order, every name escaped (quotes, backslashes, control characters), the phase from the
+// stats, lags derived at `now` and never negative, LSNs as PostgreSQL writes them.
+TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
+  dblog::metrics::Registry registry;
+  const std::int64_t now = 1764950400000000;  // 2025-12-05T16:00:00Z
+  const auto streaming = registry.ForConsumer("s");
+  streaming->connected = 1;
+  streaming->connected_since_us = now - 90 * 1000000LL - 250000;
+  streaming->acked_lsn = 0x100000000ULL + 100;
+  streaming->confirmed_lsn = 0x100000000ULL + 50;
+  streaming->source_wal_lsn = 0x100000000ULL + 600;
+  streaming->oldest_unacked_commit_us = now - 1500000;
+  streaming->reconciles_total = 2;
+  streaming->window_redos = 3;
+  const auto copying = registry.ForConsumer("b");
+  copying->connected = 1;
+  copying->connected_since_us = now;
+  copying->bootstrap_running = 1;
+  copying->bootstrap_rows = 1200;
+  copying->bootstrap_rows_estimated = 5000;
+  copying->confirmed_lsn = 80;  // no ack in this session yet: lag from the slot's position
+  copying->source_wal_lsn = 100;
+  copying->oldest_unacked_commit_us = now + 5000000;  // a source clock ahead: no lag
+  const auto waiting = registry.ForConsumer("c");
+  waiting->connected = 1;
+  waiting->connected_since_us = now;
+  waiting->slot_creation_started_us = now - 1;
+  // Names dblogd's handshake would refuse, as a registry may still hold any string.
+  const auto odd = registry.ForConsumer("q\"uo\\te\nnew\x01line");
+  odd->acked_lsn = 9;  // ahead of the WAL position last reported: no lag (the slot has some)
+  odd->source_wal_lsn = 5;
+  odd->connected_since_us = now;  // not connected: no time shown
+
+  EXPECT_EQ(
+      dblog::metrics::RenderStatusJson(registry, now),
+      "{\"now\":\"2025-12-05T16:00:00.000Z\",\"consumers\":["
+      "{\"name\":\"b\",\"connected\":true,\"connected_since\":\"2025-12-05T16:00:00.000Z\","
+      "\"phase\":\"bootstrapping\",\"bootstrap_rows_copied\":1200,"
+      "\"bootstrap_rows_estimated\":5000,"
+      "\"lag_bytes\":20,\"lag_seconds\":0,\"retained_bytes\":20,\"acked_lsn\":\"0/0\","
+      "\"confirmed_lsn\":\"0/50\",\"source_wal_lsn\":\"0/64\",\"reconciles\":0,\"window_redos\":0},"
+      "{\"name\":\"c\",\"connected\":true,\"connected_since\":\"2025-12-05T16:00:00.000Z\","
+      "\"phase\":\"creating_slot\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
+      "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":0,\"acked_lsn\":\"0/0\","
+      "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/0\",\"reconciles\":0,\"window_redos\":0},"
+      "{\"name\":\"q\\\"uo\\\\te\\nnew\\u0001line\",\"connected\":false,\"connected_since\":null,"
+      "\"phase\":\"disconnected\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
+      "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":5,\"acked_lsn\":\"0/9\","
+      "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/5\",\"reconciles\":0,\"window_redos\":0},"
+      "{\"name\":\"s\",\"connected\":true,\"connected_since\":\"2025-12-05T15:58:29.750Z\","
+      "\"phase\":\"streaming\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
+      "\"lag_bytes\":500,\"lag_seconds\":1.5,\"retained_bytes\":550,\"acked_lsn\":\"1/64\","
+      "\"confirmed_lsn\":\"1/32\",\"source_wal_lsn\":\"1/258\",\"reconciles\":2,\"window_redos\":3}"
+      "]}\n");
+  EXPECT_EQ(dblog::metrics::RenderStatusJson(dblog::metrics::Registry(), now),
+            "{\"now\":\"2025-12-05T16:00:00.000Z\",\"consumers\":[]}\n");
 }
 
 TEST(HttpRespond, HeadEndAndSizeLimit) {

@@ -1,0 +1,33 @@
+// sidecar/metrics/status.h: each consumer's health as one JSON document, the body of
+// GET /status.json on the metrics listener (what `dblog status` reads).
+// Owns: the status document's fields and how each is derived from ConsumerStats (the phase, the
+// lags). Served by metrics::HttpRespond with the same access rules as /metrics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "metrics/metrics.h"
+
+namespace dblog::metrics {
+
+// The JSON text of the status document at `now_us` (microseconds since the Unix epoch):
+//   {"now": "<RFC 3339 UTC>", "consumers": [{...}, ...]}
+// with one object per consumer, in name order:
+//   name             the consumer's name (a JSON string, escaped)
+//   connected        true while a session is attached
+//   connected_since  RFC 3339 UTC time the session started; null when disconnected
+//   phase            "disconnected", "creating_slot" (waiting for open transactions of the
+//                    source), "bootstrapping" (the copy runs) or "streaming"
+//   bootstrap_rows_copied, bootstrap_rows_estimated   the current or last bootstrap's
+//   lag_bytes        source_wal_lsn minus the furthest of acked_lsn and confirmed_lsn (the
+//                    latter before a session's first ack): WAL the consumer has not acknowledged
+//   lag_seconds      age of the oldest commit sent and not acknowledged (0 when all are)
+//   retained_bytes   source_wal_lsn minus confirmed_lsn: WAL the slot still holds (as
+//                    dblog_consumer_lag_bytes in /metrics)
+//   acked_lsn, confirmed_lsn, source_wal_lsn   as PostgreSQL writes LSNs ("16/B374D848")
+//   reconciles       slots found gone and reconciled (dblog_reconciles_total)
+//   window_redos     repair windows read again (dblog_repair_window_redos_total)
+std::string RenderStatusJson(const Registry& registry, std::int64_t now_us);
+
+}  // namespace dblog::metrics
