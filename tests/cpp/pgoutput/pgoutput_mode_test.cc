@@ -151,6 +151,37 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
     db_->exec("SELECT pg_drop_replication_slot('dblog_sink')");
   }
 
+  // A streaming standby of the cluster (physical slot "standby1"), made now; db_ and pinned_
+  // are closed meanwhile (the caller opens what it needs again). Null (a failure recorded) when
+  // tests/pg-cluster.sh could not make it.
+  std::unique_ptr<Cluster> MakeStandby() {
+    db_.reset();
+    pinned_.reset();
+    auto [made, status] =
+        dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
+                         cluster_->dir() + " standby1");
+    if (status != 0) {
+      ADD_FAILURE() << made;
+      return nullptr;
+    }
+    const auto nl = made.find('\n');
+    return std::make_unique<Cluster>(made.substr(0, nl),
+                                     made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
+  }
+
+  // The primary and `standby` in one conninfo as role kRole, target_session_attrs=read-write:
+  // after a failover, connections land on whichever is primary.
+  std::string BothHosts(const Cluster& standby) const {
+    const auto host_port = [](const std::string& conninfo, const char* key) {
+      const auto at = conninfo.find(std::string(key) + "=") + std::strlen(key) + 1;
+      return conninfo.substr(at, conninfo.find(' ', at) - at);
+    };
+    return "host=" + host_port(cluster_->conninfo(), "host") + "," +
+           host_port(standby.conninfo(), "host") + " port=" +
+           host_port(cluster_->conninfo(), "port") + "," + host_port(standby.conninfo(), "port") +
+           " user=" + kRole + " dbname=postgres target_session_attrs=read-write";
+  }
+
   // app.a (id int PRIMARY KEY, v text) with `rows` rows 'v1'.., and app.sentinel.
   void CreateTableAAndSentinel(int rows) {
     const std::string s = kSchema;
@@ -986,28 +1017,15 @@ TEST_P(PgoutputFailoverTest, AFailoverSlotResumesOnThePromotedStandby) {
   std::mt19937_64 rng(1700 + static_cast<unsigned>(GetParam()));
   dblog::test::WorkloadOptions options;
   for (int i = 0; i < 20; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
-  db_.reset();
-  pinned_.reset();
-  auto [made, status] =
-      dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
-                       cluster_->dir() + " standby1");
-  ASSERT_EQ(status, 0) << made;
-  const auto nl = made.find('\n');
-  Cluster standby(made.substr(0, nl), made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
+  const std::unique_ptr<Cluster> made_standby = MakeStandby();
+  ASSERT_TRUE(made_standby);
+  Cluster& standby = *made_standby;
   {
     PgConn admin(cluster_->conninfo());
     admin.exec("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'");
     admin.exec("SELECT pg_reload_conf()");
   }
-  const auto host_port = [](const std::string& conninfo, const char* key) {
-    const auto at = conninfo.find(std::string(key) + "=") + std::strlen(key) + 1;
-    return conninfo.substr(at, conninfo.find(' ', at) - at);
-  };
-  const std::string both = "host=" + host_port(cluster_->conninfo(), "host") + "," +
-                           host_port(standby.conninfo(), "host") +
-                           " port=" + host_port(cluster_->conninfo(), "port") + "," +
-                           host_port(standby.conninfo(), "port") +
-                           " user=" + kRole + " dbname=postgres target_session_attrs=read-write";
+  const std::string both = BothHosts(standby);
   db_ = std::make_unique<PgConn>(As(*cluster_, kRole));
   dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
       "--source=" + both, "--source-plugin=pgoutput",
@@ -1077,23 +1095,10 @@ TEST_P(PgoutputReconcileTest, ASlotLostByAFailoverIsReconciledWithoutANewBootstr
   dblog::test::WorkloadOptions options;
   options.large_rows = 300;
   for (int i = 0; i < 20; ++i) dblog::test::RandomTransaction(*db_, s, rng, options);
-  db_.reset();
-  pinned_.reset();
-  auto [made, status] =
-      dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
-                       cluster_->dir() + " standby1");
-  ASSERT_EQ(status, 0) << made;
-  const auto nl = made.find('\n');
-  Cluster standby(made.substr(0, nl), made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
-  const auto host_port = [](const std::string& conninfo, const char* key) {
-    const auto at = conninfo.find(std::string(key) + "=") + std::strlen(key) + 1;
-    return conninfo.substr(at, conninfo.find(' ', at) - at);
-  };
-  const std::string both = "host=" + host_port(cluster_->conninfo(), "host") + "," +
-                           host_port(standby.conninfo(), "host") +
-                           " port=" + host_port(cluster_->conninfo(), "port") + "," +
-                           host_port(standby.conninfo(), "port") +
-                           " user=" + kRole + " dbname=postgres target_session_attrs=read-write";
+  const std::unique_ptr<Cluster> made_standby = MakeStandby();
+  ASSERT_TRUE(made_standby);
+  Cluster& standby = *made_standby;
+  const std::string both = BothHosts(standby);
   db_ = std::make_unique<PgConn>(As(*cluster_, kRole));
   dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
       "--source=" + both, "--source-plugin=pgoutput",
