@@ -33,13 +33,19 @@ inline constexpr const char* kExtensionVersion = "0.5";
 // predicates and its statistics' expressions and folds them: their owner's code, run as
 // dblogd's role; and a schema's owner can swap a view in under the table's name between
 // dblogd's check and its statement. The extension's mode guards both in C
-// (dblog._bind_relation); without C, this mode trusts no other owner with them.
+// (dblog._bind_relation); without C, this mode trusts no other owner with them. An owner
+// pg_database_owner (schema public's, from 15 on) stands for the database's owner.
+#define DBLOG_TRUSTED_ROLE(oid_expr)                                                          \
+  "EXISTS (SELECT 1 FROM pg_catalog.pg_roles o"                                               \
+  "         WHERE o.oid OPERATOR(pg_catalog.=) CASE WHEN " oid_expr                            \
+  "               OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid"             \
+  "               THEN (SELECT d.datdba FROM pg_catalog.pg_database d"                        \
+  "                      WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())" \
+  "               ELSE " oid_expr " END"                                                      \
+  "           AND (o.rolname OPERATOR(pg_catalog.=) CURRENT_USER OR o.rolsuper))"
 inline constexpr const char* kTrustedOwners =
-    "(EXISTS (SELECT 1 FROM pg_catalog.pg_roles o WHERE o.oid OPERATOR(pg_catalog.=) c.relowner"
-    "          AND (o.rolname OPERATOR(pg_catalog.=) CURRENT_USER OR o.rolsuper))"
-    " AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles o"
-    "              WHERE o.oid OPERATOR(pg_catalog.=) n.nspowner"
-    "                AND (o.rolname OPERATOR(pg_catalog.=) CURRENT_USER OR o.rolsuper)))";
+    "(" DBLOG_TRUSTED_ROLE("c.relowner") " AND " DBLOG_TRUSTED_ROLE("n.nspowner") ")";
+#undef DBLOG_TRUSTED_ROLE
 // Why a table another role owns cannot be repaired in pgoutput mode, and what to do.
 std::string UntrustedOwnerMessage(const std::string& tables);
 

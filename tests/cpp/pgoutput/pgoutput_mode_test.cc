@@ -650,7 +650,7 @@ TEST_P(PgoutputModeTest, RepairsOfATableAnotherRoleOwnsAreRefused) {
   admin.exec("CREATE INDEX ON " + s + ".o ((v + public.evil(1)))");
   admin.exec("RESET ROLE");
   db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
-  StartDblogd();
+  StartDblogd(s + ".*,public.mine");
   // dblogd's role may not publish a table it does not own: its first connection makes the
   // repair API and is refused with the statement for an administrator, who runs it
   const auto refused = Refusal();
@@ -677,6 +677,22 @@ TEST_P(PgoutputModeTest, RepairsOfATableAnotherRoleOwnsAreRefused) {
   EXPECT_NE(state.find("app.o belongs to another role"), std::string::npos) << state;
   EXPECT_EQ(state.find("evil ran"), std::string::npos) << "the owner's function ran as dblogd's role";
   EXPECT_EQ(dblogd_->log().find("evil ran"), std::string::npos) << dblogd_->log();
+  // schema public belongs to pg_database_owner, which stands for the database's owner (a
+  // superuser here): a table of dblogd's role there is repaired
+  // (the administrator's publication takes it in the same transaction, as the scope names it)
+  admin.exec("BEGIN");
+  admin.exec("CREATE TABLE public.mine (id int PRIMARY KEY)");
+  admin.exec("INSERT INTO public.mine SELECT generate_series(1, 20)");
+  admin.exec(std::string("ALTER TABLE public.mine OWNER TO ") + kRole);
+  admin.exec("ALTER PUBLICATION dblog_sink ADD TABLE public.mine");
+  admin.exec("COMMIT");
+  const std::string mine = admin.scalar("SELECT dblog.repair('public.mine')");
+  while ((state = admin.scalar("SELECT state || ': ' || coalesce(error, '') FROM dblog.requests "
+                               "WHERE id = " + mine)).rfind("done", 0) != 0) {
+    ASSERT_EQ(state.rfind("failed", 0), std::string::npos) << state;
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline + 60s) << state << "\n" << dblogd_->log();
+  }
 }
 
 // A bootstrap cut by a SIGKILL of dblogd is not a resume point: the next connection makes a new
