@@ -599,6 +599,7 @@ void Pipeline::OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end,
       }))
     return;
   Flush();
+  repairs_->Schedule();  // the next window opens after the last one closed, not at the next poll
 }
 
 void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_bytes) {
