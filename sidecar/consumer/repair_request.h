@@ -25,6 +25,7 @@ struct RepairRequest {
   std::size_t keys_done = 0;            // key-list requests: keys covered so far
   std::uint32_t chunks = 0;
   std::uint64_t rows = 0, deletes = 0;
+  std::uint64_t fills = 0;  // kept keys' rows completed from the chunk (window.h, a fill)
   bool cancelled = false;
   // for Progress{phase: "repair"}: filled once, when first reported
   bool described = false;

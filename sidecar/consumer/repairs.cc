@@ -148,20 +148,35 @@ void Repairs::OnCommitted() {
 
 void Repairs::RecordKeys(const dblog::v1::Change& c) {
   const bool window_open = window_ && window_->window.opened();
-  auto touch = [&](const std::string& key) {
+  // `unchanged`: the columns the event did not carry (a window may fill them, window.h)
+  const bool window_table = window_open && c.relation_oid() == window_->window.relation();
+  auto touch = [&](const std::string& key, std::vector<int> unchanged) {
     if (key.empty()) return;
-    txlog_.Touch(c.relation_oid(), key);
-    if (window_open) window_->window.Touch(c.relation_oid(), key);
+    if (window_open) window_->window.Touch(c.relation_oid(), key, unchanged);
+    txlog_.Touch(c.relation_oid(), key, std::move(unchanged));
   };
-  if (c.has_old_key()) touch(c.old_key().SerializeAsString());
-  if (!c.has_new_row()) return;
-  auto it = relations_.find(c.relation_oid());
-  if (it == relations_.end()) return;
-  bool unchanged_key = false;
-  for (std::uint32_t k : it->second.key_columns())
-    unchanged_key |= static_cast<int>(k) < c.new_row().values_size() &&
-                     c.new_row().values(static_cast<int>(k)).unchanged();
-  if (!unchanged_key) touch(emit::KeyBytes(it->second, c.new_row()));
+  // the old key: a DELETE, or an UPDATE's key before it (the row left it: nothing was kept)
+  const std::string old_key = c.has_old_key() ? c.old_key().SerializeAsString() : std::string();
+  auto it = c.has_new_row() ? relations_.find(c.relation_oid()) : relations_.end();
+  bool unchanged_key = it == relations_.end();
+  if (it != relations_.end())
+    for (std::uint32_t k : it->second.key_columns())
+      unchanged_key |= static_cast<int>(k) < c.new_row().values_size() &&
+                       c.new_row().values(static_cast<int>(k)).unchanged();
+  if (unchanged_key) {
+    if (window_table) window_->carried.Left(old_key);
+    return touch(old_key, {});
+  }
+  std::vector<int> unchanged;
+  for (int i = 0; i < c.new_row().values_size(); ++i)
+    if (c.new_row().values(i).unchanged()) unchanged.push_back(i);
+  const std::string key = emit::KeyBytes(it->second, c.new_row());
+  if (old_key != key) {
+    if (window_table) window_->carried.Left(old_key);
+    touch(old_key, {});
+  }
+  if (window_table) window_->carried.Carried(key, c.new_row());
+  touch(key, std::move(unchanged));
 }
 
 // A request decoded from the log. Its row is taken from the decoded change, not read back:
@@ -337,7 +352,7 @@ void Repairs::StartWindow() {
     // request can still name one when the table changed since)
     return FailFrontRequest("a key column's type contains a domain, whose checks dblogd never runs");
   }
-  OpenWindow w(window::Window(RandomId(), r.table_oid));
+  OpenWindow w(window::Window(RandomId(), r.table_oid), config_.window_key_memory_bytes);
   w.request_id = r.id;
   w.started = std::chrono::steady_clock::now();
   try {
@@ -600,7 +615,8 @@ void Repairs::CloseWindow() {
   if (w.last) {
     SendRepairProgress({&r}, true);
     log::Info("repair_emitted", {{"consumer", consumer_.name}, {"request", r.id},
-                                 {"chunks", r.chunks}, {"rows", r.rows}, {"deletes", r.deletes}});
+                                 {"chunks", r.chunks}, {"rows", r.rows}, {"deletes", r.deletes},
+                                 {"fills", r.fills}});
     requests_.pop_front();
   }
   window_.reset();
@@ -642,6 +658,26 @@ void Repairs::EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::O
     dblog::v1::Row k;
     k.ParseFromString(key);
     emitter.EmitChunkDelete(k);
+  }
+  // Kept keys whose events left columns unchanged (window.h, a fill): the chunk's values of
+  // those, merged with what the window's events carried (window_rows.h). A whole row is a
+  // READ row like the others; a partial one an UPDATE whose other columns say "keep yours".
+  const std::vector<std::uint32_t> key_columns(w.relation.key_columns().begin(),
+                                               w.relation.key_columns().end());
+  for (const window::Window::Fill& fill : out.fills) {
+    dblog::v1::Row chunk_row;
+    chunk_row.ParseFromString(fill.row);
+    bool complete = false;
+    const dblog::v1::Row row = w.carried.Merge(emit::KeyBytes(w.relation, chunk_row), chunk_row,
+                                               fill.columns, key_columns, &complete);
+    if (complete) {
+      emitter.EmitChunkRow(row.SerializeAsString());
+    } else {
+      emitter.EmitChunkFill(row);
+      stats_.window_partial_fills++;
+    }
+    stats_.window_fills++;
+    r.fills++;
   }
   std::vector<dblog::v1::Row> kept;
   if (range)

@@ -24,6 +24,7 @@
 #include "consumer/bookkeeping.h"
 #include "consumer/chunk_query.h"
 #include "consumer/repair_request.h"
+#include "consumer/window_rows.h"
 #include "dblog/v1/consumer.pb.h"
 #include "emit/emitter.h"
 #include "log/rate_limit.h"
@@ -93,8 +94,10 @@ class Repairs {
 
  private:
   struct OpenWindow {
-    explicit OpenWindow(window::Window w) : window(std::move(w)) {}
+    OpenWindow(window::Window w, std::size_t carried_bytes)
+        : window(std::move(w)), carried(carried_bytes) {}
     window::Window window;
+    WindowRows carried;  // what the log carried for the table's keys while the window was open
     window::Window::Chunk chunk;
     std::uint64_t request_id = 0;
     std::string last_key;               // JSON array of the chunk's last key values, as text

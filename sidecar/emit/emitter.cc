@@ -366,6 +366,24 @@ void Emitter::EmitChunkDelete(const dblog::v1::Row& key) {
   Append(StreamEvent::kChange, del);
 }
 
+void Emitter::EmitChunkFill(const dblog::v1::Row& row) {
+  if (!chunk_.open) Fail("EmitChunkFill outside a chunk");
+  const dblog::v1::Relation& rel = KnownRelation(chunk_.relation_oid, "EmitChunkFill");
+  if (row.values_size() != rel.columns_size())
+    Fail("EmitChunkFill: a row of " + std::to_string(row.values_size()) + " values for " +
+         std::to_string(rel.columns_size()) + " columns");
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  SendRelation(chunk_.relation_oid);
+  Change fill;
+  fill.set_kind(Change::UPDATE);
+  fill.set_relation_oid(chunk_.relation_oid);
+  fill.set_commit_lsn(pos.commit_lsn);
+  fill.set_seq(pos.seq);
+  *fill.mutable_new_row() = row;
+  Append(StreamEvent::kChange, fill);
+}
+
 void Emitter::EndChunk(const std::vector<dblog::v1::Row>& kept_keys, bool last) {
   if (!chunk_.open) Fail("EndChunk outside a chunk");
   const Chunk chunk = chunk_;

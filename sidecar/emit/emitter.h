@@ -96,6 +96,9 @@ class Emitter {
   void EmitChunkRow(std::string_view row_bytes);
   // A key the chunk asked for and found absent (DELETE with old_key = key, in key order).
   void EmitChunkDelete(const dblog::v1::Row& key);
+  // A fill (window.h, Window::Fill): an UPDATE of a kept key whose new_row carries the key
+  // columns and the filled columns, every other column marked unchanged ("keep yours").
+  void EmitChunkFill(const dblog::v1::Row& row);
   // ChunkEnd with the counts of rows and deletes given since BeginChunk.
   // kept_keys: for range chunks, the keys the log carried while the window was open (the
   // applier keeps them); last: the request's last chunk.

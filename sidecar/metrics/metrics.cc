@@ -147,6 +147,14 @@ const Metric kConsumerMetrics[] = {
     {"dblog_repair_window_redos_total", "counter",
      "Repair windows whose chunk was read again because widening could not be decided.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.window_redos.load()); }},
+    {"dblog_repair_fills_total", "counter",
+     "Rows of keys the log carried during a repair window with columns left unchanged, whose "
+     "unchanged columns the window filled from its chunk (a damaged TOAST value repaired).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.window_fills.load()); }},
+    {"dblog_repair_partial_fills_total", "counter",
+     "Of those, the rows sent as an UPDATE whose other columns say keep yours (a column was "
+     "carried only before the window, or the window's row memory ran out).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.window_partial_fills.load()); }},
     {"dblog_foreign_markers_total", "counter",
      "Watermark messages (prefix dblog.watermark) this consumer's pipeline did not open: "
      "forged, other consumers', abandoned windows' (ignored, each one counted).",

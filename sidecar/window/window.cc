@@ -2,6 +2,7 @@
 #include "window/window.h"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 namespace dblog::window {
@@ -19,6 +20,22 @@ std::uint64_t ParseXid(std::string_view s) {
 
 constexpr std::size_t kTxnOverhead = 64;
 constexpr std::size_t kKeyOverhead = 48;
+
+// `into` keeps the columns it has in common with `columns` (both sorted).
+void Intersect(std::vector<int>& into, const std::vector<int>& columns) {
+  std::vector<int> both;
+  std::set_intersection(into.begin(), into.end(), columns.begin(), columns.end(),
+                        std::back_inserter(both));
+  into = std::move(both);
+}
+
+// A key seen once more with `columns` not carried: the first sighting sets them, later ones
+// intersect.
+void AddTouch(std::map<std::string, std::vector<int>>& keys, const std::string& key,
+              const std::vector<int>& columns) {
+  auto [it, inserted] = keys.emplace(key, columns);
+  if (!inserted) Intersect(it->second, columns);
+}
 
 }  // namespace
 
@@ -52,10 +69,10 @@ void TransactionLog::Begin(std::uint64_t xid, std::uint64_t commit_lsn) {
   in_txn_ = true;
 }
 
-void TransactionLog::Touch(std::uint32_t relation, std::string key) {
+void TransactionLog::Touch(std::uint32_t relation, std::string key, std::vector<int> unchanged) {
   if (!in_txn_) return;
-  open_.bytes += key.size() + kKeyOverhead;
-  open_.keys.emplace_back(relation, std::move(key));
+  open_.bytes += key.size() + kKeyOverhead + unchanged.size() * sizeof(int);
+  open_.keys.push_back({relation, std::move(key), std::move(unchanged)});
   // A transaction larger than the whole budget is forgotten as it streams.
   if (open_.bytes > max_bytes_) {
     forgot_any_ = true;
@@ -94,6 +111,15 @@ void TransactionLog::Trim() {
 
 bool TransactionLog::InvisibleKeys(const Snapshot& snapshot, std::uint32_t relation,
                                    std::uint64_t up_to_lsn, std::set<std::string>* keys) const {
+  std::map<std::string, std::vector<int>> touched;
+  if (!InvisibleKeys(snapshot, relation, up_to_lsn, &touched)) return false;
+  for (auto& [key, columns] : touched) keys->insert(key);
+  return true;
+}
+
+bool TransactionLog::InvisibleKeys(const Snapshot& snapshot, std::uint32_t relation,
+                                   std::uint64_t up_to_lsn,
+                                   std::map<std::string, std::vector<int>>* keys) const {
   // A forgotten transaction the snapshot does not see would be unaccounted for. Forgotten
   // transactions all have xid <= max_forgotten_xid_; if the snapshot sees every xid up to it
   // (they are below its xmin), none of them matters.
@@ -101,23 +127,26 @@ bool TransactionLog::InvisibleKeys(const Snapshot& snapshot, std::uint32_t relat
   for (const Txn& t : txns_) {
     if (t.commit_lsn > up_to_lsn) break;
     if (snapshot.Sees(t.xid)) continue;
-    for (const auto& [rel, key] : t.keys) {
-      if (rel != relation) continue;
-      if (key.empty()) return false;  // a TRUNCATE: every key, which no set can list
-      keys->insert(key);
+    for (const KeyTouch& touch : t.keys) {
+      if (touch.relation != relation) continue;
+      if (touch.key.empty()) return false;  // a TRUNCATE: every key, which no set can list
+      AddTouch(*keys, touch.key, touch.unchanged);
     }
   }
   return true;
 }
 
-void Window::Touch(std::uint32_t relation, const std::string& key) {
-  if (opened_ && relation == relation_) touched_.insert(key);
+void Window::Touch(std::uint32_t relation, const std::string& key,
+                   const std::vector<int>& unchanged) {
+  if (opened_ && relation == relation_) AddTouch(touched_, key, unchanged);
 }
 
 Window::Outcome Window::Close(const Chunk& chunk, const TransactionLog& log,
                               std::uint64_t high_lsn, bool widen) const {
   Outcome out;
-  std::set<std::string> dropped = touched_;
+  // key -> columns none of its events carried, among the events in the window and (widened)
+  // those of transactions the snapshot does not see, committed up to the high watermark
+  std::map<std::string, std::vector<int>> dropped = touched_;
   if (widen && !log.InvisibleKeys(chunk.snapshot, relation_, high_lsn, &dropped)) {
     out.redo = true;
     out.reason = "a transaction the chunk's snapshot did not see is no longer in memory";
@@ -126,11 +155,20 @@ Window::Outcome Window::Close(const Chunk& chunk, const TransactionLog& log,
   std::set<std::string> present;
   for (const auto& [key, row] : chunk.rows) {
     present.insert(key);
-    if (!dropped.count(key)) out.rows.push_back(row);
+    auto it = dropped.find(key);
+    if (it == dropped.end()) {
+      out.rows.push_back(row);
+    } else if (widen && !it->second.empty()) {
+      // Every transaction that wrote this key and that the snapshot misses is among those
+      // events (in the window, or widened), and none of them carried these columns: none
+      // changed them, so the chunk's values of them are the source's at the high watermark,
+      // while the sink may hold a damaged value that the events' "keep yours" kept.
+      out.fills.push_back({row, it->second});
+    }
   }
   for (const std::string& key : chunk.asked_keys)
     if (!present.count(key) && !dropped.count(key)) out.deletes.push_back(key);
-  out.kept.assign(dropped.begin(), dropped.end());
+  for (const auto& [key, columns] : dropped) out.kept.push_back(key);
   return out;
 }
 

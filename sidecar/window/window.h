@@ -15,11 +15,18 @@
 // transactions' keys for that; when it cannot answer (a transaction the snapshot does not see
 // has been forgotten), the window fails closed: the chunk is read again under a new window.
 //
+// A dropped key's log events may not carry every column: an unchanged TOASTed value is marked
+// "keep yours", so a sink whose value was damaged keeps it. A column that none of the key's
+// events in the window, nor any event of a transaction the snapshot does not see, carried was
+// not changed by any transaction the chunk's snapshot misses: the chunk's value of it is the
+// source's at the high watermark. Such columns come back as a fill (docs/correctness.md, W7).
+//
 // Owns: reconciliation. Does not read, write or emit anything (consumer/ drives it; emit/ sends).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -45,8 +52,9 @@ class TransactionLog {
   explicit TransactionLog(std::size_t max_bytes) : max_bytes_(max_bytes) {}
 
   void Begin(std::uint64_t xid, std::uint64_t commit_lsn);
-  // Between Begin and Commit; an empty key means the whole relation (TRUNCATE).
-  void Touch(std::uint32_t relation, std::string key);
+  // Between Begin and Commit; an empty key means the whole relation (TRUNCATE). `unchanged`:
+  // the columns (indexes into the row) the event did not carry (unchanged TOAST), sorted.
+  void Touch(std::uint32_t relation, std::string key, std::vector<int> unchanged = {});
   void Commit();
   // Transactions with xid below `xid` were streamed before this log existed (dblogd started):
   // treat them as forgotten.
@@ -57,15 +65,24 @@ class TransactionLog {
   // a transaction the snapshot might not see was forgotten to stay within the budget.
   bool InvisibleKeys(const Snapshot& snapshot, std::uint32_t relation, std::uint64_t up_to_lsn,
                      std::set<std::string>* keys) const;
+  // The same keys, each with the columns that none of those transactions' events of it carried
+  // (intersected into what `keys` already holds for it).
+  bool InvisibleKeys(const Snapshot& snapshot, std::uint32_t relation, std::uint64_t up_to_lsn,
+                     std::map<std::string, std::vector<int>>* keys) const;
 
   std::size_t bytes() const { return bytes_; }
   std::size_t transactions() const { return txns_.size(); }
 
  private:
+  struct KeyTouch {
+    std::uint32_t relation = 0;
+    std::string key;
+    std::vector<int> unchanged;
+  };
   struct Txn {
     std::uint64_t xid = 0;
     std::uint64_t commit_lsn = 0;
-    std::vector<std::pair<std::uint32_t, std::string>> keys;
+    std::vector<KeyTouch> keys;
     std::size_t bytes = 0;
   };
   void Trim();
@@ -87,12 +104,19 @@ class Window {
     std::vector<std::pair<std::string, std::string>> rows;  // (key bytes, row bytes) as read
     std::vector<std::string> asked_keys;                    // key-list chunks only
   };
+  // A kept key's chunk row and the columns (sorted indexes) whose chunk values are the
+  // source's at the high watermark although no event the sink applied carried them.
+  struct Fill {
+    std::string row;
+    std::vector<int> columns;
+  };
   struct Outcome {
     bool redo = false;                // fail closed: read this chunk again under a new window
     std::string reason;
     std::vector<std::string> rows;     // surviving row bytes, in chunk order
     std::vector<std::string> deletes;  // key-list chunks: asked keys the source does not have
     std::vector<std::string> kept;     // keys the log carried during the window (or widened)
+    std::vector<Fill> fills;           // kept keys with columns no such event carried
   };
 
   Window(std::string id, std::uint32_t relation) : id_(std::move(id)), relation_(relation) {}
@@ -102,8 +126,8 @@ class Window {
   bool opened() const { return opened_; }
 
   void Open() { opened_ = true; }  // the low watermark came out of the log
-  // A log event between the low and the high watermark.
-  void Touch(std::uint32_t relation, const std::string& key);
+  // A log event between the low and the high watermark; `unchanged` as TransactionLog::Touch.
+  void Touch(std::uint32_t relation, const std::string& key, const std::vector<int>& unchanged = {});
   // At the high watermark. widen=false is the plain DBLog window (for tests only).
   Outcome Close(const Chunk& chunk, const TransactionLog& log, std::uint64_t high_lsn,
                 bool widen = true) const;
@@ -112,7 +136,8 @@ class Window {
   std::string id_;
   std::uint32_t relation_;
   bool opened_ = false;
-  std::set<std::string> touched_;
+  // key -> the columns none of its events in the window carried
+  std::map<std::string, std::vector<int>> touched_;
 };
 
 // Repair pacing: when the next window may start, so that a window started at `started` that

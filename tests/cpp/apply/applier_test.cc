@@ -281,6 +281,30 @@ TEST_F(ApplierTest, RangeChunkDeletesWhatTheSourceLacks) {
   EXPECT_EQ(applier->stats().range_deleted, 7u);  // 6, 8, 9, 10, 12, 13, 14
 }
 
+// Issue 28, 1b: a kept key's log event left the body unchanged ("keep yours") and the target's
+// body is damaged; the chunk's fill (an UPDATE inside the chunk carrying the key and the body,
+// every other column unchanged) writes the body and keeps the log's v.
+TEST_F(ApplierTest, AChunksFillWritesOnlyTheFilledColumns) {
+  auto applier = NewApplier();
+  StreamBuilder s;
+  SeedItems(*applier, s, 3);
+  target_->exec("UPDATE src.items SET body = 'damaged' WHERE id = 2");
+  s.Begin();
+  s.Update(kItems, MakeRow({Int(2)}), MakeRow({Int(2), Text("log"), Unchanged()}));  // in the window
+  const auto from = MakeRow({Int(1)});
+  s.ChunkBegin(kItems, true, &from, true, nullptr, false);
+  s.Read(kItems, MakeRow({Int(1), Text("v1"), Null()}));
+  s.Read(kItems, MakeRow({Int(3), Text("v3"), Null()}));
+  s.Fill(kItems, MakeRow({Int(2), Unchanged(), Text("truth")}));
+  s.ChunkEnd(kItems, {MakeRow({Int(2)})});
+  s.Commit();
+  Run(*applier, s);
+  EXPECT_EQ(target_->scalar("SELECT string_agg(id || ':' || v || ':' || coalesce(body, '-'), ' '"
+                            " ORDER BY id) FROM src.items"),
+            "1:v1:- 2:log:truth 3:v3:-");
+  EXPECT_EQ(applier->stats().missing_rows, 0u);
+}
+
 TEST_F(ApplierTest, RangeChunkBoundsExclusiveAndAbsent) {
   auto applier = NewApplier();
   StreamBuilder s;

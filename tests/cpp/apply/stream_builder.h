@@ -82,6 +82,10 @@ class StreamBuilder {
   void Update(std::uint32_t oid, const dblog::v1::Row& old_key, const dblog::v1::Row& row) {
     Change(dblog::v1::Change::UPDATE, oid, &row, &old_key);
   }
+  // A repair chunk's fill: an UPDATE without old_key (the key and the filled columns).
+  void Fill(std::uint32_t oid, const dblog::v1::Row& row) {
+    Change(dblog::v1::Change::UPDATE, oid, &row, nullptr);
+  }
   void Delete(std::uint32_t oid, const dblog::v1::Row& key) {
     Change(dblog::v1::Change::DELETE, oid, nullptr, &key);
   }

@@ -49,8 +49,13 @@ constexpr int kKeys = 3;
 constexpr int kChunkKeys = 2;
 constexpr int kAbsent = INT_MIN;
 constexpr int kGarbage = 999;  // what the damaged sink holds for a chunk key
+// With toast (issue 28, 1b) a row is (version, t): t a TOASTed column that an UPDATE may leave
+// unchanged, whose event then does not carry it ("keep yours"). A value is version * 1000 + t;
+// a write that carries t sets t to its own version. The damaged sink's t is garbage too.
+constexpr int kGarbageToast = 999 * 1000 + 999;
+int ToastOf(int v) { return v % 1000; }
 
-using State = std::array<int, kKeys>;  // key -> version, or kAbsent
+using State = std::array<int, kKeys>;  // key -> value (version * 1000 + t), or kAbsent
 
 std::string KeyBytes(int k) { return "k" + std::to_string(k); }
 std::string RowBytes(int k, int v) { return std::to_string(k) + "=" + std::to_string(v); }
@@ -99,8 +104,15 @@ struct Txn {
   std::uint64_t xid = 0;
   int key = 0;
   bool del = false;  // a DELETE of the key, else an INSERT or UPDATE to this txn's version
+  bool keep = false;  // an UPDATE leaving t unchanged (an INSERT carries it all the same)
+  bool carried = true;  // set at commit: its event carries t (not an UPDATE keeping it)
   Phase phase = Phase::kRunning;
   int version() const { return static_cast<int>(xid); }
+  // the key's value after this write, given the one before
+  int Written(int before) const {
+    if (del) return kAbsent;
+    return version() * 1000 + (carried || before == kAbsent ? version() : ToastOf(before));
+  }
 };
 
 struct LogEntry {
@@ -144,7 +156,7 @@ struct Source {
     return s;
   }
 
-  static void Apply(State& s, const Txn& t) { s[t.key] = t.del ? kAbsent : t.version(); }
+  static void Apply(State& s, const Txn& t) { s[t.key] = t.Written(s[t.key]); }
 
   const Txn& TxnOf(const LogEntry& e) const { return txns[static_cast<std::size_t>(e.txn)]; }
 
@@ -178,6 +190,7 @@ struct Source {
 
   void Commit(std::size_t i) {
     txns[i].phase = Txn::Phase::kInWal;
+    txns[i].carried = !txns[i].keep || head[txns[i].key] == kAbsent;
     log.push_back({LogEntry::Kind::kTxn, static_cast<int>(i), -1, txns[i].xid, NextLsn()});
     Apply(head, txns[i]);
   }
@@ -228,6 +241,8 @@ enum class ChunkKind : char { kRange, kKeys };
 struct Options {
   ChunkKind kind = ChunkKind::kRange;
   bool widen = true;  // false: the plain DBLog window (--unsafe-plain-windows)
+  bool toast = false;  // updates may leave t unchanged; the sink's t starts damaged
+  bool fills = true;   // false: the consumer never gets the window's fills (a planted bug)
   StreamStart stream_start = StreamStart::kSnapshotXmax;
 };
 
@@ -258,6 +273,7 @@ struct Move {
   int txn = -1;  // kCommit, kCommitVisible, kVisible
   Crash crash = Crash::kReconnect;
   std::size_t decode_to = 0;  // kCrash: how far dblogd had decoded when it went
+  bool keep = false;          // the new transaction leaves t unchanged
 };
 
 struct World {
@@ -310,6 +326,19 @@ void ApplyChunk(World& w, const Window::Outcome& out, std::size_t h) {
                   ": a stale copy overwrote a newer change");
     sink[k] = v;
     survivors.insert(k);
+  }
+  // fills: the chunk's t of a kept key whose events in the window (and the invisible
+  // transactions') all left t unchanged: it must be the source's at hi
+  for (const Window::Fill& fill : w.options.fills ? out.fills : std::vector<Window::Fill>{}) {
+    const int k = std::stoi(fill.row.substr(0, fill.row.find('=')));
+    const int v = std::stoi(fill.row.substr(fill.row.find('=') + 1));
+    if (fill.columns != std::vector<int>{1})
+      Fail(w, "a fill of k" + std::to_string(k) + " of other columns than t");
+    if (at[k] == kAbsent || ToastOf(at[k]) != ToastOf(v))
+      Fail(w, "fill of k" + std::to_string(k) + " with t " + std::to_string(ToastOf(v)) +
+                  " at hi, where the log has k" + std::to_string(k) + " " + Value(at[k]) +
+                  ": a stale value overwrote a newer one");
+    if (sink[k] != kAbsent) sink[k] = sink[k] / 1000 * 1000 + ToastOf(v);
   }
   for (const std::string& key : out.deletes) {
     const int k = std::stoi(key.substr(1));
@@ -380,14 +409,19 @@ void DecodeEntry(World& w, std::size_t i, bool lose) {
   switch (e.kind) {
     case LogEntry::Kind::kTxn: {
       const Txn& t = w.source.TxnOf(e);
-      d.txlog.Touch(kRel, KeyBytes(t.key));
-      d.txlog_feed += "T" + std::to_string(t.key);
+      // Repairs::RecordKeys: an event that did not carry t names it among the unchanged
+      const std::vector<int> unchanged = t.carried ? std::vector<int>{} : std::vector<int>{1};
+      d.txlog.Touch(kRel, KeyBytes(t.key), unchanged);
+      d.txlog_feed += (t.carried ? "T" : "U") + std::to_string(t.key);
       if (d.window && d.window->opened()) {
-        d.window->Touch(kRel, KeyBytes(t.key));
-        d.window_feed += "T" + std::to_string(t.key);
+        d.window->Touch(kRel, KeyBytes(t.key), unchanged);
+        d.window_feed += (t.carried ? "T" : "U") + std::to_string(t.key);
       }
       if (fresh) {
-        Source::Apply(w.consumer.sink, t);
+        // the sink keeps its own t for an event that did not carry it (a row it lacks stays
+        // absent: nothing is invented)
+        int& sunk = w.consumer.sink[t.key];
+        if (t.carried || sunk != kAbsent) sunk = t.Written(sunk);
         Source::Apply(w.consumer.expected, t);
       }
       break;
@@ -502,7 +536,8 @@ void DoCrash(World& w, const Move& m) {
 std::string TxnText(const Txn& t) {
   return "T" + std::to_string(t.xid) +
          (t.del ? " deletes k" + std::to_string(t.key)
-                : " writes k" + std::to_string(t.key) + "=" + std::to_string(t.version()));
+                : " writes k" + std::to_string(t.key) + "=" + std::to_string(t.version()) +
+                      (t.keep ? " leaving t unchanged" : ""));
 }
 
 // Applies m to w; false when m cannot happen there.
@@ -519,6 +554,7 @@ bool Play(World& w, const Move& m, const Bounds& b) {
       t.xid = s.next_xid++;
       t.key = m.key;
       t.del = m.del;
+      t.keep = m.keep;
       s.txns.push_back(t);
       const std::size_t i = s.txns.size() - 1;
       if (m.kind == Move::Kind::kBegin) {
@@ -600,9 +636,12 @@ std::vector<Move> Moves(const World& w, const Bounds& b) {
     for (const Txn& t : s.txns) used[t.key] = true;
     for (int k = 0; k < kKeys; ++k) {
       if (k == 1 && !used[0] && !used[1] && s.initial[0] == s.initial[1]) continue;
-      for (bool del : {false, true})
-        for (Move::Kind kind : {Move::Kind::kRun, Move::Kind::kRunInvisible, Move::Kind::kBegin})
-          out.push_back({kind, k, del});
+      for (int what = 0; what < (w.options.toast ? 3 : 2); ++what)  // write, delete, keep t
+        for (Move::Kind kind : {Move::Kind::kRun, Move::Kind::kRunInvisible, Move::Kind::kBegin}) {
+          Move m{kind, k, what == 1};
+          m.keep = what == 2;
+          out.push_back(m);
+        }
     }
   }
   for (std::size_t i = 0; i < s.txns.size(); ++i) {
@@ -682,7 +721,7 @@ std::string Identity(const World& w) {
   for (int v : s.initial) num(static_cast<std::uint32_t>(v));
   for (const Txn& t : s.txns) {
     num(t.xid);
-    num(static_cast<std::uint64_t>(t.key * 2 + t.del));
+    num(static_cast<std::uint64_t>(t.key * 8 + t.del * 4 + t.keep * 2 + t.carried));
     num(static_cast<std::uint64_t>(t.phase));
   }
   id += '|';
@@ -815,6 +854,7 @@ World Root(const Options& options, int present) {
   w.source.head = w.source.initial;
   w.consumer.expected = w.source.initial;
   w.consumer.sink = {kGarbage, kGarbage, 0};
+  if (options.toast) w.consumer.sink = {kGarbageToast, kGarbageToast, 0};
   return w;
 }
 
@@ -897,6 +937,33 @@ TEST(WindowExhaustive, PlainWindowsAreCaught) {
   const Result r = Enumerate(b, options);
   Print("plain windows (no widening)", b, r);
   EXPECT_GT(r.violating, 0u) << "the checker must catch the visibility race, or it proves nothing";
+}
+
+// Issue 28, 1b: rows whose t is damaged in the sink, updated leaving t unchanged in every way a
+// window can meet them (in the window, before it but invisible to the chunk, crashes, redos).
+// A fill must never carry a stale t, and the consumer must end with the source's t.
+TEST(WindowExhaustive, FillsRepairUnchangedToastValuesInEveryHistory) {
+  Bounds b = BoundsFromEnv();
+  b.max_events = EnvInt("DBLOG_WINDOW_TOAST_BOUND", std::min(b.max_events, 5));
+  Options options;
+  options.toast = true;
+  options.stream_start = StreamStart::kNextXid;
+  const Result r = Enumerate(b, options);
+  Print("widened windows with fills, updates leaving t unchanged", b, r);
+  EXPECT_EQ(r.violating, 0u);
+}
+
+// The planted bug: a consumer that never gets the fills keeps damaged values.
+TEST(WindowExhaustive, WithoutFillsADamagedToastValueIsCaught) {
+  Bounds b = BoundsFromEnv();
+  b.max_events = std::min(b.max_events, 4);
+  Options options;
+  options.toast = true;
+  options.fills = false;
+  options.stream_start = StreamStart::kNextXid;
+  const Result r = Enumerate(b, options);
+  Print("widened windows without fills (planted bug)", b, r);
+  EXPECT_GT(r.violating, 0u) << "the checker must catch a damaged value kept, or it proves nothing";
 }
 
 // The bug this checker found: ForgetBelow(pg_snapshot_xmax) at a stream's start (what dblogd

@@ -99,6 +99,61 @@ TEST(Window, FailsClosedWhenAnInvisibleTransactionWasForgotten) {
   EXPECT_FALSE(w.Close(ChunkOf("11:11:", {{"key1", "R"}}), log, 1000).redo);
 }
 
+// Issue 28, 1b: a kept key whose events in the window left a TOASTed column unchanged ("keep
+// yours") would keep a damaged value in the sink. The chunk's value of a column that no event
+// in the window and no transaction the snapshot misses carried is the source's at the high
+// watermark: it comes back as a fill of just those columns.
+TEST(Window, ColumnsNoEventCarriedAreFilledFromTheChunk) {
+  TransactionLog log(1 << 20);
+  Window w("w", kRel);
+  w.Open();
+  // xid 20, after the snapshot: updates a (column 2 unchanged), b twice (2 unchanged, then
+  // every column carried), c (columns 1 and 2 unchanged), and deletes d
+  log.Begin(20, 150);
+  for (const auto& [key, unchanged] : std::vector<std::pair<std::string, std::vector<int>>>{
+           {"a", {2}}, {"b", {2}}, {"b", {}}, {"c", {1, 2}}, {"d", {}}}) {
+    log.Touch(kRel, key, unchanged);
+    w.Touch(kRel, key, unchanged);
+  }
+  log.Commit();
+  const auto out = w.Close(
+      ChunkOf("20:20:", {{"a", "A"}, {"b", "B"}, {"c", "C"}, {"d", "D"}, {"e", "E"}}), log, 200);
+  ASSERT_FALSE(out.redo);
+  EXPECT_EQ(out.rows, (std::vector<std::string>{"E"}));
+  ASSERT_EQ(out.fills.size(), 2u);
+  EXPECT_EQ(out.fills[0].row, "A");
+  EXPECT_EQ(out.fills[0].columns, (std::vector<int>{2}));
+  EXPECT_EQ(out.fills[1].row, "C");
+  EXPECT_EQ(out.fills[1].columns, (std::vector<int>{1, 2}));
+  EXPECT_EQ(out.kept, (std::vector<std::string>{"a", "b", "c", "d"}));
+  // the plain DBLog window (no snapshot comparison) cannot tell: no fills
+  EXPECT_TRUE(w.Close(ChunkOf("20:20:", {{"a", "A"}}), log, 200, /*widen=*/false).fills.empty());
+}
+
+// A widened transaction (committed before the low watermark, invisible to the snapshot) that
+// carried the column makes the chunk's value of it stale: not filled, whatever the window saw.
+TEST(Window, AColumnAnInvisibleTransactionCarriedIsNotFilled) {
+  TransactionLog log(1 << 20);
+  log.Begin(7, 50);  // before the window, invisible to the snapshot: carried every column
+  log.Touch(kRel, "a", {});
+  log.Touch(kRel, "b", {1});
+  log.Commit();
+  Window w("w", kRel);
+  w.Open();
+  log.Begin(9, 150);  // in the window: column 1 unchanged for both
+  for (const char* key : {"a", "b"}) {
+    log.Touch(kRel, key, {1});
+    w.Touch(kRel, key, {1});
+  }
+  log.Commit();
+  const auto out = w.Close(ChunkOf("7:10:7,9", {{"a", "A"}, {"b", "B"}}), log, 200);
+  ASSERT_FALSE(out.redo);
+  EXPECT_TRUE(out.rows.empty());
+  ASSERT_EQ(out.fills.size(), 1u);
+  EXPECT_EQ(out.fills[0].row, "B");
+  EXPECT_EQ(out.fills[0].columns, (std::vector<int>{1}));
+}
+
 TEST(TransactionLog, ATransactionLargerThanTheBudgetIsForgotten) {
   TransactionLog log(1000);
   log.Begin(5, 10);
