@@ -21,3 +21,9 @@ PG_CPPFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# A VPATH build (make -f SRC/Makefile VPATH=SRC in another directory, as Debian's pg_buildext
+# does for debian/) writes plugin/*.o there: the directory must exist.
+ifdef VPATH
+$(shell mkdir -p plugin)
+endif

@@ -2,7 +2,8 @@
 # tests/run.sh: the one test command (README, .ci/run). Builds and installs the extension,
 # builds the C++ side, starts a throwaway cluster, runs pg_regress + isolation specs
 # (make installcheck), the C++ tests (ctest), the Python protocol example and the docs'
-# snippets, and stops the cluster, also on failure; then a short pass of the fuzzers.
+# snippets, and stops the cluster, also on failure; then a short pass of the fuzzers; with
+# DBLOG_TEST_PACKAGES=1, last, the Debian packages (tests/packaging/test_packages.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/cluster.sh
@@ -51,5 +52,14 @@ echo "== docs snippets (tests/docs)"
 # cluster; a crash or a broken property fails the run.
 echo "== fuzzing, short pass (tests/fuzz)"
 DBLOG_FUZZ_SECONDS=${DBLOG_FUZZ_SECONDS:-10} DBLOG_JOBS=$jobs tests/fuzz/run.sh || status=1
+
+# The Debian packages (tests/packaging/test_packages.sh): builds them with debian/, lintian,
+# installs them, runs the quick start on the installed files and purges them. Only with
+# DBLOG_TEST_PACKAGES=1: it installs and removes system packages, takes about 12 minutes, and
+# replaces (then removes) the extension files installed above. CI runs it from .ci/run.
+if [ "${DBLOG_TEST_PACKAGES:-0}" = 1 ]; then
+  echo "== Debian packages (tests/packaging)"
+  DBLOG_JOBS=$jobs tests/packaging/test_packages.sh || status=1
+fi
 
 exit $status
