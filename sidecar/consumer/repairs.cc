@@ -219,6 +219,22 @@ void Repairs::Queue(RepairRequest q, bool resumed) {
                               {"table", q.table}, {"kind", q.kind},
                               {"resumed", resumed ? "true" : "false"}});
   requests_.push_back(std::move(q));
+  Publish();
+}
+
+void Repairs::Publish() {
+  std::vector<metrics::ConsumerStats::Repair> shown;
+  for (const RepairRequest& r : requests_) {
+    metrics::ConsumerStats::Repair& v = shown.emplace_back();
+    v.id = r.id;
+    v.table = r.table;
+    v.kind = r.kind;
+    v.done = r.kind == "keys" ? r.keys_done : r.rows;
+    v.estimated = r.rows_estimated;
+    v.chunks = r.chunks;
+    v.running = &r == &requests_.front();
+  }
+  stats_.SetRepairs(std::move(shown));
 }
 
 void Repairs::IgnoreMarker(const dblog::v1::Message& m, const char* kind) {
@@ -263,6 +279,7 @@ void Repairs::Stop() {
   window_timer_.cancel();
   repair_progress_timer_.cancel();
   poll_timer_.cancel();
+  stats_.SetRepairs({});  // not in flight while the consumer is away (resumed when it is back)
 }
 
 void Repairs::PollQueue() {
@@ -311,6 +328,7 @@ void Repairs::FailFrontRequest(const std::string& error) {
                                {"error", error}});
   bookkeeping_.FinishRequest(requests_.front().id, "failed", error);
   requests_.pop_front();
+  Publish();
   Schedule();
 }
 
@@ -327,6 +345,7 @@ void Repairs::StartWindow() {
   if (r.cancelled) {
     bookkeeping_.FinishRequest(r.id, "cancelled", "");
     requests_.pop_front();
+    Publish();
     Schedule();
     return;
   }
@@ -603,6 +622,7 @@ void Repairs::CloseWindow() {
                                  {"chunks", r.chunks}, {"rows", r.rows}, {"deletes", r.deletes}});
     requests_.pop_front();
   }
+  Publish();
   window_.reset();
 }
 
@@ -659,6 +679,7 @@ void Repairs::RepairProgressTick() {
   std::vector<RepairRequest*> queued;
   for (auto& r : requests_) queued.push_back(&r);
   SendRepairProgress(queued, false);
+  Publish();  // with the estimates SendRepairProgress read
   Later(repair_progress_timer_, std::chrono::steady_clock::now() + std::chrono::seconds(1),
         [this](boost::system::error_code ec) {
           if (ec)
