@@ -108,7 +108,41 @@ void WaitForPage(std::uint16_t port, const std::string& what,
   ADD_FAILURE() << "the status page never showed " << what << ":\n" << page;
 }
 
-class StatusPageTest : public DblogdTest {};
+// The fixture's consumer is the repairing one; the three others, their slots and bookkeeping
+// rows are this class's to remove, before (a crashed run's) and after the test: a slot left
+// behind would be resumed by the next run, whose stream would start in the old one's WAL.
+class StatusPageTest : public DblogdTest {
+ protected:
+  void SetUp() override {
+    DblogdTest::SetUp();
+    if (!IsSkipped()) DropOthers();
+  }
+  void TearDown() override {
+    DblogdTest::TearDown();  // stops dblogd
+    if (!IsSkipped()) DropOthers();
+  }
+  std::vector<std::string> Others() const {
+    return {consumer() + "_live", consumer() + "_boot", consumer() + "_never"};
+  }
+
+ private:
+  void DropOthers() {
+    for (const std::string& name : Others()) {
+      // a walsender that is shutting down may still hold the slot for a moment
+      for (int i = 0; i < 100; ++i) {
+        try {
+          db().exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                    " WHERE slot_name = 'dblog_" + name + "'");
+          break;
+        } catch (const PgError&) {
+          std::this_thread::sleep_for(100ms);
+        }
+      }
+      db().exec("DELETE FROM dblog.consumers WHERE name = '" + name + "'");
+      db().exec("DELETE FROM dblog.request_progress WHERE consumer = '" + name + "'");
+    }
+  }
+};
 
 TEST_F(StatusPageTest, ChromiumShowsEachConsumersPhaseLagSparklineRepairAndEscapedErrors) {
   const std::string chromium = Chromium();
@@ -127,8 +161,8 @@ TEST_F(StatusPageTest, ChromiumShowsEachConsumersPhaseLagSparklineRepairAndEscap
   db().exec("INSERT INTO " + s + ".huge SELECT g, repeat('v', 50) FROM "
             "generate_series(1, 100000) g");
   db().exec("ANALYZE " + s + ".huge");
-  const std::string repairing = consumer(), streaming = consumer() + "_live",
-                    copying = consumer() + "_boot", never = consumer() + "_never";
+  const std::string repairing = consumer(), streaming = Others()[0], copying = Others()[1],
+                    never = Others()[2];
   // One copy worker and a 1 MiB buffer: the bootstrap of huge stops while its client does not
   // read. The repair of mended reads 100 rows a second: in flight for about 80 s.
   StartDblogd({"--consumer=" + repairing + "=" + s + ".mended",
