@@ -18,6 +18,9 @@ packages=(
   # dblog publish (client/publish/): the NATS C client and Kafka's librdkafka to build, and
   # nats-server (in /usr/sbin) for the tests and docs/publish.md's example, which start their own
   nats-server libnats-dev librdkafka-dev
+  # dblogd's status page (GET /status): its browser test loads it in headless Chromium
+  # (StatusPageTest, tests/cpp/sidecar/status_page_test.cc), with a font to render its text
+  chromium fonts-dejavu-core
 )
 
 sudo_cmd=()

@@ -134,6 +134,7 @@ void Pipeline::Start() {
   session_->Attach(this);
   stats_->connected = 1;
   stats_->connected_since_us = NowMicros();
+  stats_->SetSession(session_->peer(), hello_.client_name());
   // The last session's unacknowledged commits are sent again and counted when they are.
   stats_->oldest_unacked_commit_us = 0;
   Guarded([this] { Prepare(); });
@@ -709,6 +710,7 @@ void Pipeline::OnAck(const dblog::v1::Ack& ack) {
     return;
   }
   stats_->acked_lsn = pos.commit_lsn;
+  stats_->last_ack_us = NowMicros();
   while (!unacked_commits_.empty() && unacked_commits_.front().first <= pos.commit_lsn)
     unacked_commits_.pop_front();
   stats_->oldest_unacked_commit_us =
@@ -940,6 +942,7 @@ void Pipeline::Finish() {
   stats_->connected = 0;
   stats_->connected_since_us = 0;
   stats_->bootstrap_running = 0;
+  stats_->SetSession("", "");
   repairs_->Stop();
   session_->Detach();
   if (bootstrap_) bootstrap_->Stop();

@@ -234,6 +234,22 @@ void Repairs::Queue(RepairRequest q, bool resumed) {
                               {"table", q.table}, {"kind", q.kind},
                               {"resumed", resumed ? "true" : "false"}});
   requests_.push_back(std::move(q));
+  Publish();
+}
+
+void Repairs::Publish() {
+  std::vector<metrics::ConsumerStats::Repair> shown;
+  for (const RepairRequest& r : requests_) {
+    metrics::ConsumerStats::Repair& v = shown.emplace_back();
+    v.id = r.id;
+    v.table = r.table;
+    v.kind = r.kind;
+    v.done = r.kind == "keys" ? r.keys_done : r.rows;
+    v.estimated = r.rows_estimated;
+    v.chunks = r.chunks;
+    v.running = &r == &requests_.front();
+  }
+  stats_.SetRepairs(std::move(shown));
 }
 
 void Repairs::IgnoreMarker(const dblog::v1::Message& m, const char* kind) {
@@ -278,6 +294,7 @@ void Repairs::Stop() {
   window_timer_.cancel();
   repair_progress_timer_.cancel();
   poll_timer_.cancel();
+  stats_.SetRepairs({});  // not in flight while the consumer is away (resumed when it is back)
 }
 
 void Repairs::PollQueue() {
@@ -326,6 +343,7 @@ void Repairs::FailFrontRequest(const std::string& error) {
                                {"error", error}});
   bookkeeping_.FinishRequest(requests_.front().id, "failed", error);
   requests_.pop_front();
+  Publish();
   Schedule();
 }
 
@@ -342,6 +360,7 @@ void Repairs::StartWindow() {
   if (r.cancelled) {
     bookkeeping_.FinishRequest(r.id, "cancelled", "");
     requests_.pop_front();
+    Publish();
     Schedule();
     return;
   }
@@ -619,6 +638,7 @@ void Repairs::CloseWindow() {
                                  {"fills", r.fills}});
     requests_.pop_front();
   }
+  Publish();
   window_.reset();
 }
 
@@ -695,6 +715,7 @@ void Repairs::RepairProgressTick() {
   std::vector<RepairRequest*> queued;
   for (auto& r : requests_) queued.push_back(&r);
   SendRepairProgress(queued, false);
+  Publish();  // with the estimates SendRepairProgress read
   Later(repair_progress_timer_, std::chrono::steady_clock::now() + std::chrono::seconds(1),
         [this](boost::system::error_code ec) {
           if (ec)

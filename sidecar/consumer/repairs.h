@@ -157,6 +157,8 @@ class Repairs {
   void CloseWindow();
   void EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::Outcome& out);
   void RepairProgressTick();
+  // The queue as the status page and /status.json show it (ConsumerStats::SetRepairs).
+  void Publish();
   void SendRepairProgress(const std::vector<RepairRequest*>& requests, bool done);
   void IgnoreMarker(const dblog::v1::Message& m, const char* kind);
   // Runs `step` from the io loop unless this object is gone.

@@ -1,10 +1,11 @@
-// sidecar/log/log.cc: logfmt lines on stderr (see log.h).
+// sidecar/log/log.cc: logfmt lines on stderr and the ring of recent problems (see log.h).
 #include "log/log.h"
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <mutex>
 #include <stdexcept>
 
@@ -18,6 +19,7 @@ using common::AppendLogfmtValue;
 
 std::atomic<Level> min_level{Level::kInfo};
 std::mutex write_mutex;
+std::deque<Problem> recent_problems;  // under write_mutex; at most kRecentProblems
 
 const char* LevelName(Level level) {
   switch (level) {
@@ -63,11 +65,14 @@ void WriteLine(Level level, std::string_view event, std::initializer_list<Field>
   line += LevelName(level);
   line += " event=";
   AppendLogfmtValue(line, event);
+  const std::size_t fields_at = line.size();
+  std::string consumer;
   for (const Field& f : fields) {
     line.push_back(' ');
     line.append(f.key);
     line.push_back('=');
     AppendLogfmtValue(line, f.value);
+    if (f.key == "consumer") consumer = f.value;
   }
   if (extra != nullptr) {
     line.push_back(' ');
@@ -79,9 +84,30 @@ void WriteLine(Level level, std::string_view event, std::initializer_list<Field>
   std::lock_guard<std::mutex> lock(write_mutex);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+  if (level >= Level::kWarn) {
+    Problem p{micros, level, std::string(event), std::move(consumer), {}};
+    std::size_t end = line.size() - 1;  // without the newline
+    const std::size_t start = fields_at < end ? fields_at + 1 : end;
+    if (end - start > kMaxProblemText) {
+      end = start + kMaxProblemText;
+      // not inside a UTF-8 sequence: back to the start of the character cut
+      while (end > start && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) --end;
+      p.text = line.substr(start, end - start) + "...";
+    } else {
+      p.text = line.substr(start, end - start);
+    }
+    if (p.consumer.size() > kMaxProblemText) p.consumer.resize(kMaxProblemText);
+    if (recent_problems.size() == kRecentProblems) recent_problems.pop_front();
+    recent_problems.push_back(std::move(p));
+  }
 }
 
 }  // namespace
+
+std::vector<Problem> RecentProblems() {
+  std::lock_guard<std::mutex> lock(write_mutex);
+  return {recent_problems.begin(), recent_problems.end()};
+}
 
 void Write(Level level, std::string_view event, std::initializer_list<Field> fields) {
   WriteLine(level, event, fields, nullptr);

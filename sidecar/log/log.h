@@ -1,6 +1,8 @@
 // sidecar/log/log.h: one structured line per notable event, in logfmt
-// (`ts=... level=info event=consumer_connected consumer=search slot=dblog_search`), on stderr.
-// Owns: formatting and writing log lines. Knows nothing about what is logged.
+// (`ts=... level=info event=consumer_connected consumer=search slot=dblog_search`), on stderr;
+// the last warn and error lines also kept in memory (RecentProblems, for the status page).
+// Owns: formatting and writing log lines, the ring of recent problems. Knows nothing about what
+// is logged.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace dblog::log {
 
@@ -44,5 +47,19 @@ inline void Error(std::string_view event, std::initializer_list<Field> fields = 
 inline void Debug(std::string_view event, std::initializer_list<Field> fields = {}) {
   Write(Level::kDebug, event, fields);
 }
+
+// A warn or error line as written: when, its level and event, the value of its `consumer`
+// field ("" when none) and its other fields as logfmt text (at most kMaxProblemText bytes,
+// cut with "...").
+struct Problem {
+  std::int64_t at_us = 0;
+  Level level = Level::kWarn;
+  std::string event, consumer, text;
+};
+constexpr std::size_t kRecentProblems = 20;
+constexpr std::size_t kMaxProblemText = 512;
+// The last kRecentProblems warn and error lines written (those below SetMinLevel are not),
+// oldest first. Thread-safe.
+std::vector<Problem> RecentProblems();
 
 }  // namespace dblog::log

@@ -1,10 +1,13 @@
-// sidecar/metrics/metrics.cc: Prometheus rendering and a minimal HTTP endpoint (see metrics.h).
+// sidecar/metrics/metrics.cc: Prometheus rendering, the lag history and a minimal HTTP endpoint
+// (see metrics.h).
 #include "metrics/metrics.h"
 
 #include <chrono>
 #include <sstream>
 
+#include "log/log.h"
 #include "metrics/status.h"
+#include "metrics/status_page.h"
 
 namespace dblog::metrics {
 namespace asio = boost::asio;
@@ -20,6 +23,47 @@ std::shared_ptr<ConsumerStats> Registry::ForConsumer(const std::string& name) {
 void Registry::Forget(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   consumers_.erase(name);
+  lag_history_.erase(name);
+}
+
+void Registry::SampleLag(std::int64_t now_us) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [name, stats] : consumers_) {
+    Ring& ring = lag_history_[name];
+    const LagSample sample{now_us, LagBytes(*stats), LagSeconds(*stats, now_us)};
+    if (ring.samples.size() < kLagSamples) {
+      ring.samples.push_back(sample);
+    } else {
+      ring.samples[ring.next] = sample;
+      ring.next = (ring.next + 1) % kLagSamples;
+    }
+  }
+}
+
+std::vector<LagSample> Registry::LagHistory(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = lag_history_.find(name);
+  if (it == lag_history_.end()) return {};
+  const Ring& ring = it->second;
+  std::vector<LagSample> out(ring.samples.begin() + ring.next, ring.samples.end());
+  out.insert(out.end(), ring.samples.begin(), ring.samples.begin() + ring.next);
+  return out;
+}
+
+void ConsumerStats::SetSession(std::string peer, std::string client) {
+  std::lock_guard<std::mutex> lock(details_mutex_);
+  details_.peer = std::move(peer);
+  details_.client = std::move(client);
+}
+
+void ConsumerStats::SetRepairs(std::vector<Repair> repairs) {
+  std::lock_guard<std::mutex> lock(details_mutex_);
+  details_.repairs = std::move(repairs);
+}
+
+ConsumerStats::Details ConsumerStats::details() const {
+  std::lock_guard<std::mutex> lock(details_mutex_);
+  return details_;
 }
 
 std::map<std::string, std::shared_ptr<const ConsumerStats>> Registry::Consumers() const {
@@ -197,7 +241,10 @@ HttpReply HttpRespond(std::string_view received, const Registry& registry,
   std::istringstream in{std::string(received)};
   std::string method, path;
   in >> method >> path;
-  std::string body, status = "200 OK", type = "text/plain; version=0.0.4";
+  std::string body, status = "200 OK", type = "text/plain; version=0.0.4", headers;
+  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   if (method != "GET") {
     status = "405 Method Not Allowed";
     body = "only GET\n";
@@ -205,19 +252,24 @@ HttpReply HttpRespond(std::string_view received, const Registry& registry,
     body = registry.Render();
   } else if (path == "/status.json") {
     type = "application/json";
-    body = RenderStatusJson(registry, std::chrono::duration_cast<std::chrono::microseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count());
+    body = RenderStatusJson(registry, now_us);
+  } else if (path == "/status") {
+    // No script, style inline only: the page runs nothing even if a name slipped through.
+    type = "text/html; charset=utf-8";
+    headers =
+        "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n"
+        "X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n";
+    body = RenderStatusPage(registry, log::RecentProblems(), now_us);
   } else if (path == "/") {
     type = "text/plain";
-    body = "dblogd: see /metrics and /status.json\n";
+    body = "dblogd: see /metrics, /status.json and /status\n";
   } else {
     status = "404 Not Found";
     body = "not found\n";
   }
   return {HttpReply::Kind::kResponse,
           "HTTP/1.0 " + status + "\r\nContent-Type: " + type +
-              "\r\nContent-Length: " + std::to_string(body.size()) +
+              "\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
               "\r\nConnection: close\r\n\r\n" + body};
 }
 
@@ -237,14 +289,32 @@ struct HttpEndpoint::Connection {
 
 HttpEndpoint::HttpEndpoint(asio::io_context& io, const tcp::endpoint& at, Registry& registry)
     : acceptor_(io, at), registry_(registry),
-      retry_(io, "metrics", registry.accept_errors_metrics) {}
+      retry_(io, "metrics", registry.accept_errors_metrics), sample_timer_(io) {}
 
-void HttpEndpoint::Start() { Accept(); }
+void HttpEndpoint::Start() {
+  Accept();
+  // The first sample once the loop runs (the configured consumers are registered by then).
+  sample_timer_.expires_after(std::chrono::seconds(0));
+  sample_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec && acceptor_.is_open()) SampleLag();
+  });
+}
 
 void HttpEndpoint::Stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   retry_.Cancel();
+  sample_timer_.cancel();
+}
+
+void HttpEndpoint::SampleLag() {
+  registry_.SampleLag(std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count());
+  sample_timer_.expires_after(Registry::kLagSampleInterval);
+  sample_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec && acceptor_.is_open()) SampleLag();
+  });
 }
 
 void HttpEndpoint::Refused(std::atomic<std::uint64_t>& counter, const char* reason) {

@@ -1,8 +1,9 @@
 // sidecar/metrics/metrics.h: counters and gauges dblogd exposes, and the HTTP endpoint that
-// serves them: Prometheus text (GET /metrics) and each consumer's health as JSON
-// (GET /status.json, status.h).
-// Owns: the metric names and their rendering. Values are written by the components that own
-// them (atomics, so copy workers may update them from their threads).
+// serves them: Prometheus text (GET /metrics), each consumer's health as JSON
+// (GET /status.json, status.h) and as an HTML page (GET /status, status_page.h).
+// Owns: the metric names and their rendering, each consumer's lag history (one sample per
+// kLagSampleInterval for the last hour, for the page's sparklines). Values are written by the
+// components that own them (atomics, so copy workers may update them from their threads).
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "log/rate_limit.h"
 #include "net/accept_retry.h"
@@ -45,6 +47,39 @@ struct ConsumerStats {
   std::atomic<std::uint64_t> window_fills{0};       // kept keys' rows completed by a fill
   std::atomic<std::uint64_t> window_partial_fills{0};  // ... of which sent as partial UPDATEs
   std::atomic<std::int64_t> slot_creation_started_us{0};  // waiting to create the slot since; 0: not
+  std::atomic<std::int64_t> last_ack_us{0};  // when the consumer last acknowledged; 0: never
+
+  // A repair request queued or running for the consumer, as the status page and /status.json
+  // show it (a copy, refreshed by the consumer's thread once a second while repairs run).
+  struct Repair {
+    std::uint64_t id = 0;
+    std::string table;  // qualified, as regclass prints it
+    std::string kind;   // table, range, keys
+    std::uint64_t done = 0;       // rows emitted (keys covered, for a key list)
+    std::uint64_t estimated = 0;  // rows the table holds (reltuples; keys asked); 0: unknown
+    std::uint32_t chunks = 0;
+    bool running = false;  // the first in the queue: its windows are the ones opening
+  };
+  // The session's sink: its address ("127.0.0.1:50312") and Hello.client_name; "" when none.
+  void SetSession(std::string peer, std::string client);
+  void SetRepairs(std::vector<Repair> repairs);
+  struct Details {
+    std::string peer, client;
+    std::vector<Repair> repairs;
+  };
+  Details details() const;
+
+ private:
+  mutable std::mutex details_mutex_;
+  Details details_;
+};
+
+// One lag sample of a consumer: when, and its lag_bytes and lag_seconds as /status.json
+// derives them (status.h).
+struct LagSample {
+  std::int64_t at_us = 0;
+  std::uint64_t lag_bytes = 0;
+  double lag_seconds = 0;
 };
 
 class Registry {
@@ -55,6 +90,16 @@ class Registry {
   std::string Render() const;  // Prometheus text exposition format 0.0.4
   // Each consumer's stats, in name order (for the status page, status.h).
   std::map<std::string, std::shared_ptr<const ConsumerStats>> Consumers() const;
+
+  // The lag history: one sample per kLagSampleInterval (HttpEndpoint takes them), the last
+  // kLagSamples (an hour) kept per consumer, dropped by Forget: bounded memory (24 bytes a
+  // sample, 5.6 KiB a consumer).
+  static constexpr std::chrono::seconds kLagSampleInterval{15};
+  static constexpr std::size_t kLagSamples = 240;
+  // Appends every consumer's lag at `now_us` to its history.
+  void SampleLag(std::int64_t now_us);
+  // A consumer's samples, oldest first (empty when none or unknown).
+  std::vector<LagSample> LagHistory(const std::string& name) const;
 
   std::atomic<std::uint64_t> connections_total{0};
   std::atomic<std::uint64_t> connections_refused{0};
@@ -78,10 +123,16 @@ class Registry {
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<ConsumerStats>> consumers_;
+  struct Ring {
+    std::vector<LagSample> samples;  // at most kLagSamples; `next` is the oldest once full
+    std::size_t next = 0;
+  };
+  std::map<std::string, Ring> lag_history_;  // under mutex_
 };
 
-// Serves GET /metrics, GET /status.json (and / as a short index) over HTTP/1.0 on the given
-// endpoint. A client that does not finish its request headers (at most kMaxHeaderBytes) within
+// Serves GET /metrics, GET /status.json, GET /status (and / as a short index) over HTTP/1.0 on
+// the given endpoint, and samples every consumer's lag each Registry::kLagSampleInterval. A
+// client that does not finish its request headers (at most kMaxHeaderBytes) within
 // kHeaderTimeout is disconnected; beyond kMaxConnections open connections, new ones are closed
 // at once. Each is counted in dblog_metrics_http_refused_total{reason}.
 class HttpEndpoint {
@@ -101,20 +152,22 @@ class HttpEndpoint {
   struct Connection;
   void Accept();
   void Serve(std::shared_ptr<Connection> c);
+  void SampleLag();
   void Refused(std::atomic<std::uint64_t>& counter, const char* reason);
   boost::asio::ip::tcp::acceptor acceptor_;
   Registry& registry_;
   // open connections; shared with each connection, which may outlive the endpoint
   std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
   net::AcceptRetry retry_;
+  boost::asio::steady_timer sample_timer_;
   log::RateLimited refused_log_{std::chrono::seconds(10)};
 };
 
 // What the metrics endpoint answers to `received`, the bytes read from a connection so far (at
 // most max_header_bytes: the read stops there). kNeedMore: the request head has not ended yet
 // (no blank line), read on. kTooLarge: max_header_bytes without the end of the head, answered
-// 431. kResponse: the whole response to the request: GET /metrics, GET /status.json, GET / (an
-// index), 404 for other paths, 405 for other methods. Pure: HttpEndpoint's parser, callable
+// 431. kResponse: the whole response to the request: GET /metrics, GET /status.json, GET
+// /status (the HTML page), GET / (an index), 404 for other paths, 405 for other methods. Pure: HttpEndpoint's parser, callable
 // without a socket.
 struct HttpReply {
   enum class Kind { kNeedMore, kTooLarge, kResponse };

@@ -9,9 +9,7 @@
 #include "common/lsn.h"
 
 namespace dblog::metrics {
-namespace {
 
-// "2026-12-05T16:50:00.123Z": UTC, milliseconds.
 std::string Rfc3339(std::int64_t us) {
   const time_t seconds = static_cast<time_t>(us / 1000000);
   tm utc{};
@@ -30,14 +28,33 @@ const char* Phase(const ConsumerStats& s) {
   return "streaming";
 }
 
+std::uint64_t LagBytes(const ConsumerStats& s) {
+  const std::uint64_t acked = s.acked_lsn.load(), confirmed = s.confirmed_lsn.load(),
+                      wal = s.source_wal_lsn.load();
+  const std::uint64_t acknowledged = acked > confirmed ? acked : confirmed;
+  return wal > acknowledged ? wal - acknowledged : 0;
+}
+
+std::uint64_t RetainedBytes(const ConsumerStats& s) {
+  const std::uint64_t confirmed = s.confirmed_lsn.load(), wal = s.source_wal_lsn.load();
+  return wal > confirmed ? wal - confirmed : 0;
+}
+
+double LagSeconds(const ConsumerStats& s, std::int64_t now_us) {
+  const std::int64_t oldest = s.oldest_unacked_commit_us.load();
+  return oldest == 0 || now_us < oldest ? 0.0 : double(now_us - oldest) / 1e6;
+}
+
+namespace {
+
 void RenderConsumer(common::JsonWriter& json, const std::string& name, const ConsumerStats& s,
                     std::int64_t now_us) {
   const bool connected = s.connected.load() != 0;
   const std::int64_t since = s.connected_since_us.load();
   const std::uint64_t acked = s.acked_lsn.load(), confirmed = s.confirmed_lsn.load(),
                       wal = s.source_wal_lsn.load();
-  const std::uint64_t acknowledged = acked > confirmed ? acked : confirmed;
-  const std::int64_t oldest = s.oldest_unacked_commit_us.load();
+  const std::int64_t last_ack = s.last_ack_us.load();
+  const ConsumerStats::Details details = s.details();
   json.BeginObject();
   json.Key("name").String(name);
   json.Key("connected").Bool(connected);
@@ -50,15 +67,45 @@ void RenderConsumer(common::JsonWriter& json, const std::string& name, const Con
   json.Key("phase").String(Phase(s));
   json.Key("bootstrap_rows_copied").Uint(s.bootstrap_rows.load());
   json.Key("bootstrap_rows_estimated").Uint(s.bootstrap_rows_estimated.load());
-  json.Key("lag_bytes").Uint(wal > acknowledged ? wal - acknowledged : 0);
-  json.Key("lag_seconds").Double(oldest == 0 || now_us < oldest ? 0.0
-                                                                 : double(now_us - oldest) / 1e6);
-  json.Key("retained_bytes").Uint(wal > confirmed ? wal - confirmed : 0);
+  json.Key("lag_bytes").Uint(LagBytes(s));
+  json.Key("lag_seconds").Double(LagSeconds(s, now_us));
+  json.Key("retained_bytes").Uint(RetainedBytes(s));
   json.Key("acked_lsn").String(common::FormatLsn(acked));
   json.Key("confirmed_lsn").String(common::FormatLsn(confirmed));
   json.Key("source_wal_lsn").String(common::FormatLsn(wal));
   json.Key("reconciles").Uint(s.reconciles_total.load());
   json.Key("window_redos").Uint(s.window_redos.load());
+  json.Key("last_ack");
+  if (last_ack != 0) {
+    json.String(Rfc3339(last_ack));
+  } else {
+    json.Null();
+  }
+  json.Key("sink");
+  if (connected && !details.peer.empty()) {
+    json.String(details.peer);
+  } else {
+    json.Null();
+  }
+  json.Key("client");
+  if (connected && !details.peer.empty()) {
+    json.String(details.client);
+  } else {
+    json.Null();
+  }
+  json.Key("repairs").BeginArray();
+  for (const ConsumerStats::Repair& r : details.repairs) {
+    json.BeginObject();
+    json.Key("id").Uint(r.id);
+    json.Key("table").String(r.table);
+    json.Key("kind").String(r.kind);
+    json.Key("done").Uint(r.done);
+    json.Key("estimated").Uint(r.estimated);
+    json.Key("chunks").Uint(r.chunks);
+    json.Key("running").Bool(r.running);
+    json.EndObject();
+  }
+  json.EndArray();
   json.EndObject();
 }
 

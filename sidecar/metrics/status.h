@@ -1,7 +1,7 @@
 // sidecar/metrics/status.h: each consumer's health as one JSON document, the body of
 // GET /status.json on the metrics listener (what `dblog status` reads).
 // Owns: the status document's fields and how each is derived from ConsumerStats (the phase, the
-// lags). Served by metrics::HttpRespond with the same access rules as /metrics.
+// lags; the HTML page, status_page.h, shows the same). Served by metrics::HttpRespond with the same access rules as /metrics.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,21 @@ namespace dblog::metrics {
 //   acked_lsn, confirmed_lsn, source_wal_lsn   as PostgreSQL writes LSNs ("16/B374D848")
 //   reconciles       slots found gone and reconciled (dblog_reconciles_total)
 //   window_redos     repair windows read again (dblog_repair_window_redos_total)
+//   last_ack         RFC 3339 UTC time of the consumer's last acknowledgement; null: none yet
+//   sink             the connected client's address ("127.0.0.1:50312"); null when disconnected
+//   client           its Hello.client_name ("dblog-tail/1"); null when disconnected
+//   repairs          the repair requests queued or running, in order: [{"id", "table", "kind",
+//                    "done" (rows emitted; keys covered for a key list), "estimated" (rows of
+//                    the table, keys asked; 0: unknown), "chunks", "running" (the first)}]
 std::string RenderStatusJson(const Registry& registry, std::int64_t now_us);
+
+// The derived values, shared by the JSON, the page and the lag history.
+std::uint64_t LagBytes(const ConsumerStats& s);      // lag_bytes above
+std::uint64_t RetainedBytes(const ConsumerStats& s); // retained_bytes above
+double LagSeconds(const ConsumerStats& s, std::int64_t now_us);
+// "disconnected", "creating_slot", "bootstrapping" or "streaming"
+const char* Phase(const ConsumerStats& s);
+// "2026-12-05T16:50:00.123Z": UTC, milliseconds.
+std::string Rfc3339(std::int64_t us);
 
 }  // namespace dblog::metrics

@@ -160,8 +160,8 @@ TEST(HttpRespond, MetricsIndexAndRefusals) {
   EXPECT_EQ(metrics.rfind("HTTP/1.0 200 OK\r\n", 0), 0u);
   EXPECT_NE(metrics.find("\ndblog_connections_total 3\n"), std::string::npos);
   EXPECT_EQ(Respond("GET / HTTP/1.0\r\n\r\n", registry),
-            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 38\r\n"
-            "Connection: close\r\n\r\ndblogd: see /metrics and /status.json\n");
+            "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 47\r\n"
+            "Connection: close\r\n\r\ndblogd: see /metrics, /status.json and /status\n");
   registry.ForConsumer("a");
   const std::string status = Respond("GET /status.json HTTP/1.1\r\n\r\n", registry);
   EXPECT_EQ(status.rfind("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n", 0), 0u)
@@ -224,7 +224,8 @@ TEST(MetricsRender, FamiliesThenOneSeriesPerConsumer) {
 
 // metrics::RenderStatusJson, the body of GET /status.json: one object per consumer in name
 // order, every name escaped (quotes, backslashes, control characters), the phase from the
-// stats, lags derived at `now` and never negative, LSNs as PostgreSQL writes them.
+// stats, lags derived at `now` and never negative, LSNs as PostgreSQL writes them; the last ack,
+// the sink and the repairs in flight (no sink while disconnected).
 TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
   dblog::metrics::Registry registry;
   const std::int64_t now = 1764950400000000;  // 2025-12-05T16:00:00Z
@@ -237,6 +238,10 @@ TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
   streaming->oldest_unacked_commit_us = now - 1500000;
   streaming->reconciles_total = 2;
   streaming->window_redos = 3;
+  streaming->last_ack_us = now - 2000000;
+  streaming->SetSession("127.0.0.1:50312", "dblog-tail");
+  streaming->SetRepairs({{7, "public.\"t\"", "range", 40, 100, 2, true},
+                         {8, "public.u", "keys", 0, 0, 0, false}});
   const auto copying = registry.ForConsumer("b");
   copying->connected = 1;
   copying->connected_since_us = now;
@@ -255,6 +260,7 @@ TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
   odd->acked_lsn = 9;  // ahead of the WAL position last reported: no lag (the slot has some)
   odd->source_wal_lsn = 5;
   odd->connected_since_us = now;  // not connected: no time shown
+  odd->SetSession("127.0.0.1:1", "gone");  // nor a sink
 
   EXPECT_EQ(
       dblog::metrics::RenderStatusJson(registry, now),
@@ -263,19 +269,28 @@ TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
       "\"phase\":\"bootstrapping\",\"bootstrap_rows_copied\":1200,"
       "\"bootstrap_rows_estimated\":5000,"
       "\"lag_bytes\":20,\"lag_seconds\":0,\"retained_bytes\":20,\"acked_lsn\":\"0/0\","
-      "\"confirmed_lsn\":\"0/50\",\"source_wal_lsn\":\"0/64\",\"reconciles\":0,\"window_redos\":0},"
+      "\"confirmed_lsn\":\"0/50\",\"source_wal_lsn\":\"0/64\",\"reconciles\":0,\"window_redos\":0,"
+      "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
       "{\"name\":\"c\",\"connected\":true,\"connected_since\":\"2025-12-05T16:00:00.000Z\","
       "\"phase\":\"creating_slot\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":0,\"acked_lsn\":\"0/0\","
-      "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/0\",\"reconciles\":0,\"window_redos\":0},"
+      "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/0\",\"reconciles\":0,\"window_redos\":0,"
+      "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
       "{\"name\":\"q\\\"uo\\\\te\\nnew\\u0001line\",\"connected\":false,\"connected_since\":null,"
       "\"phase\":\"disconnected\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":5,\"acked_lsn\":\"0/9\","
-      "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/5\",\"reconciles\":0,\"window_redos\":0},"
+      "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/5\",\"reconciles\":0,\"window_redos\":0,"
+      "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
       "{\"name\":\"s\",\"connected\":true,\"connected_since\":\"2025-12-05T15:58:29.750Z\","
       "\"phase\":\"streaming\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":500,\"lag_seconds\":1.5,\"retained_bytes\":550,\"acked_lsn\":\"1/64\","
-      "\"confirmed_lsn\":\"1/32\",\"source_wal_lsn\":\"1/258\",\"reconciles\":2,\"window_redos\":3}"
+      "\"confirmed_lsn\":\"1/32\",\"source_wal_lsn\":\"1/258\",\"reconciles\":2,\"window_redos\":3,"
+      "\"last_ack\":\"2025-12-05T15:59:58.000Z\",\"sink\":\"127.0.0.1:50312\","
+      "\"client\":\"dblog-tail\",\"repairs\":["
+      "{\"id\":7,\"table\":\"public.\\\"t\\\"\",\"kind\":\"range\",\"done\":40,"
+      "\"estimated\":100,\"chunks\":2,\"running\":true},"
+      "{\"id\":8,\"table\":\"public.u\",\"kind\":\"keys\",\"done\":0,\"estimated\":0,"
+      "\"chunks\":0,\"running\":false}]}"
       "]}\n");
   EXPECT_EQ(dblog::metrics::RenderStatusJson(dblog::metrics::Registry(), now),
             "{\"now\":\"2025-12-05T16:00:00.000Z\",\"consumers\":[]}\n");
