@@ -393,12 +393,17 @@ class PublishTest : public PublishE2eTest {
 // The end-to-end test: the randomized workload with repairs while `dblog publish` and dblogd are
 // SIGKILLed and restarted at random moments (publish also during the bootstrap); the log must
 // hold every event once and replay into the source, read whole and table by table.
+// DBLOG_PUBLISH_SEED (tests/soak.sh) draws another workload and other disturbances.
 TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
   NatsServer nats_server("n1", FreePort(), 0, {});
   ASSERT_NO_FATAL_FAILURE(nats_server.Start());
   const std::string s = schema();
   CreateTables();
-  std::mt19937_64 rng(1601);
+  const char* seed_env = std::getenv("DBLOG_PUBLISH_SEED");
+  const std::uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 1601;
+  SCOPED_TRACE("publish seed " + std::to_string(seed) + " (replay: DBLOG_PUBLISH_SEED=" +
+               std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
   for (int i = 0; i < 40; ++i) RandomTransaction(db(), s, rng, kPublishWorkload);
   db().exec("INSERT INTO " + s + ".t_int (id, v, s) SELECT g, g, 'bulk' FROM "
             "generate_series(1000000, 1020000) g");
@@ -428,7 +433,7 @@ TEST_F(PublishTest, KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog) {
   publisher.Kill();  // in the bootstrap, most likely
   publisher.Start();
 
-  WorkloadWriter writer(conninfo(), s, 7);
+  WorkloadWriter writer(conninfo(), s, seed_env ? seed : 7);
   Disturbances done;
   done.publish_kills = 1;  // that one
   Disturb(rng, 20s, publisher, {"t_int", "t_comp", "t_uuid"}, {}, done);
