@@ -18,6 +18,9 @@ packages=(
   # dblog publish (client/publish/): the NATS C client and Kafka's librdkafka to build, and
   # nats-server (in /usr/sbin) for the tests and docs/publish.md's example, which start their own
   nats-server libnats-dev librdkafka-dev
+  # dblog publish --format debezium-avro: its tests decode the records with Apache Avro's own
+  # Python library (tests/cpp/publish/avro_check.py)
+  python3-avro
 )
 
 sudo_cmd=()
