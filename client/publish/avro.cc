@@ -521,8 +521,9 @@ class AvroEncoder {
       Bytes(out_, v.text);
     } else if (type == "bytes") {
       if (v.kind != Json::kString) Fail(path, "not a base64 string");
-      if (v.text == kUnavailable) {
-        // Debezium's placeholder in a bytes column: its bytes (unavailable.value.placeholder)
+      if (v.text == kUnavailable && s.String("name").empty()) {
+        // Debezium's placeholder in a bytea column: its bytes (unavailable.value.placeholder);
+        // a Decimal has none
         Bytes(out_, v.text);
         return;
       }
@@ -541,14 +542,15 @@ class AvroEncoder {
           Long(out_, 1);
           if (optional_items) Long(out_, 1);
           Bytes(out_, v.text);
-        } else if (item_type == "int32" || item_type == "int64") {
+        } else if ((item_type == "int32" || item_type == "int64") && items.String("name").empty()) {
           Long(out_, static_cast<std::int64_t>(v.text.size()));
           for (const char c : v.text) {
             if (optional_items) Long(out_, 1);
             Long(out_, static_cast<signed char>(c));
           }
         } else {
-          Fail(path, "an unchanged TOASTed array of " + item_type +
+          Fail(path, "an unchanged TOASTed array of " +
+                         (items.String("name").empty() ? item_type : items.String("name")) +
                          ", which Debezium has no placeholder for");
         }
         Long(out_, 0);

@@ -10,7 +10,9 @@ value: base64 bytes as bytes, Decimal as decimal.Decimal of the schema's scale, 
 infinities as floats, Debezium's unavailable-value placeholder as its bytes in a bytes field
 a one-element array in a text array field, its bytes as numbers in an int array
 (Debezium's UnchangedToastedPlaceholder). Prints "<n> records" and exits 0, else the first
-difference and exits 1. Used by avro_test.cc.
+difference and exits 1. With --decode first: checks the frames the same way and prints each
+decoded value as one JSON line (bytes base64, decimals as text) instead of comparing. Used by
+avro_test.cc and kafka_test.cc.
 """
 import base64
 import decimal
@@ -68,8 +70,24 @@ def same(a, b):
     return type(a) == type(b) and a == b
 
 
+def plain(value):
+    """A decoded value as JSON: bytes as base64, decimals as their text."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
 def main():
-    doc = json.load(open(sys.argv[1]))
+    decode_only = sys.argv[1] == "--decode"
+    doc = json.load(open(sys.argv[-1]))
     schemas = {int(k): avro.schema.parse(v) for k, v in doc["schemas"].items()}
     subjects = doc.get("subjects", {})
     for n, record in enumerate(doc["records"]):
@@ -90,11 +108,15 @@ def main():
         if body.tell() != len(frame) - 5:
             print(f"{where}: {len(frame) - 5 - body.tell()} bytes left after the value")
             return 1
+        if decode_only:
+            print(json.dumps(plain(decoded), separators=(",", ":")))
+            continue
         want = expected(schemas[schema_id], record["expected"], "")
         if not same(decoded, want):
             print(f"{where}: decoded\n{decoded!r}\nexpected\n{want!r}")
             return 1
-    print(f"{len(doc['records'])} records")
+    if not decode_only:
+        print(f"{len(doc['records'])} records")
     return 0
 
 

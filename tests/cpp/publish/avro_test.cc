@@ -5,7 +5,9 @@
 // Debian's python3-avro) with the writer schema a fake registry received, compared with the
 // JsonConverter payload (schemas.enable=true) of the same event.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <set>
 
 #include "client/publish/avro.h"
+#include "client/publish/broker.h"
 #include "client/publish/debezium.h"
 #include "client/publish/layout.h"
 #include "client/publish/schema_registry.h"
@@ -88,6 +91,20 @@ TEST(AvroEncoding, PrimitivesAsTheSpecificationWritesThem) {
   EXPECT_THROW(AvroEncodeConnect(rec, R"({"x":null})"), std::invalid_argument);
   EXPECT_THROW(AvroEncodeConnect(rec, R"({"x":"1"})"), std::invalid_argument);
   EXPECT_THROW(AvroEncodeConnect(rec, R"({"x":1,"y":2})"), std::invalid_argument);
+  // Debezium's placeholder for an unchanged TOASTed value where Avro's type cannot carry it
+  // (UnchangedToastedPlaceholder has none for a date[] or a numeric): refused, naming the field
+  const char* dates = R"({"type":"struct","name":"a.R","optional":false,"fields":[{"type":"array","items":{"type":"int32","name":"io.debezium.time.Date","optional":true},"optional":true,"field":"ds"},{"type":"array","items":{"type":"string","optional":true},"optional":true,"field":"ts"}]})";
+  EXPECT_EQ(enc(dates, R"({"ds":null,"ts":"__debezium_unavailable_value"})"),
+            "00 02 02 02 38 5f 5f 64 65 62 65 7a 69 75 6d 5f 75 6e 61 76 61 69 6c 61 62 6c 65 5f 76 61 6c 75 65 00");
+  EXPECT_THROW(AvroEncodeConnect(dates, R"({"ds":"__debezium_unavailable_value","ts":null})"),
+               std::invalid_argument);
+  const char* decimal = R"({"type":"struct","name":"a.R","optional":false,"fields":[{"type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2"},"optional":true,"field":"n"}]})";
+  try {
+    AvroEncodeConnect(decimal, R"({"n":"__debezium_unavailable_value"})");
+    ADD_FAILURE() << "a Decimal placeholder was encoded";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("n: "), std::string::npos) << e.what();
+  }
 }
 
 // The Avro schema of Debezium's envelope as Confluent's AvroData.fromConnectSchema derives it
@@ -271,6 +288,63 @@ TEST(DebeziumAvro, TheAvroCheckRefusesWrongBytes) {
   EXPECT_EQ(registry.calls, 1);
   encoder.Encode("u-key", with_schema);
   EXPECT_EQ(registry.calls, 2);
+}
+
+// HttpSchemaRegistry against fake_schema_registry.py over real HTTP (the stand-in the Kafka test
+// uses; no Confluent registry can run here): POST /subjects/<subject>/versions answers the id,
+// the same schema gets the same id under another subject; a schema the registry refuses (422,
+// as Confluent's registry refuses an invalid schema) is a BrokerError retrying cannot fix; a
+// registry that cannot be reached is a retryable one; URLs other than http://HOST:PORT[/PATH]
+// are refused.
+TEST(HttpSchemaRegistry, RegistersAndSaysWhatRetryingCanFix) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const std::string state = ::testing::TempDir() + "/registry_unit.json";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    const std::string script =
+        std::string(DBLOG_SOURCE_DIR) + "/tests/cpp/publish/fake_schema_registry.py";
+    execl("/usr/bin/python3", "python3", script.c_str(), state.c_str(), nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  FILE* from = fdopen(out[0], "r");
+  char line[256] = {0};
+  const bool started = std::fgets(line, sizeof line, from) != nullptr;
+  std::string url = line;
+  url = url.substr(4, url.find_last_not_of("\r\n") - 3);
+  const auto stop = [&] {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    std::fclose(from);
+  };
+  if (!started || url.rfind("http://", 0) != 0) {
+    stop();
+    FAIL() << "fake registry: " << line;
+  }
+  HttpSchemaRegistry registry(url);
+  const std::string key = R"({"type":"record","name":"Key","namespace":"a","fields":[{"name":"id","type":"int"}]})";
+  EXPECT_EQ(registry.Register("t-key", key), 1);
+  EXPECT_EQ(registry.Register("t-value", R"("string")"), 2);
+  EXPECT_EQ(registry.Register("u-key", key), 1);
+  try {
+    registry.Register("t-value", R"({"type":"record","name":"1bad","fields":[]})");
+    ADD_FAILURE() << "an invalid schema was accepted";
+  } catch (const BrokerError& e) {
+    EXPECT_FALSE(e.retryable());
+    EXPECT_NE(std::string(e.what()).find("422"), std::string::npos) << e.what();
+  }
+  stop();
+  try {
+    HttpSchemaRegistry(url, std::chrono::seconds(2)).Register("t-key", key);
+    ADD_FAILURE() << "a registry that is gone answered";
+  } catch (const BrokerError& e) {
+    EXPECT_TRUE(e.retryable()) << e.what();
+  }
+  for (const char* bad : {"https://r:8081", "r:8081", "http://r:port", "http://:8081"})
+    EXPECT_THROW(HttpSchemaRegistry{bad}, std::invalid_argument) << bad;
 }
 
 }  // namespace
