@@ -639,7 +639,7 @@ std::string ConfluentAvroEncoder::Encode(const std::string& subject, std::string
     AvroSchemaWriter(&avro).Schema(*schema, false);
     it = avro_of_connect_.emplace(std::string(schema->raw), std::move(avro)).first;
   }
-  auto key = std::make_pair(subject, it->second);
+  std::pair<std::string, const std::string*> key(subject, &it->second);
   auto id = ids_.find(key);
   if (id == ids_.end()) {
     const std::int32_t registered = registry_.Register(subject, it->second);

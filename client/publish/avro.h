@@ -65,7 +65,8 @@ class ConfluentAvroEncoder {
  private:
   SchemaRegistry& registry_;
   std::map<std::string, std::string, std::less<>> avro_of_connect_;  // Connect -> Avro schema
-  std::map<std::pair<std::string, std::string>, std::int32_t> ids_;  // (subject, Avro) -> id
+  // (subject, the Avro schema in avro_of_connect_, which never moves) -> id
+  std::map<std::pair<std::string, const std::string*>, std::int32_t> ids_;
   std::size_t registrations_ = 0;
 };
 
