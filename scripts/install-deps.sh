@@ -21,6 +21,9 @@ packages=(
   # dblogd's status page (GET /status): its browser test loads it in headless Chromium
   # (StatusPageTest, tests/cpp/sidecar/status_page_test.cc), with a font to render its text
   chromium fonts-dejavu-core
+  # dblog publish --format debezium-avro: its tests decode the records with Apache Avro's own
+  # Python library (tests/cpp/publish/avro_check.py)
+  python3-avro
 )
 
 sudo_cmd=()

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "client/position.h"
+#include "client/publish/schema_registry.h"
 #include "client/retry.h"
 #include "common/logfmt.h"
 
@@ -46,9 +47,14 @@ po::options_description PublishFlags() {
       ("format", po::value<std::string>()->value_name("FORMAT"),
        "dblog (default): each message one dblog.v1.StreamEvent; debezium-json: changes and "
        "truncates only, as Debezium's PostgreSQL change events (schemaless JSON, the key as "
-       "the Kafka record's key or in NATS header Dblog-Key, a delete followed by a tombstone)")
+       "the Kafka record's key or in NATS header Dblog-Key, a delete followed by a tombstone); "
+       "debezium-avro: the same events with their schemas as Confluent's AvroConverter writes "
+       "them (Avro in the Confluent wire format; needs --schema-registry)")
+      ("schema-registry", po::value<std::string>()->value_name("URL"),
+       "--format debezium-avro: the Confluent Schema Registry, http://HOST:PORT[/PATH]; schemas "
+       "are registered under <topic>-key and <topic>-value (NATS: the subject for the topic)")
       ("debezium-option", po::value<std::vector<std::string>>()->value_name("KEY=VALUE"),
-       "--format debezium-json: a Debezium connector setting, under Debezium's name: "
+       "--format debezium-json or debezium-avro: a Debezium connector setting, under Debezium's name: "
        "skipped.operations (c, u, d, t or none; default t: truncates are not written), "
        "tombstones.on.delete (default true), database.dbname (source.db; default empty); "
        "repeatable")
@@ -203,6 +209,8 @@ publish::PublisherOptions PublisherOptionsOf(const PublishCommandOptions& option
   popts.prefix = options.prefix;
   popts.format = options.format;
   popts.debezium = options.debezium;
+  if (options.format == publish::Format::kDebeziumAvro)
+    popts.registry = std::make_shared<publish::HttpSchemaRegistry>(options.schema_registry);
   popts.max_in_flight = options.max_in_flight;
   // NATS only: a Kafka record is one event, placed by its row's key
   if (options.format == publish::Format::kDblog && !options.kafka)
@@ -276,7 +284,9 @@ std::string PublishHelp() {
           "(protobuf's writeDelimitedTo): consecutive events of one subject share a message\n"
           "(--batch-events). Headers: Dblog-Position (of its last event), Dblog-Event,\n"
           "Nats-Msg-Id (and Dblog-Part, Dblog-Table, Dblog-Relation-Seq: the stream sequence\n"
-          "of the table's Relation). --format debezium-json: one event per message.\n"
+          "of the table's Relation). --format debezium-json: one event per message;\n"
+          "--format debezium-avro: the same in Avro (Confluent's wire format, the schemas\n"
+          "registered in --schema-registry under <topic>-key and <topic>-value).\n"
           "\n"
           "Exactly once: a position is acknowledged to dblogd only after JetStream confirmed\n"
           "(PubAck) everything up to it. On start, and after any failure, it reads the last\n"
@@ -333,12 +343,27 @@ std::optional<PublishCommandOptions> ParsePublishArgs(const std::vector<std::str
     const std::string format = vm["format"].as<std::string>();
     if (format == "debezium-json")
       options.format = publish::Format::kDebeziumJson;
+    else if (format == "debezium-avro")
+      options.format = publish::Format::kDebeziumAvro;
     else if (format != "dblog")
-      throw UsageError("unknown --format '" + format + "' (dblog, debezium-json)");
+      throw UsageError("unknown --format '" + format + "' (dblog, debezium-json, debezium-avro)");
+  }
+  if (vm.count("schema-registry")) {
+    if (options.format != publish::Format::kDebeziumAvro)
+      throw UsageError("--schema-registry is for --format debezium-avro");
+    options.schema_registry = vm["schema-registry"].as<std::string>();
+    std::string host, port, path;
+    try {
+      publish::ParseRegistryUrl(options.schema_registry, host, port, path);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("invalid --schema-registry ") + e.what());
+    }
+  } else if (options.format == publish::Format::kDebeziumAvro) {
+    throw UsageError("--format debezium-avro needs --schema-registry http://HOST:PORT");
   }
   if (vm.count("debezium-option")) {
-    if (options.format != publish::Format::kDebeziumJson)
-      throw UsageError("--debezium-option is for --format debezium-json");
+    if (options.format == publish::Format::kDblog)
+      throw UsageError("--debezium-option is for --format debezium-json or debezium-avro");
     for (const std::string& kv : vm["debezium-option"].as<std::vector<std::string>>()) {
       const std::size_t eq = kv.find('=');
       if (eq == std::string::npos || eq == 0)

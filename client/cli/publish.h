@@ -28,6 +28,7 @@ struct PublishCommandOptions {
   std::string prefix;
   publish::Format format = publish::Format::kDblog;
   publish::DebeziumOptions debezium;  // --debezium-option
+  std::string schema_registry;        // --schema-registry (--format debezium-avro)
   std::size_t max_in_flight = 2048;
   // --batch-events: events per message with --format dblog (1: still framed, one per message)
   std::size_t batch_events = 1024;

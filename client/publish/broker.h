@@ -60,6 +60,9 @@ class Broker {
   virtual std::size_t pending() const = 0;
   // Whether messages are placed by the row's key (Layout::set_row_keys).
   virtual bool keyed() const { return false; }
+  // The topic `message` goes to, as a schema registry's TopicNameStrategy names subjects after
+  // it ("<topic>-key", "<topic>-value"): Kafka's topic; on NATS the message's subject.
+  virtual std::string TopicOf(const LogMessage& message) const { return message.subject; }
 };
 
 }  // namespace dblog::publish

@@ -5,7 +5,8 @@
 // that parse the envelope themselves (a ClickHouse materialized view over a Kafka or NATS engine
 // table, Debezium's own JSON deserializers); with `--debezium-option schemas.enable=true`, each
 // key and value as {"schema","payload"} with the connector's schemas, which the JDBC sinks need.
-// Not written: Avro (Materialize's ENVELOPE DEBEZIUM). docs/publish.md, "Debezium JSON", has the
+// The same records in Avro (`--format debezium-avro`, Materialize's ENVELOPE DEBEZIUM): avro.h,
+// from the schemas below. docs/publish.md, "Debezium JSON", has the
 // mapping, the options and what does not map.
 // Owns: rendering only (no I/O): the key JSON, the envelope, values by column type, schemas.
 #pragma once

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/json.h"
+
 namespace dblog::publish {
 
 namespace {
@@ -258,7 +260,8 @@ void JetStream::Publish(const LogMessage& message, std::uint64_t seq, std::uint6
     set(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
   if (!message.table.empty()) set(kTableHeader, TableHeaderText(message.table));
   if (relation_seq) set(kRelationSeqHeader, std::to_string(relation_seq));
-  if (!message.key.empty()) set(kKeyHeader, message.key);
+  if (!message.key.empty())
+    set(kKeyHeader, message.binary_key ? common::Base64Encode(message.key) : message.key);
   if (s == NATS_OK) s = js_PublishMsgAsync(js_, &msg, nullptr);
   if (s != NATS_OK) {
     if (msg) natsMsg_Destroy(msg);

@@ -61,6 +61,9 @@ class Kafka : public Broker {
   // the Publisher never acknowledges past it.
   std::size_t pending() const override { return pending_ + (first_error_.empty() ? 0 : 1); }
   bool keyed() const override { return true; }
+  std::string TopicOf(const LogMessage& message) const override {
+    return layout_.TopicOf(message);
+  }
 
   // Records dropped because their partition already held them (this attempt).
   std::uint64_t dropped() const { return dropped_; }

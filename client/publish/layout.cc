@@ -257,7 +257,7 @@ LogMessage Layout::DebeziumMessage(std::uint32_t oid, const StreamEvent& event, 
   m.event = EventName(event);
   m.payload = std::move(payload);
   m.key = std::move(key);
-  if (debezium_.schemas_enable) {
+  if (debezium_.schemas_enable || format_ == Format::kDebeziumAvro) {
     // schemas.enable: each as {"schema","payload"} (a tombstone's value stays empty: null)
     if (!m.payload.empty()) m.payload = WithSchema(DebeziumValueSchema(*rel, prefix_), m.payload);
     if (!m.key.empty()) m.key = WithSchema(DebeziumKeySchema(*rel, prefix_), m.key);
@@ -461,7 +461,7 @@ std::vector<LogMessage> Layout::MapDblog(const StreamEvent& event) {
 
 std::vector<LogMessage> Layout::Map(const StreamEvent& event) {
   std::vector<LogMessage> out =
-      format_ == Format::kDebeziumJson ? MapDebezium(event) : MapDblog(event);
+      format_ == Format::kDblog ? MapDblog(event) : MapDebezium(event);
   NumberParts(event, out);
   return out;
 }

@@ -30,6 +30,10 @@ inline constexpr char kKeyHeader[] = "Dblog-Key";  // debezium-json: the key as 
 enum class Format {
   kDblog,         // one serialized dblog.v1.StreamEvent
   kDebeziumJson,  // Debezium's PostgreSQL change event (debezium.h); only changes and truncates
+  // The same events as kDebeziumJson with schemas, which the publisher (publisher.h) re-encodes
+  // as Avro in Confluent's wire format (avro.h) with the ids of a schema registry: Layout::Map
+  // writes them as kDebeziumJson with schemas.enable=true.
+  kDebeziumAvro,
 };
 
 // One message to write.
@@ -47,6 +51,9 @@ struct LogMessage {
   std::string schema, name;     // table messages: the table's schema and name, apart
   bool is_relation = false;
   std::string key;              // kKeyHeader's value (debezium-json)
+  // debezium-avro: `key` holds Confluent wire bytes (the Kafka record's key), which a NATS
+  // header carries in base64
+  bool binary_key = false;
   // Layout::set_row_keys(true), Format::kDblog: the row's key (a serialized dblog.v1.Row of its
   // key columns, in key order) on Change messages, for brokers that place messages by key
   // (Kafka); empty elsewhere.

@@ -1,6 +1,7 @@
 // client/publish/publisher.cc: see publisher.h.
 #include "client/publish/publisher.h"
 
+#include <stdexcept>
 #include <vector>
 
 #include "client/position.h"
@@ -13,7 +14,12 @@ using dblog::v1::StreamEvent;
 
 Publisher::Publisher(PublisherOptions options, std::shared_ptr<client::Interrupter> interrupter,
                      Log log)
-    : options_(std::move(options)), interrupter_(std::move(interrupter)), log_(std::move(log)) {}
+    : options_(std::move(options)), interrupter_(std::move(interrupter)), log_(std::move(log)) {
+  if (options_.format == Format::kDebeziumAvro) {
+    if (!options_.registry) throw std::invalid_argument("debezium-avro needs a schema registry");
+    avro_ = std::make_unique<ConfluentAvroEncoder>(*options_.registry);
+  }
+}
 
 namespace {
 
@@ -59,7 +65,7 @@ class Publisher::Attempt {
  public:
   Attempt(const PublisherOptions& options, Broker& broker, client::Client& stream,
           const StoredTail& tail, const ResumePoint& resume, PublishStats& stats,
-          bool& progressed)
+          bool& progressed, ConfluentAvroEncoder* avro)
       : options_(options),
         broker_(broker),
         stream_(stream),
@@ -69,7 +75,8 @@ class Publisher::Attempt {
         next_seq_(tail.last_seq + 1),
         stored_(resume.stored),
         stored_part_(resume.stored_part),
-        acked_(resume.resume_after) {
+        acked_(resume.resume_after),
+        avro_(avro) {
     layout_.set_row_keys(broker.keyed());
     layout_.set_debezium_options(options.debezium);
     if (options.batch) batcher_.emplace(*options.batch);
@@ -128,6 +135,8 @@ class Publisher::Attempt {
       }
     }
     std::vector<LogMessage> messages = layout_.Map(event);  // also learns Relations
+    if (avro_)
+      for (LogMessage& m : messages) ToAvro(m);
     std::uint32_t skip_parts = 0;
     if (position && stored_) {
       const int c = ComparePositions(*position, *stored_);
@@ -155,6 +164,22 @@ class Publisher::Attempt {
     if (position) {
       written_ = position;
       stored_.reset();  // past the resume point: nothing more to drop
+    }
+  }
+
+  // Format::kDebeziumAvro: the key and value ({"schema","payload"} JSON from the layout) as
+  // Confluent wire bytes, their schemas registered under TopicNameStrategy's subjects; a
+  // tombstone's value stays empty (null).
+  void ToAvro(LogMessage& m) {
+    const std::string topic = broker_.TopicOf(m);
+    try {
+      if (!m.payload.empty()) m.payload = avro_->Encode(topic + "-value", m.payload);
+      if (!m.key.empty()) {
+        m.key = avro_->Encode(topic + "-key", m.key);
+        m.binary_key = true;
+      }
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("table " + m.table + ": cannot write it as Avro: " + e.what());
     }
   }
 
@@ -213,6 +238,7 @@ class Publisher::Attempt {
   std::optional<Position> written_;  // last position whose every part was handed to the broker
   std::optional<Position> acked_;
   std::size_t in_flight_bytes_ = 0;
+  ConfluentAvroEncoder* avro_;  // Format::kDebeziumAvro, else nullptr
 };
 
 bool Publisher::Run(Broker& broker) {
@@ -225,7 +251,7 @@ bool Publisher::Run(Broker& broker) {
   log_("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
        stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
   if (const std::string note = client::ReconcileNote(stream.welcome()); !note.empty()) log_(note);
-  Attempt attempt(options_, broker, stream, tail, resume, stats_, progressed_);
+  Attempt attempt(options_, broker, stream, tail, resume, stats_, progressed_, avro_.get());
   return attempt.ReadAll();
 }
 

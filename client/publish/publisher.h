@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "client/client.h"
+#include "client/publish/avro.h"
 #include "client/publish/batch.h"
 #include "client/publish/broker.h"
 #include "client/publish/layout.h"
@@ -32,6 +33,9 @@ struct PublisherOptions {
   std::string prefix;  // subject prefix (Layout)
   Format format = Format::kDblog;
   DebeziumOptions debezium;  // Format::kDebeziumJson: the connector settings (debezium.h)
+  // Format::kDebeziumAvro: the schema registry the Avro schemas are registered in (avro.h,
+  // schema_registry.h); required with that format.
+  std::shared_ptr<SchemaRegistry> registry;
   // Confirmations are awaited at each heartbeat, at the end, and whenever this many messages
   // are in flight.
   std::size_t max_in_flight = 2048;
@@ -70,6 +74,8 @@ class Publisher {
   Log log_;
   PublishStats stats_;
   bool progressed_ = false;
+  // Format::kDebeziumAvro: the encoder, its schema ids kept across attempts
+  std::unique_ptr<ConfluentAvroEncoder> avro_;
 };
 
 }  // namespace dblog::publish

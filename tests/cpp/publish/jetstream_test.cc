@@ -22,6 +22,8 @@
 #include "client/publish/layout.h"
 #include "dblogd_fixture.h"
 #include "oracle_workload.h"
+#include "common/json.h"
+#include "fake_schema_registry.h"
 #include "publish_e2e.h"
 #include "publish_process.h"
 
@@ -594,6 +596,89 @@ TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
   EXPECT_EQ(messages[4].second, R"({"id":2})");
   EXPECT_EQ(field(messages[5].first, "op", "ts_ms"), "\"c\"");  // the truncate was skipped
   EXPECT_EQ(messages[5].second, R"({"id":3})");
+  publisher.Kill();
+  EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
+}
+
+// `--format debezium-avro` into JetStream: each message's payload is the value in Confluent's
+// wire format, header Dblog-Key the key's wire bytes in base64 (NATS has no record key), both
+// registered under "<subject>-key" / "<subject>-value" (the table's subject standing for the
+// topic) in a fake registry over HTTP, and each decodes with Apache Avro's own library
+// (avro_check.py --decode) into Debezium's r, c, d and the tombstone's empty payload.
+TEST_F(PublishTest, DebeziumAvroPayloadsAndBase64KeysOnNats) {
+  NatsServer nats_server("n1", FreePort(), 0, {});
+  ASSERT_NO_FATAL_FAILURE(nats_server.Start());
+  FakeSchemaRegistry registry;
+  const std::string s = schema();
+  db().exec("CREATE TABLE " + s + ".items (id int PRIMARY KEY, name text, amount numeric(10,2))");
+  db().exec("INSERT INTO " + s + ".items VALUES (1, 'one', 12.50)");
+  StartDblogd();
+  PublishProcess publisher(PublishArgs(
+      nats_server.url(), {"--format=debezium-avro", "--schema-registry=" + registry.url()}));
+  publisher.Start();
+  const std::string subject = Prefix() + ".table." + s + ".items";
+  std::vector<std::pair<std::string, std::string>> messages;  // payload, Dblog-Key
+  const auto read_until = [&](std::size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      publisher.Supervise();
+      messages.clear();
+      try {
+        Nats nats({nats_server.url()});
+        jsStreamInfo* si = nullptr;
+        jsErrCode code = static_cast<jsErrCode>(0);
+        if (js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code) == NATS_OK) {
+          const std::uint64_t last = si->State.LastSeq;
+          jsStreamInfo_Destroy(si);
+          for (std::uint64_t seq = 1; seq <= last; ++seq) {
+            natsMsg* m = nullptr;
+            if (js_GetMsg(&m, nats.js(), Stream().c_str(), seq, nullptr, &code) != NATS_OK) break;
+            if (subject == natsMsg_GetSubject(m))
+              messages.emplace_back(
+                  std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "",
+                              static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+                  HeaderOf(m, publish::kKeyHeader));
+            natsMsg_Destroy(m);
+          }
+        }
+      } catch (const std::exception&) {
+      }
+      if (messages.size() >= count) return;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << messages.size() << " messages; " << publisher.Log();
+      std::this_thread::sleep_for(200ms);
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(read_until(1));
+  db().exec("INSERT INTO " + s + ".items VALUES (2, 'two', NULL)");
+  db().exec("DELETE FROM " + s + ".items WHERE id = 2");
+  ASSERT_NO_FATAL_FAILURE(read_until(4));
+  ASSERT_EQ(messages.size(), 4u);  // r, c, d, tombstone
+  EXPECT_TRUE(messages[3].first.empty());  // the tombstone
+  std::string frames;
+  std::size_t n = 0;
+  for (const auto& [payload, key] : messages) {
+    frames += std::string(n++ ? "," : "") + R"({"subject":")" + subject + R"(-key","frame":")" +
+              key + R"("})";
+    if (!payload.empty())
+      frames += R"(,{"subject":")" + subject + R"(-value","frame":")" +
+                common::Base64Encode(payload) + R"("})";
+  }
+  const auto [status, decoded] = DecodeAvro(registry.State(), frames);
+  ASSERT_EQ(status, 0) << (decoded.empty() ? "" : decoded[0]);
+  ASSERT_EQ(decoded.size(), 7u);  // 4 keys, 3 values
+  EXPECT_EQ(decoded[0], R"({"id":1})");
+  EXPECT_NE(decoded[1].find(R"({"before":null,"after":{"id":1,"name":"one","amount":"12.50"},)"),
+            std::string::npos) << decoded[1];
+  EXPECT_NE(decoded[1].find(R"("snapshot":"true")"), std::string::npos) << decoded[1];
+  EXPECT_EQ(decoded[2], R"({"id":2})");
+  EXPECT_NE(decoded[3].find(R"("after":{"id":2,"name":"two","amount":null},)"), std::string::npos)
+      << decoded[3];
+  EXPECT_NE(decoded[3].find(R"("op":"c")"), std::string::npos) << decoded[3];
+  EXPECT_EQ(decoded[4], R"({"id":2})");
+  EXPECT_NE(decoded[5].find(R"("after":null,)"), std::string::npos) << decoded[5];
+  EXPECT_NE(decoded[5].find(R"("op":"d")"), std::string::npos) << decoded[5];
+  EXPECT_EQ(decoded[6], R"({"id":2})");  // the tombstone's key
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
 }

@@ -287,5 +287,29 @@ TEST(PublishDebeziumFlags, DebeziumOptionsWithDebeziumsDefaults) {
                   "--debezium-option=noequals"}});
 }
 
+// --format debezium-avro takes the Debezium options too and needs --schema-registry
+// http://HOST:PORT[/PATH], which no other format takes.
+TEST(PublishDebeziumFlags, AvroNeedsASchemaRegistry) {
+  const auto o = Parse({"--consumer=c1", "--to=kafka://h:1", "--format=debezium-avro",
+                        "--schema-registry=http://registry:8081",
+                        "--debezium-option=skipped.operations=none"});
+  EXPECT_EQ(o.format, publish::Format::kDebeziumAvro);
+  EXPECT_EQ(o.schema_registry, "http://registry:8081");
+  EXPECT_FALSE(o.debezium.skip_truncate);
+  EXPECT_EQ(Parse({"--consumer=c1", "--to=nats://h:1", "--format=debezium-avro",
+                   "--schema-registry=http://r:8081/prefix"}).schema_registry,
+            "http://r:8081/prefix");
+  ExpectRefused({{"--consumer=c1", "--to=kafka://h:1", "--format=debezium-avro"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--format=debezium-json",
+                  "--schema-registry=http://r:8081"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--schema-registry=http://r:8081"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--format=debezium-avro",
+                  "--schema-registry=https://r:8081"},
+                 {"--consumer=c1", "--to=kafka://h:1", "--format=debezium-avro",
+                  "--schema-registry=http://r:port"},
+                 {"--consumer=c1", "--to=nats://h:1", "--format=debezium-avro",
+                  "--schema-registry=http://r:8081", "--batch-events=10"}});
+}
+
 }  // namespace
 }  // namespace dblog::cli

@@ -25,8 +25,10 @@
 #include "client/position.h"
 #include "client/publish/kafka_layout.h"
 #include "client/publish/layout.h"
+#include "common/json.h"
 #include "dblogd_fixture.h"
 #include "oracle_workload.h"
+#include "fake_schema_registry.h"
 #include "publish_e2e.h"
 #include "publish_process.h"
 
@@ -674,6 +676,114 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
   EXPECT_EQ(truncated.size(), 3u);
   EXPECT_NE(records[1].value->find(R"("after":{"id":2,"name":"two"})"), std::string::npos)
       << *records[1].value;
+  publisher.Kill();
+  EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
+}
+
+// `--format debezium-avro --schema-registry URL` end to end: the records Debezium's change
+// events make (a bootstrap r, c, u, a key change as d, tombstone, c, a d and its tombstone, a t
+// in each of the topic's 3 partitions) carry each key and value in Confluent's wire format
+// (magic byte 0, the id the registry gave, the Avro body); each decodes with Apache Avro's own
+// library (avro_check.py --decode, python3-avro) under the writer schema the registry received
+// for "<topic>-key" or "<topic>-value"; keyed records are in the murmur2 partition of their
+// key's bytes (what Confluent's serializer and Kafka's default partitioner do); the dblog
+// headers stay.
+TEST_F(KafkaPublishTest, DebeziumAvroRecordsDecodeWithTheSchemasTheRegistryReceived) {
+  MockCluster cluster;
+  FakeSchemaRegistry registry;
+  const std::string s = schema();
+  db().exec("CREATE TABLE " + s + ".items (id int PRIMARY KEY, name text, amount numeric(10,2), "
+            "at timestamp(3), tags text[], data bytea)");
+  db().exec("INSERT INTO " + s + ".items VALUES (1, 'one', 12.50, '2024-01-02 03:04:05.123', "
+            "'{a,b}', '\\x00ff')");
+  ASSERT_NO_FATAL_FAILURE(CreateTopics(cluster, {"items", "sentinel"}));
+  StartDblogd();
+  PublishProcess publisher(PublishArgs(
+      cluster, {"--format=debezium-avro", "--schema-registry=" + registry.url(),
+                "--debezium-option=skipped.operations=none"}));
+  publisher.Start();
+  const std::string topic = Topic("items");
+  const auto read_until = [&](std::size_t count) {
+    std::vector<Record> records;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      publisher.Supervise();
+      records.clear();
+      for (const auto& [where, rs] : ReadAll(cluster.bootstrap(), Prefix()))
+        if (where.first == topic) records.insert(records.end(), rs.begin(), rs.end());
+      if (records.size() >= count) break;
+      EXPECT_LT(std::chrono::steady_clock::now(), deadline)
+          << records.size() << " records; " << publisher.Log();
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(300ms);
+    }
+    std::sort(records.begin(), records.end(),
+              [](const Record& a, const Record& b) { return SortKey(a) < SortKey(b); });
+    return records;
+  };
+  read_until(1);
+  db().exec("INSERT INTO " + s + ".items VALUES (2, 'two', NULL, NULL, NULL, NULL)");
+  db().exec("UPDATE " + s + ".items SET name = 'TWO' WHERE id = 2");
+  db().exec("UPDATE " + s + ".items SET id = 3 WHERE id = 2");
+  db().exec("DELETE FROM " + s + ".items WHERE id = 3");
+  db().exec("TRUNCATE " + s + ".items");
+  // r, c, u, (d, tombstone, c), d, tombstone, t in each of 3 partitions
+  const std::vector<Record> records = read_until(11);
+  ASSERT_EQ(records.size(), 11u) << publisher.Log();
+
+  // every key and value through Avro's library, with the schemas the registry holds
+  const std::string state = registry.State();
+  ASSERT_NE(state.find("\"" + topic + "-key\""), std::string::npos) << state;
+  ASSERT_NE(state.find("\"" + topic + "-value\""), std::string::npos) << state;
+  std::string frames;
+  std::vector<std::string> what;  // "key" / "value" per frame
+  for (const Record& r : records) {
+    for (const auto& [kind, bytes] : {std::make_pair("key", r.key), std::make_pair("value", r.value)}) {
+      if (!bytes) continue;
+      frames += std::string(what.empty() ? "" : ",") + R"({"subject":")" + topic + "-" + kind +
+                R"(","frame":")" + common::Base64Encode(*bytes) + R"("})";
+      what.push_back(kind);
+    }
+  }
+  const auto [status, decoded] = DecodeAvro(state, frames);
+  ASSERT_EQ(status, 0) << (decoded.empty() ? "" : decoded[0]);
+  ASSERT_EQ(decoded.size(), 8u + 9u);  // 8 keys (tombstones' too, the t none), 9 values
+
+  // the records as Debezium writes them: ops and keys in order
+  std::vector<std::string> ops, keys;
+  for (std::size_t i = 0; i < decoded.size(); ++i) {
+    const std::string& d = decoded[i];
+    if (what[i] == "key") {
+      keys.push_back(d);
+      continue;
+    }
+    const std::size_t a = d.find("\"op\":\"");
+    ops.push_back(a == std::string::npos ? "?" : d.substr(a + 6, 1));
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{R"({"id":1})", R"({"id":2})", R"({"id":2})",
+                                            R"({"id":2})", R"({"id":2})", R"({"id":3})",
+                                            R"({"id":3})", R"({"id":3})"}));
+  EXPECT_EQ(ops, (std::vector<std::string>{"r", "c", "u", "d", "c", "d", "t", "t", "t"}));
+  // the bootstrap row's values: numeric(10,2) a Decimal, timestamp(3) milliseconds, text[],
+  // bytea (base64 here)
+  EXPECT_NE(decoded[1].find(R"("after":{"id":1,"name":"one","amount":"12.50","at":1704164645123,"tags":["a","b"],"data":"AP8="})"),
+            std::string::npos) << decoded[1];
+  EXPECT_NE(decoded[3].find(R"("after":{"id":2,"name":"two","amount":null,"at":null,"tags":null,"data":null})"),
+            std::string::npos) << decoded[3];
+  std::set<std::int32_t> truncated;
+  for (const Record& r : records) {
+    EXPECT_FALSE(r.header(publish::kPositionHeader).empty());
+    ASSERT_TRUE(r.key || r.value);
+    if (r.key) {
+      ASSERT_GE(r.key->size(), 5u);
+      EXPECT_EQ((*r.key)[0], '\0');
+      EXPECT_EQ(r.partition, publish::KeyPartition(*r.key, 3));
+    } else {
+      truncated.insert(r.partition);
+    }
+    if (r.value) EXPECT_EQ((*r.value)[0], '\0');
+  }
+  EXPECT_EQ(truncated.size(), 3u);
   publisher.Kill();
   EXPECT_EQ(publisher.exits(), 0) << publisher.Log();
 }
