@@ -38,6 +38,9 @@ po::options_description StatusFlags() {
        "a consumer whose lag_bytes exceeds N is unhealthy (exit status 1)")
       ("max-lag-seconds", po::value<std::string>()->value_name("SECONDS"),
        "a consumer whose lag_seconds exceeds SECONDS is unhealthy (exit status 1)")
+      ("max-disconnected-seconds", po::value<std::string>()->value_name("SECONDS"),
+       "a disconnected consumer is unhealthy once disconnected longer than SECONDS (default 0: "
+       "at once; a sink restarting, or a consumer that connects only now and then)")
       ("timeout", po::value<std::string>()->value_name("SECONDS"),
        "give up on dblogd after this long (default 5; exit status 2)")
       ("help,h", "show this help and exit");
@@ -78,10 +81,27 @@ std::string FormatSeconds(double seconds) {
   return out.str();
 }
 
+// "streaming", "bootstrapping 1200/5000 rows", "repairing #7 a.t 45% (+2 queued)",
+// "disconnected 12.0 s", ...
 std::string PhaseText(const ConsumerStatus& c) {
-  if (c.phase != "bootstrapping") return Printable(c.phase);
-  return "bootstrapping " + std::to_string(c.bootstrap_rows_copied) + "/" +
-         std::to_string(c.bootstrap_rows_estimated) + " rows";
+  if (c.phase == "bootstrapping")
+    return "bootstrapping " + std::to_string(c.bootstrap_rows_copied) + "/" +
+           std::to_string(c.bootstrap_rows_estimated) + " rows";
+  if (c.phase == "disconnected" && c.disconnected_seconds > 0)
+    return "disconnected " + FormatSeconds(c.disconnected_seconds) + " s";
+  if (c.phase == "streaming" && !c.repairs.empty()) {
+    const RepairStatus& r = c.repairs.front();
+    std::string text = "repairing #" + std::to_string(r.id) + " " + Printable(r.table) + " ";
+    if (r.estimated > 0) {
+      text += std::to_string(std::min<std::uint64_t>(100, r.done * 100 / r.estimated)) + "%";
+    } else {
+      text += std::to_string(r.done) + (r.kind == "keys" ? " keys" : " rows");
+    }
+    if (!r.running) text += " (queued)";
+    if (c.repairs.size() > 1) text += " (+" + std::to_string(c.repairs.size() - 1) + " queued)";
+    return text;
+  }
+  return Printable(c.phase);
 }
 
 // Display width of UTF-8 text, counting code points (names are ASCII; LSNs and times too).
@@ -98,14 +118,17 @@ std::string StatusHelp() {
   help << "Usage: dblog status [options]\n"
           "\n"
           "Shows every consumer dblogd knows (configured ones also before they connect): one\n"
-          "line each with its phase, connected since, lag in bytes and seconds, the WAL its\n"
-          "slot retains, the positions acknowledged and confirmed, reconciles and repair\n"
-          "window redos. Read from GET /status.json on dblogd's metrics listener (the same\n"
-          "access as /metrics: no token, restrict the listener's address).\n"
+          "line each with its phase (streaming, bootstrapping, repairing which request how\n"
+          "far, disconnected for how long), connected since, lag in bytes and seconds, the\n"
+          "WAL its slot retains, the positions acknowledged and confirmed, the last\n"
+          "acknowledgement, the sink's address, reconciles and repair window redos. Read from\n"
+          "GET /status.json on dblogd's metrics listener (the same access as /metrics: no\n"
+          "token, restrict the listener's address).\n"
           "\n"
        << StatusFlags()
        << "\n"
-          "Exit status: 0 when every consumer is connected and within the --max-lag-* given,\n"
+          "Exit status: 0 when every consumer is connected (or disconnected for at most\n"
+          "--max-disconnected-seconds) and within the --max-lag-* given,\n"
           "1 when one is not (each reason on stderr), 2 when dblogd cannot be reached or the\n"
           "command line is wrong.\n";
   return help.str();
@@ -136,6 +159,13 @@ std::optional<StatusOptions> ParseStatusArgs(const std::vector<std::string>& arg
   if (vm.count("max-lag-seconds")) {
     options.max_lag_seconds =
         ParseSeconds(vm["max-lag-seconds"].as<std::string>(), 0, 1e8, "--max-lag-seconds")
+            .count() /
+        1000.0;
+  }
+  if (vm.count("max-disconnected-seconds")) {
+    options.max_disconnected_seconds =
+        ParseSeconds(vm["max-disconnected-seconds"].as<std::string>(), 0, 1e8,
+                     "--max-disconnected-seconds")
             .count() /
         1000.0;
   }
@@ -173,6 +203,25 @@ std::vector<ConsumerStatus> ParseStatusDocument(const std::string& json) {
       s.confirmed_lsn = c.get<std::string>("confirmed_lsn");
       s.reconciles = c.get<std::uint64_t>("reconciles");
       s.window_redos = c.get<std::uint64_t>("window_redos");
+      // written since dblogd 0.x's status page (absent from older documents)
+      s.disconnected_seconds = c.get<double>("disconnected_seconds", 0.0);
+      s.last_ack = c.get<std::string>("last_ack", "");
+      if (s.last_ack == "null") s.last_ack.clear();
+      s.sink = c.get<std::string>("sink", "");
+      if (s.sink == "null") s.sink.clear();
+      if (const auto repairs = c.get_child_optional("repairs")) {
+        for (const auto& [unused, r] : *repairs) {
+          (void)unused;
+          RepairStatus repair;
+          repair.id = r.get<std::uint64_t>("id");
+          repair.table = r.get<std::string>("table");
+          repair.kind = r.get<std::string>("kind");
+          repair.done = r.get<std::uint64_t>("done");
+          repair.estimated = r.get<std::uint64_t>("estimated");
+          repair.running = r.get<std::string>("running") == "true";
+          s.repairs.push_back(std::move(repair));
+        }
+      }
       consumers.push_back(std::move(s));
     }
   } catch (const pt::ptree_error& e) {
@@ -184,18 +233,19 @@ std::vector<ConsumerStatus> ParseStatusDocument(const std::string& json) {
 std::string RenderStatusTable(const std::vector<ConsumerStatus>& consumers) {
   const std::vector<std::string> header = {"CONSUMER",  "PHASE",     "CONNECTED SINCE",
                                            "LAG BYTES", "LAG S",     "RETAINED BYTES",
-                                           "ACKED",     "CONFIRMED", "RECONCILES",
-                                           "REDOS"};
+                                           "ACKED",     "CONFIRMED", "LAST ACK",
+                                           "SINK",      "RECONCILES", "REDOS"};
   // Numbers are right-aligned, text left-aligned.
-  const std::vector<bool> right = {false, false, false, true, true, true, false, false, true, true};
+  const std::vector<bool> right = {false, false, false, true,  true, true,
+                                   false, false, false, false, true, true};
   std::vector<std::vector<std::string>> rows = {header};
+  auto or_dash = [](const std::string& text) { return text.empty() ? "-" : Printable(text); };
   for (const ConsumerStatus& c : consumers) {
-    rows.push_back({Printable(c.name), PhaseText(c),
-                    c.connected_since.empty() ? "-" : Printable(c.connected_since),
+    rows.push_back({Printable(c.name), PhaseText(c), or_dash(c.connected_since),
                     std::to_string(c.lag_bytes), FormatSeconds(c.lag_seconds),
                     std::to_string(c.retained_bytes), Printable(c.acked_lsn),
-                    Printable(c.confirmed_lsn), std::to_string(c.reconciles),
-                    std::to_string(c.window_redos)});
+                    Printable(c.confirmed_lsn), or_dash(c.last_ack), or_dash(c.sink),
+                    std::to_string(c.reconciles), std::to_string(c.window_redos)});
   }
   std::vector<std::size_t> widths(header.size(), 0);
   for (const auto& row : rows)
@@ -216,7 +266,15 @@ std::string RenderStatusTable(const std::vector<ConsumerStatus>& consumers) {
 
 std::vector<std::string> Unhealthy(const ConsumerStatus& c, const StatusOptions& options) {
   std::vector<std::string> reasons;
-  if (!c.connected) reasons.push_back("disconnected");
+  if (!c.connected) {
+    if (options.max_disconnected_seconds == 0) {
+      reasons.push_back("disconnected");
+    } else if (c.disconnected_seconds > options.max_disconnected_seconds) {
+      reasons.push_back("disconnected for " + FormatSeconds(c.disconnected_seconds) +
+                        " s, longer than --max-disconnected-seconds " +
+                        FormatSeconds(options.max_disconnected_seconds));
+    }
+  }
   if (options.max_lag_bytes && c.lag_bytes > *options.max_lag_bytes) {
     reasons.push_back("lag_bytes " + std::to_string(c.lag_bytes) + " exceeds --max-lag-bytes " +
                       std::to_string(*options.max_lag_bytes));

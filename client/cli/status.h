@@ -26,6 +26,7 @@ struct StatusOptions {
   bool json = false;                                 // print the document as received
   std::optional<std::uint64_t> max_lag_bytes;         // unhealthy above it
   std::optional<double> max_lag_seconds;              // unhealthy above it
+  double max_disconnected_seconds = 0;                // disconnected longer: unhealthy
   std::chrono::milliseconds timeout{5000};            // the whole HTTP exchange
 };
 
@@ -37,11 +38,26 @@ std::string StatusHelp();
 std::optional<StatusOptions> ParseStatusArgs(const std::vector<std::string>& args,
                                              const Environment& env, std::ostream& help_out);
 
-// One consumer's row of the document (the fields `dblog status` shows).
+// A repair request queued or running (the document's "repairs").
+struct RepairStatus {
+  std::uint64_t id = 0;
+  std::string table;
+  std::string kind;
+  std::uint64_t done = 0;       // rows emitted (keys covered for a key list)
+  std::uint64_t estimated = 0;  // 0: unknown
+  bool running = false;
+};
+
+// One consumer's row of the document (the fields `dblog status` shows). Fields an older dblogd
+// does not write keep their defaults.
 struct ConsumerStatus {
   std::string name;
   bool connected = false;
   std::string connected_since;  // "" when null
+  double disconnected_seconds = 0;  // 0 while connected
+  std::string last_ack;         // "" when null
+  std::string sink;             // the client's address; "" when null
+  std::vector<RepairStatus> repairs;
   std::string phase;
   std::uint64_t bootstrap_rows_copied = 0;
   std::uint64_t bootstrap_rows_estimated = 0;
@@ -61,8 +77,8 @@ std::vector<ConsumerStatus> ParseStatusDocument(const std::string& json);
 // Names are printed with control characters replaced by '?'.
 std::string RenderStatusTable(const std::vector<ConsumerStatus>& consumers);
 
-// Why a consumer is unhealthy under `options` (disconnected, lag above a maximum); empty when
-// it is healthy.
+// Why a consumer is unhealthy under `options` (disconnected longer than
+// --max-disconnected-seconds, lag above a maximum); empty when it is healthy.
 std::vector<std::string> Unhealthy(const ConsumerStatus& consumer, const StatusOptions& options);
 
 // GET /status.json from host:port within `timeout`: the response body of a 200 answer;

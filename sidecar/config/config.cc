@@ -226,7 +226,8 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
      "the source; 0 = no cap")
     ("window-key-memory-mb", po::value(&f.window_key_mb)->default_value(16),
      "MiB of recently streamed keys kept to widen repair windows; when a window needs a "
-     "forgotten transaction, its chunk is read again")
+     "forgotten transaction, its chunk is read again. The open window may hold as much again "
+     "of the values the log carried for its keys (beyond it, fills are sent partial)")
     ("unsafe-plain-windows", po::bool_switch(&c.plain_windows),
      "TESTS ONLY: plain DBLog windows without the visibility widening PostgreSQL needs; "
      "can emit stale rows")

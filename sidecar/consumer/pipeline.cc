@@ -134,6 +134,7 @@ void Pipeline::Start() {
   session_->Attach(this);
   stats_->connected = 1;
   stats_->connected_since_us = NowMicros();
+  stats_->disconnected_since_us = 0;
   stats_->SetSession(session_->peer(), hello_.client_name());
   // The last session's unacknowledged commits are sent again and counted when they are.
   stats_->oldest_unacked_commit_us = 0;
@@ -941,6 +942,7 @@ void Pipeline::Finish() {
   if (stream_ && streaming) stream_->Stop();
   stats_->connected = 0;
   stats_->connected_since_us = 0;
+  stats_->disconnected_since_us = NowMicros();
   stats_->bootstrap_running = 0;
   stats_->SetSession("", "");
   repairs_->Stop();

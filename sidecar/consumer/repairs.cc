@@ -692,12 +692,18 @@ void Repairs::EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::O
                                                fill.columns, key_columns, &complete);
     if (complete) {
       emitter.EmitChunkRow(row.SerializeAsString());
+      r.rows++;  // a READ row like the others (ChunkEnd.rows counts it too)
     } else {
       emitter.EmitChunkFill(row);
       stats_.window_partial_fills++;
     }
     stats_.window_fills++;
     r.fills++;
+    since_flush += row.ByteSizeLong();  // fills carry the large values: frames stay small too
+    if (since_flush >= (1u << 20)) {
+      host_.Flush();
+      since_flush = 0;
+    }
   }
   std::vector<dblog::v1::Row> kept;
   if (range)

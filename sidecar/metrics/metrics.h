@@ -25,6 +25,12 @@ namespace dblog::metrics {
 struct ConsumerStats {
   std::atomic<int> connected{0};
   std::atomic<std::int64_t> connected_since_us{0};  // the current session's start; 0: none
+  // Without a session since (the last session's end, or when dblogd first knew the consumer);
+  // 0 while connected.
+  std::atomic<std::int64_t> disconnected_since_us{
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count()};
   std::atomic<std::uint64_t> events_sent{0};
   std::atomic<std::uint64_t> bytes_sent{0};
   std::atomic<std::uint64_t> transactions_sent{0};

@@ -64,6 +64,15 @@ void RenderConsumer(common::JsonWriter& json, const std::string& name, const Con
   } else {
     json.Null();
   }
+  const std::int64_t gone = s.disconnected_since_us.load();
+  json.Key("disconnected_since");
+  if (!connected && gone != 0) {
+    json.String(Rfc3339(gone));
+  } else {
+    json.Null();
+  }
+  json.Key("disconnected_seconds")
+      .Double(!connected && gone != 0 && now_us > gone ? double(now_us - gone) / 1e6 : 0.0);
   json.Key("phase").String(Phase(s));
   json.Key("bootstrap_rows_copied").Uint(s.bootstrap_rows.load());
   json.Key("bootstrap_rows_estimated").Uint(s.bootstrap_rows_estimated.load());

@@ -17,6 +17,9 @@ namespace dblog::metrics {
 //   name             the consumer's name (a JSON string, escaped)
 //   connected        true while a session is attached
 //   connected_since  RFC 3339 UTC time the session started; null when disconnected
+//   disconnected_since  RFC 3339 UTC time the last session ended (or dblogd first knew the
+//                    consumer, when none has connected since it started); null when connected
+//   disconnected_seconds  how long since then; 0 when connected
 //   phase            "disconnected", "creating_slot" (waiting for open transactions of the
 //                    source), "bootstrapping" (the copy runs) or "streaming"
 //   bootstrap_rows_copied, bootstrap_rows_estimated   the current or last bootstrap's

@@ -75,7 +75,8 @@ TEST(StatusOptions, DefaultsEnvironmentAndFlags) {
   EXPECT_NE(help.str().find("Exit status"), std::string::npos);
 }
 
-// A document as dblogd writes it (sidecar/metrics/status.h), with a name that needs escapes.
+// A document as dblogd writes it (sidecar/metrics/status.h), with a name that needs escapes;
+// the first consumer as an older dblogd wrote it (no disconnected_*, last_ack, sink, repairs).
 const char kDocument[] =
     "{\"now\":\"2025-12-05T16:00:00.000Z\",\"consumers\":["
     "{\"name\":\"b\",\"connected\":true,\"connected_since\":\"2025-12-05T15:00:00.000Z\","
@@ -83,11 +84,19 @@ const char kDocument[] =
     "\"lag_bytes\":20,\"lag_seconds\":0,\"retained_bytes\":20,\"acked_lsn\":\"0/0\","
     "\"confirmed_lsn\":\"0/50\",\"source_wal_lsn\":\"0/64\",\"reconciles\":0,\"window_redos\":0},"
     "{\"name\":\"q\\\"uo\\\\te\\nnew\\u0001line\",\"connected\":false,\"connected_since\":null,"
+    "\"disconnected_since\":\"2025-12-05T15:59:48.000Z\",\"disconnected_seconds\":12,"
+    "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[],"
     "\"phase\":\"disconnected\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
     "\"lag_bytes\":0,\"lag_seconds\":12.3,\"retained_bytes\":0,\"acked_lsn\":\"0/9\","
     "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/5\",\"reconciles\":1,\"window_redos\":0},"
     "{\"name\":\"streaming_one\",\"connected\":true,"
-    "\"connected_since\":\"2025-12-05T15:58:29.750Z\","
+    "\"connected_since\":\"2025-12-05T15:58:29.750Z\",\"disconnected_since\":null,"
+    "\"disconnected_seconds\":0,\"last_ack\":\"2025-12-05T15:59:59.500Z\","
+    "\"sink\":\"127.0.0.1:50312\",\"client\":\"dblog-apply/1\",\"repairs\":["
+    "{\"id\":7,\"table\":\"public.t\",\"kind\":\"table\",\"done\":450,\"estimated\":1000,"
+    "\"chunks\":1,\"running\":true},"
+    "{\"id\":8,\"table\":\"public.u\",\"kind\":\"keys\",\"done\":0,\"estimated\":0,"
+    "\"chunks\":0,\"running\":false}],"
     "\"phase\":\"streaming\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
     "\"lag_bytes\":500,\"lag_seconds\":1.5,\"retained_bytes\":550,\"acked_lsn\":\"1/64\","
     "\"confirmed_lsn\":\"1/32\",\"source_wal_lsn\":\"1/258\",\"reconciles\":2,\"window_redos\":3}"
@@ -109,22 +118,39 @@ TEST(StatusDocument, ReadsEveryConsumerAndDecodesNames) {
   EXPECT_EQ(consumers[2].retained_bytes, 550u);
   EXPECT_EQ(consumers[2].acked_lsn, "1/64");
   EXPECT_EQ(consumers[2].window_redos, 3u);
+  EXPECT_EQ(consumers[0].disconnected_seconds, 0);  // an older dblogd's document
+  EXPECT_EQ(consumers[0].sink, "");
+  EXPECT_TRUE(consumers[0].repairs.empty());
+  EXPECT_EQ(consumers[1].disconnected_seconds, 12);
+  EXPECT_EQ(consumers[1].last_ack, "");
+  EXPECT_EQ(consumers[2].last_ack, "2025-12-05T15:59:59.500Z");
+  EXPECT_EQ(consumers[2].sink, "127.0.0.1:50312");
+  ASSERT_EQ(consumers[2].repairs.size(), 2u);
+  EXPECT_EQ(consumers[2].repairs[0].id, 7u);
+  EXPECT_EQ(consumers[2].repairs[0].table, "public.t");
+  EXPECT_EQ(consumers[2].repairs[0].done, 450u);
+  EXPECT_EQ(consumers[2].repairs[0].estimated, 1000u);
+  EXPECT_TRUE(consumers[2].repairs[0].running);
+  EXPECT_FALSE(consumers[2].repairs[1].running);
   EXPECT_TRUE(ParseStatusDocument("{\"now\":\"x\",\"consumers\":[]}").empty());
   EXPECT_THROW(ParseStatusDocument("not json"), std::runtime_error);
   EXPECT_THROW(ParseStatusDocument("{\"consumers\":[{\"name\":\"a\"}]}"), std::runtime_error);
 }
 
 TEST(StatusTable, AlignedRowsWithPrintableNames) {
-  EXPECT_EQ(
-      RenderStatusTable(ParseStatusDocument(kDocument)),
-      "CONSUMER          PHASE                         CONNECTED SINCE           LAG BYTES  "
-      "LAG S  RETAINED BYTES  ACKED  CONFIRMED  RECONCILES  REDOS\n"
-      "b                 bootstrapping 1200/5000 rows  2025-12-05T15:00:00.000Z         20    "
-      "0.0              20  0/0    0/50                0      0\n"
-      "q\"uo\\te?new?line  disconnected                  -                                 0   "
-      "12.3               0  0/9    0/0                 1      0\n"
-      "streaming_one     streaming                     2025-12-05T15:58:29.750Z        500    "
-      "1.5             550  1/64   1/32                2      3\n");
+  EXPECT_EQ(RenderStatusTable(ParseStatusDocument(kDocument)),
+            "CONSUMER          PHASE                                  CONNECTED SINCE           "
+            "LAG BYTES  LAG S  RETAINED BYTES  ACKED  CONFIRMED  LAST ACK                  SINK"
+            "             RECONCILES  REDOS\n"
+            "b                 bootstrapping 1200/5000 rows           2025-12-05T15:00:00.000Z  "
+            "       20    0.0              20  0/0    0/50       -                         -   "
+            "                      0      0\n"
+            "q\"uo\\te?new?line  disconnected 12.0 s                    -                     "
+            "            0   12.3               0  0/9    0/0        -                         - "
+            "                        1      0\n"
+            "streaming_one     repairing #7 public.t 45% (+1 queued)  2025-12-05T15:58:29.750Z  "
+            "      500    1.5             550  1/64   1/32       2025-12-05T15:59:59.500Z  "
+            "127.0.0.1:50312           2      3\n");
 }
 
 TEST(StatusHealth, DisconnectedOrLagAboveTheMaximums) {
@@ -141,6 +167,17 @@ TEST(StatusHealth, DisconnectedOrLagAboveTheMaximums) {
   strict.max_lag_bytes = 499;
   EXPECT_EQ(Unhealthy(c[2], strict).size(), 2u);
   EXPECT_EQ(Unhealthy(c[2], strict)[0], "lag_bytes 500 exceeds --max-lag-bytes 499");
+  // disconnected for 12 s: healthy under a longer allowance, not under a shorter one
+  StatusOptions patient;
+  patient.max_disconnected_seconds = 30;
+  EXPECT_TRUE(Unhealthy(c[1], patient).empty());
+  patient.max_disconnected_seconds = 10;
+  EXPECT_EQ(Unhealthy(c[1], patient),
+            std::vector<std::string>{
+                "disconnected for 12.0 s, longer than --max-disconnected-seconds 10.0"});
+  EXPECT_EQ(Parse({"--max-disconnected-seconds", "90"}).max_disconnected_seconds, 90);
+  EXPECT_NE(UsageErrorOf({"--max-disconnected-seconds", "x"}).find("--max-disconnected-seconds"),
+            std::string::npos);
 }
 
 // A listening socket on 127.0.0.1 (an ephemeral port) that the test accepts on, or not.

@@ -124,9 +124,10 @@ TEST_F(StatusTest, RowsJsonAndExitStatusesFromARealDblogd) {
       << run.out;
   EXPECT_NE(run.out.find("{\"name\":\"" + never +
                          "\",\"connected\":false,\"connected_since\":null,"
-                         "\"phase\":\"disconnected\","),
+                         "\"disconnected_since\":\"20"),
             std::string::npos)
       << run.out;
+  EXPECT_NE(run.out.find("\"phase\":\"disconnected\","), std::string::npos) << run.out;
   const auto parsed = cli::ParseStatusDocument(run.out);
   ASSERT_EQ(parsed.size(), 2u);
   EXPECT_NE(parsed[0].connected_since, "");
@@ -170,6 +171,13 @@ TEST_F(StatusTest, RowsJsonAndExitStatusesFromARealDblogd) {
   run = DblogStatus(dblogd_->metrics_port());
   EXPECT_EQ(run.status, 1) << run.out << run.err;
   EXPECT_NE(Row(run.out, consumer()).find(" disconnected "), std::string::npos) << run.out;
+  // ... for how long: healthy within --max-disconnected-seconds, unhealthy past it
+  EXPECT_EQ(DblogStatus(dblogd_->metrics_port(), "--max-disconnected-seconds 3600").status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  run = DblogStatus(dblogd_->metrics_port(), "--max-disconnected-seconds 0.1");
+  EXPECT_EQ(run.status, 1) << run.out << run.err;
+  EXPECT_NE(run.err.find("longer than --max-disconnected-seconds 0.1"), std::string::npos)
+      << run.err;
 
   // No dblogd: 2, and why.
   const std::uint16_t port = dblogd_->metrics_port();
