@@ -13,6 +13,10 @@ namespace dblog::common {
 // True when `bytes` is well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
 bool IsValidUtf8(std::string_view bytes);
 
+// Appends code point `cp` (<= U+10FFFF; a caller decoding \u escapes checks surrogates) as
+// UTF-8: what JSON readers write for a \uXXXX escape.
+void AppendUtf8(std::string& out, std::uint32_t cp);
+
 // Appends `text` as a JSON string literal, quotes included. '"', '\\' and the control
 // characters U+0000..U+001F are escaped (\b \f \n \r \t, else \u00XX); valid UTF-8 passes
 // through unchanged; each byte of an ill-formed sequence becomes U+FFFD, so the output is

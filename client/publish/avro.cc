@@ -92,23 +92,6 @@ class JsonReader {
     }
     return v;
   }
-  static void Utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
   std::string StringBody() {
     std::string out;
     for (;;) {
@@ -138,7 +121,7 @@ class JsonReader {
             const unsigned low = Hex4();
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
-          Utf8(out, cp);
+          common::AppendUtf8(out, cp);
           break;
         }
         default: Fail("bad escape");

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "common/json.h"
 #include "common/lsn.h"
 #include "consumer/bookkeeping.h"
 #include "log/log.h"
@@ -81,7 +82,7 @@ class Reader {
             return false;
           }
           if (cp == 0) return false;  // no name holds NUL
-          AppendUtf8(out, cp);
+          common::AppendUtf8(out, cp);
           break;
         }
         default:
@@ -104,23 +105,6 @@ class Reader {
       else return false;
     }
     return true;
-  }
-  static void AppendUtf8(std::string& out, std::uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
 
   std::string_view s_;

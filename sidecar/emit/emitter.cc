@@ -354,16 +354,10 @@ void Emitter::EmitChunkDelete(const dblog::v1::Row& key) {
   if (!chunk_.open) Fail("EmitChunkDelete outside a chunk");
   RequireKeyWidth(KnownRelation(chunk_.relation_oid, "EmitChunkDelete"), key, "EmitChunkDelete");
   ++chunk_.deletes;
-  const Position pos = NextPosition();
-  if (!Admit(pos)) return;
-  SendRelation(chunk_.relation_oid);
   Change del;
   del.set_kind(Change::DELETE);
-  del.set_relation_oid(chunk_.relation_oid);
-  del.set_commit_lsn(pos.commit_lsn);
-  del.set_seq(pos.seq);
   *del.mutable_old_key() = key;
-  Append(StreamEvent::kChange, del);
+  SendChunkChange(del);
 }
 
 void Emitter::EmitChunkFill(const dblog::v1::Row& row) {
@@ -372,16 +366,20 @@ void Emitter::EmitChunkFill(const dblog::v1::Row& row) {
   if (row.values_size() != rel.columns_size())
     Fail("EmitChunkFill: a row of " + std::to_string(row.values_size()) + " values for " +
          std::to_string(rel.columns_size()) + " columns");
+  Change fill;
+  fill.set_kind(Change::UPDATE);
+  *fill.mutable_new_row() = row;
+  SendChunkChange(fill);
+}
+
+void Emitter::SendChunkChange(Change& change) {
   const Position pos = NextPosition();
   if (!Admit(pos)) return;
   SendRelation(chunk_.relation_oid);
-  Change fill;
-  fill.set_kind(Change::UPDATE);
-  fill.set_relation_oid(chunk_.relation_oid);
-  fill.set_commit_lsn(pos.commit_lsn);
-  fill.set_seq(pos.seq);
-  *fill.mutable_new_row() = row;
-  Append(StreamEvent::kChange, fill);
+  change.set_relation_oid(chunk_.relation_oid);
+  change.set_commit_lsn(pos.commit_lsn);
+  change.set_seq(pos.seq);
+  Append(StreamEvent::kChange, change);
 }
 
 void Emitter::EndChunk(const std::vector<dblog::v1::Row>& kept_keys, bool last) {

@@ -183,6 +183,8 @@ class Emitter {
   void Advance(Position pos, const char* what);
   void SendRelation(std::uint32_t oid);
   void SendReadRow(std::uint32_t relation_oid, Position pos, std::string_view row_bytes);
+  // A chunk's DELETE or fill: the chunk's table and the next position set, then sent.
+  void SendChunkChange(dblog::v1::Change& change);
 
   // Appends one StreamEvent whose member `field` is `member` (or its serialized bytes).
   void Append(int field, const google::protobuf::MessageLite& member);

@@ -87,6 +87,16 @@ class PublishE2eTest : public DblogdTest {
                const std::vector<std::string>& repaired,
                const std::vector<std::function<void()>>& broker, Disturbances& done) {
     const std::string& s = schema();
+    // A repair needs the consumer's scope on record, which its first connection writes: with
+    // some seeds (tests/soak.sh) the first disturbance is a repair, before the publisher's
+    // first connection got that far.
+    const auto registered = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (db().scalar("SELECT count(*) FROM dblog.consumers WHERE name = '" + consumer() +
+                       "'") == "0") {
+      ASSERT_LT(std::chrono::steady_clock::now(), registered) << "the consumer never connected";
+      publisher.Supervise();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     const auto end = std::chrono::steady_clock::now() + duration;
     while (std::chrono::steady_clock::now() < end) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 700));

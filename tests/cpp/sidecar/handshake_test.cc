@@ -225,7 +225,8 @@ TEST(MetricsRender, FamiliesThenOneSeriesPerConsumer) {
 // metrics::RenderStatusJson, the body of GET /status.json: one object per consumer in name
 // order, every name escaped (quotes, backslashes, control characters), the phase from the
 // stats, lags derived at `now` and never negative, LSNs as PostgreSQL writes them; the last ack,
-// the sink and the repairs in flight (no sink while disconnected).
+// the sink and the repairs in flight (no sink while disconnected); since when and how long a
+// consumer has been disconnected.
 TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
   dblog::metrics::Registry registry;
   const std::int64_t now = 1764950400000000;  // 2025-12-05T16:00:00Z
@@ -261,27 +262,32 @@ TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
   odd->source_wal_lsn = 5;
   odd->connected_since_us = now;  // not connected: no time shown
   odd->SetSession("127.0.0.1:1", "gone");  // nor a sink
+  odd->disconnected_since_us = now - 12 * 1000000LL;  // since its session ended
 
   EXPECT_EQ(
       dblog::metrics::RenderStatusJson(registry, now),
       "{\"now\":\"2025-12-05T16:00:00.000Z\",\"consumers\":["
       "{\"name\":\"b\",\"connected\":true,\"connected_since\":\"2025-12-05T16:00:00.000Z\","
+      "\"disconnected_since\":null,\"disconnected_seconds\":0,"
       "\"phase\":\"bootstrapping\",\"bootstrap_rows_copied\":1200,"
       "\"bootstrap_rows_estimated\":5000,"
       "\"lag_bytes\":20,\"lag_seconds\":0,\"retained_bytes\":20,\"acked_lsn\":\"0/0\","
       "\"confirmed_lsn\":\"0/50\",\"source_wal_lsn\":\"0/64\",\"reconciles\":0,\"window_redos\":0,"
       "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
       "{\"name\":\"c\",\"connected\":true,\"connected_since\":\"2025-12-05T16:00:00.000Z\","
+      "\"disconnected_since\":null,\"disconnected_seconds\":0,"
       "\"phase\":\"creating_slot\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":0,\"acked_lsn\":\"0/0\","
       "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/0\",\"reconciles\":0,\"window_redos\":0,"
       "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
       "{\"name\":\"q\\\"uo\\\\te\\nnew\\u0001line\",\"connected\":false,\"connected_since\":null,"
+      "\"disconnected_since\":\"2025-12-05T15:59:48.000Z\",\"disconnected_seconds\":12,"
       "\"phase\":\"disconnected\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":5,\"acked_lsn\":\"0/9\","
       "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/5\",\"reconciles\":0,\"window_redos\":0,"
       "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
       "{\"name\":\"s\",\"connected\":true,\"connected_since\":\"2025-12-05T15:58:29.750Z\","
+      "\"disconnected_since\":null,\"disconnected_seconds\":0,"
       "\"phase\":\"streaming\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":500,\"lag_seconds\":1.5,\"retained_bytes\":550,\"acked_lsn\":\"1/64\","
       "\"confirmed_lsn\":\"1/32\",\"source_wal_lsn\":\"1/258\",\"reconciles\":2,\"window_redos\":3,"
