@@ -209,6 +209,8 @@ std::vector<ConsumerStatus> ParseStatusDocument(const std::string& json) {
       if (s.last_ack == "null") s.last_ack.clear();
       s.sink = c.get<std::string>("sink", "");
       if (s.sink == "null") s.sink.clear();
+      s.slot_state = c.get<std::string>("slot_state", "");
+      if (s.slot_state == "null") s.slot_state.clear();
       if (const auto repairs = c.get_child_optional("repairs")) {
         for (const auto& [unused, r] : *repairs) {
           (void)unused;
@@ -233,17 +235,19 @@ std::vector<ConsumerStatus> ParseStatusDocument(const std::string& json) {
 std::string RenderStatusTable(const std::vector<ConsumerStatus>& consumers) {
   const std::vector<std::string> header = {"CONSUMER",  "PHASE",     "CONNECTED SINCE",
                                            "LAG BYTES", "LAG S",     "RETAINED BYTES",
-                                           "ACKED",     "CONFIRMED", "LAST ACK",
-                                           "SINK",      "RECONCILES", "REDOS"};
+                                           "SLOT",      "ACKED",     "CONFIRMED",
+                                           "LAST ACK",  "SINK",      "RECONCILES",
+                                           "REDOS"};
   // Numbers are right-aligned, text left-aligned.
-  const std::vector<bool> right = {false, false, false, true,  true, true,
-                                   false, false, false, false, true, true};
+  const std::vector<bool> right = {false, false, false, true,  true,  true, false,
+                                   false, false, false, false, true,  true};
   std::vector<std::vector<std::string>> rows = {header};
   auto or_dash = [](const std::string& text) { return text.empty() ? "-" : Printable(text); };
   for (const ConsumerStatus& c : consumers) {
     rows.push_back({Printable(c.name), PhaseText(c), or_dash(c.connected_since),
                     std::to_string(c.lag_bytes), FormatSeconds(c.lag_seconds),
-                    std::to_string(c.retained_bytes), Printable(c.acked_lsn),
+                    std::to_string(c.retained_bytes), or_dash(c.slot_state),
+                    Printable(c.acked_lsn),
                     Printable(c.confirmed_lsn), or_dash(c.last_ack), or_dash(c.sink),
                     std::to_string(c.reconciles), std::to_string(c.window_redos)});
   }

@@ -57,6 +57,7 @@ struct ConsumerStatus {
   double disconnected_seconds = 0;  // 0 while connected
   std::string last_ack;         // "" when null
   std::string sink;             // the client's address; "" when null
+  std::string slot_state;       // pg_replication_slots.wal_status as dblogd last read it; ""
   std::vector<RepairStatus> repairs;
   std::string phase;
   std::uint64_t bootstrap_rows_copied = 0;

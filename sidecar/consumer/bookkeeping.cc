@@ -240,6 +240,16 @@ std::optional<std::string> Bookkeeping::BootstrapState() {
   return std::string(row.value(0, 0));
 }
 
+std::pair<std::string, std::int64_t> Bookkeeping::SlotState(const std::string& slot) {
+  pg::Result row = Sql().ExecParams(
+      "SELECT wal_status, safe_wal_size FROM pg_catalog.pg_replication_slots"
+      " WHERE slot_name = $1",
+      {slot});
+  if (row.ntuples() == 0) return {"missing", -1};
+  return {row.is_null(0, 0) ? std::string("unknown") : std::string(row.value(0, 0)),
+          row.is_null(0, 1) ? -1 : std::stoll(std::string(row.value(0, 1)))};
+}
+
 void Bookkeeping::RecordSkippedBootstrap(const std::string& slot,
                                          std::uint64_t consistent_point) {
   Sql().ExecParams(

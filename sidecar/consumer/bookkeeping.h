@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/scope.h"
@@ -92,6 +93,9 @@ class Bookkeeping {
   std::string EnsureRepairApi();
   // dblog.consumers.bootstrap_state (nullopt: no row).
   std::optional<std::string> BootstrapState();
+  // pg_replication_slots' wal_status and safe_wal_size of `slot` (-1: NULL); "missing" when
+  // there is no such slot.
+  std::pair<std::string, std::int64_t> SlotState(const std::string& slot);
   // The slot was created without a bootstrap (--no-bootstrap).
   void RecordSkippedBootstrap(const std::string& slot, std::uint64_t consistent_point);
   void RecordBootstrapStarted(const std::string& slot, std::uint64_t consistent_point);

@@ -767,6 +767,15 @@ void Pipeline::Heartbeat() {
       self->session_->Send(m);
     }
     self->sent_since_heartbeat_ = false;
+    if (self->state_ == State::kStreaming) {
+      // the slot's health for dblog status and the status page
+      self->bookkeeping_.BestEffort(log::Level::kWarn, "slot_state_read_failed",
+                                    {{"consumer", self->consumer_.name}}, [&] {
+                                      const auto [status, safe] =
+                                          self->bookkeeping_.SlotState(self->slot_);
+                                      self->stats_->SetSlotState(status, safe);
+                                    });
+    }
     if (self->pgoutput_ && self->state_ == State::kStreaming) {
       self->CheckPublicationCoversScope();
       if (self->state_ == State::kDone) return;

@@ -61,6 +61,12 @@ void ConsumerStats::SetRepairs(std::vector<Repair> repairs) {
   details_.repairs = std::move(repairs);
 }
 
+void ConsumerStats::SetSlotState(std::string wal_status, std::int64_t safe_wal_bytes) {
+  std::lock_guard<std::mutex> lock(details_mutex_);
+  details_.slot_state = std::move(wal_status);
+  details_.slot_safe_wal_bytes = safe_wal_bytes;
+}
+
 ConsumerStats::Details ConsumerStats::details() const {
   std::lock_guard<std::mutex> lock(details_mutex_);
   return details_;

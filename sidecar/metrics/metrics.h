@@ -69,8 +69,13 @@ struct ConsumerStats {
   // The session's sink: its address ("127.0.0.1:50312") and Hello.client_name; "" when none.
   void SetSession(std::string peer, std::string client);
   void SetRepairs(std::vector<Repair> repairs);
+  // The slot as pg_replication_slots last said: wal_status ("reserved", "extended",
+  // "unreserved", "lost"; "missing": no such slot) and safe_wal_size (-1: NULL).
+  void SetSlotState(std::string wal_status, std::int64_t safe_wal_bytes);
   struct Details {
     std::string peer, client;
+    std::string slot_state;            // "" until first read
+    std::int64_t slot_safe_wal_bytes = -1;
     std::vector<Repair> repairs;
   };
   Details details() const;

@@ -102,6 +102,18 @@ void RenderConsumer(common::JsonWriter& json, const std::string& name, const Con
   } else {
     json.Null();
   }
+  json.Key("slot_state");
+  if (!details.slot_state.empty()) {
+    json.String(details.slot_state);
+  } else {
+    json.Null();
+  }
+  json.Key("slot_safe_wal_bytes");
+  if (!details.slot_state.empty() && details.slot_safe_wal_bytes >= 0) {
+    json.Int(details.slot_safe_wal_bytes);
+  } else {
+    json.Null();
+  }
   json.Key("repairs").BeginArray();
   for (const ConsumerStats::Repair& r : details.repairs) {
     json.BeginObject();

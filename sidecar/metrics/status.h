@@ -34,6 +34,11 @@ namespace dblog::metrics {
 //   last_ack         RFC 3339 UTC time of the consumer's last acknowledgement; null: none yet
 //   sink             the connected client's address ("127.0.0.1:50312"); null when disconnected
 //   client           its Hello.client_name ("dblog-tail/1"); null when disconnected
+//   slot_state       the slot's pg_replication_slots.wal_status as dblogd last read it (every
+//                    heartbeat while streaming): "reserved", "extended", "unreserved", "lost",
+//                    or "missing"; null before the first read
+//   slot_safe_wal_bytes  its safe_wal_size: WAL that may still be written before the slot is
+//                    in danger of losing WAL (max_slot_wal_keep_size); null when unlimited
 //   repairs          the repair requests queued or running, in order: [{"id", "table", "kind",
 //                    "done" (rows emitted; keys covered for a key list), "estimated" (rows of
 //                    the table, keys asked; 0: unknown), "chunks", "running" (the first)}]

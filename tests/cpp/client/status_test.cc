@@ -92,7 +92,8 @@ const char kDocument[] =
     "{\"name\":\"streaming_one\",\"connected\":true,"
     "\"connected_since\":\"2025-12-05T15:58:29.750Z\",\"disconnected_since\":null,"
     "\"disconnected_seconds\":0,\"last_ack\":\"2025-12-05T15:59:59.500Z\","
-    "\"sink\":\"127.0.0.1:50312\",\"client\":\"dblog-apply/1\",\"repairs\":["
+    "\"sink\":\"127.0.0.1:50312\",\"client\":\"dblog-apply/1\",\"slot_state\":\"reserved\","
+    "\"slot_safe_wal_bytes\":null,\"repairs\":["
     "{\"id\":7,\"table\":\"public.t\",\"kind\":\"table\",\"done\":450,\"estimated\":1000,"
     "\"chunks\":1,\"running\":true},"
     "{\"id\":8,\"table\":\"public.u\",\"kind\":\"keys\",\"done\":0,\"estimated\":0,"
@@ -125,6 +126,8 @@ TEST(StatusDocument, ReadsEveryConsumerAndDecodesNames) {
   EXPECT_EQ(consumers[1].last_ack, "");
   EXPECT_EQ(consumers[2].last_ack, "2025-12-05T15:59:59.500Z");
   EXPECT_EQ(consumers[2].sink, "127.0.0.1:50312");
+  EXPECT_EQ(consumers[2].slot_state, "reserved");
+  EXPECT_EQ(consumers[1].slot_state, "");
   ASSERT_EQ(consumers[2].repairs.size(), 2u);
   EXPECT_EQ(consumers[2].repairs[0].id, 7u);
   EXPECT_EQ(consumers[2].repairs[0].table, "public.t");
@@ -139,18 +142,10 @@ TEST(StatusDocument, ReadsEveryConsumerAndDecodesNames) {
 
 TEST(StatusTable, AlignedRowsWithPrintableNames) {
   EXPECT_EQ(RenderStatusTable(ParseStatusDocument(kDocument)),
-            "CONSUMER          PHASE                                  CONNECTED SINCE           "
-            "LAG BYTES  LAG S  RETAINED BYTES  ACKED  CONFIRMED  LAST ACK                  SINK"
-            "             RECONCILES  REDOS\n"
-            "b                 bootstrapping 1200/5000 rows           2025-12-05T15:00:00.000Z  "
-            "       20    0.0              20  0/0    0/50       -                         -   "
-            "                      0      0\n"
-            "q\"uo\\te?new?line  disconnected 12.0 s                    -                     "
-            "            0   12.3               0  0/9    0/0        -                         - "
-            "                        1      0\n"
-            "streaming_one     repairing #7 public.t 45% (+1 queued)  2025-12-05T15:58:29.750Z  "
-            "      500    1.5             550  1/64   1/32       2025-12-05T15:59:59.500Z  "
-            "127.0.0.1:50312           2      3\n");
+            "CONSUMER          PHASE                                  CONNECTED SINCE           LAG BYTES  LAG S  RETAINED BYTES  SLOT      ACKED  CONFIRMED  LAST ACK                  SINK             RECONCILES  REDOS\n"
+            "b                 bootstrapping 1200/5000 rows           2025-12-05T15:00:00.000Z         20    0.0              20  -         0/0    0/50       -                         -                         0      0\n"
+            "q\"uo\\te?new?line  disconnected 12.0 s                    -                                 0   12.3               0  -         0/9    0/0        -                         -                         1      0\n"
+            "streaming_one     repairing #7 public.t 45% (+1 queued)  2025-12-05T15:58:29.750Z        500    1.5             550  reserved  1/64   1/32       2025-12-05T15:59:59.500Z  127.0.0.1:50312           2      3\n");
 }
 
 TEST(StatusHealth, DisconnectedOrLagAboveTheMaximums) {

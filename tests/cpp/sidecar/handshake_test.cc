@@ -226,7 +226,7 @@ TEST(MetricsRender, FamiliesThenOneSeriesPerConsumer) {
 // order, every name escaped (quotes, backslashes, control characters), the phase from the
 // stats, lags derived at `now` and never negative, LSNs as PostgreSQL writes them; the last ack,
 // the sink and the repairs in flight (no sink while disconnected); since when and how long a
-// consumer has been disconnected.
+// consumer has been disconnected; the slot's wal_status and safe_wal_size as last read.
 TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
   dblog::metrics::Registry registry;
   const std::int64_t now = 1764950400000000;  // 2025-12-05T16:00:00Z
@@ -241,6 +241,7 @@ TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
   streaming->window_redos = 3;
   streaming->last_ack_us = now - 2000000;
   streaming->SetSession("127.0.0.1:50312", "dblog-tail");
+  streaming->SetSlotState("extended", 1048576);
   streaming->SetRepairs({{7, "public.\"t\"", "range", 40, 100, 2, true},
                          {8, "public.u", "keys", 0, 0, 0, false}});
   const auto copying = registry.ForConsumer("b");
@@ -273,26 +274,27 @@ TEST(StatusJson, OneEscapedObjectPerConsumerWithPhaseAndLags) {
       "\"bootstrap_rows_estimated\":5000,"
       "\"lag_bytes\":20,\"lag_seconds\":0,\"retained_bytes\":20,\"acked_lsn\":\"0/0\","
       "\"confirmed_lsn\":\"0/50\",\"source_wal_lsn\":\"0/64\",\"reconciles\":0,\"window_redos\":0,"
-      "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
+      "\"last_ack\":null,\"sink\":null,\"client\":null,\"slot_state\":null,\"slot_safe_wal_bytes\":null,\"repairs\":[]},"
       "{\"name\":\"c\",\"connected\":true,\"connected_since\":\"2025-12-05T16:00:00.000Z\","
       "\"disconnected_since\":null,\"disconnected_seconds\":0,"
       "\"phase\":\"creating_slot\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":0,\"acked_lsn\":\"0/0\","
       "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/0\",\"reconciles\":0,\"window_redos\":0,"
-      "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
+      "\"last_ack\":null,\"sink\":null,\"client\":null,\"slot_state\":null,\"slot_safe_wal_bytes\":null,\"repairs\":[]},"
       "{\"name\":\"q\\\"uo\\\\te\\nnew\\u0001line\",\"connected\":false,\"connected_since\":null,"
       "\"disconnected_since\":\"2025-12-05T15:59:48.000Z\",\"disconnected_seconds\":12,"
       "\"phase\":\"disconnected\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":0,\"lag_seconds\":0,\"retained_bytes\":5,\"acked_lsn\":\"0/9\","
       "\"confirmed_lsn\":\"0/0\",\"source_wal_lsn\":\"0/5\",\"reconciles\":0,\"window_redos\":0,"
-      "\"last_ack\":null,\"sink\":null,\"client\":null,\"repairs\":[]},"
+      "\"last_ack\":null,\"sink\":null,\"client\":null,\"slot_state\":null,\"slot_safe_wal_bytes\":null,\"repairs\":[]},"
       "{\"name\":\"s\",\"connected\":true,\"connected_since\":\"2025-12-05T15:58:29.750Z\","
       "\"disconnected_since\":null,\"disconnected_seconds\":0,"
       "\"phase\":\"streaming\",\"bootstrap_rows_copied\":0,\"bootstrap_rows_estimated\":0,"
       "\"lag_bytes\":500,\"lag_seconds\":1.5,\"retained_bytes\":550,\"acked_lsn\":\"1/64\","
       "\"confirmed_lsn\":\"1/32\",\"source_wal_lsn\":\"1/258\",\"reconciles\":2,\"window_redos\":3,"
       "\"last_ack\":\"2025-12-05T15:59:58.000Z\",\"sink\":\"127.0.0.1:50312\","
-      "\"client\":\"dblog-tail\",\"repairs\":["
+      "\"client\":\"dblog-tail\",\"slot_state\":\"extended\",\"slot_safe_wal_bytes\":1048576,"
+      "\"repairs\":["
       "{\"id\":7,\"table\":\"public.\\\"t\\\"\",\"kind\":\"range\",\"done\":40,"
       "\"estimated\":100,\"chunks\":2,\"running\":true},"
       "{\"id\":8,\"table\":\"public.u\",\"kind\":\"keys\",\"done\":0,\"estimated\":0,"

@@ -323,8 +323,8 @@ TEST_F(StatusPageTest, ChromiumShowsEachConsumersPhaseLagSparklineRepairAndEscap
   const auto entry = json.bytes.find("{\"name\":\"" + repairing + "\",");
   ASSERT_NE(entry, std::string::npos) << json.bytes;
   const std::string object = json.bytes.substr(entry, json.bytes.find('}', entry) - entry);
-  EXPECT_NE(object.find("\"sink\":null,\"client\":null,\"repairs\":[]"), std::string::npos)
-      << object;
+  EXPECT_NE(object.find("\"sink\":null,\"client\":null,"), std::string::npos) << object;
+  EXPECT_NE(object.find("\"repairs\":[]"), std::string::npos) << object;
 }
 
 }  // namespace

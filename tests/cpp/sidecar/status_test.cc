@@ -104,7 +104,8 @@ TEST_F(StatusTest, RowsJsonAndExitStatusesFromARealDblogd) {
   const std::uint64_t lsn = Sentinel();
   ReadUntil(*c, replay, lsn);
   WaitForStatus(*dblogd_, consumer(), [](const cli::ConsumerStatus& s) {
-    return s.connected && s.phase == "streaming" && s.acked_lsn != "0/0";
+    return s.connected && s.phase == "streaming" && s.acked_lsn != "0/0" &&
+           s.slot_state == "reserved";  // read from pg_replication_slots at a heartbeat
   });
   run = DblogStatus(dblogd_->metrics_port());
   EXPECT_EQ(run.status, 1) << run.out << run.err;
