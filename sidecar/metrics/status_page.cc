@@ -148,6 +148,12 @@ void ConsumerRow(std::string& out, const std::string& name, const ConsumerStats&
   out += "<td class=\"lsns\">" + common::FormatLsn(s.acked_lsn.load()) + "<br>" +
          common::FormatLsn(s.confirmed_lsn.load()) + "<br>" +
          common::FormatLsn(s.source_wal_lsn.load()) + "</td>";
+  // the slot's wal_status as last read, and its safe_wal_size when limited
+  const std::string slot = d.slot_state.empty() ? "-" : HtmlEscape(d.slot_state);
+  out += "<td class=\"slot\" data-state=\"" + slot + "\">" + slot;
+  if (!d.slot_state.empty() && d.slot_safe_wal_bytes >= 0)
+    out += "<br>" + Bytes(static_cast<std::uint64_t>(d.slot_safe_wal_bytes)) + " safe";
+  out += "</td>";
   out += "</tr>\n";
 }
 
@@ -263,11 +269,11 @@ std::string RenderStatusPage(const Registry& registry, const std::vector<log::Pr
   out += "<table id=\"consumers\"><thead><tr><th>consumer</th><th>phase</th>"
          "<th>connected since</th><th>sink</th><th>lag</th><th>lag s</th>"
          "<th>lag, last hour</th><th>WAL retained</th><th>last ack</th>"
-         "<th>acked<br>confirmed<br>source WAL</th></tr></thead><tbody>\n";
+         "<th>acked<br>confirmed<br>source WAL</th><th>slot</th></tr></thead><tbody>\n";
   for (const auto& [name, stats] : consumers)
     ConsumerRow(out, name, *stats, registry.LagHistory(name), now_us);
   if (consumers.empty())
-    out += "<tr class=\"none\"><td colspan=\"10\">no consumer configured or connected</td></tr>\n";
+    out += "<tr class=\"none\"><td colspan=\"11\">no consumer configured or connected</td></tr>\n";
   out += "</tbody></table>\n";
 
   out += "<h2>Repairs in flight</h2>\n<table id=\"repairs\"><thead><tr><th>consumer</th>"

@@ -93,6 +93,7 @@ TEST(StatusPage, OneRowPerConsumerWithItsPhaseLagsAndRepairs) {
   repairing->connected = 1;
   repairing->connected_since_us = kNow - 3700 * kSecond;
   repairing->SetSession("127.0.0.1:50312", "dblog-apply");
+  repairing->SetSlotState("unreserved", 1048576);
   repairing->SetRepairs({{7, "public.items", "range", 400, 1000, 4, true},
                          {8, "public.other", "keys", 0, 0, 0, false}});
   const auto streaming = registry.ForConsumer("search");
@@ -155,6 +156,10 @@ TEST(StatusPage, OneRowPerConsumerWithItsPhaseLagsAndRepairs) {
                         "<td class=\"last-ack\"><time datetime=\"2025-12-05T15:59:58.000Z\">"))
       << page;
   EXPECT_TRUE(Has(page, "<td class=\"lsns\">1/64<br>1/32<br>1/258</td>")) << page;
+  // the slot's wal_status and safe_wal_size as last read; "-" before the first read
+  EXPECT_TRUE(Has(page, "<td class=\"slot\" data-state=\"unreserved\">unreserved<br>1.0 MiB safe</td>"))
+      << page;
+  EXPECT_TRUE(Has(page, "<td class=\"slot\" data-state=\"-\">-</td>")) << page;
   // Every consumer has its sparkline.
   std::size_t sparklines = 0;
   for (auto i = page.find("<svg class=\"sparkline\""); i != std::string::npos;
