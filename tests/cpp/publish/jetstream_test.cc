@@ -325,6 +325,42 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
 
 class PublishTest : public PublishE2eTest {
  protected:
+  // Every message of `subject` in the consumer's stream as (payload, Dblog-Key), read again
+  // until there are at least `count` (a test failure after 60 s).
+  void ReadSubject(const std::string& url, const std::string& subject,
+                   PublishProcess& publisher, std::size_t count,
+                   std::vector<std::pair<std::string, std::string>>& messages) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      publisher.Supervise();
+      messages.clear();
+      try {
+        Nats nats({url});
+        jsStreamInfo* si = nullptr;
+        jsErrCode code = static_cast<jsErrCode>(0);
+        if (js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code) == NATS_OK) {
+          const std::uint64_t last = si->State.LastSeq;
+          jsStreamInfo_Destroy(si);
+          for (std::uint64_t seq = 1; seq <= last; ++seq) {
+            natsMsg* m = nullptr;
+            if (js_GetMsg(&m, nats.js(), Stream().c_str(), seq, nullptr, &code) != NATS_OK) break;
+            if (subject == natsMsg_GetSubject(m))
+              messages.emplace_back(
+                  std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "",
+                              static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+                  HeaderOf(m, publish::kKeyHeader));
+            natsMsg_Destroy(m);
+          }
+        }
+      } catch (const std::exception&) {
+      }
+      if (messages.size() >= count) return;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << messages.size() << " messages; " << publisher.Log();
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
   void CreateTables() { CreateWorkloadTables(db(), schema()); }
   std::string Stream() const {
     std::string s = "DBLOG_" + consumer();
@@ -521,35 +557,7 @@ TEST_F(PublishTest, DebeziumJsonCarriesEveryOpAndTheTypeMatrix) {
   const std::string subject = Prefix() + ".table." + s + ".types";
   std::vector<std::pair<std::string, std::string>> messages;  // payload, Dblog-Key
   const auto read_until = [&](std::size_t count) {
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    for (;;) {
-      publisher.Supervise();
-      messages.clear();
-      try {
-        Nats nats({nats_server.url()});
-        jsStreamInfo* si = nullptr;
-        jsErrCode code = static_cast<jsErrCode>(0);
-        if (js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code) == NATS_OK) {
-          const std::uint64_t last = si->State.LastSeq;
-          jsStreamInfo_Destroy(si);
-          for (std::uint64_t seq = 1; seq <= last; ++seq) {
-            natsMsg* m = nullptr;
-            if (js_GetMsg(&m, nats.js(), Stream().c_str(), seq, nullptr, &code) != NATS_OK) break;
-            if (subject == natsMsg_GetSubject(m))
-              messages.emplace_back(
-                  std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "",
-                              static_cast<std::size_t>(natsMsg_GetDataLength(m))),
-                  HeaderOf(m, publish::kKeyHeader));
-            natsMsg_Destroy(m);
-          }
-        }
-      } catch (const std::exception&) {
-      }
-      if (messages.size() >= count) return;
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << messages.size() << " messages; " << publisher.Log();
-      std::this_thread::sleep_for(200ms);
-    }
+    ReadSubject(nats_server.url(), subject, publisher, count, messages);
   };
   ASSERT_NO_FATAL_FAILURE(read_until(1));  // the bootstrap's row: changes come after it
   db().exec("INSERT INTO " + s + ".types VALUES (2, " + values + ")");
@@ -619,35 +627,7 @@ TEST_F(PublishTest, DebeziumAvroPayloadsAndBase64KeysOnNats) {
   const std::string subject = Prefix() + ".table." + s + ".items";
   std::vector<std::pair<std::string, std::string>> messages;  // payload, Dblog-Key
   const auto read_until = [&](std::size_t count) {
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    for (;;) {
-      publisher.Supervise();
-      messages.clear();
-      try {
-        Nats nats({nats_server.url()});
-        jsStreamInfo* si = nullptr;
-        jsErrCode code = static_cast<jsErrCode>(0);
-        if (js_GetStreamInfo(&si, nats.js(), Stream().c_str(), nullptr, &code) == NATS_OK) {
-          const std::uint64_t last = si->State.LastSeq;
-          jsStreamInfo_Destroy(si);
-          for (std::uint64_t seq = 1; seq <= last; ++seq) {
-            natsMsg* m = nullptr;
-            if (js_GetMsg(&m, nats.js(), Stream().c_str(), seq, nullptr, &code) != NATS_OK) break;
-            if (subject == natsMsg_GetSubject(m))
-              messages.emplace_back(
-                  std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "",
-                              static_cast<std::size_t>(natsMsg_GetDataLength(m))),
-                  HeaderOf(m, publish::kKeyHeader));
-            natsMsg_Destroy(m);
-          }
-        }
-      } catch (const std::exception&) {
-      }
-      if (messages.size() >= count) return;
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << messages.size() << " messages; " << publisher.Log();
-      std::this_thread::sleep_for(200ms);
-    }
+    ReadSubject(nats_server.url(), subject, publisher, count, messages);
   };
   ASSERT_NO_FATAL_FAILURE(read_until(1));
   db().exec("INSERT INTO " + s + ".items VALUES (2, 'two', NULL)");
