@@ -295,6 +295,27 @@ MergeReport ReplayMerged(const Log& log,
 
 class KafkaPublishTest : public PublishE2eTest {
  protected:
+  // The records of `topic`, in position order, read again until there are at least `count`
+  // (a test failure, and what there is, after 60 s).
+  std::vector<Record> ReadTopic(MockCluster& cluster, const std::string& topic,
+                                PublishProcess& publisher, std::size_t count) {
+    std::vector<Record> records;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      publisher.Supervise();
+      records.clear();
+      for (const auto& [where, rs] : ReadAll(cluster.bootstrap(), Prefix()))
+        if (where.first == topic) records.insert(records.end(), rs.begin(), rs.end());
+      if (records.size() >= count) break;
+      EXPECT_LT(std::chrono::steady_clock::now(), deadline)
+          << records.size() << " records; " << publisher.Log();
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(300ms);
+    }
+    std::sort(records.begin(), records.end(),
+              [](const Record& a, const Record& b) { return SortKey(a) < SortKey(b); });
+    return records;
+  }
   std::string Topic(const std::string& table) const {
     return publish::KafkaLayout(Prefix()).TableTopic(schema(), table);
   }
@@ -621,22 +642,7 @@ TEST_F(KafkaPublishTest, DebeziumJsonRecordsAreKeyedWithTombstones) {
   publisher.Start();
   const std::string topic = Topic("items");
   const auto read_until = [&](std::size_t count) {
-    std::vector<Record> records;
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    for (;;) {
-      publisher.Supervise();
-      records.clear();
-      for (const auto& [where, rs] : ReadAll(cluster.bootstrap(), Prefix()))
-        if (where.first == topic) records.insert(records.end(), rs.begin(), rs.end());
-      if (records.size() >= count) break;
-      EXPECT_LT(std::chrono::steady_clock::now(), deadline)
-          << records.size() << " records; " << publisher.Log();
-      if (std::chrono::steady_clock::now() > deadline) break;
-      std::this_thread::sleep_for(300ms);
-    }
-    std::sort(records.begin(), records.end(),
-              [](const Record& a, const Record& b) { return SortKey(a) < SortKey(b); });
-    return records;
+    return ReadTopic(cluster, topic, publisher, count);
   };
   read_until(1);
   db().exec("INSERT INTO " + s + ".items VALUES (2, 'two')");
@@ -704,22 +710,7 @@ TEST_F(KafkaPublishTest, DebeziumAvroRecordsDecodeWithTheSchemasTheRegistryRecei
   publisher.Start();
   const std::string topic = Topic("items");
   const auto read_until = [&](std::size_t count) {
-    std::vector<Record> records;
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    for (;;) {
-      publisher.Supervise();
-      records.clear();
-      for (const auto& [where, rs] : ReadAll(cluster.bootstrap(), Prefix()))
-        if (where.first == topic) records.insert(records.end(), rs.begin(), rs.end());
-      if (records.size() >= count) break;
-      EXPECT_LT(std::chrono::steady_clock::now(), deadline)
-          << records.size() << " records; " << publisher.Log();
-      if (std::chrono::steady_clock::now() > deadline) break;
-      std::this_thread::sleep_for(300ms);
-    }
-    std::sort(records.begin(), records.end(),
-              [](const Record& a, const Record& b) { return SortKey(a) < SortKey(b); });
-    return records;
+    return ReadTopic(cluster, topic, publisher, count);
   };
   read_until(1);
   db().exec("INSERT INTO " + s + ".items VALUES (2, 'two', NULL, NULL, NULL, NULL)");
