@@ -147,14 +147,18 @@ void DblogdProcess::Start() {
     execv(cargv[0], cargv.data());
     _exit(127);
   }
-  // Ready when it accepts connections.
+  // Ready when it has said so and accepts connections. The kernel accepts as soon as the
+  // acceptor listens, a moment before dblogd logs `listening`: a test that reads that line
+  // (tls=..., token_required=...) must not race it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   for (;;) {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::socket s(io);
-    boost::system::error_code ec;
-    s.connect({boost::asio::ip::make_address("127.0.0.1"), port_}, ec);
-    if (!ec) return;
+    if (log().find("event=listening ") != std::string::npos) {
+      boost::asio::io_context io;
+      boost::asio::ip::tcp::socket s(io);
+      boost::system::error_code ec;
+      s.connect({boost::asio::ip::make_address("127.0.0.1"), port_}, ec);
+      if (!ec) return;
+    }
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
