@@ -433,7 +433,7 @@ void Repairs::BindTable(pg::Connection& sql, RepairRequest& r) {
     LockByName(sql, r);
   else
     r.table = bootstrap::BindRelation(sql, r.table_oid);
-  pg::Result key = sql.ExecParams(
+  pg::Result key = sql.ExecPrepared(
       "SELECT " + HexList("k.key_columns") + ", " + HexList("k.key_types") +
           " FROM dblog._identity_key($1::pg_catalog.oid::pg_catalog.regclass) AS k"
           " WHERE k.key_columns IS NOT NULL",
@@ -459,16 +459,15 @@ ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r) const {
   return chunk;
 }
 
-// The plugin's description of the table (for the emitter), the chunk's bounds, encoded, and
-// the key columns' collations.
-void Repairs::ReadBounds(RepairRequest& r, OpenWindow& w) {
-  pg::Connection& sql = bookkeeping_.Sql();
-  sql.Exec("BEGIN");
-  BindTable(sql, r);
-  pg::Result rel = sql.ExecParams(BuildChunkQueries(ChunkRequestOf(r)).bounds,
+// In the chunk's transaction, under the table's lock: the plugin's description of the table
+// (for the emitter, and as the chunk's rows are encoded: the lock keeps it until COMMIT), the
+// chunk's bounds, encoded, and the key columns' collations.
+void Repairs::ReadBounds(pg::Connection& sql, RepairRequest& r, OpenWindow& w) {
+  pg::Result rel = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r)).bounds,
                                   {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
-  sql.Exec("COMMIT");
   w.relation.ParseFromString(bootstrap::UnhexBytea(rel.value(0, 0)));
+  w.lower_bytes.clear();
+  w.upper_bytes.clear();
   if (!rel.is_null(0, 1)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 1));
   else if (!rel.is_null(0, 2)) w.lower_bytes = bootstrap::UnhexBytea(rel.value(0, 2));
   if (!rel.is_null(0, 3)) w.upper_bytes = bootstrap::UnhexBytea(rel.value(0, 3));
@@ -504,7 +503,6 @@ void Repairs::SetKeyCollations(OpenWindow& w, const pg::Result& rel, int column)
 void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
   if (catalog_) return ReadChunkFromCatalog(r, w);
   const bool keys = r.kind == "keys";
-  ReadBounds(r, w);
   const std::vector<std::optional<std::string>> params =
       keys ? std::vector<std::optional<std::string>>{
                  r.keys, std::to_string(r.keys_done),
@@ -525,16 +523,9 @@ pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
   w.chunk.snapshot =
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
   BindTable(sql, r);
-  pg::Result rows = sql.ExecParams(BuildChunkQueries(ChunkRequestOf(r)).rows, params,
+  ReadBounds(sql, r, w);
+  pg::Result rows = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r)).rows, params,
                                    pg::ResultFormat::kBinary);
-  // The rows were encoded with the table's definition when the statement ran, which its lock
-  // keeps until COMMIT: describe the table now, for the chunk. A definition that changed since
-  // the bounds were read redoes the window.
-  dblog::v1::Relation as_read = bootstrap::DescribeTable(sql, r.table_oid);
-  if (as_read.SerializeAsString() != w.relation.SerializeAsString()) {
-    w.relation = std::move(as_read);
-    w.relation_changed = true;
-  }
   sql.Exec("COMMIT");
   WriteWatermark(sql, false, w.window.id());
   return rows;
@@ -550,7 +541,7 @@ void Repairs::WriteWatermark(pg::Connection& sql, bool low, const std::string& w
                    {consumer_.name, content});
     return;
   }
-  sql.ExecParams("SELECT pg_logical_emit_message(true, $1, $2)",
+  sql.ExecPrepared("SELECT pg_logical_emit_message(true, $1, $2)",
                  {Watermark::Prefix(consumer_.name), content});
 }
 

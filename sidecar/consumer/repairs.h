@@ -106,8 +106,8 @@ class Repairs {
     bool last = false;                  // the request's last chunk
     bool truncated = false;             // a TRUNCATE of the table inside the window
     // The log described the table differently from the chunk while the window was open (DDL
-    // between the chunk's read and the high watermark), or the definition changed between the
-    // bounds and the chunk: its rows do not fit what the stream says of the table.
+    // between the chunk's read and the high watermark), or (pgoutput mode) the definition
+    // changed between the bounds and the chunk: its rows do not fit what the stream says.
     bool relation_changed = false;
     dblog::v1::Relation relation;       // the table as the chunk's rows were encoded
     std::string lower_bytes, upper_bytes;  // encoded range bounds
@@ -124,15 +124,17 @@ class Repairs {
   void OnControlChange(const dblog::v1::Change& change);
   void RecordKeys(const dblog::v1::Change& change);
   void StartWindow();
-  // The window's chunk: relation, bounds, collations, then the markers and rows (throws).
+  // The window's markers and, between them, its chunk: relation, bounds, collations and rows
+  // (throws).
   void ReadChunk(RepairRequest& r, OpenWindow& w);
-  void ReadBounds(RepairRequest& r, OpenWindow& w);
+  // In the chunk's transaction, after BindTable: relation, bounds, collations.
+  void ReadBounds(pg::Connection& sql, RepairRequest& r, OpenWindow& w);
   // In a transaction: the table locked by its oid, the transaction bound to it, its name and
   // key read again (throws RequestError when the key changed or has a domain).
   void BindTable(pg::Connection& sql, RepairRequest& r);
   ChunkRequest ChunkRequestOf(const RepairRequest& r) const;
-  // The chunk's rows in their own snapshot (w.chunk.snapshot) between the window's two markers;
-  // sets w.relation_changed when the table's definition changed since the bounds were read.
+  // The chunk's bounds and rows in their own snapshot (w.chunk.snapshot), in one transaction
+  // under the table's lock, between the window's two markers.
   pg::Result ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
                                    const std::vector<std::optional<std::string>>& params);
   // The rows read into the window: a key list's (asked keys, rows found, keys covered) or a

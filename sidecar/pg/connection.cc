@@ -221,7 +221,9 @@ Connection Connection::Open(const std::string& conninfo, bool replication,
 Connection::Connection(Connection&& other) noexcept
     : conn_(std::exchange(other.conn_, nullptr)),
       replication_(other.replication_),
-      notice_handler_(std::move(other.notice_handler_)) {}
+      notice_handler_(std::move(other.notice_handler_)),
+      prepared_(std::exchange(other.prepared_, {})),
+      prepared_serial_(other.prepared_serial_) {}
 
 Connection& Connection::operator=(Connection&& other) noexcept {
   if (this != &other) {
@@ -229,6 +231,8 @@ Connection& Connection::operator=(Connection&& other) noexcept {
     conn_ = std::exchange(other.conn_, nullptr);
     replication_ = other.replication_;
     notice_handler_ = std::move(other.notice_handler_);
+    prepared_ = std::exchange(other.prepared_, {});
+    prepared_serial_ = other.prepared_serial_;
   }
   return *this;
 }
@@ -238,6 +242,7 @@ Connection::~Connection() { Close(); }
 void Connection::Close() {
   if (conn_ != nullptr) PQfinish(conn_);
   conn_ = nullptr;
+  prepared_.clear();
 }
 
 Result Connection::Exec(const std::string& sql) {
@@ -270,6 +275,30 @@ Result Connection::ExecParams(const std::string& sql,
   std::vector<Oid> oids(types.begin(), types.end());
   Result result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), oids.data(),
                              values.data(), nullptr, nullptr, static_cast<int>(format)));
+  return Checked(std::move(result), sql);
+}
+
+Result Connection::ExecPrepared(const std::string& sql,
+                                const std::vector<std::optional<std::string>>& params,
+                                ResultFormat format) {
+  if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
+  auto it = prepared_.find(sql);
+  if (it == prepared_.end()) {
+    if (prepared_.size() >= kPreparedLimit) {
+      Exec("DEALLOCATE ALL");
+      prepared_.clear();
+    }
+    std::string name = "dblog_" + std::to_string(++prepared_serial_);
+    Checked(Result(PQprepare(conn_, name.c_str(), sql.c_str(), static_cast<int>(params.size()),
+                             nullptr)),
+            sql);
+    it = prepared_.emplace(sql, std::move(name)).first;
+  }
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  Result result(PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()),
+                               values.data(), nullptr, nullptr, static_cast<int>(format)));
   return Checked(std::move(result), sql);
 }
 

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -156,6 +157,17 @@ class Connection {
                     const std::vector<std::uint32_t>& types,
                     ResultFormat format = ResultFormat::kText);
 
+  // The same as ExecParams (types inferred), through a statement this connection prepared the
+  // first time it ran `sql`: parsed and planned once instead of at every call, for the
+  // statements a loop repeats (a repair's chunk). PostgreSQL analyzes and plans it again when
+  // what it reads changed (DDL), with the search_path it was prepared under. At most
+  // kPreparedLimit are kept; the next one deallocates them all first. Gone with the connection.
+  Result ExecPrepared(const std::string& sql,
+                      const std::vector<std::optional<std::string>>& params,
+                      ResultFormat format = ResultFormat::kText);
+  static constexpr std::size_t kPreparedLimit = 64;
+  std::size_t prepared_count() const { return prepared_.size(); }
+
   // 'x' -> "'x'" and "x" -> "\"x\"", quoted by libpq for this connection's encoding.
   std::string QuoteLiteral(std::string_view text) const;
   std::string QuoteIdentifier(std::string_view text) const;
@@ -187,6 +199,8 @@ class Connection {
 
   PGconn* conn_ = nullptr;
   bool replication_ = false;
+  std::unordered_map<std::string, std::string> prepared_;  // statement -> its name (ExecPrepared)
+  std::uint64_t prepared_serial_ = 0;
   // On the heap so libpq's notice receiver argument survives moves of the Connection.
   std::unique_ptr<std::function<void(const std::string&)>> notice_handler_;
 };

@@ -87,6 +87,48 @@ TEST_F(ConnectionTest, ExecParamsPassesNullAndQuotesSafely) {
   EXPECT_EQ(r.value(0, 2), "22");
 }
 
+TEST_F(ConnectionTest, ExecPreparedPreparesOnceFollowsDdlAndStaysBounded) {
+  sql().Exec("CREATE TEMP TABLE prep (v int)");
+  sql().Exec("INSERT INTO prep VALUES (1), (2), (3)");
+  const std::string count = "SELECT count(*) FROM prep WHERE v > $1";
+  const auto prepared = [&] {
+    return sql().Exec("SELECT count(*) FROM pg_prepared_statements").u64_value(0, 0);
+  };
+  EXPECT_EQ(sql().ExecPrepared(count, {std::string("1")}).value(0, 0), "2");
+  EXPECT_EQ(sql().ExecPrepared(count, {std::string("2")}).value(0, 0), "1");
+  EXPECT_EQ(sql().prepared_count(), 1u);
+  EXPECT_EQ(prepared(), 1u) << "prepared once, run twice";
+  EXPECT_EQ(sql().ExecPrepared(count, {std::nullopt}).value(0, 0), "0") << "NULL stays NULL";
+
+  // Analyzed again after DDL, by name: a table dropped and created again under the name is the
+  // one the statement reads.
+  sql().Exec("ALTER TABLE prep ADD COLUMN w text");
+  EXPECT_EQ(sql().ExecPrepared(count, {std::string("0")}).value(0, 0), "3");
+  sql().Exec("DROP TABLE prep");
+  sql().Exec("CREATE TEMP TABLE prep (v bigint, x text)");
+  sql().Exec("INSERT INTO prep VALUES (10, 'a')");
+  EXPECT_EQ(sql().ExecPrepared(count, {std::string("5")}).value(0, 0), "1");
+
+  // A statement the server refuses is an Error like ExecParams's, and is not kept.
+  try {
+    sql().ExecPrepared("SELEC $1", {std::string("1")});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.sqlstate(), "42601");
+    EXPECT_EQ(e.sql(), "SELEC $1");
+  }
+  EXPECT_EQ(sql().prepared_count(), 1u);
+
+  // Bounded: past kPreparedLimit statements, they are deallocated and prepared anew.
+  for (std::size_t i = 0; i < Connection::kPreparedLimit + 6; ++i)
+    EXPECT_EQ(sql().ExecPrepared("SELECT $1::int + " + std::to_string(i), {std::string("1")})
+                  .value(0, 0),
+              std::to_string(i + 1));
+  EXPECT_LE(sql().prepared_count(), Connection::kPreparedLimit);
+  EXPECT_EQ(prepared(), sql().prepared_count());
+  EXPECT_EQ(sql().ExecPrepared(count, {std::string("5")}).value(0, 0), "1");
+}
+
 TEST_F(ConnectionTest, QuotingHelpers) {
   EXPECT_EQ(sql().QuoteLiteral("it's"), "'it''s'");
   EXPECT_EQ(sql().QuoteIdentifier("My \"T\""), "\"My \"\"T\"\"\"");
