@@ -138,6 +138,7 @@ struct Flags {
   double status_interval = 10, heartbeat_interval = 5, reconnect_min = 0.5, reconnect_max = 30;
   std::size_t max_buffer_mb = 16;
   std::size_t window_key_mb = 16;
+  std::size_t chunk_mb = 8;
   long long repair_rate = 0;
 };
 
@@ -220,7 +221,15 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
      "scope through windows: the consumer keeps its rows and converges; extension mode only; "
      "docs/operations.md#failover)")
     ("chunk-size", po::value(&c.chunk_size)->default_value(2000),
-     "rows (or keys) per repair window")
+     "rows (or keys) of a repair request's first window; the next ones adapt to "
+     "--chunk-memory-mb, up to --max-chunk-size")
+    ("max-chunk-size", po::value(&c.max_chunk_size)->default_value(32000),
+     "rows (or keys) a repair window grows to at most (each at most twice the one before), "
+     "while its rows hold less than --chunk-memory-mb; at or below --chunk-size, windows stay "
+     "at --chunk-size")
+    ("chunk-memory-mb", po::value(&f.chunk_mb)->default_value(8),
+     "MiB of rows a repair window aims at: after a chunk of wide rows the next one is smaller "
+     "(down to one row), after narrow ones larger")
     ("repair-rows-per-second", po::value(&f.repair_rate)->default_value(0),
      "cap on the rows repairs read per second, averaged over windows, to bound their load on "
      "the source; 0 = no cap")
@@ -379,6 +388,10 @@ void SetLimits(const Flags& f, Config& c) {
   if (c.copy_workers < 0 || c.copy_workers > 64) throw ConfigError("copy-workers: must be 0 to 64");
   if (c.chunk_size < 1 || c.chunk_size > 1000000)
     throw ConfigError("chunk-size: must be 1 to 1000000");
+  if (c.max_chunk_size < 1 || c.max_chunk_size > 1000000)
+    throw ConfigError("max-chunk-size: must be 1 to 1000000");
+  if (f.chunk_mb < 1 || f.chunk_mb > 4096) throw ConfigError("chunk-memory-mb: must be 1 to 4096");
+  c.chunk_memory_bytes = f.chunk_mb << 20;
   if (f.repair_rate < 0) throw ConfigError("repair-rows-per-second: must be 0 or more");
   c.repair_rows_per_second = static_cast<std::uint64_t>(f.repair_rate);
   if (f.window_key_mb < 1 || f.window_key_mb > 4096)
@@ -476,6 +489,8 @@ Reload PlanReload(const Config& running, Config read) {
   KeepRunning("copy-workers", running.copy_workers, read.copy_workers, keep);
   KeepRunning("bootstrap", running.bootstrap, read.bootstrap, keep);
   KeepRunning("chunk-size", running.chunk_size, read.chunk_size, keep);
+  KeepRunning("max-chunk-size", running.max_chunk_size, read.max_chunk_size, keep);
+  KeepRunning("chunk-memory-bytes", running.chunk_memory_bytes, read.chunk_memory_bytes, keep);
   KeepRunning("repair-rows-per-second", running.repair_rows_per_second,
               read.repair_rows_per_second, keep);
   KeepRunning("window-key-memory-bytes", running.window_key_memory_bytes,

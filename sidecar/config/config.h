@@ -104,7 +104,11 @@ struct Config {
   // not emptied; extension mode only, pgoutput mode has no repairs yet).
   enum class SlotLost { kBootstrap, kReconcile };
   SlotLost on_slot_lost = SlotLost::kBootstrap;
-  int chunk_size = 2000;                     // rows per repair window
+  int chunk_size = 2000;                     // rows of a request's first repair window
+  // A request's later windows hold about chunk_memory_bytes of rows, at most twice the rows of
+  // the one before and at most max(chunk_size, max_chunk_size) (consumer::NextChunkRows).
+  int max_chunk_size = 32000;
+  std::size_t chunk_memory_bytes = 8u << 20;
   std::uint64_t repair_rows_per_second = 0;  // repair pacing; 0 = as fast as it goes
   std::size_t window_key_memory_bytes = 16u << 20;  // keys kept for window widening
   bool plain_windows = false;                // tests only: no visibility widening (unsafe)

@@ -178,6 +178,15 @@ ParamQuery CanonicalKeyQuery(const std::vector<std::uint32_t>& key_types,
   return q;
 }
 
+std::int64_t NextChunkRows(std::int64_t asked, std::int64_t read, std::size_t bytes,
+                           std::size_t target_bytes, std::int64_t most) {
+  if (read <= 0) return std::max<std::int64_t>(1, std::min(asked, most));
+  const std::size_t per_row = std::max<std::size_t>(1, bytes / static_cast<std::size_t>(read));
+  const auto fits = static_cast<std::int64_t>(
+      std::min<std::size_t>(target_bytes / per_row, static_cast<std::size_t>(1) << 40));
+  return std::max<std::int64_t>(1, std::min({fits, 2 * asked, most}));
+}
+
 std::int64_t KeysPerChunk(std::int64_t chunk_size, std::size_t key_columns) {
   const auto most = static_cast<std::int64_t>(65535 / std::max<std::size_t>(key_columns, 1));
   return std::min(chunk_size, most);

@@ -83,6 +83,13 @@ ParamQuery CanonicalKeyQuery(const std::vector<std::uint32_t>& key_types,
 // last column (server_version: the catalog's column names changed in 17).
 std::string KeyCollationsQuery(int server_version);
 
+// The rows (or keys) of a request's next chunk, after one that asked for `asked` and read `read`
+// rows of `bytes` in all (keys and rows encoded): as many as hold about `target_bytes` at that
+// chunk's average row size, at most twice `asked` (rows that turn wider cannot overshoot by
+// much) and at most `most`, at least 1. After a chunk that read nothing: `asked`.
+std::int64_t NextChunkRows(std::int64_t asked, std::int64_t read, std::size_t bytes,
+                           std::size_t target_bytes, std::int64_t most);
+
 // The most keys a key list's chunk asks for with `key_columns` columns: chunk_size, or fewer so
 // that the parameters stay within the protocol's 65,535.
 std::int64_t KeysPerChunk(std::int64_t chunk_size, std::size_t key_columns);

@@ -373,6 +373,11 @@ void Repairs::StartWindow() {
   }
   OpenWindow w(window::Window(RandomId(), r.table_oid), config_.window_key_memory_bytes);
   w.request_id = r.id;
+  if (chunk_rows_request_ != r.id) {  // a request starts at --chunk-size
+    chunk_rows_request_ = r.id;
+    chunk_rows_ = config_.chunk_size;
+  }
+  w.chunk_size = chunk_rows_;
   w.started = std::chrono::steady_clock::now();
   try {
     ReadChunk(r, w);
@@ -451,8 +456,8 @@ void Repairs::BindTable(pg::Connection& sql, RepairRequest& r) {
   r.key_types = std::move(types);
 }
 
-ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r) const {
-  ChunkRequest chunk{r.table, r.kind == "keys", r.key_columns, r.key_types, config_.chunk_size};
+ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r, const OpenWindow& w) const {
+  ChunkRequest chunk{r.table, r.kind == "keys", r.key_columns, r.key_types, w.chunk_size};
   chunk.has_resume = !r.resume_key.empty();
   chunk.has_from = !r.from_key.empty();
   chunk.has_to = !r.to_key.empty();
@@ -463,7 +468,7 @@ ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r) const {
 // (for the emitter, and as the chunk's rows are encoded: the lock keeps it until COMMIT), the
 // chunk's bounds, encoded, and the key columns' collations.
 void Repairs::ReadBounds(pg::Connection& sql, RepairRequest& r, OpenWindow& w) {
-  pg::Result rel = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r)).bounds,
+  pg::Result rel = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r, w)).bounds,
                                   {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
   w.relation.ParseFromString(bootstrap::UnhexBytea(rel.value(0, 0)));
   w.lower_bytes.clear();
@@ -506,7 +511,7 @@ void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
   const std::vector<std::optional<std::string>> params =
       keys ? std::vector<std::optional<std::string>>{
                  r.keys, std::to_string(r.keys_done),
-                 std::to_string(r.keys_done + static_cast<std::size_t>(config_.chunk_size))}
+                 std::to_string(r.keys_done + static_cast<std::size_t>(w.chunk_size))}
            : std::vector<std::optional<std::string>>{r.resume_key, r.from_key, r.to_key};
   const pg::Result rows = ReadBetweenWatermarks(r, w, params);
   w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
@@ -524,7 +529,7 @@ pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
   BindTable(sql, r);
   ReadBounds(sql, r, w);
-  pg::Result rows = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r)).rows, params,
+  pg::Result rows = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r, w)).rows, params,
                                    pg::ResultFormat::kBinary);
   sql.Exec("COMMIT");
   WriteWatermark(sql, false, w.window.id());
@@ -554,7 +559,7 @@ void Repairs::TakeAskedKeys(const RepairRequest& r, OpenWindow& w, const pg::Res
     w.total_keys = std::stoul(std::string(rows.value(i, 2)));
   }
   w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
-  w.last = rows.ntuples() < config_.chunk_size || w.keys_covered >= w.total_keys;
+  w.last = rows.ntuples() < w.chunk_size || w.keys_covered >= w.total_keys;
 }
 
 void Repairs::TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows) {
@@ -563,7 +568,7 @@ void Repairs::TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Res
     w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
     w.last_key_bytes = std::move(key_bytes);
   }
-  w.last = rows.ntuples() < config_.chunk_size;
+  w.last = rows.ntuples() < w.chunk_size;
   if (rows.ntuples() > 0) {
     // ["v1", "v2", ...]: as jsonb_build_array(k1::text, ...) would write it
     const int last = rows.ntuples() - 1;
@@ -597,6 +602,9 @@ void Repairs::CloseWindow() {
                                      {"retry_in_ms", redo_backoff_.count()}});
     next_window_at_ = std::chrono::steady_clock::now() + redo_backoff_;
     redo_backoff_ = std::min(redo_backoff_ * 2, std::chrono::milliseconds(10000));
+    // a smaller chunk next time (down to --chunk-size): a shorter read leaves fewer
+    // transactions for the key log to keep
+    chunk_rows_ = std::max(std::min<std::int64_t>(chunk_rows_, config_.chunk_size), chunk_rows_ / 2);
     window_.reset();
     return;
   }
@@ -611,6 +619,11 @@ void Repairs::CloseWindow() {
         next_window_at_, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
   }
   EmitChunk(r, w, out);
+  std::size_t bytes = 0;
+  for (const auto& [key, row] : w.chunk.rows) bytes += key.size() + row.size();
+  chunk_rows_ = NextChunkRows(w.chunk_size, static_cast<std::int64_t>(w.rows_read), bytes,
+                              config_.chunk_memory_bytes,
+                              std::max(config_.chunk_size, config_.max_chunk_size));
 
   r.chunks++;
   r.rows += out.rows.size();
@@ -800,7 +813,7 @@ void Repairs::ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w) {
     if (json.empty()) return std::nullopt;
     return json;
   };
-  const std::int64_t per_chunk = KeysPerChunk(config_.chunk_size, r.key_columns.size());
+  const std::int64_t per_chunk = KeysPerChunk(w.chunk_size, r.key_columns.size());
   pg::Result texts = sql.ExecParams(
       KeyTextsQuery(r.key_columns),
       {param(keys ? "" : r.resume_key), param(keys ? "" : r.from_key),
@@ -811,7 +824,7 @@ void Repairs::ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w) {
   c.table = r.table;
   c.oid = r.table_oid;
   c.key_columns = r.key_columns;
-  c.chunk_size = config_.chunk_size;
+  c.chunk_size = w.chunk_size;
   // each key column's base type, by oid, under the lock (a domain's checks never run: its base
   // type reads the value; an array of a domain would run them, and is refused)
   for (std::uint32_t k : w.relation.key_columns()) {
@@ -940,7 +953,7 @@ void Repairs::TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::R
       }
     }
     w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
-    w.last = rows.ntuples() < KeysPerChunk(config_.chunk_size, n) || w.keys_covered >= w.total_keys;
+    w.last = rows.ntuples() < KeysPerChunk(w.chunk_size, n) || w.keys_covered >= w.total_keys;
     return;
   }
   for (int i = 0; i < rows.ntuples(); ++i) {
@@ -949,7 +962,7 @@ void Repairs::TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::R
     w.chunk.rows.emplace_back(key_bytes, row.SerializeAsString());
     w.last_key_bytes = std::move(key_bytes);
   }
-  w.last = rows.ntuples() < config_.chunk_size;
+  w.last = rows.ntuples() < w.chunk_size;
   if (rows.ntuples() > 0) {
     // the last row's key values as their output text, where the next chunk resumes
     std::string json = "[";

@@ -100,6 +100,7 @@ class Repairs {
     WindowRows carried;  // what the log carried for the table's keys while the window was open
     window::Window::Chunk chunk;
     std::uint64_t request_id = 0;
+    std::int64_t chunk_size = 0;        // the rows (or keys) this chunk asked for
     std::string last_key;               // JSON array of the chunk's last key values, as text
     std::string last_key_bytes;         // the same key, encoded
     std::size_t keys_covered = 0;       // key-list chunks
@@ -132,7 +133,7 @@ class Repairs {
   // In a transaction: the table locked by its oid, the transaction bound to it, its name and
   // key read again (throws RequestError when the key changed or has a domain).
   void BindTable(pg::Connection& sql, RepairRequest& r);
-  ChunkRequest ChunkRequestOf(const RepairRequest& r) const;
+  ChunkRequest ChunkRequestOf(const RepairRequest& r, const OpenWindow& w) const;
   // The chunk's bounds and rows in their own snapshot (w.chunk.snapshot), in one transaction
   // under the table's lock, between the window's two markers.
   pg::Result ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
@@ -188,6 +189,9 @@ class Repairs {
   log::RateLimited foreign_marker_log_{std::chrono::seconds(10)};
   std::chrono::steady_clock::time_point next_window_at_{};
   std::chrono::milliseconds redo_backoff_{100};
+  // the rows (or keys) the front request's next chunk asks for (NextChunkRows)
+  std::int64_t chunk_rows_ = 0;
+  std::uint64_t chunk_rows_request_ = 0;
   std::optional<OpenWindow> window_;
   bool window_scheduled_ = false;
   std::uint64_t current_commit_lsn_ = 0;

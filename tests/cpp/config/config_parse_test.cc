@@ -54,13 +54,16 @@ TEST(ConfigParse, DefaultsAndDerivedValues) {
   EXPECT_EQ(c.status_interval.count(), 10000);
   EXPECT_EQ(c.reconnect_min.count(), 500);
   EXPECT_EQ(c.max_buffer_bytes, 16u << 20);
+  EXPECT_EQ(c.chunk_size, 2000);
+  EXPECT_EQ(c.max_chunk_size, 32000);
+  EXPECT_EQ(c.chunk_memory_bytes, 8u << 20);
   EXPECT_EQ(c.copy_workers, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   EXPECT_EQ(c.consumers.at("a").scope.text(), "public.*");
 
   const Config d =
       *ParseArgs({kSource, kConsumer, "--listen=[::1]:99", "--metrics-listen=off",
                   "--status-interval=2.5", "--max-buffer-mb=3", "--window-key-memory-mb=2",
-                  "--copy-workers=5", "--repair-rows-per-second=10"});
+                  "--copy-workers=5", "--repair-rows-per-second=10", "--chunk-memory-mb=3"});
   EXPECT_EQ(d.listen, (Endpoint{"::1", 99}));
   EXPECT_FALSE(d.metrics);
   EXPECT_EQ(d.status_interval.count(), 2500);
@@ -68,6 +71,7 @@ TEST(ConfigParse, DefaultsAndDerivedValues) {
   EXPECT_EQ(d.window_key_memory_bytes, 2u << 20);
   EXPECT_EQ(d.copy_workers, 5);
   EXPECT_EQ(d.repair_rows_per_second, 10u);
+  EXPECT_EQ(d.chunk_memory_bytes, 3u << 20);
 }
 
 // --source-plugin: the extension's plugin unless pgoutput is asked for.
@@ -198,6 +202,8 @@ TEST(ConfigParse, NumbersOutOfRange) {
       {"--batch-bytes=-1", "batch-bytes: must be 0 to 67108864"},
       {"--copy-workers=65", "copy-workers: must be 0 to 64"},
       {"--chunk-size=0", "chunk-size: must be 1 to 1000000"},
+      {"--max-chunk-size=1000001", "max-chunk-size: must be 1 to 1000000"},
+      {"--chunk-memory-mb=0", "chunk-memory-mb: must be 1 to 4096"},
       {"--repair-rows-per-second=-1", "repair-rows-per-second: must be 0 or more"},
       {"--window-key-memory-mb=4097", "window-key-memory-mb: must be 1 to 4096"},
   };

@@ -188,5 +188,24 @@ TEST(ChunkQuery, PgoutputModeKeyTextsComeFromJsonOperatorsOfPgCatalog) {
   EXPECT_FALSE(Has(KeyCollationsQuery(170000), "iculocale"));
 }
 
+TEST(NextChunkRows, GrowsTwofoldAtMostUpToTheByteTargetAndTheMost) {
+  constexpr std::size_t kMiB = 1u << 20;
+  // 100-byte rows, 8 MiB: 83,886 would fit; each chunk at most doubles, up to `most`
+  EXPECT_EQ(NextChunkRows(2000, 2000, 200000, 8 * kMiB, 32000), 4000);
+  EXPECT_EQ(NextChunkRows(16000, 16000, 1600000, 8 * kMiB, 32000), 32000);
+  EXPECT_EQ(NextChunkRows(32000, 32000, 3200000, 8 * kMiB, 32000), 32000);
+  // 1 KiB rows: 8,192 fit, whatever the chunk before asked for
+  EXPECT_EQ(NextChunkRows(32000, 32000, 32000 * 1024, 8 * kMiB, 32000), 8192);
+  EXPECT_EQ(NextChunkRows(8192, 8192, 8192 * 1024, 8 * kMiB, 32000), 8192);
+  // wide rows (3 MiB each): the next chunk is one row, never none
+  EXPECT_EQ(NextChunkRows(2000, 10, 30 * kMiB, 8 * kMiB, 32000), 2);
+  EXPECT_EQ(NextChunkRows(2, 2, 6 * kMiB, 1 * kMiB, 32000), 1);
+  // a chunk that read nothing (or a last, short one) says nothing about row sizes
+  EXPECT_EQ(NextChunkRows(300, 0, 0, 8 * kMiB, 2400), 300);
+  EXPECT_EQ(NextChunkRows(300, 0, 0, 8 * kMiB, 100), 100);
+  // rows of under a byte on average (empty keys and rows cannot be, but the sum is what it is)
+  EXPECT_EQ(NextChunkRows(10, 10, 0, 8 * kMiB, 1000000), 20);
+}
+
 }  // namespace
 }  // namespace dblog::consumer

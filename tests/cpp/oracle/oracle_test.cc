@@ -280,7 +280,9 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds) {
   db().exec("CREATE DATABASE " + target_db_);
   const std::string target = conninfo() + " dbname=" + target_db_;
 
-  StartDblogd({"--chunk-size=300"});
+  // chunks of 300 rows that grow to 2400 on the bulk rows (NextChunkRows): windows of every
+  // size race the writers
+  StartDblogd({"--chunk-size=300", "--max-chunk-size=2400"});
   char tmpl[] = "/tmp/dblog-apply-XXXXXX";
   close(mkstemp(tmpl));
   ApplyProcess apply({"--consumer=" + consumer(), "--port=" + std::to_string(dblogd_->port()),

@@ -292,6 +292,55 @@ TEST_F(RepairTest, DamagedToastedValuesOfRowsUpdatedInTheWindowAreRepaired) {
       << "no row was filled";
 }
 
+// A request's chunks adapt to their bytes (consumer::NextChunkRows): narrow rows double them,
+// window after window, up to --max-chunk-size; wide ones shrink them to what --chunk-memory-mb
+// holds, down to rows the size of a whole chunk. The sink converges either way.
+TEST_F(RepairTest, ChunksGrowToTheirByteTargetAndShrinkForWideRows) {
+  const std::string narrow = schema() + ".narrow", wide = schema() + ".wide";
+  db().exec("CREATE TABLE " + narrow + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + narrow + " SELECT g, 'v' || g FROM generate_series(1, 1000) g");
+  db().exec("CREATE TABLE " + wide + " (id int PRIMARY KEY, body text)");
+  // about 400 KB a row once encoded (the encoder sends the value, however TOAST stored it)
+  db().exec("INSERT INTO " + wide + " SELECT g, repeat(md5(g::text), 12500)"
+            " FROM generate_series(1, 15) g");
+  StartDblogd({"--chunk-size=10", "--max-chunk-size=80", "--chunk-memory-mb=1"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  // Streams (acking) until the request is done; the rows of each of its chunks, in order.
+  auto chunk_rows = [&](const std::string& table) {
+    const std::uint32_t oid = TableOid(db(), table);
+    for (const auto& [key, row] : replay.Table(oid)) replay.Erase(oid, key);  // the sink lost it
+    const std::uint64_t id = Request("dblog.repair('" + table + "')");
+    std::vector<std::uint64_t> rows;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (rows.empty() || State(id) != "done") {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the repair of " << table << " did not finish";
+        break;
+      }
+      client::Item item;
+      if (!c.Next(item)) break;
+      auto* ev = std::get_if<dblog::v1::StreamEvent>(&item);
+      if (!ev) continue;
+      replay.Apply(*ev);
+      if (ev->has_chunk_end() && ev->chunk_end().request_id() == id)
+        rows.push_back(ev->chunk_end().rows());
+      if (auto pos = client::Client::PositionOf(*ev); pos && ev->has_commit()) c.Ack(*pos);
+    }
+    return rows;
+  };
+  // 10, 20, 40, then 80 (the most) eleven times: 950; the last 50
+  std::vector<std::uint64_t> growing = {10, 20, 40};
+  for (int i = 0; i < 11; ++i) growing.push_back(80);
+  growing.push_back(50);
+  EXPECT_EQ(chunk_rows(narrow), growing);
+  // 10 rows of 400 KB (4 MB: a request starts at --chunk-size), then 1 MiB's worth: 2 rows
+  EXPECT_EQ(chunk_rows(wide), (std::vector<std::uint64_t>{10, 2, 2, 1}));
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"narrow", "wide"});
+}
+
 // --repair-rows-per-second caps the rows a repair reads per second: 1500 rows at 1000 rows/s in
 // windows of 250 cannot finish in less than 1.25 s (the last window's pause is not waited for).
 // A lower bound only: a slow machine makes it longer, never shorter.
