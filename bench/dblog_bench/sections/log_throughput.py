@@ -25,6 +25,13 @@ LOG_CONTENDERS = [
     ("decoderbufs", "pg_recvlogical decoderbufs → /dev/null", "decoderbufs", "recv", []),
     ("wal2json", "pg_recvlogical wal2json format 2 → /dev/null", "wal2json", "recv",
      [("format-version", "2")]),
+    # The decode floor: PostgreSQL decodes every change (WAL read, reorder buffer, tuples
+    # rebuilt, the relation looked up) and wal2json drops it before formatting anything; no
+    # output, read through a SQL peek (no walsender, no client). No plugin's peek can be faster
+    # on this server, and a stream adds its transport to that.
+    ("decode_floor", "decode floor: wal2json, every change filtered before formatting, SQL peek",
+     "wal2json", "peek", [("format-version", "2"), ("filter-tables", "bench.*"),
+                          ("include-transaction", "false")]),
 ]
 BINARY_PLUGINS = {"dblog", "pgoutput", "decoderbufs"}
 # With --baseline-dblogd: the older dblogd, measured as dblogd is, right after it in the list.
