@@ -752,6 +752,34 @@ void SetDebeziumOption(DebeziumOptions& options, const std::string& key,
   }
 }
 
+namespace {
+
+// An unchanged TOASTed value as Debezium's UnchangedToastedPlaceholder (PostgreSQL connector)
+// writes it, in the type the column's schema has (TypeSchema): a bytea the base64 of the
+// placeholder's bytes, an array of strings a one-element array of it, an array of int32 or
+// int64 (int4[], int8[], oid[]) the placeholder's bytes as numbers. Debezium has none for other
+// types: the placeholder string, as for text.
+void WriteUnchanged(JsonWriter& json, std::uint32_t oid) {
+  if (oid == kBytea) {
+    json.String(common::Base64Encode(kUnavailable));
+    return;
+  }
+  const std::uint32_t element = ArrayElement(oid);
+  if (element == 25) {
+    json.BeginArray().String(kUnavailable).EndArray();
+    return;
+  }
+  if (element == kInt4 || element == kInt8 || element == kOid) {
+    json.BeginArray();
+    for (const char c : std::string_view(kUnavailable)) json.Int(static_cast<signed char>(c));
+    json.EndArray();
+    return;
+  }
+  json.String(kUnavailable);
+}
+
+}  // namespace
+
 void WriteDebeziumValue(JsonWriter& json, const dblog::v1::Column& column,
                         const dblog::v1::Value& value) {
   using dblog::v1::Value;
@@ -759,7 +787,7 @@ void WriteDebeziumValue(JsonWriter& json, const dblog::v1::Column& column,
   const std::int32_t typmod = column.typmod();
   switch (value.kind_case()) {
     case Value::kNullValue: json.Null(); break;
-    case Value::kUnchanged: json.String(kUnavailable); break;
+    case Value::kUnchanged: WriteUnchanged(json, oid); break;
     case Value::kBoolValue: json.Bool(value.bool_value()); break;
     case Value::kIntValue: json.Int(value.int_value()); break;
     case Value::kFloat4Value: json.Float(value.float4_value()); break;

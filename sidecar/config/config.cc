@@ -140,6 +140,8 @@ struct Flags {
   std::size_t window_key_mb = 16;
   std::size_t chunk_mb = 8;
   long long repair_rate = 0;
+  // given by a flag, the file or the environment (not left at its default)
+  bool chunk_size_given = false, max_chunk_size_given = false;
 };
 
 // Long: the table of dblogd's settings, one entry (name, default, help text) each.
@@ -226,7 +228,7 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
     ("max-chunk-size", po::value(&c.max_chunk_size)->default_value(32000),
      "rows (or keys) a repair window grows to at most (each at most twice the one before), "
      "while its rows hold less than --chunk-memory-mb; at or below --chunk-size, windows stay "
-     "at --chunk-size")
+     "at --chunk-size, as they do when --chunk-size is set and this is not")
     ("chunk-memory-mb", po::value(&f.chunk_mb)->default_value(8),
      "MiB of rows a repair window aims at: after a chunk of wide rows the next one is smaller "
      "(down to one row), after narrow ones larger")
@@ -256,7 +258,8 @@ std::string SettingOfVariable(const po::options_description& opts, const std::st
 
 // Flags, then the --config file, then the environment, into the variables the options name.
 // False when --help or --version was printed instead.
-bool ReadSettings(int argc, const char* const* argv, const po::options_description& opts) {
+bool ReadSettings(int argc, const char* const* argv, const po::options_description& opts,
+                  Flags& f) {
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -278,6 +281,8 @@ bool ReadSettings(int argc, const char* const* argv, const po::options_descripti
                   opts, [&opts](const std::string& env) { return SettingOfVariable(opts, env); }),
               vm);
     po::notify(vm);
+    f.chunk_size_given = vm.count("chunk-size") && !vm["chunk-size"].defaulted();
+    f.max_chunk_size_given = vm.count("max-chunk-size") && !vm["max-chunk-size"].defaulted();
   } catch (const po::error& e) {
     throw ConfigError(e.what());
   }
@@ -390,6 +395,8 @@ void SetLimits(const Flags& f, Config& c) {
     throw ConfigError("chunk-size: must be 1 to 1000000");
   if (c.max_chunk_size < 1 || c.max_chunk_size > 1000000)
     throw ConfigError("max-chunk-size: must be 1 to 1000000");
+  // --chunk-size alone keeps its meaning from before chunks adapted: every chunk that size
+  if (f.chunk_size_given && !f.max_chunk_size_given) c.max_chunk_size = c.chunk_size;
   if (f.chunk_mb < 1 || f.chunk_mb > 4096) throw ConfigError("chunk-memory-mb: must be 1 to 4096");
   c.chunk_memory_bytes = f.chunk_mb << 20;
   if (f.repair_rate < 0) throw ConfigError("repair-rows-per-second: must be 0 or more");
@@ -412,7 +419,7 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
                                "dashes as underscores). Flags win over the file, the file over "
                                "the environment.\n\nSettings");
   DescribeSettings(opts, c, f);
-  if (!ReadSettings(argc, argv, opts)) return std::nullopt;
+  if (!ReadSettings(argc, argv, opts, f)) return std::nullopt;
 
   if (c.source.empty()) throw ConfigError("source: required (a libpq connection string)");
   if (f.source_plugin == "dblog") {
@@ -490,7 +497,7 @@ Reload PlanReload(const Config& running, Config read) {
   KeepRunning("bootstrap", running.bootstrap, read.bootstrap, keep);
   KeepRunning("chunk-size", running.chunk_size, read.chunk_size, keep);
   KeepRunning("max-chunk-size", running.max_chunk_size, read.max_chunk_size, keep);
-  KeepRunning("chunk-memory-bytes", running.chunk_memory_bytes, read.chunk_memory_bytes, keep);
+  KeepRunning("chunk-memory-mb", running.chunk_memory_bytes, read.chunk_memory_bytes, keep);
   KeepRunning("repair-rows-per-second", running.repair_rows_per_second,
               read.repair_rows_per_second, keep);
   KeepRunning("window-key-memory-bytes", running.window_key_memory_bytes,

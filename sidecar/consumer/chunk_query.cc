@@ -182,8 +182,12 @@ std::int64_t NextChunkRows(std::int64_t asked, std::int64_t read, std::size_t by
                            std::size_t target_bytes, std::int64_t most) {
   if (read <= 0) return std::max<std::int64_t>(1, std::min(asked, most));
   const std::size_t per_row = std::max<std::size_t>(1, bytes / static_cast<std::size_t>(read));
-  const auto fits = static_cast<std::int64_t>(
-      std::min<std::size_t>(target_bytes / per_row, static_cast<std::size_t>(1) << 40));
+  std::size_t fit = std::min<std::size_t>(target_bytes / per_row, static_cast<std::size_t>(1) << 40);
+  // a power of two: a table whose rows vary in size asks for a few chunk sizes, not a new one
+  // (a new prepared statement: the size is the query's LIMIT) every window
+  std::size_t pow2 = 1;
+  while (pow2 * 2 <= fit) pow2 *= 2;
+  const auto fits = static_cast<std::int64_t>(fit == 0 ? 0 : pow2);
   return std::max<std::int64_t>(1, std::min({fits, 2 * asked, most}));
 }
 

@@ -85,8 +85,10 @@ std::string KeyCollationsQuery(int server_version);
 
 // The rows (or keys) of a request's next chunk, after one that asked for `asked` and read `read`
 // rows of `bytes` in all (keys and rows encoded): as many as hold about `target_bytes` at that
-// chunk's average row size, at most twice `asked` (rows that turn wider cannot overshoot by
-// much) and at most `most`, at least 1. After a chunk that read nothing: `asked`.
+// chunk's average row size (rounded down to a power of two), at most twice `asked` and at most
+// `most`, at least 1. After a chunk that read nothing: `asked`. A bound on memory only while
+// the next rows are about as wide as the last: 32,000 narrow rows followed by wide ones make
+// one large chunk before the next shrinks.
 std::int64_t NextChunkRows(std::int64_t asked, std::int64_t read, std::size_t bytes,
                            std::size_t target_bytes, std::int64_t most);
 

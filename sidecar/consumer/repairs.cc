@@ -528,6 +528,19 @@ pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
   w.chunk.snapshot =
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
   BindTable(sql, r);
+  // The snapshot came before BindTable's wait for the lock. A rewrite committed in between
+  // (ALTER TABLE ... TYPE ... USING, ADD COLUMN with a volatile default) gave the table new
+  // storage whose rows the snapshot cannot see (PostgreSQL's MVCC exception for rewrites): the
+  // chunk would read none of them, and the log carries no change for them, so the consumer
+  // would delete the chunk's range. The table's storage as the snapshot knows it (pg_class read
+  // in the snapshot) against its storage now (the syscache, after the lock): another one redoes
+  // the window (VACUUM FULL and CLUSTER too, which keep the rows: they cannot be told apart).
+  const pg::Result storage = sql.ExecPrepared(
+      "SELECT c.relfilenode OPERATOR(pg_catalog.=) pg_catalog.pg_relation_filenode(c.oid)"
+      "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
+      {std::to_string(r.table_oid)});
+  if (storage.ntuples() != 1 || storage.is_null(0, 0) || !storage.bool_value(0, 0))
+    w.rewritten = true;
   ReadBounds(sql, r, w);
   pg::Result rows = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r, w)).rows, params,
                                    pg::ResultFormat::kBinary);
@@ -591,6 +604,9 @@ void Repairs::CloseWindow() {
   } else if (w.relation_changed) {
     out.redo = true;
     out.reason = "the table's definition changed while the window was open";
+  } else if (w.rewritten) {
+    out.redo = true;
+    out.reason = "the table was rewritten between the chunk's snapshot and its lock";
   } else {
     out = w.window.Close(w.chunk, txlog_, current_commit_lsn_, !config_.plain_windows);
   }

@@ -106,6 +106,7 @@ class Repairs {
     std::size_t keys_covered = 0;       // key-list chunks
     bool last = false;                  // the request's last chunk
     bool truncated = false;             // a TRUNCATE of the table inside the window
+    bool rewritten = false;             // new storage since the chunk's snapshot (a rewrite)
     // The log described the table differently from the chunk while the window was open (DDL
     // between the chunk's read and the high watermark), or (pgoutput mode) the definition
     // changed between the bounds and the chunk: its rows do not fit what the stream says.

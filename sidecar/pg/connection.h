@@ -199,10 +199,10 @@ class Connection {
 
   PGconn* conn_ = nullptr;
   bool replication_ = false;
-  std::unordered_map<std::string, std::string> prepared_;  // statement -> its name (ExecPrepared)
-  std::uint64_t prepared_serial_ = 0;
   // On the heap so libpq's notice receiver argument survives moves of the Connection.
   std::unique_ptr<std::function<void(const std::string&)>> notice_handler_;
+  std::unordered_map<std::string, std::string> prepared_;  // statement -> its name (ExecPrepared)
+  std::uint64_t prepared_serial_ = 0;
 };
 
 // `COPY (...) TO STDOUT` on a connection, read chunk by chunk (PQgetCopyData, blocking).

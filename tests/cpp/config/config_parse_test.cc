@@ -72,6 +72,12 @@ TEST(ConfigParse, DefaultsAndDerivedValues) {
   EXPECT_EQ(d.copy_workers, 5);
   EXPECT_EQ(d.repair_rows_per_second, 10u);
   EXPECT_EQ(d.chunk_memory_bytes, 3u << 20);
+  // --chunk-size alone: every chunk that size, as before chunks adapted; with --max-chunk-size
+  // (or the default of both) they grow
+  EXPECT_EQ(ParseArgs({kSource, kConsumer, "--chunk-size=7"})->max_chunk_size, 7);
+  EXPECT_EQ(ParseArgs({kSource, kConsumer, "--chunk-size=7", "--max-chunk-size=50"})->max_chunk_size,
+            50);
+  EXPECT_EQ(ParseArgs({kSource, kConsumer, "--max-chunk-size=50"})->chunk_size, 2000);
 }
 
 // --source-plugin: the extension's plugin unless pgoutput is asked for.
@@ -120,6 +126,7 @@ TEST(ConfigParse, FlagsWinOverTheFileAndTheFileOverTheEnvironment) {
   unsetenv("DBLOG_HELP");
   EXPECT_EQ(c.batch_bytes, 200);
   EXPECT_EQ(c.chunk_size, 7);
+  EXPECT_EQ(c.max_chunk_size, 7);  // set in the file: the same as a flag
   EXPECT_EQ(c.copy_workers, 3);
   EXPECT_EQ(Refusal({kSource, kConsumer, "--config=/nonexistent/dblogd.conf"}),
             "config: cannot read '/nonexistent/dblogd.conf'");

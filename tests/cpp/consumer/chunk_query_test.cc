@@ -197,6 +197,10 @@ TEST(NextChunkRows, GrowsTwofoldAtMostUpToTheByteTargetAndTheMost) {
   // 1 KiB rows: 8,192 fit, whatever the chunk before asked for
   EXPECT_EQ(NextChunkRows(32000, 32000, 32000 * 1024, 8 * kMiB, 32000), 8192);
   EXPECT_EQ(NextChunkRows(8192, 8192, 8192 * 1024, 8 * kMiB, 32000), 8192);
+  // 1000-byte rows: 8,388 would fit, rounded down to a power of two (the LIMIT of a prepared
+  // statement: a few sizes, not one per window)
+  EXPECT_EQ(NextChunkRows(32000, 32000, 32000 * 1000, 8 * kMiB, 32000), 8192);
+  EXPECT_EQ(NextChunkRows(8192, 8192, 8192 * 1100, 8 * kMiB, 32000), 4096);
   // wide rows (3 MiB each): the next chunk is one row, never none
   EXPECT_EQ(NextChunkRows(2000, 10, 30 * kMiB, 8 * kMiB, 32000), 2);
   EXPECT_EQ(NextChunkRows(2, 2, 6 * kMiB, 1 * kMiB, 32000), 1);

@@ -317,6 +317,17 @@ TEST(DebeziumTypes, PlainKindsAsTheConnectorWritesThem) {
   EXPECT_EQ(Render(any, v), "null");
   v.set_unchanged(true);
   EXPECT_EQ(Render(any, v), R"("__debezium_unavailable_value")");  // unavailable.value.placeholder
+  // ... in the type of the column's schema, as Debezium's UnchangedToastedPlaceholder: bytea
+  // its base64, a text array a one-element array, int4[] / int8[] its bytes as numbers
+  EXPECT_EQ(Render(Col(17), v), R"("X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==")");
+  EXPECT_EQ(Render(Col(1009), v), R"(["__debezium_unavailable_value"])");  // text[]
+  EXPECT_EQ(Render(Col(2951), v), R"(["__debezium_unavailable_value"])");  // uuid[]
+  const std::string bytes =
+      "[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,"
+      "118,97,108,117,101]";
+  EXPECT_EQ(Render(Col(1007), v), bytes);  // int4[]
+  EXPECT_EQ(Render(Col(1016), v), bytes);  // int8[]
+  EXPECT_EQ(Render(Col(1000), v), R"("__debezium_unavailable_value")");  // bool[]: none in Debezium
   v.set_bool_value(true);
   EXPECT_EQ(Render(any, v), "true");
   v.set_int_value(-9223372036854775807LL - 1);  // int8 min: INT64

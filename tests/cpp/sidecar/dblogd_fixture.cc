@@ -127,17 +127,6 @@ void DblogdProcess::Start() {
                                    "--listen=127.0.0.1:" + std::to_string(port_),
                                    "--metrics-listen=127.0.0.1:" + std::to_string(metrics_port_)};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  // A test that sets --chunk-size counts on chunks of that size (where its windows fall, how
-  // many there are): they stay so unless it sets --max-chunk-size too (chunks that adapt to
-  // their bytes: RepairTest.ChunksGrowToTheirByteTargetAndShrinkForWideRows, the oracle).
-  bool sized = false, adapts = false;
-  for (const std::string& a : args_) {
-    if (a.rfind("--chunk-size=", 0) == 0) sized = true;
-    if (a.rfind("--max-chunk-size=", 0) == 0) adapts = true;
-  }
-  if (sized && !adapts)
-    for (const std::string& a : args_)
-      if (a.rfind("--chunk-size=", 0) == 0) argv.push_back("--max-chunk-size=" + a.substr(13));
   // DBLOG_TEST_DBLOGD_LOG_LEVEL=debug: every dblogd a test starts logs at that level (for a
   // failure that only reproduces now and then).
   if (const char* level = std::getenv("DBLOG_TEST_DBLOGD_LOG_LEVEL"))
