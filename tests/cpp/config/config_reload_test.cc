@@ -102,7 +102,9 @@ TEST(PlanReload, OtherSettingsWaitForARestartAndKeepTheirRunningValues) {
                                        "--max-unconfigured-consumers=5"}));
   EXPECT_TRUE(Has(r.needs_restart, "listen"));
   EXPECT_TRUE(Has(r.needs_restart, "chunk-size"));
-  EXPECT_EQ(r.needs_restart.size(), 2u);
+  // --chunk-size alone sets --max-chunk-size too (every chunk that size)
+  EXPECT_TRUE(Has(r.needs_restart, "max-chunk-size"));
+  EXPECT_EQ(r.needs_restart.size(), 3u);
   EXPECT_EQ(r.next.listen.port, 7000);
   EXPECT_EQ(r.next.chunk_size, 100);
   // these apply at once
