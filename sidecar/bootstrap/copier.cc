@@ -72,11 +72,7 @@ namespace {
 // told apart from a rewrite here: they redo the bootstrap as well. Call it with the table
 // locked, so the storage cannot change after the check.
 void RequireStorageUnchanged(pg::Connection& conn, const Table& t) {
-  pg::Result r = conn.ExecParams(
-      "SELECT c.relfilenode, pg_catalog.pg_relation_filenode(c.oid) FROM pg_catalog.pg_class c"
-      " WHERE c.oid OPERATOR(pg_catalog.=) $1",
-      {std::to_string(t.oid)});
-  if (r.ntuples() != 1 || r.is_null(0, 1) || std::string(r.value(0, 0)) != r.value(0, 1))
+  if (!StorageUnchangedSinceSnapshot(conn, t.oid))
     throw DefinitionChanged("the storage of " + t.qualified() +
                             " was rewritten or dropped after the slot's snapshot (a table "
                             "rewrite or TRUNCATE during the bootstrap; VACUUM FULL, CLUSTER and "
@@ -567,6 +563,14 @@ void Copier::CopyTask(pg::Connection& conn, WorkerState& state, const Task& task
   RequireStorageUnchanged(conn, t);
   RequireDefinitionUnchanged(conn, t, reader_);
   if (batch.size() > 0) push();
+}
+
+bool StorageUnchangedSinceSnapshot(pg::Connection& conn, std::uint32_t oid) {
+  pg::Result r = conn.ExecPrepared(
+      "SELECT c.relfilenode OPERATOR(pg_catalog.=) pg_catalog.pg_relation_filenode(c.oid)"
+      "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
+      {std::to_string(oid)});
+  return r.ntuples() == 1 && !r.is_null(0, 0) && r.bool_value(0, 0);
 }
 
 }  // namespace dblog::bootstrap

@@ -54,6 +54,14 @@ class DefinitionChanged : public std::runtime_error {
 void RequireOnlyVerifiedLocks(pg::Connection& conn, const std::vector<std::uint32_t>& verified,
                               const std::string& name);
 
+// The table's storage as the transaction's snapshot knows it (pg_class read in the snapshot)
+// is its storage now (pg_relation_filenode reads the syscache, which is never a snapshot's).
+// False after a rewrite committed after the snapshot (ALTER TABLE ... TYPE ... USING, ADD
+// COLUMN with a volatile default, TRUNCATE), whose rows the snapshot cannot see (PostgreSQL's
+// MVCC exception for rewrites); VACUUM FULL, CLUSTER and SET TABLESPACE change the storage too.
+// Call it with the table locked, so the storage cannot change after the check.
+bool StorageUnchangedSinceSnapshot(pg::Connection& conn, std::uint32_t oid);
+
 // What a bootstrap copies: the tables in scope and the tasks that copy them.
 struct Plan {
   std::vector<Table> tables;

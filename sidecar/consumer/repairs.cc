@@ -535,12 +535,7 @@ pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
   // would delete the chunk's range. The table's storage as the snapshot knows it (pg_class read
   // in the snapshot) against its storage now (the syscache, after the lock): another one redoes
   // the window (VACUUM FULL and CLUSTER too, which keep the rows: they cannot be told apart).
-  const pg::Result storage = sql.ExecPrepared(
-      "SELECT c.relfilenode OPERATOR(pg_catalog.=) pg_catalog.pg_relation_filenode(c.oid)"
-      "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
-      {std::to_string(r.table_oid)});
-  if (storage.ntuples() != 1 || storage.is_null(0, 0) || !storage.bool_value(0, 0))
-    w.rewritten = true;
+  if (!bootstrap::StorageUnchangedSinceSnapshot(sql, r.table_oid)) w.rewritten = true;
   ReadBounds(sql, r, w);
   pg::Result rows = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r, w)).rows, params,
                                    pg::ResultFormat::kBinary);

@@ -245,6 +245,18 @@ void Connection::Close() {
   prepared_.clear();
 }
 
+namespace {
+
+// libpq's parameter values: each one's text, or null for SQL NULL (views into `params`).
+std::vector<const char*> ValuePointers(const std::vector<std::optional<std::string>>& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return values;
+}
+
+}  // namespace
+
 Result Connection::Exec(const std::string& sql) {
   if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
   Result result(PQexec(conn_, sql.c_str()));
@@ -255,9 +267,7 @@ Result Connection::ExecParams(const std::string& sql,
                               const std::vector<std::optional<std::string>>& params,
                               ResultFormat format) {
   if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const std::vector<const char*> values = ValuePointers(params);
   Result result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
                              values.data(), nullptr, nullptr, static_cast<int>(format)));
   return Checked(std::move(result), sql);
@@ -269,9 +279,7 @@ Result Connection::ExecParams(const std::string& sql,
   if (conn_ == nullptr) throw Error::FromConnection(nullptr, sql);
   if (types.size() != params.size())
     throw Error("one type per parameter", "22023", sql, "one type per parameter");
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const std::vector<const char*> values = ValuePointers(params);
   std::vector<Oid> oids(types.begin(), types.end());
   Result result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), oids.data(),
                              values.data(), nullptr, nullptr, static_cast<int>(format)));
@@ -294,9 +302,7 @@ Result Connection::ExecPrepared(const std::string& sql,
             sql);
     it = prepared_.emplace(sql, std::move(name)).first;
   }
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const std::vector<const char*> values = ValuePointers(params);
   Result result(PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()),
                                values.data(), nullptr, nullptr, static_cast<int>(format)));
   return Checked(std::move(result), sql);
