@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "consumer/pipeline.h"
+#include "consumer/ddl_trigger.h"
 #include "consumer/setup_check.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
@@ -117,6 +118,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);
+  if (cfg->ddl_trigger_sql) {
+    std::cout << consumer::DdlTriggerSql();
+    return 0;
+  }
   if (cfg->check) {
     try {
       return consumer::RunSetupChecks(*cfg, std::cout) ? 0 : 1;

@@ -155,13 +155,18 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
      "check the source for the configured consumers and exit, starting nothing: one line per "
      "check (server settings, the extension, the role's grants, each scope's tables) with the "
      "fix; exit status 0 when all pass, 1 otherwise")
+    ("ddl-trigger-sql", po::bool_switch(&c.ddl_trigger_sql),
+     "print the SQL of pgoutput mode's DDL trigger and exit: an administrator who may create "
+     "event triggers runs it in the source database (psql -1 -v ON_ERROR_STOP=1), so that DDL "
+     "changing rows without writing them (ADD COLUMN with a default, ALTER COLUMN TYPE, an "
+     "enum's RENAME VALUE) is repaired with nothing run by hand (docs/pgoutput.md)")
     ("source", po::value(&c.source),
      "libpq connection string or URI of the source database (required); the role needs "
      "REPLICATION and SELECT on the tables in scope")
     ("source-plugin", po::value(&f.source_plugin)->default_value("dblog"),
      "dblog (the extension's output plugin) or pgoutput (PostgreSQL's built-in plugin, for "
      "servers where the extension cannot be installed: managed services, PostgreSQL 16-18; "
-     "streams through a publication per consumer; no repairs yet: see docs/pgoutput.md)")
+     "streams through a publication per consumer: see docs/pgoutput.md)")
     ("listen", po::value(&f.listen)->default_value("127.0.0.1:7654"),
      "host:port for consumers; anything but loopback requires a token and TLS (--tls-cert)")
     ("tls-cert", po::value(&c.tls_cert),
@@ -252,7 +257,9 @@ std::string SettingOfVariable(const po::options_description& opts, const std::st
   if (env.rfind("DBLOG_", 0) != 0) return "";
   std::string name = env.substr(6);
   for (auto& ch : name) ch = ch == '_' ? '-' : static_cast<char>(std::tolower(ch));
-  if (name == "help" || name == "version" || name == "config" || name == "check") return "";
+  if (name == "help" || name == "version" || name == "config" || name == "check" ||
+      name == "ddl-trigger-sql")
+    return "";
   return opts.find_nothrow(name, false) ? name : "";
 }
 
@@ -420,6 +427,7 @@ std::optional<Config> Parse(int argc, const char* const* argv) {
                                "the environment.\n\nSettings");
   DescribeSettings(opts, c, f);
   if (!ReadSettings(argc, argv, opts, f)) return std::nullopt;
+  if (c.ddl_trigger_sql) return c;  // printed by main; needs no other setting
 
   if (c.source.empty()) throw ConfigError("source: required (a libpq connection string)");
   if (f.source_plugin == "dblog") {

@@ -78,6 +78,9 @@ struct Config {
   // Lets a non-loopback --listen go without TLS (behind a tunnel); logged at every start.
   bool insecure_no_tls = false;
   bool check = false;  // --check: print the source's setup checks and exit (consumer/setup_check.h)
+  // --ddl-trigger-sql: print pgoutput mode's DDL trigger for an administrator and exit
+  // (consumer/ddl_trigger.h); nothing else is read or checked
+  bool ddl_trigger_sql = false;
   bool tls() const { return !tls_cert.empty(); }
   std::map<std::string, ConsumerConfig> consumers;
   // Consumers not configured by name: refused unless default_scope is set.

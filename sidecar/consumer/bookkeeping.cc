@@ -233,6 +233,49 @@ std::string Bookkeeping::EnsureRepairApi() {
   return "";
 }
 
+DdlTriggerState Bookkeeping::EnsureDdlTrigger() {
+  pg::Connection& sql = Sql();
+  EnsureDdlTakenTable(sql);
+  ddl_taken_ready_ = true;
+  DdlTriggerState state = ReadDdlTriggerState(sql);
+  if (state == DdlTriggerState::kAbsent &&
+      sql.Exec("SELECT rolsuper FROM pg_catalog.pg_roles"
+               " WHERE rolname OPERATOR(pg_catalog.=) CURRENT_USER")
+          .bool_value(0, 0)) {
+    try {
+      InstallDdlTrigger(sql);
+      state = ReadDdlTriggerState(sql);
+      log::Info("ddl_trigger_installed", {{"consumer", consumer_.name}, {"schema", "dblog_ddl"}});
+    } catch (const pg::Error& e) {
+      log::Warn("ddl_trigger_install_failed",
+                {{"consumer", consumer_.name}, {"error", e.server_message()}});
+    }
+  }
+  if (state != DdlTriggerState::kInstalled)
+    log::Warn("ddl_trigger_missing",
+              {{"consumer", consumer_.name}, {"reason", DdlTriggerProblem(state)}});
+  return state;
+}
+
+void Bookkeeping::TakeDdlRepairs() {
+  if (!ddl_taken_ready_) return;  // repairs cannot run (EnsureDdlTrigger was not called)
+  pg::Connection& sql = Sql();
+  sql.Exec("BEGIN");
+  std::vector<DdlRepair> queued;
+  try {
+    queued = consumer::TakeDdlRepairs(sql);
+    sql.Exec("COMMIT");
+  } catch (...) {
+    EndTransaction();
+    throw;
+  }
+  for (const DdlRepair& q : queued)
+    log::Info("ddl_repair_queued", {{"consumer", consumer_.name},
+                                    {"request", q.request},
+                                    {"table", q.table},
+                                    {"reason", q.reason}});
+}
+
 std::optional<std::string> Bookkeeping::BootstrapState() {
   pg::Result row = Sql().ExecParams(
       "SELECT bootstrap_state FROM dblog.consumers WHERE name = $1", {consumer_.name});

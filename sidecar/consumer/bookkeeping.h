@@ -19,6 +19,7 @@
 
 #include "bootstrap/scope.h"
 #include "config/config.h"
+#include "consumer/ddl_trigger.h"
 #include "consumer/repair_request.h"
 #include "log/log.h"
 #include "pg/connection.h"
@@ -91,6 +92,10 @@ class Bookkeeping {
   // or why not (the extension's schema, where dblogd's role cannot add dblog.watermarks). Throws
   // when a table of it exists but is not a table of this role's (or the extension's).
   std::string EnsureRepairApi();
+  // pgoutput mode, once repairs can run: dblog.ddl_taken made when absent, and the DDL trigger
+  // (consumer/ddl_trigger.h) installed when it is absent and dblogd's role is a superuser.
+  // Logs ddl_trigger_installed, or ddl_trigger_missing (warn) with what to do.
+  DdlTriggerState EnsureDdlTrigger();
   // dblog.consumers.bootstrap_state (nullopt: no row).
   std::optional<std::string> BootstrapState();
   // pg_replication_slots' wal_status and safe_wal_size of `slot` (-1: NULL); "missing" when
@@ -135,6 +140,9 @@ class Bookkeeping {
   // Queued requests for this consumer that are running or not started, in id order, except
   // those in `known`. The key's columns and types come from the catalogs now.
   std::vector<RepairRequest> LoadRequests(const std::set<std::uint64_t>& known);
+  // pgoutput mode, polled: the DDL trigger's new notes as repair requests (TakeDdlRepairs, in
+  // a transaction of its own), each logged (ddl_repair_queued).
+  void TakeDdlRepairs();
   // pgoutput mode: the tables of `oids` a repair may not read (kTrustedOwners), by name.
   std::vector<std::string> UntrustedOwners(const std::vector<std::uint32_t>& oids);
   // Which of `ids` are cancelled now (pgoutput mode reads cancellations from the queue).
@@ -155,6 +163,7 @@ class Bookkeeping {
   const config::ConsumerConfig& consumer_;
   const std::string scope_;  // config::FormatScope of the consumer's scope
   std::optional<pg::Connection> sql_;
+  bool ddl_taken_ready_ = false;  // EnsureDdlTrigger made dblog.ddl_taken
 };
 
 }  // namespace dblog::consumer

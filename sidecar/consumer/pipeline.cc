@@ -172,6 +172,7 @@ void Pipeline::Prepare() {
     const std::string why = no_repairs.empty() ? publication->no_watermarks : no_repairs;
     if (!why.empty())
       log::Warn("repairs_unavailable", {{"consumer", consumer_.name}, {"reason", why}});
+    if (why.empty()) bookkeeping_.EnsureDdlTrigger();
     repairs_unavailable_ = why;
     repairs_->SetUnavailable(why.empty() ? "" : "repairs cannot run in pgoutput mode: " + why);
   } else {

@@ -307,6 +307,7 @@ void Repairs::PollQueue() {
           if (host_.Streaming()) {
             bookkeeping_.BestEffort(log::Level::kWarn, "repair_poll_failed",
                                     {{"consumer", consumer_.name}}, [&] {
+                                      bookkeeping_.TakeDdlRepairs();
                                       LoadQueued();
                                       std::vector<std::uint64_t> ids;
                                       for (const auto& q : requests_) ids.push_back(q.id);

@@ -5,6 +5,7 @@
 
 #include "bootstrap/scope.h"
 #include "consumer/bookkeeping.h"
+#include "consumer/ddl_trigger.h"
 #include "consumer/pgoutput_source.h"
 #include "consumer/pipeline.h"
 #include "pg/connection.h"
@@ -150,6 +151,13 @@ void CheckPgoutputMode(const config::Config& config, pg::Connection& sql, Report
                                       "each consumer's bootstrap state: GRANT CREATE ON DATABASE "
                                       "to it, or have an administrator create it "
                                       "(docs/pgoutput.md)");
+  const DdlTriggerState ddl = ReadDdlTriggerState(sql);
+  if (ddl == DdlTriggerState::kInstalled)
+    report.Ok("ddl_trigger", "installed: DDL that changes rows without writing them is repaired");
+  else if (ddl == DdlTriggerState::kAbsent && role.bool_value(0, 1))
+    report.Ok("ddl_trigger", "dblogd will install it (its role is a superuser)");
+  else
+    report.Warn("ddl_trigger", DdlTriggerProblem(ddl));
   for (const auto& [consumer_name, consumer] : config.consumers) {
     const std::string check = "consumer " + consumer_name;
     try {

@@ -113,6 +113,18 @@ TEST(ConfigParse, HelpAndVersionReturnNothing) {
   EXPECT_NE(testing::internal::GetCapturedStdout().find("  --source arg"), std::string::npos);
 }
 
+// --ddl-trigger-sql is a command (main prints pgoutput mode's DDL trigger): it needs no source,
+// and the environment cannot turn it on.
+TEST(ConfigParse, TheDdlTriggerSqlNeedsNoOtherSetting) {
+  const std::optional<Config> c = ParseArgs({"--ddl-trigger-sql"});
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->ddl_trigger_sql);
+  EXPECT_FALSE(ParseArgs({kSource, kConsumer})->ddl_trigger_sql);
+  setenv("DBLOG_DDL_TRIGGER_SQL", "true", 1);
+  EXPECT_EQ(Refusal({}), "source: required (a libpq connection string)");
+  unsetenv("DBLOG_DDL_TRIGGER_SQL");
+}
+
 TEST(ConfigParse, FlagsWinOverTheFileAndTheFileOverTheEnvironment) {
   const std::string file = TempFile("chunk-size = 7\nbatch-bytes = 100\n");
   setenv("DBLOG_CHUNK_SIZE", "5", 1);

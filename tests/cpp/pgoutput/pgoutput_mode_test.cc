@@ -344,7 +344,7 @@ TEST_P(PgoutputModeTest, BootstrapsAndStreamsTheWorkloadThroughKillsAndAServerRe
       db_->scalar("SELECT string_agg(c.relname || ':' || c.relkind::text, ' ' ORDER BY relname) "
                   "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                   "WHERE n.nspname = 'dblog'"),
-      "consumers:r consumers_pkey:i request_progress:r request_progress_pkey:i request_queue:r "
+      "consumers:r consumers_pkey:i ddl_taken:r ddl_taken_pkey:i request_progress:r request_progress_pkey:i request_queue:r "
       "request_queue_id_seq:S request_queue_pkey:i requests:v watermarks:r watermarks_pkey:i");
 }
 
@@ -1038,6 +1038,140 @@ TEST_P(PgoutputModeTest, ColumnsChangedBehindTheStreamStopItUntilTheSlotIsDroppe
   }
   EXPECT_TRUE(again.restarted_seen());
   ExpectConverged(again, {"a", "sentinel"});
+}
+
+// Issue 28, item 1, in this mode (issue 23, item 6): DDL that changes existing rows without
+// writing them (the log never carries the new values) is repaired with nothing run by hand once
+// an administrator installed the DDL trigger (dblogd --ddl-trigger-sql): a column added with a
+// constant default (stored as its missing value) and one with a volatile default (a rewrite), a
+// type changed USING an expression (a rewrite), an enum's label renamed (a column of it and an
+// array of it). DDL that changes no value (a column without a default, an enum's label added)
+// queues nothing. Before that, a schema dblog_ddl another role made, with a note naming a table,
+// is ignored (the administrator's script refuses to reuse it), and the notes table cannot be
+// written, nor its functions called, by dblogd's role.
+TEST_P(PgoutputModeTest, DdlChangingRowsWithoutWritingThemIsRepairedThroughTheDdlTrigger) {
+  const std::string s = kSchema;
+  PgConn admin(cluster_->conninfo());
+  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text, n int)");
+  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g, g FROM generate_series(1, 100) g");
+  db_->exec("CREATE TABLE " + s + ".b (id int PRIMARY KEY, v text)");
+  db_->exec("INSERT INTO " + s + ".b SELECT g, 'b' || g FROM generate_series(1, 50) g");
+  db_->exec("CREATE TYPE " + s + ".mood AS ENUM ('sad', 'ok')");
+  db_->exec("CREATE TABLE " + s + ".e (id int PRIMARY KEY, m " + s + ".mood, ms " + s +
+            ".mood[])");
+  db_->exec("INSERT INTO " + s + ".e SELECT g, CASE WHEN g % 2 = 0 THEN 'sad' ELSE 'ok' END::" +
+            s + ".mood, ARRAY['ok', 'sad']::" + s + ".mood[] FROM generate_series(1, 30) g");
+  db_->exec("CREATE TABLE " + s + ".c (id int PRIMARY KEY, v text)");
+  db_->exec("INSERT INTO " + s + ".c SELECT g, 'c' FROM generate_series(1, 20) g");
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  // another role's schema dblog_ddl (dblogd's role may create schemas) with a forged note
+  db_->exec("CREATE SCHEMA dblog_ddl");
+  db_->exec("CREATE TABLE dblog_ddl.changed_tables (id int8, xid xid8, table_oid oid, reason "
+            "text, ddl_by name, noted_at timestamptz)");
+  db_->exec("INSERT INTO dblog_ddl.changed_tables VALUES (1, '1', '" + s +
+            ".c'::regclass, 'forged', 'x', now())");
+  const auto [sql, printed] = dblog::test::Run(std::string(DBLOGD_PATH) + " --ddl-trigger-sql");
+  ASSERT_EQ(printed, 0) << sql;
+  try {
+    admin.exec(sql);
+    ADD_FAILURE() << "the DDL trigger's script reused a schema dblog_ddl of another role";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to another role"), std::string::npos)
+        << e.what();
+  }
+  const auto check = [&] {
+    return dblog::test::Run(std::string(DBLOGD_PATH) + " --check --source '" +
+                            As(*cluster_, kRole) + "' --source-plugin pgoutput --consumer " +
+                            kConsumer + "='" + s + ".*' 2>&1");
+  };
+  EXPECT_NE(check().first.find("warn  ddl_trigger                 schema dblog_ddl is not as the "
+                               "DDL trigger makes it"),
+            std::string::npos)
+      << check().first;
+  StartDblogd();
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  for (int i = 0; i < 3; ++i) {  // three polls of the queue
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    std::this_thread::sleep_for(1s);
+  }
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM dblog.requests"), "0")
+      << "a note in another role's dblog_ddl queued a repair";
+  EXPECT_NE(dblogd_->log().find("schema dblog_ddl is not as the DDL trigger makes it"),
+            std::string::npos)
+      << dblogd_->log();
+  db_->exec("DROP SCHEMA dblog_ddl CASCADE");
+  EXPECT_NE(check().first.find("warn  ddl_trigger                 the DDL trigger is not installed"),
+            std::string::npos)
+      << check().first;
+  admin.exec(sql);
+  EXPECT_NE(check().first.find("ok    ddl_trigger                 installed"), std::string::npos)
+      << check().first;
+  // no role but the administrator writes a note, or runs what the triggers call
+  for (const std::string& forge :
+       {"INSERT INTO dblog_ddl.changed_tables (table_oid, reason) VALUES ('" + s +
+            ".c'::regclass, 'forged')",
+        std::string("SELECT dblog_ddl.on_ddl_end()"),
+        "SELECT dblog_ddl.note('" + s + ".c'::regclass, 'forged')"}) {
+    EXPECT_THROW(db_->exec(forge), std::exception) << forge;
+  }
+
+  db_->exec("ALTER TABLE " + s + ".a ADD COLUMN w text DEFAULT 'x'");
+  db_->exec("UPDATE " + s + ".a SET v = 'changed' WHERE id <= 9");
+  // dblogd reads the update's Relation before the type changes (one read behind a retype stops
+  // the stream in this mode: ColumnsChangedBehindTheStreamStopItUntilTheSlotIsDropped)
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  db_->exec("ALTER TABLE " + s + ".a ALTER COLUMN n TYPE bigint USING n * 1000 + 7");
+  db_->exec("ALTER TABLE " + s + ".b ADD COLUMN r float8 DEFAULT random()");
+  db_->exec("ALTER TYPE " + s + ".mood ADD VALUE 'happy'");
+  db_->exec("ALTER TYPE " + s + ".mood RENAME VALUE 'sad' TO 'blue'");
+  db_->exec("ALTER TABLE " + s + ".c ADD COLUMN z int");
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  const std::string pending =
+      "SELECT count(*) FROM dblog.requests WHERE state <> 'done' OR table_name <> ALL "
+      "('{app.a,app.b,app.e}')";
+  while (db_->scalar("SELECT count(DISTINCT table_name) FROM dblog.requests") != "3" ||
+         db_->scalar(pending) != "0") {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << db_->scalar("SELECT string_agg(table_name || ':' || state || ':' || reason || ':' || "
+                       "coalesce(error, ''), ' ') FROM dblog.requests")
+        << dblogd_->log();
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "b", "c", "e", "sentinel"}, /*pad=*/true);
+  // the reasons of one table's notes are joined when one poll takes them together
+  auto reasons = [&](const std::string& table) {
+    return db_->scalar("SELECT string_agg(reason || ' by ' || requested_by, '; ' ORDER BY id) "
+                       "FROM dblog.requests WHERE table_name = 'app." + table + "'");
+  };
+  EXPECT_NE(reasons("a").find("ALTER TABLE ADD COLUMN w DEFAULT"), std::string::npos)
+      << reasons("a");
+  EXPECT_NE(reasons("a").find("ALTER TABLE ALTER COLUMN TYPE (rewrite)"), std::string::npos)
+      << reasons("a");
+  EXPECT_EQ(reasons("b"), "ALTER TABLE ADD COLUMN DEFAULT (rewrite) by cdc");
+  EXPECT_EQ(reasons("e"), "ALTER TYPE app.mood RENAME VALUE by cdc") << "ADD VALUE queued one";
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM dblog.requests WHERE requested_by <> 'cdc'"), "0");
+  EXPECT_NE(dblogd_->log().find("ddl_repair_queued"), std::string::npos);
+
+  // the trigger made again (its notes' ids start over): a note is still taken once, and new
+  // ones are not mistaken for those taken before
+  admin.exec("DROP SCHEMA dblog_ddl CASCADE");
+  admin.exec(sql);
+  db_->exec("ALTER TABLE " + s + ".c ADD COLUMN y int DEFAULT 3");
+  while (db_->scalar("SELECT count(*) FROM dblog.requests WHERE table_name = 'app.c' AND state "
+                     "= 'done'") != "1") {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline + 60s)
+        << db_->scalar("SELECT string_agg(table_name || ':' || state, ' ') FROM dblog.requests")
+        << dblogd_->log();
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "b", "c", "e", "sentinel"}, /*pad=*/true);
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM dblog.requests WHERE table_name = 'app.c'"), "1");
 }
 
 // Failover on 17 and 18: dblogd makes its slot a failover slot; a standby that synchronizes slots

@@ -1,0 +1,116 @@
+// sidecar/consumer/ddl_trigger.cc: see ddl_trigger.h.
+#include "consumer/ddl_trigger.h"
+
+#include "consumer/ddl_trigger_sql.h"  // generated from consumer/ddl_trigger.sql
+
+namespace dblog::consumer {
+
+const char* DdlTriggerSql() { return kDdlTriggerSql; }
+
+DdlTriggerState ReadDdlTriggerState(pg::Connection& sql) {
+  // dblog_ddl's owner must own the notes table, the functions the event triggers call and the
+  // three enabled event triggers: only a role that may own event triggers is trusted with it.
+  pg::Result r = sql.Exec(
+      "SELECT n.oid IS NOT NULL,"
+      "       coalesce(c.relkind OPERATOR(pg_catalog.=) 'r'"
+      "         AND c.relowner OPERATOR(pg_catalog.=) n.nspowner AND NOT c.relrowsecurity"
+      "         AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_event_trigger e"
+      "                JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) e.evtfoid"
+      "               WHERE e.evtowner OPERATOR(pg_catalog.=) n.nspowner"
+      "                 AND p.proowner OPERATOR(pg_catalog.=) n.nspowner"
+      "                 AND p.pronamespace OPERATOR(pg_catalog.=) n.oid"
+      "                 AND e.evtenabled OPERATOR(pg_catalog.<>) 'D'"
+      "                 AND e.evtname OPERATOR(pg_catalog.=) ANY ("
+      "                       '{dblog_ddl_rewrite,dblog_ddl_start,dblog_ddl_end}'"
+      "                       ::pg_catalog.name[])) OPERATOR(pg_catalog.=) 3, false)"
+      "  FROM (SELECT 1) AS one"
+      "  LEFT JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl'"
+      "  LEFT JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid"
+      "        AND c.relname OPERATOR(pg_catalog.=) 'changed_tables'");
+  if (!r.bool_value(0, 0)) return DdlTriggerState::kAbsent;
+  return r.bool_value(0, 1) ? DdlTriggerState::kInstalled : DdlTriggerState::kUntrusted;
+}
+
+std::string DdlTriggerProblem(DdlTriggerState state) {
+  const std::string install =
+      "an administrator who may create event triggers runs dblogd --ddl-trigger-sql | psql -1 "
+      "-v ON_ERROR_STOP=1 <the source database> (docs/pgoutput.md)";
+  switch (state) {
+    case DdlTriggerState::kInstalled:
+      return "";
+    case DdlTriggerState::kAbsent:
+      return "the DDL trigger is not installed: DDL that changes rows without writing them "
+             "(ADD COLUMN with a default, ALTER COLUMN TYPE, an enum's RENAME VALUE) needs "
+             "dblog.repair(...) by hand; to have dblogd queue those repairs, " + install;
+    case DdlTriggerState::kUntrusted:
+      break;
+  }
+  return "schema dblog_ddl is not as the DDL trigger makes it (another owner than its event "
+         "triggers', a trigger missing or disabled): dblogd ignores it, and DDL that changes "
+         "rows without writing them needs dblog.repair(...) by hand; drop it (DROP SCHEMA "
+         "dblog_ddl CASCADE, as its owner) and " + install;
+}
+
+void InstallDdlTrigger(pg::Connection& sql) {
+  sql.Exec("BEGIN");
+  try {
+    sql.Exec(kDdlTriggerSql);
+    sql.Exec("COMMIT");
+  } catch (...) {
+    try {
+      sql.Exec("ROLLBACK");
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+void EnsureDdlTakenTable(pg::Connection& sql) {
+  sql.Exec(
+      "CREATE TABLE IF NOT EXISTS dblog.ddl_taken ("
+      "  xid pg_catalog.xid8 NOT NULL,"
+      "  table_oid pg_catalog.oid NOT NULL,"
+      "  taken_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
+      "  PRIMARY KEY (xid, table_oid))");
+  sql.Exec("REVOKE ALL ON TABLE dblog.ddl_taken FROM PUBLIC");
+}
+
+std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql) {
+  std::vector<DdlRepair> out;
+  if (ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled) return out;
+  pg::Result r = sql.Exec(
+      // a note is (transaction, table): never reused, also when the administrator made the
+      // notes table again (its ids start over)
+      "WITH fresh AS ("
+      "  INSERT INTO dblog.ddl_taken (xid, table_oid)"
+      "  SELECT d.xid, d.table_oid FROM dblog_ddl.changed_tables d"
+      "   WHERE NOT EXISTS (SELECT 1 FROM dblog.ddl_taken t"
+      "                      WHERE t.xid OPERATOR(pg_catalog.=) d.xid"
+      "                        AND t.table_oid OPERATOR(pg_catalog.=) d.table_oid)"
+      "  ON CONFLICT DO NOTHING RETURNING xid, table_oid),"
+      // one request per table: the notes of several transactions joined
+      " notes AS ("
+      "  SELECT d.table_oid, pg_catalog.string_agg(d.reason, '; ' ORDER BY d.id) AS reason,"
+      "         (pg_catalog.array_agg(d.ddl_by ORDER BY d.id))[1] AS ddl_by"
+      "    FROM fresh JOIN dblog_ddl.changed_tables d ON d.xid OPERATOR(pg_catalog.=) fresh.xid"
+      "         AND d.table_oid OPERATOR(pg_catalog.=) fresh.table_oid"
+      "   GROUP BY d.table_oid)"
+      " INSERT INTO dblog.request_queue"
+      "        (table_oid, table_name, kind, key_columns, key_types, requested_by, reason)"
+      " SELECT n.table_oid, n.table_oid::pg_catalog.regclass::pg_catalog.text, 'table',"
+      "        k.key_columns, k.key_types, n.ddl_by, n.reason"
+      "   FROM notes n JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) n.table_oid,"
+      "        LATERAL dblog._identity_key(n.table_oid::pg_catalog.regclass) AS k"
+      "  WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'"
+      "    AND k.key_columns IS NOT NULL"
+      "    AND pg_catalog.array_position(k.key_types, NULL) IS NULL"
+      "    AND EXISTS (SELECT 1 FROM dblog.consumers dc"
+      "                 WHERE dblog._published_for(dc.name, n.table_oid))"
+      "  ORDER BY n.table_oid"
+      " RETURNING id, table_name, reason");
+  for (int i = 0; i < r.ntuples(); ++i)
+    out.push_back({r.u64_value(i, 0), std::string(r.value(i, 1)), std::string(r.value(i, 2))});
+  return out;
+}
+
+}  // namespace dblog::consumer

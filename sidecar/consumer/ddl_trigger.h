@@ -1,0 +1,50 @@
+// sidecar/consumer/ddl_trigger.h: pgoutput mode's DDL trigger (consumer/ddl_trigger.sql, plain
+// PL/pgSQL an administrator installs, or dblogd when its role is a superuser): its SQL, whether
+// a source has it as dblogd trusts it, and the repair requests its notes become.
+// Owns: every statement dblogd runs against schema dblog_ddl, and dblog.ddl_taken (the notes
+// already turned into requests). Blocking, on the caller's connection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pg/connection.h"
+
+namespace dblog::consumer {
+
+// consumer/ddl_trigger.sql, as `dblogd --ddl-trigger-sql` prints it.
+const char* DdlTriggerSql();
+
+enum class DdlTriggerState {
+  kAbsent,     // no schema dblog_ddl
+  kUntrusted,  // dblog_ddl is not as ddl_trigger.sql makes it: ignored (see DdlTriggerProblem)
+  kInstalled,  // its table, schema, functions and three enabled event triggers have one owner
+};
+DdlTriggerState ReadDdlTriggerState(pg::Connection& sql);
+// For people: what the state means and what to do about it ("" when installed).
+std::string DdlTriggerProblem(DdlTriggerState state);
+
+// In a transaction of its own: installs (or replaces) the trigger. Needs a role that may create
+// event triggers.
+void InstallDdlTrigger(pg::Connection& sql);
+
+// dblog.ddl_taken, made when absent (in schema dblog, dblogd's role's).
+void EnsureDdlTakenTable(pg::Connection& sql);
+
+// A request a note of the trigger became.
+struct DdlRepair {
+  std::uint64_t request = 0;
+  std::string table;
+  std::string reason;
+};
+// In the caller's transaction: every note not taken yet is taken (dblog.ddl_taken: once, also
+// with several dblogd processes or consumers), and becomes a whole-table repair request for
+// every consumer (consumer NULL: each one whose scope holds the table runs it) when the table
+// is still an ordinary table some consumer's publication holds and it has a key. Reads the
+// notes only when ReadDdlTriggerState says kInstalled (checked in the same transaction: the
+// owner of dblog_ddl is a role that owns event triggers, so no other role can swap what it
+// reads); returns nothing otherwise.
+std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql);
+
+}  // namespace dblog::consumer

@@ -1,0 +1,234 @@
+-- sidecar/consumer/ddl_trigger.sql: pgoutput mode's DDL trigger (docs/pgoutput.md, "DDL that
+-- changes rows without writing them"), plain PL/pgSQL, no C: event triggers that note, in the
+-- DDL's own transaction, every table whose existing rows a statement changed without writing
+-- them, which the log therefore never carries:
+-- - ALTER TABLE ... ADD COLUMN with a non-null default that needs no rewrite (PostgreSQL stores
+--   it as the column's missing value: every existing row reads it, none is written);
+-- - a table rewrite that changes values: ALTER TABLE ... ALTER COLUMN ... TYPE (the values
+--   converted, USING or not), ADD COLUMN with a volatile default, an identity or a stored
+--   generated column (the event trigger table_rewrite, once per table rewritten, partitions
+--   included);
+-- - ALTER TYPE ... RENAME VALUE of an enum: every table with a column whose type holds the enum
+--   (itself, an array, a domain, a composite, a range of it).
+-- dblogd reads the notes (dblog_ddl.changed_tables) once a second and queues a whole-table
+-- repair of each table a consumer's publication holds (Bookkeeping::TakeDdlRepairs), so the
+-- consumer converges with nothing run by hand, as the extension's event trigger does.
+--
+-- Creating an event trigger needs a superuser (or the service's administrator role: RDS's
+-- rds_superuser, Cloud SQL's cloudsqlsuperuser, Supabase's postgres, Neon's owner). dblogd runs
+-- this file itself when its role is a superuser; otherwise an administrator runs what
+-- `dblogd --ddl-trigger-sql` prints, in one transaction (psql -1 -v ON_ERROR_STOP=1), in each
+-- source database, and again after upgrading dblogd (the file replaces what it made).
+--
+-- Trust: everything here belongs to the administrator who runs it, in schema dblog_ddl, which it
+-- refuses to reuse when another role owns it. The functions run as that administrator
+-- (SECURITY DEFINER: the notes table is theirs), with search_path pinned, reading catalogs only
+-- and calling no user-definable code; a function returning event_trigger cannot be called
+-- directly (PostgreSQL refuses: "trigger functions can only be called as triggers"), and no
+-- role but the administrator may write the table, so no role can note a table without making
+-- the DDL. dblogd reads the notes only while the table, its schema and the three event
+-- triggers all belong to one role (a role that may own event triggers), so a schema of that
+-- name made by anyone else is ignored. Whatever fails inside becomes a WARNING: the trigger
+-- never fails the user's DDL (the table is then repaired by hand, as without the trigger).
+-- Not seen: DDL made while event triggers do not fire (session_replication_role = replica, the
+-- triggers disabled) and, on Supabase, DDL run by a superuser or a reserved role.
+
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n
+              WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl'
+                AND n.nspowner OPERATOR(pg_catalog.<>)
+                    (SELECT r.oid FROM pg_catalog.pg_roles r
+                      WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)) THEN
+    RAISE EXCEPTION 'dblog: schema dblog_ddl exists and belongs to another role than %',
+      CURRENT_USER
+      USING HINT = 'Whoever owns it could replace what the event triggers call. Drop it (as its '
+                   'owner) or run this as its owner, a role that may create event triggers.';
+  END IF;
+END
+$$;
+
+CREATE SCHEMA IF NOT EXISTS dblog_ddl;
+REVOKE ALL ON SCHEMA dblog_ddl FROM PUBLIC;
+GRANT USAGE ON SCHEMA dblog_ddl TO PUBLIC;
+
+-- One row per table and transaction (reasons joined): dblogd reads it (SELECT is every role's:
+-- a table's oid and the DDL's kind, which the catalogs show anyway) and never writes it.
+CREATE TABLE IF NOT EXISTS dblog_ddl.changed_tables (
+    id pg_catalog.int8 GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    xid pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    table_oid pg_catalog.oid NOT NULL,
+    reason pg_catalog.text NOT NULL,
+    ddl_by pg_catalog.name NOT NULL DEFAULT SESSION_USER,
+    noted_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE INDEX IF NOT EXISTS changed_tables_xid ON dblog_ddl.changed_tables (xid, table_oid);
+REVOKE ALL ON TABLE dblog_ddl.changed_tables FROM PUBLIC;
+GRANT SELECT ON TABLE dblog_ddl.changed_tables TO PUBLIC;
+
+-- Was a catalog row with this xmin written by the current transaction (or one of its
+-- subtransactions)? A row being written is visible only to its own transaction.
+CREATE OR REPLACE FUNCTION dblog_ddl.written_now(x pg_catalog.xid) RETURNS pg_catalog.bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT x::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.>=) 3
+     AND pg_catalog.pg_xact_status(
+           (s.cur OPERATOR(pg_catalog.-) (s.cur OPERATOR(pg_catalog.%) 4294967296)
+              OPERATOR(pg_catalog.+) x::pg_catalog.text::pg_catalog.int8)
+           ::pg_catalog.text::pg_catalog.xid8) OPERATOR(pg_catalog.=) 'in progress'
+    FROM (SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text::pg_catalog.int8 AS cur) s
+$$;
+
+-- Notes table `tbl` (an ordinary permanent table) for a repair, once per transaction.
+CREATE OR REPLACE FUNCTION dblog_ddl.note(tbl pg_catalog.oid, why pg_catalog.text)
+RETURNS void
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  UPDATE dblog_ddl.changed_tables d
+     SET reason = d.reason OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) why
+   WHERE d.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
+     AND d.table_oid OPERATOR(pg_catalog.=) tbl
+     AND pg_catalog.strpos(d.reason, why) OPERATOR(pg_catalog.=) 0;
+  INSERT INTO dblog_ddl.changed_tables (table_oid, reason)
+  SELECT tbl, why
+   WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+                  WHERE c.oid OPERATOR(pg_catalog.=) tbl
+                    AND c.relkind OPERATOR(pg_catalog.=) 'r'
+                    AND c.relpersistence OPERATOR(pg_catalog.=) 'p')
+     AND NOT EXISTS (SELECT 1 FROM dblog_ddl.changed_tables d
+                      WHERE d.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
+                        AND d.table_oid OPERATOR(pg_catalog.=) tbl);
+$$;
+
+-- table_rewrite: the values of a rewritten table changed when a column's type or a default
+-- filled in did (reason bits 4 and 2); a rewrite for the persistence (1, SET LOGGED: the table
+-- joins the scope, and dblogd copies it as such) or the access method (8) keeps every value.
+CREATE OR REPLACE FUNCTION dblog_ddl.on_rewrite() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  bits pg_catalog.int4;
+BEGIN
+  bits := pg_catalog.pg_event_trigger_table_rewrite_reason();
+  IF (bits OPERATOR(pg_catalog.&) 6) OPERATOR(pg_catalog.<>) 0 THEN
+    PERFORM dblog_ddl.note(pg_catalog.pg_event_trigger_table_rewrite_oid(),
+                           CASE WHEN (bits OPERATOR(pg_catalog.&) 4) OPERATOR(pg_catalog.<>) 0
+                                THEN 'ALTER TABLE ALTER COLUMN TYPE (rewrite)'
+                                ELSE 'ALTER TABLE ADD COLUMN DEFAULT (rewrite)' END);
+  END IF;
+EXCEPTION WHEN OTHERS THEN
+  RAISE WARNING 'dblog: the DDL trigger could not note a rewritten table: %', SQLERRM
+    USING HINT = 'Repair the table by hand: SELECT dblog.repair(''<table>'')';
+END
+$$;
+
+-- ddl_command_start of ALTER TYPE: the enum labels as they are before the statement (their
+-- rows' oids, which RENAME VALUE keeps and ADD VALUE does not have yet), for on_ddl_end.
+CREATE OR REPLACE FUNCTION dblog_ddl.on_ddl_start() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pg_catalog.set_config('dblog_ddl.enum_rows',
+            coalesce((SELECT pg_catalog.string_agg(e.oid::pg_catalog.text, ',')
+                        FROM pg_catalog.pg_enum e), ''), true);
+EXCEPTION WHEN OTHERS THEN
+  RAISE WARNING 'dblog: the DDL trigger could not read the enum labels: %', SQLERRM;
+END
+$$;
+
+-- ddl_command_end of ALTER TABLE and ALTER TYPE: columns added with a missing value, and enum
+-- labels renamed.
+CREATE OR REPLACE FUNCTION dblog_ddl.on_ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cmd record;
+  t record;
+  before pg_catalog.text[];
+BEGIN
+  FOR cmd IN
+    SELECT c.command_tag, c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c
+     WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+        OR c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
+  LOOP
+    IF cmd.command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' THEN
+      -- the table and every table under it (ADD COLUMN recurses to partitions and children)
+      FOR t IN
+        WITH RECURSIVE tree(relid) AS (
+          SELECT cmd.objid
+          UNION
+          SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+            JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
+        SELECT a.attrelid,
+               pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
+                 AS columns
+          FROM tree JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
+         WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped AND a.atthasmissing
+           AND dblog_ddl.written_now(a.xmin)
+         GROUP BY a.attrelid
+      LOOP
+        PERFORM dblog_ddl.note(t.attrelid, 'ALTER TABLE ADD COLUMN ' OPERATOR(pg_catalog.||)
+                                           t.columns OPERATOR(pg_catalog.||) ' DEFAULT');
+      END LOOP;
+    ELSIF cmd.command_tag OPERATOR(pg_catalog.=) 'ALTER TYPE'
+          AND EXISTS (SELECT 1 FROM pg_catalog.pg_type ty
+                       WHERE ty.oid OPERATOR(pg_catalog.=) cmd.objid
+                         AND ty.typtype OPERATOR(pg_catalog.=) 'e') THEN
+      before := pg_catalog.string_to_array(
+                  pg_catalog.current_setting('dblog_ddl.enum_rows', true), ',');
+      -- a label that existed before the statement and was written by it: RENAME VALUE
+      IF EXISTS (SELECT 1 FROM pg_catalog.pg_enum e
+                  WHERE e.enumtypid OPERATOR(pg_catalog.=) cmd.objid
+                    AND dblog_ddl.written_now(e.xmin)
+                    AND e.oid::pg_catalog.text OPERATOR(pg_catalog.=) ANY (before)) THEN
+        FOR t IN
+          WITH RECURSIVE holders(typ) AS (
+            SELECT cmd.objid
+            UNION
+            SELECT ty.oid FROM holders h JOIN pg_catalog.pg_type ty ON
+                   (ty.typelem OPERATOR(pg_catalog.=) h.typ
+                    AND ty.typcategory OPERATOR(pg_catalog.=) 'A')
+                OR (ty.typtype OPERATOR(pg_catalog.=) 'd'
+                    AND ty.typbasetype OPERATOR(pg_catalog.=) h.typ)
+                OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
+                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                                 WHERE a.attrelid OPERATOR(pg_catalog.=) ty.typrelid
+                                   AND a.atttypid OPERATOR(pg_catalog.=) h.typ
+                                   AND a.attnum OPERATOR(pg_catalog.>) 0
+                                   AND NOT a.attisdropped))
+                OR (ty.typtype OPERATOR(pg_catalog.=) ANY ('{r,m}'::"char"[])
+                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_range r
+                                 WHERE (r.rngtypid OPERATOR(pg_catalog.=) ty.oid
+                                        OR r.rngmultitypid OPERATOR(pg_catalog.=) ty.oid)
+                                   AND r.rngsubtype OPERATOR(pg_catalog.=) h.typ)))
+          SELECT DISTINCT a.attrelid
+            FROM holders h JOIN pg_catalog.pg_attribute a
+              ON a.atttypid OPERATOR(pg_catalog.=) h.typ
+           WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+        LOOP
+          PERFORM dblog_ddl.note(t.attrelid, 'ALTER TYPE ' OPERATOR(pg_catalog.||)
+                                             cmd.objid::pg_catalog.regtype::pg_catalog.text
+                                             OPERATOR(pg_catalog.||) ' RENAME VALUE');
+        END LOOP;
+      END IF;
+    END IF;
+  END LOOP;
+EXCEPTION WHEN OTHERS THEN
+  RAISE WARNING 'dblog: the DDL trigger could not note the tables this statement changed: %',
+    SQLERRM
+    USING HINT = 'Repair them by hand: SELECT dblog.repair(''<table>'')';
+END
+$$;
+
+REVOKE ALL ON FUNCTION dblog_ddl.written_now(pg_catalog.xid), dblog_ddl.note(pg_catalog.oid, pg_catalog.text),
+  dblog_ddl.on_rewrite(), dblog_ddl.on_ddl_start(), dblog_ddl.on_ddl_end() FROM PUBLIC;
+
+DROP EVENT TRIGGER IF EXISTS dblog_ddl_rewrite;
+DROP EVENT TRIGGER IF EXISTS dblog_ddl_start;
+DROP EVENT TRIGGER IF EXISTS dblog_ddl_end;
+CREATE EVENT TRIGGER dblog_ddl_rewrite ON table_rewrite
+  EXECUTE FUNCTION dblog_ddl.on_rewrite();
+CREATE EVENT TRIGGER dblog_ddl_start ON ddl_command_start WHEN TAG IN ('ALTER TYPE')
+  EXECUTE FUNCTION dblog_ddl.on_ddl_start();
+CREATE EVENT TRIGGER dblog_ddl_end ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')
+  EXECUTE FUNCTION dblog_ddl.on_ddl_end();
