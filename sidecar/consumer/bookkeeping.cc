@@ -261,9 +261,9 @@ void Bookkeeping::TakeDdlRepairs() {
   if (!ddl_taken_ready_) return;  // repairs cannot run (EnsureDdlTrigger was not called)
   pg::Connection& sql = Sql();
   sql.Exec("BEGIN");
-  std::vector<DdlRepair> queued;
+  std::vector<DdlRepair> queued, refused;
   try {
-    queued = consumer::TakeDdlRepairs(sql);
+    queued = consumer::TakeDdlRepairs(sql, &refused);
     sql.Exec("COMMIT");
   } catch (...) {
     EndTransaction();
@@ -274,6 +274,9 @@ void Bookkeeping::TakeDdlRepairs() {
                                     {"request", q.request},
                                     {"table", q.table},
                                     {"reason", q.reason}});
+  for (const DdlRepair& q : refused)
+    log::Warn("ddl_repair_not_queued",
+              {{"consumer", consumer_.name}, {"table_oid", q.table}, {"error", q.reason}});
 }
 
 std::optional<std::string> Bookkeeping::BootstrapState() {

@@ -75,41 +75,62 @@ void EnsureDdlTakenTable(pg::Connection& sql) {
   sql.Exec("REVOKE ALL ON TABLE dblog.ddl_taken FROM PUBLIC");
 }
 
-std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql) {
+std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair>* refused) {
   std::vector<DdlRepair> out;
   if (ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled) return out;
-  pg::Result r = sql.Exec(
-      // a note is (transaction, table): never reused, also when the administrator made the
-      // notes table again (its ids start over)
+  // Every new note is taken (a note is a transaction and a table: never reused, also when the
+  // administrator made the notes table again and its ids start over), whatever becomes of it;
+  // those of tables a publication of a consumer holds, one row per table with the reasons
+  // (each with the DDL's role) joined.
+  pg::Result notes = sql.Exec(
       "WITH fresh AS ("
       "  INSERT INTO dblog.ddl_taken (xid, table_oid)"
       "  SELECT d.xid, d.table_oid FROM dblog_ddl.changed_tables d"
       "   WHERE NOT EXISTS (SELECT 1 FROM dblog.ddl_taken t"
       "                      WHERE t.xid OPERATOR(pg_catalog.=) d.xid"
       "                        AND t.table_oid OPERATOR(pg_catalog.=) d.table_oid)"
-      "  ON CONFLICT DO NOTHING RETURNING xid, table_oid),"
-      // one request per table: the notes of several transactions joined
-      " notes AS ("
-      "  SELECT d.table_oid, pg_catalog.string_agg(d.reason, '; ' ORDER BY d.id) AS reason,"
-      "         (pg_catalog.array_agg(d.ddl_by ORDER BY d.id))[1] AS ddl_by"
-      "    FROM fresh JOIN dblog_ddl.changed_tables d ON d.xid OPERATOR(pg_catalog.=) fresh.xid"
-      "         AND d.table_oid OPERATOR(pg_catalog.=) fresh.table_oid"
-      "   GROUP BY d.table_oid)"
-      " INSERT INTO dblog.request_queue"
-      "        (table_oid, table_name, kind, key_columns, key_types, requested_by, reason)"
-      " SELECT n.table_oid, n.table_oid::pg_catalog.regclass::pg_catalog.text, 'table',"
-      "        k.key_columns, k.key_types, n.ddl_by, n.reason"
-      "   FROM notes n JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) n.table_oid,"
-      "        LATERAL dblog._identity_key(n.table_oid::pg_catalog.regclass) AS k"
-      "  WHERE c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relpersistence OPERATOR(pg_catalog.=) 'p'"
-      "    AND k.key_columns IS NOT NULL"
-      "    AND pg_catalog.array_position(k.key_types, NULL) IS NULL"
-      "    AND EXISTS (SELECT 1 FROM dblog.consumers dc"
-      "                 WHERE dblog._published_for(dc.name, n.table_oid))"
-      "  ORDER BY n.table_oid"
-      " RETURNING id, table_name, reason");
-  for (int i = 0; i < r.ntuples(); ++i)
-    out.push_back({r.u64_value(i, 0), std::string(r.value(i, 1)), std::string(r.value(i, 2))});
+      "  ON CONFLICT DO NOTHING RETURNING xid, table_oid)"
+      " SELECT d.table_oid,"
+      "        pg_catalog.left(pg_catalog.string_agg(d.reason OPERATOR(pg_catalog.||) ' by '"
+      "                          OPERATOR(pg_catalog.||) d.ddl_by::pg_catalog.text, '; '"
+      "                          ORDER BY d.id), 4096)"
+      "   FROM fresh JOIN dblog_ddl.changed_tables d ON d.xid OPERATOR(pg_catalog.=) fresh.xid"
+      "        AND d.table_oid OPERATOR(pg_catalog.=) fresh.table_oid"
+      "  WHERE EXISTS (SELECT 1 FROM dblog.consumers dc"
+      "                 WHERE dblog._published_for(dc.name, d.table_oid))"
+      "  GROUP BY d.table_oid ORDER BY d.table_oid");
+  // One request each, for every consumer (consumer NULL: each one whose scope holds the table
+  // runs it), asked by dblogd's role (the DDL's role is in the reason: it may not cancel what
+  // another role's DDL needs). A table that cannot be queued (gone, no key, a key type dblogd
+  // cannot read) is skipped with its error, never holding back the others or the next poll.
+  for (int i = 0; i < notes.ntuples(); ++i) {
+    const std::string oid(notes.value(i, 0)), reason(notes.value(i, 1));
+    sql.Exec("SAVEPOINT dblog_ddl_note");
+    try {
+      pg::Result r = sql.ExecParams(
+          "INSERT INTO dblog.request_queue (table_oid, table_name, kind, key_columns, key_types,"
+          "                                 reason)"
+          " SELECT c.oid, c.oid::pg_catalog.regclass::pg_catalog.text, 'table', k.key_columns,"
+          "        k.key_types, $2"
+          "   FROM pg_catalog.pg_class c,"
+          "        LATERAL dblog._identity_key(c.oid::pg_catalog.regclass) AS k"
+          "  WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+          "    AND c.relkind OPERATOR(pg_catalog.=) 'r'"
+          "    AND c.relpersistence OPERATOR(pg_catalog.=) 'p'"
+          "    AND k.key_columns IS NOT NULL"
+          "    AND pg_catalog.array_position(k.key_types, NULL) IS NULL"
+          " RETURNING id, table_name, reason",
+          {oid, reason});
+      sql.Exec("RELEASE SAVEPOINT dblog_ddl_note");
+      if (r.ntuples() > 0)
+        out.push_back({r.u64_value(0, 0), std::string(r.value(0, 1)), std::string(r.value(0, 2))});
+      else if (refused)
+        refused->push_back({0, oid, "no longer an ordinary table with a key dblog can use"});
+    } catch (const pg::Error& e) {
+      sql.Exec("ROLLBACK TO SAVEPOINT dblog_ddl_note");
+      if (refused) refused->push_back({0, oid, e.server_message()});
+    }
+  }
   return out;
 }
 

@@ -38,13 +38,15 @@ struct DdlRepair {
   std::string table;
   std::string reason;
 };
-// In the caller's transaction: every note not taken yet is taken (dblog.ddl_taken: once, also
-// with several dblogd processes or consumers), and becomes a whole-table repair request for
-// every consumer (consumer NULL: each one whose scope holds the table runs it) when the table
-// is still an ordinary table some consumer's publication holds and it has a key. Reads the
-// notes only when ReadDdlTriggerState says kInstalled (checked in the same transaction: the
-// owner of dblog_ddl is a role that owns event triggers, so no other role can swap what it
-// reads); returns nothing otherwise.
-std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql);
+// In the caller's transaction: every note not taken yet is taken (dblog.ddl_taken, by
+// transaction and table: once, also with several dblogd processes or consumers), and those of
+// tables some consumer's publication holds become one whole-table repair request per table
+// (consumer NULL: each consumer whose scope holds the table runs it; asked by dblogd's role,
+// the reasons naming the DDL's roles). A table that cannot be queued (gone, keyless, a key
+// dblog cannot read) goes to `refused` (table oid as `table`, the error as `reason`) and holds
+// back nothing else. Reads the notes only when ReadDdlTriggerState says kInstalled, checked in
+// the same transaction: the owner of dblog_ddl owns event triggers, so no other role can swap
+// what is read. Returns the requests queued.
+std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair>* refused);
 
 }  // namespace dblog::consumer

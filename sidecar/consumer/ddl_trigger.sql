@@ -1,15 +1,17 @@
 -- sidecar/consumer/ddl_trigger.sql: pgoutput mode's DDL trigger (docs/pgoutput.md, "DDL that
 -- changes rows without writing them"), plain PL/pgSQL, no C: event triggers that note, in the
--- DDL's own transaction, every table whose existing rows a statement changed without writing
--- them, which the log therefore never carries:
+-- DDL's own transaction, every table of a dblog publication whose existing rows a statement
+-- changed without writing them, which the log therefore never carries:
 -- - ALTER TABLE ... ADD COLUMN with a non-null default that needs no rewrite (PostgreSQL stores
---   it as the column's missing value: every existing row reads it, none is written);
--- - a table rewrite that changes values: ALTER TABLE ... ALTER COLUMN ... TYPE (the values
---   converted, USING or not), ADD COLUMN with a volatile default, an identity or a stored
---   generated column (the event trigger table_rewrite, once per table rewritten, partitions
---   included);
--- - ALTER TYPE ... RENAME VALUE of an enum: every table with a column whose type holds the enum
---   (itself, an array, a domain, a composite, a range of it).
+--   it as the column's missing value: every existing row reads it, none is written): a column
+--   with a missing value at the statement's end that had none at its start;
+-- - a table rewrite (the event table_rewrite, once per table rewritten, partitions included)
+--   for anything but the persistence alone: ALTER COLUMN ... TYPE (the values converted, USING
+--   or not), ADD COLUMN with a volatile default, an identity or a stored generated column, SET
+--   ACCESS METHOD (with an ADD COLUMN ... DEFAULT in the same statement, the only sign of it);
+-- - ALTER TYPE ... RENAME VALUE of an enum: a label row that had another label at the
+--   statement's start; every table with a column whose type holds the enum (itself, an array,
+--   a domain, a composite, a range of it).
 -- dblogd reads the notes (dblog_ddl.changed_tables) once a second and queues a whole-table
 -- repair of each table a consumer's publication holds (Bookkeeping::TakeDdlRepairs), so the
 -- consumer converges with nothing run by hand, as the extension's event trigger does.
@@ -33,13 +35,16 @@
 -- Not seen: DDL made while event triggers do not fire (session_replication_role = replica, the
 -- triggers disabled) and, on Supabase, DDL run by a superuser or a reserved role.
 
+-- Made first, then checked: a schema of that name another role made (before, or between a
+-- check and the CREATE) is refused, since its owner could drop and replace what the event
+-- triggers call. Run in one transaction, the refusal leaves nothing behind.
+CREATE SCHEMA IF NOT EXISTS dblog_ddl;
 DO $$
 BEGIN
-  IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n
-              WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl'
-                AND n.nspowner OPERATOR(pg_catalog.<>)
-                    (SELECT r.oid FROM pg_catalog.pg_roles r
-                      WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)) THEN
+  IF (SELECT n.nspowner FROM pg_catalog.pg_namespace n
+       WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl')
+     OPERATOR(pg_catalog.<>) (SELECT r.oid FROM pg_catalog.pg_roles r
+                               WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
     RAISE EXCEPTION 'dblog: schema dblog_ddl exists and belongs to another role than %',
       CURRENT_USER
       USING HINT = 'Whoever owns it could replace what the event triggers call. Drop it (as its '
@@ -47,8 +52,6 @@ BEGIN
   END IF;
 END
 $$;
-
-CREATE SCHEMA IF NOT EXISTS dblog_ddl;
 REVOKE ALL ON SCHEMA dblog_ddl FROM PUBLIC;
 GRANT USAGE ON SCHEMA dblog_ddl TO PUBLIC;
 
@@ -66,20 +69,9 @@ CREATE INDEX IF NOT EXISTS changed_tables_xid ON dblog_ddl.changed_tables (xid, 
 REVOKE ALL ON TABLE dblog_ddl.changed_tables FROM PUBLIC;
 GRANT SELECT ON TABLE dblog_ddl.changed_tables TO PUBLIC;
 
--- Was a catalog row with this xmin written by the current transaction (or one of its
--- subtransactions)? A row being written is visible only to its own transaction.
-CREATE OR REPLACE FUNCTION dblog_ddl.written_now(x pg_catalog.xid) RETURNS pg_catalog.bool
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT x::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.>=) 3
-     AND pg_catalog.pg_xact_status(
-           (s.cur OPERATOR(pg_catalog.-) (s.cur OPERATOR(pg_catalog.%) 4294967296)
-              OPERATOR(pg_catalog.+) x::pg_catalog.text::pg_catalog.int8)
-           ::pg_catalog.text::pg_catalog.xid8) OPERATOR(pg_catalog.=) 'in progress'
-    FROM (SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text::pg_catalog.int8 AS cur) s
-$$;
-
--- Notes table `tbl` (an ordinary permanent table) for a repair, once per transaction.
+-- Notes table `tbl` for a repair, once per transaction (reasons joined, at most about 2 kB):
+-- only an ordinary permanent table that a publication of dblogd's (dblog_<consumer>) holds, as
+-- itself or as a partition, so that the notes stay few.
 CREATE OR REPLACE FUNCTION dblog_ddl.note(tbl pg_catalog.oid, why pg_catalog.text)
 RETURNS void
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -88,21 +80,28 @@ AS $$
      SET reason = d.reason OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) why
    WHERE d.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
      AND d.table_oid OPERATOR(pg_catalog.=) tbl
-     AND pg_catalog.strpos(d.reason, why) OPERATOR(pg_catalog.=) 0;
+     AND pg_catalog.strpos(d.reason, why) OPERATOR(pg_catalog.=) 0
+     AND pg_catalog.octet_length(d.reason) OPERATOR(pg_catalog.<) 2048;
   INSERT INTO dblog_ddl.changed_tables (table_oid, reason)
-  SELECT tbl, why
-   WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c
-                  WHERE c.oid OPERATOR(pg_catalog.=) tbl
-                    AND c.relkind OPERATOR(pg_catalog.=) 'r'
-                    AND c.relpersistence OPERATOR(pg_catalog.=) 'p')
+  SELECT tbl, pg_catalog.left(why, 2048)
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
+      ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+   WHERE c.oid OPERATOR(pg_catalog.=) tbl
+     AND c.relkind OPERATOR(pg_catalog.=) 'r'
+     AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
+     AND EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt
+                  WHERE pt.pubname OPERATOR(pg_catalog.~~) 'dblog\_%'
+                    AND pt.schemaname OPERATOR(pg_catalog.=) n.nspname
+                    AND pt.tablename OPERATOR(pg_catalog.=) c.relname)
      AND NOT EXISTS (SELECT 1 FROM dblog_ddl.changed_tables d
                       WHERE d.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
                         AND d.table_oid OPERATOR(pg_catalog.=) tbl);
 $$;
 
--- table_rewrite: the values of a rewritten table changed when a column's type or a default
--- filled in did (reason bits 4 and 2); a rewrite for the persistence (1, SET LOGGED: the table
--- joins the scope, and dblogd copies it as such) or the access method (8) keeps every value.
+-- table_rewrite: every rewrite but one for the persistence alone (reason bit 1: SET LOGGED makes
+-- the table join the scope, and dblogd copies it as such): a column's type changed (4), a
+-- default filled in (2), and the access method (8), which keeps the values unless a column
+-- added with a default in the same statement fills them in.
 CREATE OR REPLACE FUNCTION dblog_ddl.on_rewrite() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -110,11 +109,13 @@ DECLARE
   bits pg_catalog.int4;
 BEGIN
   bits := pg_catalog.pg_event_trigger_table_rewrite_reason();
-  IF (bits OPERATOR(pg_catalog.&) 6) OPERATOR(pg_catalog.<>) 0 THEN
+  IF (bits OPERATOR(pg_catalog.&) 14) OPERATOR(pg_catalog.<>) 0 THEN
     PERFORM dblog_ddl.note(pg_catalog.pg_event_trigger_table_rewrite_oid(),
                            CASE WHEN (bits OPERATOR(pg_catalog.&) 4) OPERATOR(pg_catalog.<>) 0
                                 THEN 'ALTER TABLE ALTER COLUMN TYPE (rewrite)'
-                                ELSE 'ALTER TABLE ADD COLUMN DEFAULT (rewrite)' END);
+                                WHEN (bits OPERATOR(pg_catalog.&) 2) OPERATOR(pg_catalog.<>) 0
+                                THEN 'ALTER TABLE ADD COLUMN DEFAULT (rewrite)'
+                                ELSE 'ALTER TABLE SET ACCESS METHOD (rewrite)' END);
   END IF;
 EXCEPTION WHEN OTHERS THEN
   RAISE WARNING 'dblog: the DDL trigger could not note a rewritten table: %', SQLERRM
@@ -122,22 +123,35 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- ddl_command_start of ALTER TYPE: the enum labels as they are before the statement (their
--- rows' oids, which RENAME VALUE keeps and ADD VALUE does not have yet), for on_ddl_end.
+-- ddl_command_start of ALTER TABLE and ALTER TYPE: what on_ddl_end compares with, as the
+-- statement starts (the target is not known yet): the columns that already have a missing value
+-- (ALTER TABLE), the enum labels by their rows' oids, which RENAME VALUE keeps (ALTER TYPE).
+-- Kept in a transaction-local setting; overwritten at the start of every such statement.
 CREATE OR REPLACE FUNCTION dblog_ddl.on_ddl_start() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  PERFORM pg_catalog.set_config('dblog_ddl.enum_rows',
-            coalesce((SELECT pg_catalog.string_agg(e.oid::pg_catalog.text, ',')
-                        FROM pg_catalog.pg_enum e), ''), true);
+  IF TG_TAG OPERATOR(pg_catalog.=) 'ALTER TABLE' THEN
+    PERFORM pg_catalog.set_config('dblog_ddl.before',
+              coalesce((SELECT pg_catalog.string_agg(a.attrelid::pg_catalog.text
+                                                     OPERATOR(pg_catalog.||) ':'
+                                                     OPERATOR(pg_catalog.||) a.attnum::pg_catalog.text, ',')
+                          FROM pg_catalog.pg_attribute a WHERE a.atthasmissing), ''), true);
+  ELSE
+    PERFORM pg_catalog.set_config('dblog_ddl.before',
+              coalesce((SELECT pg_catalog.string_agg(e.oid::pg_catalog.text
+                                                     OPERATOR(pg_catalog.||) ':'
+                                                     OPERATOR(pg_catalog.||) pg_catalog.md5(e.enumlabel), ',')
+                          FROM pg_catalog.pg_enum e), ''), true);
+  END IF;
 EXCEPTION WHEN OTHERS THEN
-  RAISE WARNING 'dblog: the DDL trigger could not read the enum labels: %', SQLERRM;
+  RAISE WARNING 'dblog: the DDL trigger could not read the catalog before the statement: %', SQLERRM;
 END
 $$;
 
--- ddl_command_end of ALTER TABLE and ALTER TYPE: columns added with a missing value, and enum
--- labels renamed.
+-- ddl_command_end of ALTER TABLE and ALTER TYPE: columns that have a missing value now and did
+-- not when the statement started (ADD COLUMN with a default that needs no rewrite), and enum
+-- labels whose row existed at the start with another label (RENAME VALUE).
 CREATE OR REPLACE FUNCTION dblog_ddl.on_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -146,8 +160,12 @@ DECLARE
   t record;
   before pg_catalog.text[];
 BEGIN
+  before := pg_catalog.string_to_array(pg_catalog.current_setting('dblog_ddl.before', true), ',');
+  IF before IS NULL THEN
+    RAISE EXCEPTION 'the start of the statement was not seen';
+  END IF;
   FOR cmd IN
-    SELECT c.command_tag, c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c
+    SELECT DISTINCT c.command_tag, c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c
      WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
         OR c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
   LOOP
@@ -164,7 +182,9 @@ BEGIN
                  AS columns
           FROM tree JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
          WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped AND a.atthasmissing
-           AND dblog_ddl.written_now(a.xmin)
+           AND (a.attrelid::pg_catalog.text OPERATOR(pg_catalog.||) ':'
+                OPERATOR(pg_catalog.||) a.attnum::pg_catalog.text)
+               OPERATOR(pg_catalog.<>) ALL (before)
          GROUP BY a.attrelid
       LOOP
         PERFORM dblog_ddl.note(t.attrelid, 'ALTER TABLE ADD COLUMN ' OPERATOR(pg_catalog.||)
@@ -173,44 +193,44 @@ BEGIN
     ELSIF cmd.command_tag OPERATOR(pg_catalog.=) 'ALTER TYPE'
           AND EXISTS (SELECT 1 FROM pg_catalog.pg_type ty
                        WHERE ty.oid OPERATOR(pg_catalog.=) cmd.objid
-                         AND ty.typtype OPERATOR(pg_catalog.=) 'e') THEN
-      before := pg_catalog.string_to_array(
-                  pg_catalog.current_setting('dblog_ddl.enum_rows', true), ',');
-      -- a label that existed before the statement and was written by it: RENAME VALUE
-      IF EXISTS (SELECT 1 FROM pg_catalog.pg_enum e
-                  WHERE e.enumtypid OPERATOR(pg_catalog.=) cmd.objid
-                    AND dblog_ddl.written_now(e.xmin)
-                    AND e.oid::pg_catalog.text OPERATOR(pg_catalog.=) ANY (before)) THEN
-        FOR t IN
-          WITH RECURSIVE holders(typ) AS (
-            SELECT cmd.objid
-            UNION
-            SELECT ty.oid FROM holders h JOIN pg_catalog.pg_type ty ON
-                   (ty.typelem OPERATOR(pg_catalog.=) h.typ
-                    AND ty.typcategory OPERATOR(pg_catalog.=) 'A')
-                OR (ty.typtype OPERATOR(pg_catalog.=) 'd'
-                    AND ty.typbasetype OPERATOR(pg_catalog.=) h.typ)
-                OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
-                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-                                 WHERE a.attrelid OPERATOR(pg_catalog.=) ty.typrelid
-                                   AND a.atttypid OPERATOR(pg_catalog.=) h.typ
-                                   AND a.attnum OPERATOR(pg_catalog.>) 0
-                                   AND NOT a.attisdropped))
-                OR (ty.typtype OPERATOR(pg_catalog.=) ANY ('{r,m}'::"char"[])
-                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_range r
-                                 WHERE (r.rngtypid OPERATOR(pg_catalog.=) ty.oid
-                                        OR r.rngmultitypid OPERATOR(pg_catalog.=) ty.oid)
-                                   AND r.rngsubtype OPERATOR(pg_catalog.=) h.typ)))
-          SELECT DISTINCT a.attrelid
-            FROM holders h JOIN pg_catalog.pg_attribute a
-              ON a.atttypid OPERATOR(pg_catalog.=) h.typ
-           WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
-        LOOP
-          PERFORM dblog_ddl.note(t.attrelid, 'ALTER TYPE ' OPERATOR(pg_catalog.||)
-                                             cmd.objid::pg_catalog.regtype::pg_catalog.text
-                                             OPERATOR(pg_catalog.||) ' RENAME VALUE');
-        END LOOP;
-      END IF;
+                         AND ty.typtype OPERATOR(pg_catalog.=) 'e')
+          -- a label row that existed at the start, with another label now: RENAME VALUE
+          AND EXISTS (SELECT 1 FROM pg_catalog.pg_enum e,
+                             pg_catalog.unnest(before) AS b(entry)
+                       WHERE e.enumtypid OPERATOR(pg_catalog.=) cmd.objid
+                         AND pg_catalog.split_part(b.entry, ':', 1)
+                             OPERATOR(pg_catalog.=) e.oid::pg_catalog.text
+                         AND pg_catalog.split_part(b.entry, ':', 2)
+                             OPERATOR(pg_catalog.<>) pg_catalog.md5(e.enumlabel)) THEN
+      FOR t IN
+        WITH RECURSIVE holders(typ) AS (
+          SELECT cmd.objid
+          UNION
+          SELECT ty.oid FROM holders h JOIN pg_catalog.pg_type ty ON
+                 (ty.typelem OPERATOR(pg_catalog.=) h.typ
+                  AND ty.typcategory OPERATOR(pg_catalog.=) 'A')
+              OR (ty.typtype OPERATOR(pg_catalog.=) 'd'
+                  AND ty.typbasetype OPERATOR(pg_catalog.=) h.typ)
+              OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
+                  AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                               WHERE a.attrelid OPERATOR(pg_catalog.=) ty.typrelid
+                                 AND a.atttypid OPERATOR(pg_catalog.=) h.typ
+                                 AND a.attnum OPERATOR(pg_catalog.>) 0
+                                 AND NOT a.attisdropped))
+              OR (ty.typtype OPERATOR(pg_catalog.=) ANY ('{r,m}'::"char"[])
+                  AND EXISTS (SELECT 1 FROM pg_catalog.pg_range r
+                               WHERE (r.rngtypid OPERATOR(pg_catalog.=) ty.oid
+                                      OR r.rngmultitypid OPERATOR(pg_catalog.=) ty.oid)
+                                 AND r.rngsubtype OPERATOR(pg_catalog.=) h.typ)))
+        SELECT DISTINCT a.attrelid
+          FROM holders h JOIN pg_catalog.pg_attribute a
+            ON a.atttypid OPERATOR(pg_catalog.=) h.typ
+         WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+      LOOP
+        PERFORM dblog_ddl.note(t.attrelid, 'ALTER TYPE ' OPERATOR(pg_catalog.||)
+                                           cmd.objid::pg_catalog.regtype::pg_catalog.text
+                                           OPERATOR(pg_catalog.||) ' RENAME VALUE');
+      END LOOP;
     END IF;
   END LOOP;
 EXCEPTION WHEN OTHERS THEN
@@ -220,15 +240,15 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
-REVOKE ALL ON FUNCTION dblog_ddl.written_now(pg_catalog.xid), dblog_ddl.note(pg_catalog.oid, pg_catalog.text),
-  dblog_ddl.on_rewrite(), dblog_ddl.on_ddl_start(), dblog_ddl.on_ddl_end() FROM PUBLIC;
+REVOKE ALL ON FUNCTION dblog_ddl.note(pg_catalog.oid, pg_catalog.text), dblog_ddl.on_rewrite(),
+  dblog_ddl.on_ddl_start(), dblog_ddl.on_ddl_end() FROM PUBLIC;
 
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_rewrite;
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_start;
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_end;
 CREATE EVENT TRIGGER dblog_ddl_rewrite ON table_rewrite
   EXECUTE FUNCTION dblog_ddl.on_rewrite();
-CREATE EVENT TRIGGER dblog_ddl_start ON ddl_command_start WHEN TAG IN ('ALTER TYPE')
+CREATE EVENT TRIGGER dblog_ddl_start ON ddl_command_start WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')
   EXECUTE FUNCTION dblog_ddl.on_ddl_start();
 CREATE EVENT TRIGGER dblog_ddl_end ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')
   EXECUTE FUNCTION dblog_ddl.on_ddl_end();

@@ -305,9 +305,13 @@ void Repairs::PollQueue() {
           polling_ = false;
           if (ec) return;
           if (host_.Streaming()) {
+            // the DDL trigger's notes first, on their own: a failure there holds back no
+            // request a role made
+            bookkeeping_.BestEffort(log::Level::kWarn, "ddl_notes_poll_failed",
+                                    {{"consumer", consumer_.name}},
+                                    [&] { bookkeeping_.TakeDdlRepairs(); });
             bookkeeping_.BestEffort(log::Level::kWarn, "repair_poll_failed",
                                     {{"consumer", consumer_.name}}, [&] {
-                                      bookkeeping_.TakeDdlRepairs();
                                       LoadQueued();
                                       std::vector<std::uint64_t> ids;
                                       for (const auto& q : requests_) ids.push_back(q.id);
