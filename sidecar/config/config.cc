@@ -157,7 +157,7 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
      "fix; exit status 0 when all pass, 1 otherwise")
     ("ddl-trigger-sql", po::bool_switch(&c.ddl_trigger_sql),
      "print the SQL of pgoutput mode's DDL trigger and exit: an administrator who may create "
-     "event triggers runs it in the source database (psql -1 -v ON_ERROR_STOP=1), so that DDL "
+     "event triggers runs it in the source database (psql -v ON_ERROR_STOP=1), so that DDL "
      "changing rows without writing them (ADD COLUMN with a default, ALTER COLUMN TYPE, an "
      "enum's RENAME VALUE) is repaired with nothing run by hand (docs/pgoutput.md)")
     ("source", po::value(&c.source),

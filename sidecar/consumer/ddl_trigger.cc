@@ -9,7 +9,7 @@ const char* DdlTriggerSql() { return kDdlTriggerSql; }
 
 DdlTriggerState ReadDdlTriggerState(pg::Connection& sql) {
   // dblog_ddl's owner must own the notes table, the functions the event triggers call and the
-  // three enabled event triggers: only a role that may own event triggers is trusted with it.
+  // two enabled event triggers: only a role that may own event triggers is trusted with it.
   pg::Result r = sql.Exec(
       "SELECT n.oid IS NOT NULL,"
       "       coalesce(c.relkind OPERATOR(pg_catalog.=) 'r'"
@@ -21,8 +21,8 @@ DdlTriggerState ReadDdlTriggerState(pg::Connection& sql) {
       "                 AND p.pronamespace OPERATOR(pg_catalog.=) n.oid"
       "                 AND e.evtenabled OPERATOR(pg_catalog.<>) 'D'"
       "                 AND e.evtname OPERATOR(pg_catalog.=) ANY ("
-      "                       '{dblog_ddl_rewrite,dblog_ddl_start,dblog_ddl_end}'"
-      "                       ::pg_catalog.name[])) OPERATOR(pg_catalog.=) 3, false)"
+      "                       '{dblog_ddl_rewrite,dblog_ddl_end}'::pg_catalog.name[]))"
+      "             OPERATOR(pg_catalog.=) 2, false)"
       "  FROM (SELECT 1) AS one"
       "  LEFT JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl'"
       "  LEFT JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid"
@@ -33,7 +33,7 @@ DdlTriggerState ReadDdlTriggerState(pg::Connection& sql) {
 
 std::string DdlTriggerProblem(DdlTriggerState state) {
   const std::string install =
-      "an administrator who may create event triggers runs dblogd --ddl-trigger-sql | psql -1 "
+      "an administrator who may create event triggers runs dblogd --ddl-trigger-sql | psql "
       "-v ON_ERROR_STOP=1 <the source database> (docs/pgoutput.md)";
   switch (state) {
     case DdlTriggerState::kInstalled:
@@ -52,10 +52,8 @@ std::string DdlTriggerProblem(DdlTriggerState state) {
 }
 
 void InstallDdlTrigger(pg::Connection& sql) {
-  sql.Exec("BEGIN");
   try {
-    sql.Exec(kDdlTriggerSql);
-    sql.Exec("COMMIT");
+    sql.Exec(kDdlTriggerSql);  // its own transaction (BEGIN ... COMMIT)
   } catch (...) {
     try {
       sql.Exec("ROLLBACK");
@@ -89,6 +87,7 @@ std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair
       "   WHERE NOT EXISTS (SELECT 1 FROM dblog.ddl_taken t"
       "                      WHERE t.xid OPERATOR(pg_catalog.=) d.xid"
       "                        AND t.table_oid OPERATOR(pg_catalog.=) d.table_oid)"
+      "   ORDER BY d.id LIMIT 1000"  // a backlog is taken over several polls
       "  ON CONFLICT DO NOTHING RETURNING xid, table_oid)"
       " SELECT d.table_oid,"
       "        pg_catalog.left(pg_catalog.string_agg(d.reason OPERATOR(pg_catalog.||) ' by '"
@@ -127,6 +126,13 @@ std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair
       else if (refused)
         refused->push_back({0, oid, "no longer an ordinary table with a key dblog can use"});
     } catch (const pg::Error& e) {
+      // a refusal that would come again (bad data, a missing object or privilege, a limit, a
+      // feature): skipped; anything else (a deadlock, a timeout, the connection) rolls the
+      // whole poll back, notes untaken, for the next poll
+      const std::string cls = e.sqlstate().substr(0, 2);
+      if (cls != "22" && cls != "23" && cls != "42" && cls != "54" && cls != "0A" &&
+          cls != "P0")
+        throw;
       sql.Exec("ROLLBACK TO SAVEPOINT dblog_ddl_note");
       if (refused) refused->push_back({0, oid, e.server_message()});
     }

@@ -19,7 +19,7 @@ const char* DdlTriggerSql();
 enum class DdlTriggerState {
   kAbsent,     // no schema dblog_ddl
   kUntrusted,  // dblog_ddl is not as ddl_trigger.sql makes it: ignored (see DdlTriggerProblem)
-  kInstalled,  // its table, schema, functions and three enabled event triggers have one owner
+  kInstalled,  // its table, schema, functions and two enabled event triggers have one owner
 };
 DdlTriggerState ReadDdlTriggerState(pg::Connection& sql);
 // For people: what the state means and what to do about it ("" when installed).

@@ -19,7 +19,7 @@
 -- Creating an event trigger needs a superuser (or the service's administrator role: RDS's
 -- rds_superuser, Cloud SQL's cloudsqlsuperuser, Supabase's postgres, Neon's owner). dblogd runs
 -- this file itself when its role is a superuser; otherwise an administrator runs what
--- `dblogd --ddl-trigger-sql` prints, in one transaction (psql -1 -v ON_ERROR_STOP=1), in each
+-- `dblogd --ddl-trigger-sql` prints (psql -v ON_ERROR_STOP=1; it is one transaction), in each
 -- source database, and again after upgrading dblogd (the file replaces what it made).
 --
 -- Trust: everything here belongs to the administrator who runs it, in schema dblog_ddl, which it
@@ -28,16 +28,20 @@
 -- and calling no user-definable code; a function returning event_trigger cannot be called
 -- directly (PostgreSQL refuses: "trigger functions can only be called as triggers"), and no
 -- role but the administrator may write the table, so no role can note a table without making
--- the DDL. dblogd reads the notes only while the table, its schema and the three event
+-- the DDL. dblogd reads the notes only while the table, its schema and the two event
 -- triggers all belong to one role (a role that may own event triggers), so a schema of that
 -- name made by anyone else is ignored. Whatever fails inside becomes a WARNING: the trigger
 -- never fails the user's DDL (the table is then repaired by hand, as without the trigger).
 -- Not seen: DDL made while event triggers do not fire (session_replication_role = replica, the
 -- triggers disabled) and, on Supabase, DDL run by a superuser or a reserved role.
 
+-- One transaction, whatever runs this file (psql with or without -1 or ON_ERROR_STOP): after
+-- the refusal below nothing else takes effect.
+BEGIN;
+
 -- Made first, then checked: a schema of that name another role made (before, or between a
 -- check and the CREATE) is refused, since its owner could drop and replace what the event
--- triggers call. Run in one transaction, the refusal leaves nothing behind.
+-- triggers call.
 CREATE SCHEMA IF NOT EXISTS dblog_ddl;
 DO $$
 BEGIN
@@ -69,6 +73,29 @@ CREATE INDEX IF NOT EXISTS changed_tables_xid ON dblog_ddl.changed_tables (xid, 
 REVOKE ALL ON TABLE dblog_ddl.changed_tables FROM PUBLIC;
 GRANT SELECT ON TABLE dblog_ddl.changed_tables TO PUBLIC;
 
+-- What the trigger has seen, so that a statement's end is compared with the catalog as the
+-- trigger last left it (tables no other role may write, unlike a setting, which code running
+-- inside the statement could change): the columns with a missing value, and every enum label
+-- by its row's oid (RENAME VALUE keeps the oid). Filled with the catalog as it is now.
+CREATE TABLE IF NOT EXISTS dblog_ddl.missing_seen (
+    attrelid pg_catalog.oid NOT NULL,
+    attnum pg_catalog.int2 NOT NULL,
+    PRIMARY KEY (attrelid, attnum)
+);
+CREATE TABLE IF NOT EXISTS dblog_ddl.labels_seen (
+    enum_row pg_catalog.oid PRIMARY KEY,
+    enumtypid pg_catalog.oid NOT NULL,
+    label pg_catalog.name NOT NULL
+);
+CREATE INDEX IF NOT EXISTS labels_seen_type ON dblog_ddl.labels_seen (enumtypid);
+REVOKE ALL ON TABLE dblog_ddl.missing_seen, dblog_ddl.labels_seen FROM PUBLIC;
+INSERT INTO dblog_ddl.missing_seen
+SELECT a.attrelid, a.attnum FROM pg_catalog.pg_attribute a WHERE a.atthasmissing
+ON CONFLICT DO NOTHING;
+INSERT INTO dblog_ddl.labels_seen
+SELECT e.oid, e.enumtypid, e.enumlabel FROM pg_catalog.pg_enum e
+ON CONFLICT (enum_row) DO UPDATE SET label = EXCLUDED.label;
+
 -- Notes table `tbl` for a repair, once per transaction (reasons joined, at most about 2 kB):
 -- only an ordinary permanent table that a publication of dblogd's (dblog_<consumer>) holds, as
 -- itself or as a partition, so that the notes stay few.
@@ -84,15 +111,18 @@ AS $$
      AND pg_catalog.octet_length(d.reason) OPERATOR(pg_catalog.<) 2048;
   INSERT INTO dblog_ddl.changed_tables (table_oid, reason)
   SELECT tbl, pg_catalog.left(why, 2048)
-    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
-      ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+    FROM pg_catalog.pg_class c
    WHERE c.oid OPERATOR(pg_catalog.=) tbl
      AND c.relkind OPERATOR(pg_catalog.=) 'r'
      AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
-     AND EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt
-                  WHERE pt.pubname OPERATOR(pg_catalog.~~) 'dblog\_%'
-                    AND pt.schemaname OPERATOR(pg_catalog.=) n.nspname
-                    AND pt.tablename OPERATOR(pg_catalog.=) c.relname)
+     AND EXISTS (SELECT 1 FROM (SELECT tbl::pg_catalog.regclass  -- the table, and a partition's
+                                UNION ALL                            -- ancestors
+                                SELECT p.relid
+                                  FROM pg_catalog.pg_partition_ancestors(tbl) AS p(relid)) AS a(relid)
+                    JOIN pg_catalog.pg_publication_rel pr
+                      ON pr.prrelid OPERATOR(pg_catalog.=) a.relid
+                    JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) pr.prpubid
+                   WHERE p.pubname OPERATOR(pg_catalog.~~) 'dblog\_%')
      AND NOT EXISTS (SELECT 1 FROM dblog_ddl.changed_tables d
                       WHERE d.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
                         AND d.table_oid OPERATOR(pg_catalog.=) tbl);
@@ -123,47 +153,17 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- ddl_command_start of ALTER TABLE and ALTER TYPE: what on_ddl_end compares with, as the
--- statement starts (the target is not known yet): the columns that already have a missing value
--- (ALTER TABLE), the enum labels by their rows' oids, which RENAME VALUE keeps (ALTER TYPE).
--- Kept in a transaction-local setting; overwritten at the start of every such statement.
-CREATE OR REPLACE FUNCTION dblog_ddl.on_ddl_start() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  IF TG_TAG OPERATOR(pg_catalog.=) 'ALTER TABLE' THEN
-    PERFORM pg_catalog.set_config('dblog_ddl.before',
-              coalesce((SELECT pg_catalog.string_agg(a.attrelid::pg_catalog.text
-                                                     OPERATOR(pg_catalog.||) ':'
-                                                     OPERATOR(pg_catalog.||) a.attnum::pg_catalog.text, ',')
-                          FROM pg_catalog.pg_attribute a WHERE a.atthasmissing), ''), true);
-  ELSE
-    PERFORM pg_catalog.set_config('dblog_ddl.before',
-              coalesce((SELECT pg_catalog.string_agg(e.oid::pg_catalog.text
-                                                     OPERATOR(pg_catalog.||) ':'
-                                                     OPERATOR(pg_catalog.||) pg_catalog.md5(e.enumlabel), ',')
-                          FROM pg_catalog.pg_enum e), ''), true);
-  END IF;
-EXCEPTION WHEN OTHERS THEN
-  RAISE WARNING 'dblog: the DDL trigger could not read the catalog before the statement: %', SQLERRM;
-END
-$$;
-
--- ddl_command_end of ALTER TABLE and ALTER TYPE: columns that have a missing value now and did
--- not when the statement started (ADD COLUMN with a default that needs no rewrite), and enum
--- labels whose row existed at the start with another label (RENAME VALUE).
+-- ddl_command_end of ALTER TABLE, ALTER TYPE and CREATE TYPE: columns with a missing value the
+-- trigger had not seen (ADD COLUMN with a default that needs no rewrite), and enum label rows
+-- whose label is not the one it saw (RENAME VALUE); then what it has seen becomes the catalog
+-- as it is now (a new enum's labels too, from CREATE TYPE).
 CREATE OR REPLACE FUNCTION dblog_ddl.on_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   cmd record;
   t record;
-  before pg_catalog.text[];
 BEGIN
-  before := pg_catalog.string_to_array(pg_catalog.current_setting('dblog_ddl.before', true), ',');
-  IF before IS NULL THEN
-    RAISE EXCEPTION 'the start of the statement was not seen';
-  END IF;
   FOR cmd IN
     SELECT DISTINCT c.command_tag, c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c
      WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -182,55 +182,82 @@ BEGIN
                  AS columns
           FROM tree JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
          WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped AND a.atthasmissing
-           AND (a.attrelid::pg_catalog.text OPERATOR(pg_catalog.||) ':'
-                OPERATOR(pg_catalog.||) a.attnum::pg_catalog.text)
-               OPERATOR(pg_catalog.<>) ALL (before)
+           AND NOT EXISTS (SELECT 1 FROM dblog_ddl.missing_seen m
+                            WHERE m.attrelid OPERATOR(pg_catalog.=) a.attrelid
+                              AND m.attnum OPERATOR(pg_catalog.=) a.attnum)
          GROUP BY a.attrelid
       LOOP
         PERFORM dblog_ddl.note(t.attrelid, 'ALTER TABLE ADD COLUMN ' OPERATOR(pg_catalog.||)
                                            t.columns OPERATOR(pg_catalog.||) ' DEFAULT');
       END LOOP;
-    ELSIF cmd.command_tag OPERATOR(pg_catalog.=) 'ALTER TYPE'
+      -- seen: the tree's columns with a missing value now, and no others (a rewrite clears it)
+      WITH RECURSIVE tree(relid) AS (
+        SELECT cmd.objid
+        UNION
+        SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+          JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
+      DELETE FROM dblog_ddl.missing_seen m USING tree
+       WHERE m.attrelid OPERATOR(pg_catalog.=) tree.relid;
+      DELETE FROM dblog_ddl.missing_seen m  -- of tables dropped since (their oids may return)
+       WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+                          WHERE c.oid OPERATOR(pg_catalog.=) m.attrelid);
+      WITH RECURSIVE tree(relid) AS (
+        SELECT cmd.objid
+        UNION
+        SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+          JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
+      INSERT INTO dblog_ddl.missing_seen
+      SELECT a.attrelid, a.attnum
+        FROM tree JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
+       WHERE a.atthasmissing
+      ON CONFLICT DO NOTHING;
+    ELSIF cmd.command_tag OPERATOR(pg_catalog.=) ANY ('{ALTER TYPE,CREATE TYPE}'::pg_catalog.text[])
           AND EXISTS (SELECT 1 FROM pg_catalog.pg_type ty
                        WHERE ty.oid OPERATOR(pg_catalog.=) cmd.objid
-                         AND ty.typtype OPERATOR(pg_catalog.=) 'e')
-          -- a label row that existed at the start, with another label now: RENAME VALUE
-          AND EXISTS (SELECT 1 FROM pg_catalog.pg_enum e,
-                             pg_catalog.unnest(before) AS b(entry)
-                       WHERE e.enumtypid OPERATOR(pg_catalog.=) cmd.objid
-                         AND pg_catalog.split_part(b.entry, ':', 1)
-                             OPERATOR(pg_catalog.=) e.oid::pg_catalog.text
-                         AND pg_catalog.split_part(b.entry, ':', 2)
-                             OPERATOR(pg_catalog.<>) pg_catalog.md5(e.enumlabel)) THEN
-      FOR t IN
-        WITH RECURSIVE holders(typ) AS (
-          SELECT cmd.objid
-          UNION
-          SELECT ty.oid FROM holders h JOIN pg_catalog.pg_type ty ON
-                 (ty.typelem OPERATOR(pg_catalog.=) h.typ
-                  AND ty.typcategory OPERATOR(pg_catalog.=) 'A')
-              OR (ty.typtype OPERATOR(pg_catalog.=) 'd'
-                  AND ty.typbasetype OPERATOR(pg_catalog.=) h.typ)
-              OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
-                  AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-                               WHERE a.attrelid OPERATOR(pg_catalog.=) ty.typrelid
-                                 AND a.atttypid OPERATOR(pg_catalog.=) h.typ
-                                 AND a.attnum OPERATOR(pg_catalog.>) 0
-                                 AND NOT a.attisdropped))
-              OR (ty.typtype OPERATOR(pg_catalog.=) ANY ('{r,m}'::"char"[])
-                  AND EXISTS (SELECT 1 FROM pg_catalog.pg_range r
-                               WHERE (r.rngtypid OPERATOR(pg_catalog.=) ty.oid
-                                      OR r.rngmultitypid OPERATOR(pg_catalog.=) ty.oid)
-                                 AND r.rngsubtype OPERATOR(pg_catalog.=) h.typ)))
-        SELECT DISTINCT a.attrelid
-          FROM holders h JOIN pg_catalog.pg_attribute a
-            ON a.atttypid OPERATOR(pg_catalog.=) h.typ
-         WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
-      LOOP
-        PERFORM dblog_ddl.note(t.attrelid, 'ALTER TYPE ' OPERATOR(pg_catalog.||)
-                                           cmd.objid::pg_catalog.regtype::pg_catalog.text
-                                           OPERATOR(pg_catalog.||) ' RENAME VALUE');
-      END LOOP;
+                         AND ty.typtype OPERATOR(pg_catalog.=) 'e') THEN
+      -- a label row the trigger saw with another label: RENAME VALUE
+      IF EXISTS (SELECT 1 FROM pg_catalog.pg_enum e JOIN dblog_ddl.labels_seen l
+                   ON l.enum_row OPERATOR(pg_catalog.=) e.oid
+                  WHERE e.enumtypid OPERATOR(pg_catalog.=) cmd.objid
+                    AND l.label OPERATOR(pg_catalog.<>) e.enumlabel) THEN
+        FOR t IN
+          WITH RECURSIVE holders(typ) AS (
+            SELECT cmd.objid
+            UNION
+            SELECT ty.oid FROM holders h JOIN pg_catalog.pg_type ty ON
+                   (ty.typelem OPERATOR(pg_catalog.=) h.typ
+                    AND ty.typcategory OPERATOR(pg_catalog.=) 'A')
+                OR (ty.typtype OPERATOR(pg_catalog.=) 'd'
+                    AND ty.typbasetype OPERATOR(pg_catalog.=) h.typ)
+                OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
+                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                                 WHERE a.attrelid OPERATOR(pg_catalog.=) ty.typrelid
+                                   AND a.atttypid OPERATOR(pg_catalog.=) h.typ
+                                   AND a.attnum OPERATOR(pg_catalog.>) 0
+                                   AND NOT a.attisdropped))
+                OR (ty.typtype OPERATOR(pg_catalog.=) ANY ('{r,m}'::"char"[])
+                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_range r
+                                 WHERE (r.rngtypid OPERATOR(pg_catalog.=) ty.oid
+                                        OR r.rngmultitypid OPERATOR(pg_catalog.=) ty.oid)
+                                   AND r.rngsubtype OPERATOR(pg_catalog.=) h.typ)))
+          SELECT DISTINCT a.attrelid
+            FROM holders h JOIN pg_catalog.pg_attribute a
+              ON a.atttypid OPERATOR(pg_catalog.=) h.typ
+           WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+        LOOP
+          PERFORM dblog_ddl.note(t.attrelid, 'ALTER TYPE ' OPERATOR(pg_catalog.||)
+                                             cmd.objid::pg_catalog.regtype::pg_catalog.text
+                                             OPERATOR(pg_catalog.||) ' RENAME VALUE');
+        END LOOP;
+      END IF;
+      DELETE FROM dblog_ddl.labels_seen l
+       WHERE l.enumtypid OPERATOR(pg_catalog.=) cmd.objid
+          OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_type ty  -- types dropped since
+                          WHERE ty.oid OPERATOR(pg_catalog.=) l.enumtypid);
+      INSERT INTO dblog_ddl.labels_seen
+      SELECT e.oid, e.enumtypid, e.enumlabel FROM pg_catalog.pg_enum e
+       WHERE e.enumtypid OPERATOR(pg_catalog.=) cmd.objid
+      ON CONFLICT (enum_row) DO UPDATE SET label = EXCLUDED.label;
     END IF;
   END LOOP;
 EXCEPTION WHEN OTHERS THEN
@@ -240,15 +267,17 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
+DROP EVENT TRIGGER IF EXISTS dblog_ddl_start;  -- made by an earlier version of this file
+DROP FUNCTION IF EXISTS dblog_ddl.on_ddl_start();
 REVOKE ALL ON FUNCTION dblog_ddl.note(pg_catalog.oid, pg_catalog.text), dblog_ddl.on_rewrite(),
-  dblog_ddl.on_ddl_start(), dblog_ddl.on_ddl_end() FROM PUBLIC;
+  dblog_ddl.on_ddl_end() FROM PUBLIC;
 
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_rewrite;
-DROP EVENT TRIGGER IF EXISTS dblog_ddl_start;
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_end;
 CREATE EVENT TRIGGER dblog_ddl_rewrite ON table_rewrite
   EXECUTE FUNCTION dblog_ddl.on_rewrite();
-CREATE EVENT TRIGGER dblog_ddl_start ON ddl_command_start WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')
-  EXECUTE FUNCTION dblog_ddl.on_ddl_start();
-CREATE EVENT TRIGGER dblog_ddl_end ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')
+CREATE EVENT TRIGGER dblog_ddl_end ON ddl_command_end
+  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TYPE')
   EXECUTE FUNCTION dblog_ddl.on_ddl_end();
+
+COMMIT;

@@ -398,7 +398,10 @@ void Repairs::StartWindow() {
     return DeferWindow(r, e.what());
   } catch (const pg::Error& e) {
     abandoned_windows_.insert(w.window.id());
-    if (e.sqlstate() == "55P03") {  // lock_timeout: another session holds the table
+    // lock_timeout (another session holds the table), a deadlock that took the window's
+    // transaction as its victim (the workload's DDL and row locks around the window's lock
+    // wait), a serialization failure: the window is read again later, the request goes on
+    if (e.sqlstate() == "55P03" || e.sqlstate() == "40P01" || e.sqlstate() == "40001") {
       bookkeeping_.EndTransaction();
       return DeferWindow(r, e.what());
     }

@@ -9,6 +9,8 @@
 // converter, pgoutput::RowFromText), key by key and value by value.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -1078,6 +1080,26 @@ TEST_P(PgoutputModeTest, DdlChangingRowsWithoutWritingThemIsRepairedThroughTheDd
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("belongs to another role"), std::string::npos)
         << e.what();
+    admin.exec("ROLLBACK");
+  }
+  // also when run by psql without -1 or ON_ERROR_STOP: the script is one transaction, so
+  // nothing after the refusal takes effect (functions of the administrator's in another role's
+  // schema would run as the administrator whatever that role put in their place)
+  {
+    char path[] = "/tmp/dblog-ddl-trigger-XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, sql.data(), sql.size()), static_cast<ssize_t>(sql.size()));
+    close(fd);
+    const auto [out, status] = dblog::test::Run("psql -X '" + cluster_->conninfo() + "' -f " +
+                                                path + " 2>&1");
+    unlink(path);
+    EXPECT_NE(out.find("belongs to another role"), std::string::npos) << out;
+    EXPECT_EQ(admin.scalar("SELECT count(*) FROM pg_proc WHERE pronamespace = "
+                           "'dblog_ddl'::regnamespace"),
+              "0")
+        << out;
+    EXPECT_EQ(admin.scalar("SELECT count(*) FROM pg_event_trigger"), "0") << out;
   }
   const auto check = [&] {
     return dblog::test::Run(std::string(DBLOGD_PATH) + " --check --source '" +

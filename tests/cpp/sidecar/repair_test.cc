@@ -327,6 +327,52 @@ TEST_F(RepairTest, ARewriteWhileTheWindowWaitsForTheLockRedoesTheWindow) {
       << dblogd_->log();
 }
 
+// A deadlock that takes the window's transaction as its victim defers the window, which is
+// read again; it is no reason to fail the request. Found by soak seed 571573: the oracle's DDL
+// and row locks around a window's lock wait made PostgreSQL abort the window ("deadlock
+// detected" in dblog._bind_relation), the request failed, and the sink never got the repair.
+// Here: a REINDEX holds the index while the window, its table lock granted, waits for it; the
+// same session then asks for the table: the window, waiting longer, finds the cycle first.
+TEST_F(RepairTest, AWindowChosenAsADeadlockVictimIsReadAgain) {
+  const std::string t = schema() + ".dl";
+  db().exec("CREATE TABLE " + t + " (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + t + " SELECT g, 'v' || g FROM generate_series(1, 200) g");
+  StartDblogd();
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  const std::uint32_t oid = TableOid(db(), t);
+  for (std::int64_t id = 1; id <= 200; id += 7) replay.Erase(oid, IntKey(id));
+  PgConn ddl(conninfo());
+  ddl.exec("BEGIN");
+  ddl.exec("REINDEX INDEX " + schema() + ".dl_pkey");  // the index until COMMIT; the table shared
+  const std::uint64_t id = Request("dblog.repair('" + t + "')");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (db().scalar("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '" +
+                     schema() + ".dl_pkey'::regclass") != "1") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no window waited for the index";
+    std::this_thread::sleep_for(20ms);
+  }
+  std::string ddl_error;
+  std::thread lock([&] {
+    try {
+      ddl.exec("LOCK TABLE " + t + " IN ACCESS EXCLUSIVE MODE");  // waits for the window
+      ddl.exec("COMMIT");
+    } catch (const std::exception& e) {
+      ddl_error = e.what();
+    }
+  });
+  dblog::test::OnScopeExit join([&] {
+    if (lock.joinable()) lock.join();
+  });
+  StreamUntilRequests(c, replay, {id}, "done");
+  lock.join();
+  EXPECT_EQ(ddl_error, "") << "the DDL session, not the window, was the victim: nothing tested";
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"dl"});
+  EXPECT_NE(dblogd_->log().find("deadlock detected"), std::string::npos) << dblogd_->log();
+}
+
 // A request's chunks adapt to their bytes (consumer::NextChunkRows): narrow rows double them,
 // window after window, up to --max-chunk-size; wide ones shrink them to what --chunk-memory-mb
 // holds, down to rows the size of a whole chunk. The sink converges either way.
