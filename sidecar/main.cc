@@ -1,5 +1,6 @@
 // sidecar/main.cc: dblogd, the daemon. Parses settings (with --check: checks the source and
-// exits, consumer/setup_check.h), starts the consumer listener and the metrics endpoint on one
+// exits, consumer/setup_check.h; with --ddl-trigger-sql: prints pgoutput mode's DDL trigger,
+// consumer/ddl_trigger.h), starts the consumer listener and the metrics endpoint on one
 // io_context, reloads its consumers' settings on SIGHUP and stops gracefully on SIGTERM/SIGINT.
 #include <boost/asio.hpp>
 #include <csignal>
@@ -7,8 +8,8 @@
 #include <iostream>
 
 #include "config/config.h"
-#include "consumer/pipeline.h"
 #include "consumer/ddl_trigger.h"
+#include "consumer/pipeline.h"
 #include "consumer/setup_check.h"
 #include "log/log.h"
 #include "metrics/metrics.h"

@@ -128,6 +128,18 @@ AS $$
                         AND d.table_oid OPERATOR(pg_catalog.=) tbl);
 $$;
 
+-- `tbl` and every table under it: its partitions and inheritance children, recursively.
+CREATE OR REPLACE FUNCTION dblog_ddl.tree(tbl pg_catalog.oid) RETURNS SETOF pg_catalog.oid
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH RECURSIVE tree(relid) AS (
+    SELECT tbl
+    UNION
+    SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+      JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
+  SELECT relid FROM tree
+$$;
+
 -- table_rewrite: every rewrite but one for the persistence alone (reason bit 1: SET LOGGED makes
 -- the table join the scope, and dblogd copies it as such): a column's type changed (4), a
 -- default filled in (2), and the access method (8), which keeps the values unless a column
@@ -172,15 +184,11 @@ BEGIN
     IF cmd.command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' THEN
       -- the table and every table under it (ADD COLUMN recurses to partitions and children)
       FOR t IN
-        WITH RECURSIVE tree(relid) AS (
-          SELECT cmd.objid
-          UNION
-          SELECT i.inhrelid FROM pg_catalog.pg_inherits i
-            JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
         SELECT a.attrelid,
                pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
                  AS columns
-          FROM tree JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
+          FROM dblog_ddl.tree(cmd.objid) AS tree(relid)
+          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
          WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped AND a.atthasmissing
            AND NOT EXISTS (SELECT 1 FROM dblog_ddl.missing_seen m
                             WHERE m.attrelid OPERATOR(pg_catalog.=) a.attrelid
@@ -191,24 +199,15 @@ BEGIN
                                            t.columns OPERATOR(pg_catalog.||) ' DEFAULT');
       END LOOP;
       -- seen: the tree's columns with a missing value now, and no others (a rewrite clears it)
-      WITH RECURSIVE tree(relid) AS (
-        SELECT cmd.objid
-        UNION
-        SELECT i.inhrelid FROM pg_catalog.pg_inherits i
-          JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
-      DELETE FROM dblog_ddl.missing_seen m USING tree
+      DELETE FROM dblog_ddl.missing_seen m USING dblog_ddl.tree(cmd.objid) AS tree(relid)
        WHERE m.attrelid OPERATOR(pg_catalog.=) tree.relid;
       DELETE FROM dblog_ddl.missing_seen m  -- of tables dropped since (their oids may return)
        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
                           WHERE c.oid OPERATOR(pg_catalog.=) m.attrelid);
-      WITH RECURSIVE tree(relid) AS (
-        SELECT cmd.objid
-        UNION
-        SELECT i.inhrelid FROM pg_catalog.pg_inherits i
-          JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
       INSERT INTO dblog_ddl.missing_seen
       SELECT a.attrelid, a.attnum
-        FROM tree JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
+        FROM dblog_ddl.tree(cmd.objid) AS tree(relid)
+        JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
        WHERE a.atthasmissing
       ON CONFLICT DO NOTHING;
     ELSIF cmd.command_tag OPERATOR(pg_catalog.=) ANY ('{ALTER TYPE,CREATE TYPE}'::pg_catalog.text[])
@@ -269,8 +268,8 @@ $$;
 
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_start;  -- made by an earlier version of this file
 DROP FUNCTION IF EXISTS dblog_ddl.on_ddl_start();
-REVOKE ALL ON FUNCTION dblog_ddl.note(pg_catalog.oid, pg_catalog.text), dblog_ddl.on_rewrite(),
-  dblog_ddl.on_ddl_end() FROM PUBLIC;
+REVOKE ALL ON FUNCTION dblog_ddl.note(pg_catalog.oid, pg_catalog.text),
+  dblog_ddl.tree(pg_catalog.oid), dblog_ddl.on_rewrite(), dblog_ddl.on_ddl_end() FROM PUBLIC;
 
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_rewrite;
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_end;

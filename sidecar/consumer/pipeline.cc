@@ -172,7 +172,10 @@ void Pipeline::Prepare() {
     const std::string why = no_repairs.empty() ? publication->no_watermarks : no_repairs;
     if (!why.empty())
       log::Warn("repairs_unavailable", {{"consumer", consumer_.name}, {"reason", why}});
-    if (why.empty()) bookkeeping_.EnsureDdlTrigger();
+    if (why.empty())  // the DDL trigger is a help, never a reason not to stream
+      bookkeeping_.BestEffort(log::Level::kWarn, "ddl_trigger_check_failed",
+                              {{"consumer", consumer_.name}},
+                              [&] { bookkeeping_.EnsureDdlTrigger(); });
     repairs_unavailable_ = why;
     repairs_->SetUnavailable(why.empty() ? "" : "repairs cannot run in pgoutput mode: " + why);
   } else {

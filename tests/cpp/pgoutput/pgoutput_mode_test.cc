@@ -576,6 +576,9 @@ class PgoutputRaceTest : public PgoutputModeTest {
     auto c = Connect();
     Replay replay;
     ReadUntil(c, replay, 0);
+    // the stream has started before the stuck transaction takes its xid (as in
+    // VisibilityRaceTest: one taken before the stream's start makes every window fail closed)
+    ReadUntil(c, replay, Sentinel());
     const auto oid =
         static_cast<std::uint32_t>(std::stoul(db_->scalar("SELECT '" + s + ".t'::regclass::oid")));
     if (toast)
@@ -1224,6 +1227,45 @@ TEST_P(PgoutputModeTest, DdlChangingRowsWithoutWritingThemIsRepairedThroughTheDd
       << reasons("a");
   EXPECT_EQ(db_->scalar("SELECT count(*) FROM dblog.requests WHERE table_name = 'app.e'"), "1")
       << reasons("e");
+}
+
+// A dblogd whose role is a superuser (a self-managed server) installs the DDL trigger itself at
+// its consumer's connection, and the DDL it was made for is repaired with nothing run by hand.
+TEST_P(PgoutputModeTest, ASuperuserDblogdInstallsTheDdlTriggerItself) {
+  const std::string s = kSchema;
+  PgConn admin(cluster_->conninfo());
+  // the superuser's schema and tables (repairs in this mode read only tables of dblogd's role
+  // or a superuser); the test's role writes the sentinel and reads the tables
+  admin.exec("ALTER SCHEMA " + s + " OWNER TO postgres");
+  admin.exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text)");
+  admin.exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  admin.exec("INSERT INTO " + s + ".a SELECT g, 'v' || g FROM generate_series(1, 50) g");
+  admin.exec(std::string("GRANT USAGE ON SCHEMA ") + s + " TO " + kRole);
+  admin.exec(std::string("GRANT SELECT ON ALL TABLES IN SCHEMA ") + s + " TO " + kRole);
+  admin.exec(std::string("GRANT INSERT ON ") + s + ".sentinel TO " + kRole);
+  const std::vector<std::string> args{"--source=" + cluster_->conninfo(),
+                                      "--source-plugin=pgoutput",
+                                      std::string("--consumer=") + kConsumer + "=" + s + ".*",
+                                      "--reconnect-max=1"};
+  dblogd_ = std::make_unique<DblogdProcess>(args);
+  dblogd_->Start();
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  EXPECT_NE(dblogd_->log().find("event=ddl_trigger_installed"), std::string::npos)
+      << dblogd_->log();
+  EXPECT_EQ(admin.scalar("SELECT string_agg(evtname, ',' ORDER BY evtname) FROM pg_event_trigger"),
+            "dblog_ddl_end,dblog_ddl_rewrite");
+  admin.exec("ALTER TABLE " + s + ".a ADD COLUMN w text DEFAULT 'x'");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (admin.scalar("SELECT count(*) FROM dblog.requests WHERE state = 'done' AND reason = "
+                      "'ALTER TABLE ADD COLUMN w DEFAULT by postgres'") != "1") {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "sentinel"});
 }
 
 // Failover on 17 and 18: dblogd makes its slot a failover slot; a standby that synchronizes slots
