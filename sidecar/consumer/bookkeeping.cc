@@ -261,7 +261,8 @@ void Bookkeeping::TakeDdlRepairs() {
   if (!ddl_taken_ready_) return;  // repairs cannot run (EnsureDdlTrigger was not called)
   pg::Connection& sql = Sql();
   sql.Exec("BEGIN");
-  std::vector<DdlRepair> queued, refused;
+  std::vector<DdlRepair> queued;
+  std::vector<DdlRefusal> refused;
   try {
     queued = consumer::TakeDdlRepairs(sql, &refused);
     sql.Exec("COMMIT");
@@ -274,9 +275,9 @@ void Bookkeeping::TakeDdlRepairs() {
                                     {"request", q.request},
                                     {"table", q.table},
                                     {"reason", q.reason}});
-  for (const DdlRepair& q : refused)
+  for (const DdlRefusal& r : refused)
     log::Warn("ddl_repair_not_queued",
-              {{"consumer", consumer_.name}, {"table_oid", q.table}, {"error", q.reason}});
+              {{"consumer", consumer_.name}, {"table_oid", r.table_oid}, {"error", r.error}});
 }
 
 std::optional<std::string> Bookkeeping::BootstrapState() {

@@ -73,7 +73,7 @@ void EnsureDdlTakenTable(pg::Connection& sql) {
   sql.Exec("REVOKE ALL ON TABLE dblog.ddl_taken FROM PUBLIC");
 }
 
-std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair>* refused) {
+std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRefusal>* refused) {
   std::vector<DdlRepair> out;
   if (ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled) return out;
   // Every new note is taken (a note is a transaction and a table: never reused, also when the
@@ -104,6 +104,7 @@ std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair
   // cannot read) is skipped with its error, never holding back the others or the next poll.
   for (int i = 0; i < notes.ntuples(); ++i) {
     const std::string oid(notes.value(i, 0)), reason(notes.value(i, 1));
+    const auto table_oid = static_cast<std::uint32_t>(notes.u64_value(i, 0));
     sql.Exec("SAVEPOINT dblog_ddl_note");
     try {
       pg::Result r = sql.ExecParams(
@@ -124,7 +125,7 @@ std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair
       if (r.ntuples() > 0)
         out.push_back({r.u64_value(0, 0), std::string(r.value(0, 1)), std::string(r.value(0, 2))});
       else if (refused)
-        refused->push_back({0, oid, "no longer an ordinary table with a key dblog can use"});
+        refused->push_back({table_oid, "no longer an ordinary table with a key dblog can use"});
     } catch (const pg::Error& e) {
       // a refusal that would come again (bad data, a missing object or privilege, a limit, a
       // feature): skipped; anything else (a deadlock, a timeout, the connection) rolls the
@@ -134,7 +135,7 @@ std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair
           cls != "P0")
         throw;
       sql.Exec("ROLLBACK TO SAVEPOINT dblog_ddl_note");
-      if (refused) refused->push_back({0, oid, e.server_message()});
+      if (refused) refused->push_back({table_oid, e.server_message()});
     }
   }
   return out;

@@ -43,10 +43,14 @@ struct DdlRepair {
 // tables some consumer's publication holds become one whole-table repair request per table
 // (consumer NULL: each consumer whose scope holds the table runs it; asked by dblogd's role,
 // the reasons naming the DDL's roles). A table that cannot be queued (gone, keyless, a key
-// dblog cannot read) goes to `refused` (table oid as `table`, the error as `reason`) and holds
+// dblog cannot read) goes to `refused` with its error, and holds
 // back nothing else. Reads the notes only when ReadDdlTriggerState says kInstalled, checked in
 // the same transaction: the owner of dblog_ddl owns event triggers, so no other role can swap
 // what is read. Returns the requests queued.
-std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRepair>* refused);
+struct DdlRefusal {
+  std::uint32_t table_oid = 0;
+  std::string error;
+};
+std::vector<DdlRepair> TakeDdlRepairs(pg::Connection& sql, std::vector<DdlRefusal>* refused);
 
 }  // namespace dblog::consumer
