@@ -383,6 +383,11 @@ TEST(DebeziumTypes, DatesAndTimesInDebeziumsUnits) {
   EXPECT_EQ(Render(Col(1184), v), R"("+21016-11-04T06:51:30.000000Z")");
   v.set_timestamptz_value(-210863520000000001);
   EXPECT_EQ(Render(Col(1184), v), R"("-4713-12-31T23:59:59.999999Z")");
+  // '0044-03-15 12:30:00.5+00 BC': astronomical year -43, a sign and four digits as Java's
+  // Instant writes it (docs/publish.md's value table)
+  v.set_timestamptz_value(-63517778999500000);
+  EXPECT_EQ(Render(Col(1184), v), R"("-0043-03-15T12:30:00.500000Z")");
+  EXPECT_EQ(Render(Col(1184, 1), v), R"("-0043-03-15T12:30:00.5Z")");
   EXPECT_EQ(Render(Col(1184), Literal("infinity")), R"("infinity")");
   // timestamptz(3): three digits; timestamptz(0): Java's ISO_OFFSET_DATE_TIME, none
   // (common/time/ZonedTimestamp.java getDateTimeFormatter)

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "client/position.h"
@@ -289,13 +290,22 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
           continue;
         }
         if (ev.has_relation()) relation_at[seq] = ev.relation().oid();
-        if (full && !rseq.empty() && (ev.has_change() || ev.has_chunk_begin())) {
-          const std::uint32_t oid =
-              ev.has_change() ? ev.change().relation_oid() : ev.chunk_begin().relation_oid();
-          const auto it = relation_at.find(std::stoull(rseq));
+        // docs/publish.md: always on a table subject's change, chunk and truncate part
+        const bool on_table = std::string_view(natsMsg_GetSubject(m)).find(".table.") !=
+                              std::string_view::npos;
+        if (full && on_table &&
+            (ev.has_change() || ev.has_chunk_begin() || ev.has_chunk_end() || ev.has_truncate())) {
+          const std::uint32_t oid = ev.has_change()      ? ev.change().relation_oid()
+                                    : ev.has_chunk_begin() ? ev.chunk_begin().relation_oid()
+                                    : ev.has_chunk_end()   ? ev.chunk_end().relation_oid()
+                                    : ev.truncate().relation_oids_size() == 1
+                                        ? ev.truncate().relation_oids(0)
+                                        : 0;
+          const auto it = rseq.empty() ? relation_at.end() : relation_at.find(std::stoull(rseq));
           if (it == relation_at.end() || it->second != oid)
-            ADD_FAILURE() << "message " << seq << ": " << publish::kRelationSeqHeader << " "
-                          << rseq << " is not a Relation of its table";
+            ADD_FAILURE() << "message " << seq << " (" << HeaderOf(m, publish::kEventHeader) << "): "
+                          << publish::kRelationSeqHeader << " '" << rseq
+                          << "' is not a Relation of its table";
           ++report.relation_seq_checked;
         }
         if (!(full && !part.empty() && part.rfind("1/", 0) != 0)) {
