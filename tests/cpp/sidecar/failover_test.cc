@@ -333,6 +333,99 @@ TEST_F(FailoverTest, DblogApplyKeepsRunningThroughItAndItsTargetEndsEqualToTheNe
   EXPECT_EQ(CountLogEvents(dblogd_->log(), "bootstrap_started"), 1);
 }
 
+// docs/operations.md, "Failover": repairs queued before the failover keep their progress (the
+// request tables are the source's, replicated to the standby) and run on. A whole-table repair
+// of a 60,000-row table in 500-row windows is in flight (some of its chunks applied, the
+// request not done) when the primary dies and the standby, streaming all along, is promoted:
+// on the new primary the same request runs to `done` (not failed, not dropped), next to the
+// reconcile's own repairs, and the replay, which had lost every 100th row of the table before
+// the repair, equals the new primary without a second bootstrap.
+TEST_F(FailoverTest, ARepairInFlightAtTheFailoverRunsOnOnTheNewPrimary) {
+  std::mt19937_64 rng(2405);
+  WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 20; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  db_->exec(std::string("INSERT INTO ") + kSchema +
+            ".t_int SELECT g, g, 'bulk', NULL, 1 FROM generate_series(100000, 159999) g");
+  ASSERT_NO_FATAL_FAILURE(MakeStandby());
+  StartDblogd("reconcile");
+  std::optional<client::Client> c;
+  ReadUntil(c, 0);
+  ReadUntil(c, Sentinel());
+  const auto oid = static_cast<std::uint32_t>(
+      std::stoul(db_->scalar(std::string("SELECT '") + kSchema + ".t_int'::regclass::oid")));
+  int lost = 0, i = 0;
+  for (const auto& [key, row] : replay_.Table(oid))
+    if (i++ % 100 == 0) replay_.Erase(oid, key), ++lost;
+  ASSERT_GT(lost, 500);
+  const std::string id =
+      db_->scalar(std::string("SELECT dblog.repair('") + kSchema + ".t_int', 'sink')");
+  // read until some of its chunks were applied, the request still running
+  const auto started = std::chrono::steady_clock::now() + 120s;
+  while (replay_.chunks_seen() < 5) {
+    ASSERT_LT(std::chrono::steady_clock::now(), started) << dblogd_->log();
+    ReadUntil(c, Sentinel());
+  }
+  ASSERT_NE(db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id), "done")
+      << "the repair ended before the failover: nothing in flight to test";
+  ASSERT_NO_FATAL_FAILURE(PromoteTheStandby(false));
+  for (int k = 0; k < 10; ++k) RandomTransaction(*db_, kSchema, rng, options);
+  const auto deadline = std::chrono::steady_clock::now() + 240s;
+  for (;;) {
+    ReadUntil(c, Sentinel());
+    const std::string state = db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id);
+    ASSERT_TRUE(state == "queued" || state == "running" || state == "done")
+        << "request " << id << " is " << state << " on the new primary\n" << dblogd_->log();
+    const std::string pending = db_->scalar(
+        "SELECT count(*) FROM dblog.requests WHERE consumer = 'sink' AND state <> 'done'");
+    if (state == "done" && pending == "0") break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "repairs not done\n" << dblogd_->log();
+  }
+  ReadUntil(c, Sentinel());
+  EXPECT_EQ(bootstraps_, 1) << "bootstrapped again: the consumer was emptied";
+  ExpectConverged();
+  EXPECT_GE(CountLogEvents(dblogd_->log(), "slot_reconciled"), 1);
+}
+
+// docs/operations.md, "Failover": a bootstrap that had not finished is redone on the new
+// primary (there is nothing to reconcile from), flagged restarted, also with
+// --on-slot-lost=reconcile. The consumer reads 1,000 rows of a 200,000-row bootstrap and stops
+// reading (dblogd's copy waits on it), the primary dies, the standby is promoted; the consumer
+// reads on: its session ends, the next one bootstraps again from the new primary, and the
+// replay equals it.
+TEST_F(FailoverTest, ABootstrapInFlightAtTheFailoverIsRedoneOnTheNewPrimary) {
+  std::mt19937_64 rng(2406);
+  WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 10; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  db_->exec(std::string("INSERT INTO ") + kSchema +
+            ".t_int SELECT g, g, repeat('b', 200), NULL, 1 FROM generate_series(100000, 299999) g");
+  ASSERT_NO_FATAL_FAILURE(MakeStandby());
+  StartDblogd("reconcile");
+  std::optional<client::Client> c;
+  c.emplace(Connect());
+  ASSERT_TRUE(c->welcome().slot_created());
+  int rows = 0;
+  client::Item item;
+  while (rows < 1000) {
+    ASSERT_TRUE(c->Next(item)) << dblogd_->log();
+    auto* ev = std::get_if<dblog::v1::StreamEvent>(&item);
+    if (!ev) continue;
+    replay_.Apply(*ev);
+    if (ev->has_bootstrap_begin()) ++bootstraps_;
+    ASSERT_FALSE(ev->has_bootstrap_end()) << "the bootstrap ended before the failover";
+    rows += ev->has_change();
+  }
+  ASSERT_NO_FATAL_FAILURE(PromoteTheStandby(false));
+  for (int k = 0; k < 10; ++k) RandomTransaction(*db_, kSchema, rng, options);
+  ReadUntil(c, 0);  // to the BootstrapEnd of the bootstrap on the new primary
+  ReadUntil(c, Sentinel());
+  EXPECT_EQ(bootstraps_, 2);
+  EXPECT_TRUE(replay_.restarted_seen());
+  ExpectConverged();
+  EXPECT_EQ(db_->scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = 'sink'"), "done");
+}
+
 // The default, --on-slot-lost=bootstrap: the same failover bootstraps again (restarted), as
 // before, and converges.
 TEST_F(FailoverTest, ByDefaultASlotLostByAFailoverBootstrapsAgain) {
