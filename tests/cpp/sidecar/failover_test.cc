@@ -71,7 +71,9 @@ class FailoverTest : public ::testing::Test {
   void PromoteTheStandby(bool standby_was_down) {
     db_.reset();
     ASSERT_NO_FATAL_FAILURE(PgCluster("kill", *primary_));
-    if (standby_was_down) ASSERT_NO_FATAL_FAILURE(PgCluster("restart", *standby_));
+    if (standby_was_down) {
+      ASSERT_NO_FATAL_FAILURE(PgCluster("restart", *standby_));
+    }
     ASSERT_NO_FATAL_FAILURE(PgCluster("promote", *standby_));
     db_ = std::make_unique<PgConn>(standby_->conninfo());
   }
@@ -331,6 +333,51 @@ TEST_F(FailoverTest, DblogApplyKeepsRunningThroughItAndItsTargetEndsEqualToTheNe
             std::string::npos)
       << apply.log();
   EXPECT_EQ(CountLogEvents(dblogd_->log(), "bootstrap_started"), 1);
+}
+
+// Issue 24's synchronous case: the standby is synchronous (synchronous_standby_names = '*'),
+// so every commit the workload saw confirmed is on it; the primary dies and the standby is
+// promoted. Nothing the consumer applied is missing there (its WAL reaches the consumer's
+// position, the 100 confirmed rows are in it), the slot is gone (PostgreSQL 15), and the
+// reconcile brings the replay to the new primary without a second bootstrap, the 100 rows kept.
+TEST_F(FailoverTest, WithASynchronousStandbyNothingConfirmedIsLostAndTheSinkConverges) {
+  std::mt19937_64 rng(2407);
+  WorkloadOptions options;
+  options.large_rows = 300;
+  for (int i = 0; i < 20; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  ASSERT_NO_FATAL_FAILURE(MakeStandby());
+  db_->exec("ALTER SYSTEM SET synchronous_standby_names = '*'");
+  db_->exec("SELECT pg_reload_conf()");
+  const auto synced = std::chrono::steady_clock::now() + 60s;
+  while (db_->scalar("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") != "1") {
+    ASSERT_LT(std::chrono::steady_clock::now(), synced) << "the standby never became synchronous";
+    std::this_thread::sleep_for(100ms);
+  }
+  StartDblogd("reconcile");
+  std::optional<client::Client> c;
+  ReadUntil(c, 0);
+  for (int i = 0; i < 15; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  db_->exec(std::string("INSERT INTO ") + kSchema +
+            ".t_int SELECT g, g, 'confirmed', NULL, 1 FROM generate_series(900000, 900099) g");
+  ReadUntil(c, Sentinel());
+  const std::uint64_t applied = replay_.last_position()->commit_lsn();
+  ASSERT_NO_FATAL_FAILURE(PromoteTheStandby(false));
+  EXPECT_GE(common::ParseLsn(db_->scalar("SELECT pg_current_wal_insert_lsn()")), applied)
+      << "the synchronous standby lacks WAL the consumer applied";
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM app.t_int WHERE id >= 900000"), "100");
+  for (int i = 0; i < 10; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  for (;;) {
+    ReadUntil(c, Sentinel());
+    const std::string pending = db_->scalar(
+        "SELECT count(*) FROM dblog.requests WHERE consumer = 'sink' AND state <> 'done'");
+    if (pending == "0" && replay_.chunks_seen() > 0) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "repairs not done\n" << dblogd_->log();
+  }
+  ReadUntil(c, Sentinel());
+  EXPECT_EQ(bootstraps_, 1) << "bootstrapped again: the consumer was emptied";
+  EXPECT_GE(CountLogEvents(dblogd_->log(), "slot_reconciled"), 1);
+  ExpectConverged();
 }
 
 // docs/operations.md, "Failover": repairs queued before the failover keep their progress (the
