@@ -398,7 +398,10 @@ void Pipeline::BeginStreaming(bool slot_existed) {
         bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
     // A table that joined the consumer's scope since its bootstrap is copied through repair
     // windows (the slot stays): a whole-table request per new table, queued like any other.
-    if (slot_existed) bookkeeping_.QueueTablesAddedToScope(tables);
+    if (slot_existed) {
+      if (auto previous = bookkeeping_.QueueTablesAddedToScope(tables))
+        scope_changes_.ScopeChanged(std::move(*previous), bookkeeping_.CurrentWalInsertLsn());
+    }
   }
 
   const emit::Position resume = emit::Position::FromProto(hello_.resume_after());
@@ -639,7 +642,7 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
       break;
     }
     case E::kCommit:
-      scope_changes_.OnCommit(bookkeeping_);  // throws ScopeChangeError
+      scope_changes_.OnCommit(bookkeeping_, event.commit().commit_lsn());  // throws ScopeChangeError
       emitter_->Consume(event);
       repairs_->OnCommitted();
       return;

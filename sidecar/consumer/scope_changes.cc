@@ -158,13 +158,20 @@ std::optional<ScopeChange> ParseScopeChange(std::string_view content) {
   return c;
 }
 
-bool EntersScope(const config::Scope& scope, const ScopeChange& change) {
+bool EntersScope(const config::Scope& scope, const ScopeChange& change,
+                 const config::Scope* previous) {
   // an unlogged table was never captured, whatever its name
   const bool before = change.kind != "set_logged" && !SystemSchema(change.old_schema) &&
-                      scope.Holds(change.old_schema, change.old_name);
+                      scope.Holds(change.old_schema, change.old_name) &&
+                      (!previous || previous->Holds(change.old_schema, change.old_name));
   const bool after = !SystemSchema(change.new_schema) &&
                      scope.Holds(change.new_schema, change.new_name);
   return after && !before;
+}
+
+void ScopeChanges::ScopeChanged(config::Scope previous, std::uint64_t boundary) {
+  previous_ = std::move(previous);
+  boundary_ = boundary;
 }
 
 void ScopeChanges::OnBegin() {
@@ -188,11 +195,14 @@ void ScopeChanges::OnMessage(const dblog::v1::Message& message) {
                           {"bytes", message.content().size()}});
     return;
   }
-  if (!EntersScope(consumer_.scope, *change) || !oids_.insert(change->oid).second) return;
+  const bool written_before_change = previous_ && message.lsn() < boundary_;
+  if (!EntersScope(consumer_.scope, *change, written_before_change ? &*previous_ : nullptr) ||
+      !oids_.insert(change->oid).second)
+    return;
   entering_.push_back(*change);
 }
 
-void ScopeChanges::OnCommit(Bookkeeping& bookkeeping) {
+void ScopeChanges::OnCommit(Bookkeeping& bookkeeping, std::uint64_t commit_lsn) {
   Tally tally;
   // the first request waits until the transaction is visible; then so is it for the others
   std::uint64_t xid = xid_;
@@ -208,6 +218,9 @@ void ScopeChanges::OnCommit(Bookkeeping& bookkeeping) {
                {"gone", tally.gone},
                {"out_of_scope_now", tally.out_of_scope_now}});
   OnBegin();
+  // every message written under the previous scope was read, and its copies are queued: the
+  // new scope becomes the consumer's (best effort: tried again at the next commit)
+  if (previous_ && commit_lsn >= boundary_ && bookkeeping.StoreScope()) previous_.reset();
 }
 
 void ScopeChanges::Queue(const ScopeChange& change, std::uint64_t xid, Bookkeeping& bookkeeping,

@@ -50,7 +50,12 @@ std::optional<ScopeChange> ParseScopeChange(std::string_view content);
 // The table was not in `scope` under its old name (or was unlogged: set_logged) and is under its
 // new one. dblog's own schema
 // and the system schemas are never in a scope (as bootstrap::EnumerateScope).
-bool EntersScope(const config::Scope& scope, const ScopeChange& change);
+// `previous`: the scope the consumer had when the DDL was written, when it was another one (the
+// scope changed by SIGHUP or a restart while the stream had not reached the DDL yet): the table
+// was captured under its old name only if both scopes hold that name (the stream before the
+// consumer's position was read under `previous`, the rest under `scope`).
+bool EntersScope(const config::Scope& scope, const ScopeChange& change,
+                 const config::Scope* previous = nullptr);
 
 class Bookkeeping;
 
@@ -81,6 +86,12 @@ class ScopeChanges {
 
   explicit ScopeChanges(const config::ConsumerConfig& consumer) : consumer_(consumer) {}
 
+  // The consumer's scope changed at this connection (Bookkeeping::QueueTablesAddedToScope):
+  // messages written before `boundary` (the WAL's end then) are read with `previous` as the
+  // scope they were written under (EntersScope), and the first commit at or past `boundary`
+  // records the new scope as the consumer's (Bookkeeping::StoreScope): until then a restart
+  // finds the change pending again, with a later boundary.
+  void ScopeChanged(config::Scope previous, std::uint64_t boundary);
   // A transaction begins (also again after a reconnect): what an earlier one left is dropped.
   void OnBegin();
   // A message of the transaction: its table is remembered when it entered the scope.
@@ -88,7 +99,7 @@ class ScopeChanges {
   // The transaction's commit, before it is forwarded: queues the remembered tables' copies and
   // logs them. Throws ScopeChangeError; then the session ends before the commit is
   // acknowledged, so the next connection reads the messages again.
-  void OnCommit(Bookkeeping& bookkeeping);
+  void OnCommit(Bookkeeping& bookkeeping, std::uint64_t commit_lsn);
 
   // The tables remembered so far (for tests).
   const std::vector<ScopeChange>& entering() const { return entering_; }
@@ -105,6 +116,9 @@ class ScopeChanges {
   std::vector<ScopeChange> entering_;
   std::unordered_set<std::uint32_t> oids_;
   log::RateLimited unreadable_log_{std::chrono::seconds(10)};
+  // ScopeChanged: the scope before, until the stream reaches `boundary_`
+  std::optional<config::Scope> previous_;
+  std::uint64_t boundary_ = 0;
 };
 
 }  // namespace dblog::consumer

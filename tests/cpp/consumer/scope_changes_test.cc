@@ -91,6 +91,22 @@ TEST(ScopeChange, EntersOnlyFromOutsideToInside) {
   EXPECT_FALSE(EntersScope(scope, Change("stage", "items", "other", "items")));
 }
 
+// A DDL written while the consumer had another scope (the scope changed before the stream
+// reached it): its table was captured under the old name only if both scopes hold that name.
+TEST(ScopeChange, ADdlWrittenUnderThePreviousScopeEntersUnlessBothHeldTheOldName) {
+  const config::Scope now = config::ParseScope("app.a,app.b");
+  const config::Scope before = config::ParseScope("app.b,app.c");
+  // a was outside the scope the DDL was written under: its rows were never streamed
+  EXPECT_FALSE(EntersScope(now, Change("app", "a", "app", "b")));
+  EXPECT_TRUE(EntersScope(now, Change("app", "a", "app", "b"), &before));
+  // c only in the previous one, b in both: as without a previous scope
+  EXPECT_TRUE(EntersScope(now, Change("app", "c", "app", "a"), &before));
+  EXPECT_FALSE(EntersScope(now, Change("app", "b", "app", "a"), &before));
+  // leaving, or outside both, is never entering
+  EXPECT_FALSE(EntersScope(now, Change("app", "a", "app", "z"), &before));
+  EXPECT_FALSE(EntersScope(now, Change("app", "x", "app", "y"), &before));
+}
+
 TEST(ScopeChange, AnUnloggedTableBecomingLoggedEntersUnderItsOwnName) {
   const config::Scope scope = config::ParseScope("app.*");
   ScopeChange c = Change("app", "u", "app", "u");

@@ -843,6 +843,54 @@ TEST_F(ReloadTest, AScopeWidenedBySighupCopiesTheNewTableAndTheConsumerReconnect
   EXPECT_EQ(CountLogEvents(dblogd_->log(), "scope_table_added"), 1);
 }
 
+// Issue 28: a scope change racing a rename the stream has not reached. Table a (outside the
+// scope {b, sentinel}) is renamed to b while the consumer is away, so dblogd has not read the
+// rename's message yet; then the scope becomes {a, b, sentinel} by SIGHUP. At the next
+// connection the table is b, which the old scope held too: not "added". The stream then reads
+// the rename from a, which the new scope holds: not "entering" either. Yet the consumer never
+// had the table's rows from before the rename (a was out of its scope then): they must be
+// copied. Without the rule for messages written before the scope changed, the replay lacked
+// the 1,000 rows.
+TEST_F(ReloadTest, AScopeChangeRacingARenameTheStreamHasNotReachedStillCopiesTheTable) {
+  db().exec("CREATE TABLE " + schema() + ".a (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".a SELECT g, 'a' FROM generate_series(1, 1000) g");
+  WriteConfig(consumer() + "=" + schema() + ".b," + schema() + ".sentinel");
+  StartWithConfig({"--chunk-size=300"});
+  Replay replay;
+  std::optional<dblog::v1::Position> at;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, Sentinel());
+    at = replay.last_position();
+  }
+  db().exec("ALTER TABLE " + schema() + ".a RENAME TO b");
+  db().exec("INSERT INTO " + schema() + ".b SELECT g, 'after' FROM generate_series(1001, 1010) g");
+  WriteConfig(consumer() + "=" + schema() + ".a," + schema() + ".b," + schema() + ".sentinel");
+  dblogd_->Signal(SIGHUP);
+  const auto reloaded = std::chrono::steady_clock::now() + 10s;
+  while (CountLogEvents(dblogd_->log(), "config_reloaded") != 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), reloaded) << dblogd_->log();
+    std::this_thread::sleep_for(20ms);
+  }
+  client::Client again = Connect(at);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    ReadUntil(again, replay, Sentinel());
+    if (db().scalar("SELECT count(*) FROM dblog.requests WHERE consumer = '" + consumer() +
+                    "' AND state <> 'done'") == "0" &&
+        replay.Table(TableOid(db(), schema() + ".b")).size() >= 1010)
+      break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the table's rows from before the rename never came\n" << dblogd_->log();
+  }
+  ExpectConverged(replay, {"b"});
+  // the new scope is the consumer's once the stream passed the change
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "scope_stored"), 1) << dblogd_->log();
+  EXPECT_NE(db().scalar("SELECT scope FROM dblog.consumers WHERE name = '" + consumer() + "'")
+                .find(schema() + ".a"),
+            std::string::npos);
+}
+
 TEST_F(ReloadTest, AnUnreadableConfigKeepsTheRunningSettingsAndTheStream) {
   Replay replay;
   client::Client c = StreamOneTable(replay);
