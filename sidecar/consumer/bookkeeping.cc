@@ -330,25 +330,26 @@ bool Bookkeeping::MarkBootstrapDone(std::uint64_t rows) {
                     });
 }
 
-std::optional<config::Scope> Bookkeeping::QueueTablesAddedToScope(
-    const std::vector<bootstrap::Table>& tables) {
+bool Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& tables) {
   pg::Connection& sql = Sql();
   pg::Result old = sql.ExecParams("SELECT scope FROM dblog.consumers WHERE name = $1",
                                   {consumer_.name});
-  if (old.ntuples() == 0 || old.value(0, 0) == scope_) return std::nullopt;
-  config::Scope before = config::ParseScope(std::string(old.value(0, 0)));
+  if (old.ntuples() == 0 || old.value(0, 0) == scope_) return false;
+  const config::Scope before = config::ParseScope(std::string(old.value(0, 0)));
   sql.Exec("BEGIN");
   for (const auto& t : tables) {
     if (bootstrap::ScopeMatches(before, t.schema, t.name)) continue;
-    // the change stays pending until the stream passes it (ScopeChanges::ScopeChanged): a
-    // restart before then finds it again, and a copy queued and not started yet is enough
+    // a copy of this consumer's queued and not started yet is enough (as for a table entering
+    // the scope by DDL: only requests made since the consumer's row was)
     pg::Result r = sql.ExecParams(
         "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
         " key_types) SELECT $1::oid, $1::oid::regclass::text, 'table', $2, k.key_columns,"
         " k.key_types FROM dblog._identity_key($1::oid::regclass) AS k"
         " WHERE NOT EXISTS (SELECT 1 FROM dblog.request_queue q"
         "                    WHERE q.table_oid = $1::oid AND q.kind = 'table' AND NOT q.cancelled"
-        "                      AND q.consumer = $2"
+        "                      AND (q.consumer IS NULL OR q.consumer = $2)"
+        "                      AND q.requested_at >= (SELECT created_at FROM dblog.consumers"
+        "                                              WHERE name = $2)"
         "                      AND NOT EXISTS (SELECT 1 FROM dblog.request_progress p"
         "                                       WHERE p.request_id = q.id AND p.consumer = $2))"
         " RETURNING id",
@@ -357,16 +358,10 @@ std::optional<config::Scope> Bookkeeping::QueueTablesAddedToScope(
                                     {"table", t.schema + "." + t.name},
                                     {"copy", r.ntuples() > 0 ? "queued" : "already_queued"}});
   }
+  sql.ExecParams("UPDATE dblog.consumers SET scope = $2 WHERE name = $1",
+                 {consumer_.name, scope_});
   sql.Exec("COMMIT");
-  return before;
-}
-
-bool Bookkeeping::StoreScope() {
-  return BestEffort(log::Level::kWarn, "scope_store_failed", {{"consumer", consumer_.name}}, [&] {
-    Sql().ExecParams("UPDATE dblog.consumers SET scope = $2 WHERE name = $1",
-                     {consumer_.name, scope_});
-    log::Info("scope_stored", {{"consumer", consumer_.name}});
-  });
+  return true;
 }
 
 std::vector<std::uint64_t> Bookkeeping::QueueReconcile(const std::vector<bootstrap::Table>& tables) {

@@ -107,12 +107,9 @@ class Bookkeeping {
   // False (logged) when it could not be recorded: retried at the next ack.
   bool MarkBootstrapDone(std::uint64_t rows);
   // Tables that joined the scope since the consumer's row was written get a whole-table
-  // repair request each (none for a table with one queued and not started yet). Returns the
-  // scope the row has when it differs from the consumer's: the change is then pending, and
-  // the row keeps the old scope until StoreScope (ScopeChanges::ScopeChanged says when).
-  std::optional<config::Scope> QueueTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
-  // The consumer's row takes its scope; false (logged) when that failed.
-  bool StoreScope();
+  // repair request each (none for a table with one queued and not started yet), and the row
+  // takes the new scope (one transaction). True when the scope had changed.
+  bool QueueTablesAddedToScope(const std::vector<bootstrap::Table>& tables);
   // A table entered the scope by DDL (consumer/scope_changes.h): a whole-table repair request
   // for this consumer, unless one is queued and not started yet (a message read again after a
   // crash queues at most one more), or the table is gone, out of the scope by now, or keyless.

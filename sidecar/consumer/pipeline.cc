@@ -40,7 +40,8 @@ std::int64_t NowMicros() {
 Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
                    config::ConsumerConfig consumer, std::shared_ptr<metrics::ConsumerStats> stats,
                    std::shared_ptr<server::Session> session, dblog::v1::Hello hello,
-                   std::function<void(const std::string&)> on_finished)
+                   std::function<void(const std::string&)> on_finished,
+                   std::shared_ptr<UnsettledScopeChanges> unsettled)
     : io_(io),
       config_(config),
       consumer_(std::move(consumer)),
@@ -50,6 +51,7 @@ Pipeline::Pipeline(asio::io_context& io, const config::Config& config,
       hello_(std::move(hello)),
       on_finished_(std::move(on_finished)),
       bookkeeping_(config_, consumer_),
+      unsettled_(std::move(unsettled)),
       backoff_(config.reconnect_min),
       heartbeat_timer_(io),
       status_timer_(io),
@@ -119,12 +121,14 @@ std::set<std::string> UnconfiguredWithSlots(const config::Config& config) {
 
 server::ConsumerFactory MakeConsumerFactory(const config::Config& config) {
   server::ConsumerFactory f;
-  f.make = [&config](asio::io_context& io, const config::ConsumerConfig& consumer,
-                     std::shared_ptr<metrics::ConsumerStats> stats,
-                     std::shared_ptr<server::Session> session, const dblog::v1::Hello& hello,
-                     std::function<void(const std::string&)> on_finished) {
+  auto unsettled = std::make_shared<UnsettledScopeChanges>();  // every consumer's, for the run
+  f.make = [&config, unsettled](asio::io_context& io, const config::ConsumerConfig& consumer,
+                                std::shared_ptr<metrics::ConsumerStats> stats,
+                                std::shared_ptr<server::Session> session,
+                                const dblog::v1::Hello& hello,
+                                std::function<void(const std::string&)> on_finished) {
     return std::make_shared<Pipeline>(io, config, consumer, std::move(stats), std::move(session),
-                                      hello, std::move(on_finished));
+                                      hello, std::move(on_finished), unsettled);
   };
   f.unconfigured_with_slots = [](const config::Config& now) { return UnconfiguredWithSlots(now); };
   return f;
@@ -398,10 +402,13 @@ void Pipeline::BeginStreaming(bool slot_existed) {
         bootstrap::EnumerateScope(bookkeeping_.Sql(), consumer_.scope);
     // A table that joined the consumer's scope since its bootstrap is copied through repair
     // windows (the slot stays): a whole-table request per new table, queued like any other.
-    if (slot_existed) {
-      if (auto previous = bookkeeping_.QueueTablesAddedToScope(tables))
-        scope_changes_.ScopeChanged(std::move(*previous), bookkeeping_.CurrentWalInsertLsn());
-    }
+    // A rename into the scope that the stream has not read yet may come from a name the old
+    // scope did not hold, so that the consumer lacks the table's rows: until the stream reads
+    // past the WAL's end now, such messages copy their table whatever the old name
+    // (ScopeChanges, UnsettledScopeChanges).
+    if (slot_existed && bookkeeping_.QueueTablesAddedToScope(tables))
+      unsettled_->Found(consumer_.name, bookkeeping_.CurrentWalInsertLsn());
+    scope_changes_.OnStreamStart();
   }
 
   const emit::Position resume = emit::Position::FromProto(hello_.resume_after());

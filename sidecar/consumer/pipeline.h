@@ -52,7 +52,8 @@ class Pipeline : public server::Consumer,
   Pipeline(boost::asio::io_context& io, const config::Config& config,
            config::ConsumerConfig consumer, std::shared_ptr<metrics::ConsumerStats> stats,
            std::shared_ptr<server::Session> session, dblog::v1::Hello hello,
-           std::function<void(const std::string&)> on_finished);
+           std::function<void(const std::string&)> on_finished,
+           std::shared_ptr<UnsettledScopeChanges> unsettled);
   ~Pipeline() override;
 
   // Prepares the slot and scope, answers Welcome (or an Error) and starts streaming.
@@ -142,7 +143,10 @@ class Pipeline : public server::Consumer,
 
   State state_ = State::kPreparing;
   Bookkeeping bookkeeping_;
-  ScopeChanges scope_changes_{consumer_};  // the dblog.ddl messages of the transaction read
+  // the changes of the scope the stream has not read past (MakeConsumerFactory's, every
+  // consumer's), and the dblog.ddl messages of the transaction read
+  std::shared_ptr<UnsettledScopeChanges> unsettled_;
+  ScopeChanges scope_changes_{consumer_, unsettled_.get()};
   std::optional<pg::Connection> repl_;  // idle replication connection before streaming
   std::optional<dblog::v1::Reconcile> reconcile_;  // this session reconciled: Welcome says so
   std::unique_ptr<pg::ReplicationStream> stream_;

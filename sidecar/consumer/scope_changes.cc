@@ -1,6 +1,7 @@
 // sidecar/consumer/scope_changes.cc: see scope_changes.h.
 #include "consumer/scope_changes.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/json.h"
@@ -159,19 +160,37 @@ std::optional<ScopeChange> ParseScopeChange(std::string_view content) {
 }
 
 bool EntersScope(const config::Scope& scope, const ScopeChange& change,
-                 const config::Scope* previous) {
+                 bool old_name_unsettled) {
   // an unlogged table was never captured, whatever its name
-  const bool before = change.kind != "set_logged" && !SystemSchema(change.old_schema) &&
-                      scope.Holds(change.old_schema, change.old_name) &&
-                      (!previous || previous->Holds(change.old_schema, change.old_name));
+  const bool before = change.kind != "set_logged" && !old_name_unsettled &&
+                      !SystemSchema(change.old_schema) &&
+                      scope.Holds(change.old_schema, change.old_name);
   const bool after = !SystemSchema(change.new_schema) &&
                      scope.Holds(change.new_schema, change.new_name);
   return after && !before;
 }
 
-void ScopeChanges::ScopeChanged(config::Scope previous, std::uint64_t boundary) {
-  previous_ = std::move(previous);
-  boundary_ = boundary;
+void UnsettledScopeChanges::Found(const std::string& consumer, std::uint64_t wal_end) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint64_t& b = boundaries_[consumer];
+  b = std::max(b, wal_end);
+}
+
+std::uint64_t UnsettledScopeChanges::Boundary(const std::string& consumer) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = boundaries_.find(consumer);
+  return it == boundaries_.end() ? 0 : it->second;
+}
+
+void UnsettledScopeChanges::Settled(const std::string& consumer, std::uint64_t boundary) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = boundaries_.find(consumer);
+  if (it != boundaries_.end() && it->second <= boundary) boundaries_.erase(it);
+}
+
+void ScopeChanges::OnStreamStart() {
+  boundary_ = unsettled_ ? unsettled_->Boundary(consumer_.name) : 0;
+  OnBegin();
 }
 
 void ScopeChanges::OnBegin() {
@@ -195,8 +214,7 @@ void ScopeChanges::OnMessage(const dblog::v1::Message& message) {
                           {"bytes", message.content().size()}});
     return;
   }
-  const bool written_before_change = previous_ && message.lsn() < boundary_;
-  if (!EntersScope(consumer_.scope, *change, written_before_change ? &*previous_ : nullptr) ||
+  if (!EntersScope(consumer_.scope, *change, message.lsn() < boundary_) ||
       !oids_.insert(change->oid).second)
     return;
   entering_.push_back(*change);
@@ -218,9 +236,13 @@ void ScopeChanges::OnCommit(Bookkeeping& bookkeeping, std::uint64_t commit_lsn) 
                {"gone", tally.gone},
                {"out_of_scope_now", tally.out_of_scope_now}});
   OnBegin();
-  // every message written under the previous scope was read, and its copies are queued: the
-  // new scope becomes the consumer's (best effort: tried again at the next commit)
-  if (previous_ && commit_lsn >= boundary_ && bookkeeping.StoreScope()) previous_.reset();
+  // every message written before the scope changed was read and its copies are queued
+  if (boundary_ != 0 && commit_lsn >= boundary_) {
+    if (unsettled_) unsettled_->Settled(consumer_.name, boundary_);
+    log::Info("scope_change_settled", {{"consumer", consumer_.name},
+                                       {"boundary", common::FormatLsn(boundary_)}});
+    boundary_ = 0;
+  }
 }
 
 void ScopeChanges::Queue(const ScopeChange& change, std::uint64_t xid, Bookkeeping& bookkeeping,

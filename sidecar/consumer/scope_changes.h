@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -50,12 +52,32 @@ std::optional<ScopeChange> ParseScopeChange(std::string_view content);
 // The table was not in `scope` under its old name (or was unlogged: set_logged) and is under its
 // new one. dblog's own schema
 // and the system schemas are never in a scope (as bootstrap::EnumerateScope).
-// `previous`: the scope the consumer had when the DDL was written, when it was another one (the
-// scope changed by SIGHUP or a restart while the stream had not reached the DDL yet): the table
-// was captured under its old name only if both scopes hold that name (the stream before the
-// consumer's position was read under `previous`, the rest under `scope`).
+// `old_name_unsettled`: the DDL was written before a change of the consumer's scope that the
+// stream has not read past yet (UnsettledScopeChanges): what the consumer has of the table under
+// its old name depends on which scopes were in force while it was read, so the table counts as
+// not captured before, whatever its old name (a copy too many is harmless, one too few is not).
 bool EntersScope(const config::Scope& scope, const ScopeChange& change,
-                 const config::Scope* previous = nullptr);
+                 bool old_name_unsettled = false);
+
+// Changes of a consumer's scope (SIGHUP, or a restart with another scope) that its stream has
+// not read past: per consumer, the WAL's end when the last one was found (at a connection). It
+// outlives the connections, so that a reconnection before the stream gets there (a sink
+// retrying, a second SIGHUP) keeps it; thread-safe (each consumer's pipeline has its thread).
+// Not kept across a restart of dblogd (docs/repairs.md, "Tables added to a consumer's scope").
+class UnsettledScopeChanges {
+ public:
+  // A change found now, when the WAL ends at `wal_end`: kept as the later of the two.
+  void Found(const std::string& consumer, std::uint64_t wal_end);
+  // The boundary in force (0: none): messages written before it are read as EntersScope's
+  // old_name_unsettled.
+  std::uint64_t Boundary(const std::string& consumer) const;
+  // The stream read a commit at or past `boundary`: forgotten unless a later change came since.
+  void Settled(const std::string& consumer, std::uint64_t boundary);
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::uint64_t> boundaries_;
+};
 
 class Bookkeeping;
 
@@ -84,14 +106,13 @@ class ScopeChanges {
   // Tables logged one line each per transaction; past them, one scope_tables_entered line.
   static constexpr std::size_t kLoggedTables = 10;
 
-  explicit ScopeChanges(const config::ConsumerConfig& consumer) : consumer_(consumer) {}
+  // `unsettled`: the changes of the scope the stream has not read past (nullptr: none, tests).
+  explicit ScopeChanges(const config::ConsumerConfig& consumer,
+                        UnsettledScopeChanges* unsettled = nullptr)
+      : consumer_(consumer), unsettled_(unsettled) {}
 
-  // The consumer's scope changed at this connection (Bookkeeping::QueueTablesAddedToScope):
-  // messages written before `boundary` (the WAL's end then) are read with `previous` as the
-  // scope they were written under (EntersScope), and the first commit at or past `boundary`
-  // records the new scope as the consumer's (Bookkeeping::StoreScope): until then a restart
-  // finds the change pending again, with a later boundary.
-  void ScopeChanged(config::Scope previous, std::uint64_t boundary);
+  // The stream starts: the boundary of the unsettled changes of the scope is read once.
+  void OnStreamStart();
   // A transaction begins (also again after a reconnect): what an earlier one left is dropped.
   void OnBegin();
   // A message of the transaction: its table is remembered when it entered the scope.
@@ -116,9 +137,8 @@ class ScopeChanges {
   std::vector<ScopeChange> entering_;
   std::unordered_set<std::uint32_t> oids_;
   log::RateLimited unreadable_log_{std::chrono::seconds(10)};
-  // ScopeChanged: the scope before, until the stream reaches `boundary_`
-  std::optional<config::Scope> previous_;
-  std::uint64_t boundary_ = 0;
+  UnsettledScopeChanges* unsettled_;
+  std::uint64_t boundary_ = 0;  // OnStreamStart: messages before it are read as unsettled
 };
 
 }  // namespace dblog::consumer

@@ -91,20 +91,33 @@ TEST(ScopeChange, EntersOnlyFromOutsideToInside) {
   EXPECT_FALSE(EntersScope(scope, Change("stage", "items", "other", "items")));
 }
 
-// A DDL written while the consumer had another scope (the scope changed before the stream
-// reached it): its table was captured under the old name only if both scopes hold that name.
-TEST(ScopeChange, ADdlWrittenUnderThePreviousScopeEntersUnlessBothHeldTheOldName) {
-  const config::Scope now = config::ParseScope("app.a,app.b");
-  const config::Scope before = config::ParseScope("app.b,app.c");
-  // a was outside the scope the DDL was written under: its rows were never streamed
-  EXPECT_FALSE(EntersScope(now, Change("app", "a", "app", "b")));
-  EXPECT_TRUE(EntersScope(now, Change("app", "a", "app", "b"), &before));
-  // c only in the previous one, b in both: as without a previous scope
-  EXPECT_TRUE(EntersScope(now, Change("app", "c", "app", "a"), &before));
-  EXPECT_FALSE(EntersScope(now, Change("app", "b", "app", "a"), &before));
-  // leaving, or outside both, is never entering
-  EXPECT_FALSE(EntersScope(now, Change("app", "a", "app", "z"), &before));
-  EXPECT_FALSE(EntersScope(now, Change("app", "x", "app", "y"), &before));
+// A DDL written before a change of the scope that the stream has not read past: whatever its
+// old name, the table counts as not captured under it (which scopes were in force while it was
+// read is not known), so it enters when its new name is in the scope.
+TEST(ScopeChange, ADdlWrittenBeforeAnUnsettledScopeChangeEntersWhateverItsOldName) {
+  const config::Scope scope = config::ParseScope("app.a,app.b");
+  EXPECT_FALSE(EntersScope(scope, Change("app", "a", "app", "b")));
+  EXPECT_TRUE(EntersScope(scope, Change("app", "a", "app", "b"), true));
+  EXPECT_TRUE(EntersScope(scope, Change("app", "x", "app", "b"), true));
+  // leaving, or outside, is never entering
+  EXPECT_FALSE(EntersScope(scope, Change("app", "a", "app", "z"), true));
+  EXPECT_FALSE(EntersScope(scope, Change("app", "x", "app", "y"), true));
+}
+
+// The boundary of a consumer's unsettled scope changes: the later one wins, and a stream that
+// read past an earlier boundary does not settle a later change.
+TEST(UnsettledScopeChanges, KeepTheLaterBoundaryUntilTheStreamReadsPastIt) {
+  UnsettledScopeChanges u;
+  EXPECT_EQ(u.Boundary("c"), 0u);
+  u.Found("c", 100);
+  u.Found("c", 50);
+  EXPECT_EQ(u.Boundary("c"), 100u);
+  EXPECT_EQ(u.Boundary("other"), 0u);
+  u.Found("c", 200);
+  u.Settled("c", 100);  // a stream that started under the boundary 100
+  EXPECT_EQ(u.Boundary("c"), 200u);
+  u.Settled("c", 200);
+  EXPECT_EQ(u.Boundary("c"), 0u);
 }
 
 TEST(ScopeChange, AnUnloggedTableBecomingLoggedEntersUnderItsOwnName) {
