@@ -177,7 +177,7 @@ void NatsFlags(const po::variables_map& vm, const std::string& consumer,
       throw UsageError("invalid --subject-prefix '" + options.prefix +
                        "': tokens of letters, digits, '_' and '-' separated by '.'");
   }
-  options.jetstream.subjects = options.prefix + ".>";
+  options.jetstream.prefix = options.prefix;
   if (vm.count("replicas"))
     options.jetstream.replicas =
         static_cast<int>(ParseNumber(vm["replicas"].as<std::string>(), 1, 5, "--replicas"));

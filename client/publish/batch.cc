@@ -38,10 +38,11 @@ bool SplitDelimited(std::string_view payload, std::vector<std::string_view>& eve
   return true;
 }
 
-bool Batcher::Closes(const std::string& subject, std::size_t event_bytes) const {
+bool Batcher::Closes(std::uint32_t relation_oid, std::size_t event_bytes) const {
   // (a large event closes the batch before it rather than overfill it: the broker's limit on a
-  // message's size, 1 MB by default for NATS, is then only ever passed by one event alone)
-  return count_ > 0 && (subject != batch_.subject || count_ >= limits_.max_events ||
+  // message's size, 1 MB by default for NATS, is then only ever passed by one event alone; a
+  // table renamed in between is a Relation, which closes the batch before it)
+  return count_ > 0 && (relation_oid != batch_.relation_oid || count_ >= limits_.max_events ||
                         batch_.payload.size() + event_bytes + 10 > limits_.max_bytes);
 }
 
@@ -64,7 +65,7 @@ void Batcher::Add(LogMessage message, std::vector<LogMessage>& out) {
     out.push_back(std::move(message));
     return;
   }
-  if (Closes(message.subject, message.payload.size())) Close(out);
+  if (Closes(message.relation_oid, message.payload.size())) Close(out);
   if (count_ == 0) {
     Open(std::move(message));
     return;
@@ -72,16 +73,17 @@ void Batcher::Add(LogMessage message, std::vector<LogMessage>& out) {
   AppendDelimited(message.payload, batch_.payload);
   last_lsn_ = message.position->commit_lsn();
   last_seq_ = message.position->seq();
-  batch_.event = std::move(message.event);
+  batch_.kind = message.kind;
   ++count_;
 }
 
 void Batcher::AddEvent(const dblog::v1::StreamEvent& event, const Layout::Target& target,
                        const dblog::v1::Position& position, std::vector<LogMessage>& out) {
   const std::size_t size = event.ByteSizeLong();
-  if (Closes(*target.subject, size)) Close(out);
+  if (Closes(target.relation_oid, size)) Close(out);
   if (count_ == 0) {
-    batch_.subject = *target.subject;
+    batch_.schema = *target.schema;
+    batch_.name = *target.name;
     batch_.table = *target.table;
     batch_.relation_oid = target.relation_oid;
     first_lsn_ = position.commit_lsn();
@@ -98,7 +100,7 @@ void Batcher::AddEvent(const dblog::v1::StreamEvent& event, const Layout::Target
   event.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(&batch_.payload[at]));
   last_lsn_ = position.commit_lsn();
   last_seq_ = position.seq();
-  batch_.event = target.event;
+  batch_.kind = target.kind;
   ++count_;
 }
 

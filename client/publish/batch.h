@@ -1,7 +1,7 @@
 // client/publish/batch.h: several events in one log message (docs/publish.md, "Batches"), as
 // pure logic. The messages of Layout::Map (Format::kDblog) go in, in order; what comes out is
-// what the broker writes, in the same order: consecutive single-part events with a position on
-// the same subject share one message (at most max_events, about max_bytes), every other
+// what the broker writes, in the same order: consecutive single-part events with a position for
+// the same destination (the control stream, or one table) share one message (at most max_events, about max_bytes), every other
 // message stands alone. Every payload that comes out is a sequence of varint-length-delimited
 // serialized dblog.v1.StreamEvents (the framing of dblogd's own TCP stream, protobuf's
 // writeDelimitedTo), one or more, whether batched or not.
@@ -48,9 +48,11 @@ class Batcher {
 
  private:
   static bool Batchable(const LogMessage& message) {
-    return message.parts == 1 && !message.is_relation && message.position.has_value();
+    return message.parts == 1 && message.kind != EventKind::kRelation &&
+           message.position.has_value();
   }
-  bool Closes(const std::string& subject, std::size_t event_bytes) const;
+  // `relation_oid`: the next event's destination (0: the control stream)
+  bool Closes(std::uint32_t relation_oid, std::size_t event_bytes) const;
   void Open(LogMessage message);
 
   BatchLimits limits_;

@@ -1,7 +1,8 @@
 // client/publish/broker.h: what `dblog publish` needs from a distributed log, so that the
 // ordering, acknowledgement and resume logic (publisher.h) is written once for every broker.
-// Owns: the interface and its error type. Implementations: jetstream.h (NATS JetStream),
-// kafka.h (Apache Kafka).
+// Owns: the interface and its error type. Implementations, one folder each: nats/jetstream.h
+// (NATS JetStream), kafka/kafka.h (Apache Kafka); each names the layout's destinations its own
+// way (subjects, topics).
 #pragma once
 
 #include <cstdint>
@@ -62,7 +63,7 @@ class Broker {
   virtual bool keyed() const { return false; }
   // The topic `message` goes to, as a schema registry's TopicNameStrategy names subjects after
   // it ("<topic>-key", "<topic>-value"): Kafka's topic; on NATS the message's subject.
-  virtual std::string TopicOf(const LogMessage& message) const { return message.subject; }
+  virtual std::string TopicOf(const LogMessage& message) const = 0;
 };
 
 }  // namespace dblog::publish

@@ -72,6 +72,28 @@ std::optional<dblog::v1::Position> ParsePositionText(std::string_view text) {
   return client::MakePosition(hi << 32 | lo, static_cast<std::uint32_t>(seq));
 }
 
+std::string PartText(const LogMessage& message) {
+  if (message.parts <= 1) return "";
+  return std::to_string(message.part) + "/" + std::to_string(message.parts);
+}
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kBegin: return "begin";
+    case EventKind::kCommit: return "commit";
+    case EventKind::kMessage: return "message";
+    case EventKind::kRelation: return "relation";
+    case EventKind::kChange: return "change";
+    case EventKind::kTruncate: return "truncate";
+    case EventKind::kChunkBegin: return "chunk_begin";
+    case EventKind::kChunkEnd: return "chunk_end";
+    case EventKind::kBootstrapBegin: return "bootstrap_begin";
+    case EventKind::kBootstrapEnd: return "bootstrap_end";
+    case EventKind::kTombstone: return "tombstone";
+  }
+  return "";
+}
+
 std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string_view text) {
   unsigned part = 0, parts = 0;
   char tail = 0;
@@ -114,46 +136,39 @@ std::string EscapedToken(std::string_view name, char escape) {
   return out;
 }
 
-std::string SubjectToken(std::string_view name) { return EscapedToken(name, '%'); }
-
-Layout::Layout(std::string prefix, Format format)
-    : prefix_(std::move(prefix)), format_(format), control_subject_(prefix_ + ".control") {}
+Layout::Layout(std::string prefix, Format format) : prefix_(std::move(prefix)), format_(format) {}
 
 const Layout::TableNames* Layout::Names(std::uint32_t oid) {
   const dblog::v1::Relation* rel = relations_.Find(oid);
   if (!rel) return nullptr;
-  // the subject and the name of the table, built once per definition (not per event)
+  // the names of the table, built once per definition (not per event)
   TableNames& names = table_names_[oid];
-  if (names.subject.empty() || names.schema != rel->schema() || names.name != rel->name()) {
+  if (names.table.empty() || names.schema != rel->schema() || names.name != rel->name()) {
     names.schema = rel->schema();
     names.name = rel->name();
-    names.subject = TableSubject(rel->schema(), rel->name());
     names.table = rel->schema() + "." + rel->name();
   }
   return &names;
 }
 
-std::string Layout::TableSubject(const std::string& schema, const std::string& name) const {
-  return prefix_ + ".table." + SubjectToken(schema) + "." + SubjectToken(name);
-}
-
 namespace {
 
-const char* EventName(const StreamEvent& event) {
+EventKind KindOf(const StreamEvent& event) {
   switch (event.event_case()) {
-    case StreamEvent::kBegin: return "begin";
-    case StreamEvent::kRelation: return "relation";
-    case StreamEvent::kChange: return "change";
-    case StreamEvent::kTruncate: return "truncate";
-    case StreamEvent::kMessage: return "message";
-    case StreamEvent::kCommit: return "commit";
-    case StreamEvent::kBootstrapBegin: return "bootstrap_begin";
-    case StreamEvent::kBootstrapEnd: return "bootstrap_end";
-    case StreamEvent::kChunkBegin: return "chunk_begin";
-    case StreamEvent::kChunkEnd: return "chunk_end";
-    default: return "";
+    case StreamEvent::kBegin: return EventKind::kBegin;
+    case StreamEvent::kRelation: return EventKind::kRelation;
+    case StreamEvent::kTruncate: return EventKind::kTruncate;
+    case StreamEvent::kMessage: return EventKind::kMessage;
+    case StreamEvent::kCommit: return EventKind::kCommit;
+    case StreamEvent::kBootstrapBegin: return EventKind::kBootstrapBegin;
+    case StreamEvent::kBootstrapEnd: return EventKind::kBootstrapEnd;
+    case StreamEvent::kChunkBegin: return EventKind::kChunkBegin;
+    case StreamEvent::kChunkEnd: return EventKind::kChunkEnd;
+    default: return EventKind::kChange;
   }
 }
+
+const char* EventName(const StreamEvent& event) { return EventKindName(KindOf(event)); }
 
 std::string MsgId(const std::optional<dblog::v1::Position>& position, std::uint32_t part,
                   std::uint32_t parts) {
@@ -169,7 +184,7 @@ void NumberParts(const StreamEvent& event, std::vector<LogMessage>& out) {
     LogMessage& m = out[i];
     m.part = i + 1;
     m.parts = parts;
-    if (m.is_relation) continue;
+    if (m.kind == EventKind::kRelation) continue;
     if (m.position) {
       m.msg_id = MsgId(m.position, m.part, parts);
     } else {  // BootstrapBegin: one per bootstrap attempt, told apart by its consistent point
@@ -200,11 +215,10 @@ dblog::v1::Change OldKeyDelete(const dblog::v1::Change& change) {
 LogMessage Layout::TableMessageByName(const std::string& schema, const std::string& name,
                                       const StreamEvent& event) const {
   LogMessage m;
-  m.subject = TableSubject(schema, name);
   m.table = schema + "." + name;
   m.schema = schema;
   m.name = name;
-  m.event = EventName(event);
+  m.kind = KindOf(event);
   m.position = client::PositionOf(event);
   event.SerializeToString(&m.payload);
   return m;
@@ -224,11 +238,10 @@ LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
   KnownRelation(oid, event);
   const TableNames& names = *Names(oid);
   LogMessage m;
-  m.subject = names.subject;
   m.table = names.table;
   m.schema = names.schema;
   m.name = names.name;
-  m.event = EventName(event);
+  m.kind = KindOf(event);
   m.position = client::PositionOf(event);
   event.SerializeToString(&m.payload);
   m.relation_oid = oid;
@@ -237,8 +250,7 @@ LogMessage Layout::TableMessage(std::uint32_t oid, const StreamEvent& event) {
 
 LogMessage Layout::ControlMessage(const StreamEvent& event) const {
   LogMessage m;
-  m.subject = ControlSubject();
-  m.event = EventName(event);
+  m.kind = KindOf(event);
   m.position = client::PositionOf(event);
   event.SerializeToString(&m.payload);
   return m;
@@ -248,13 +260,12 @@ LogMessage Layout::DebeziumMessage(std::uint32_t oid, const StreamEvent& event, 
                                    std::string key) const {
   const dblog::v1::Relation* rel = relations_.Find(oid);
   LogMessage m;
-  m.subject = TableSubject(rel->schema(), rel->name());
   m.table = rel->schema() + "." + rel->name();
   m.schema = rel->schema();
   m.name = rel->name();
   m.relation_oid = oid;
   m.position = client::PositionOf(event);
-  m.event = EventName(event);
+  m.kind = KindOf(event);
   m.payload = std::move(payload);
   m.key = std::move(key);
   if (debezium_.schemas_enable || format_ == Format::kDebeziumAvro) {
@@ -281,7 +292,7 @@ void Layout::MapDebeziumChange(const StreamEvent& event, DebeziumSource source,
   const auto tombstone = [&](const std::string& of_key) {
     if (!debezium_.tombstones_on_delete) return;
     LogMessage m = DebeziumMessage(oid, event, "", of_key);
-    m.event = "tombstone";
+    m.kind = EventKind::kTombstone;
     out.push_back(std::move(m));
   };
   if (change.kind() == dblog::v1::Change::UPDATE && change.has_old_key() &&
@@ -437,9 +448,7 @@ std::vector<LogMessage> Layout::MapDblog(const StreamEvent& event) {
       break;
     case StreamEvent::kRelation: {
       relations_.Put(event.relation());
-      LogMessage m = TableMessage(event.relation().oid(), event);
-      m.is_relation = true;
-      out.push_back(std::move(m));
+      out.push_back(TableMessage(event.relation().oid(), event));
       break;
     }
     case StreamEvent::kChange:
@@ -477,10 +486,10 @@ std::optional<Layout::Target> Layout::SingleTarget(const StreamEvent& event) {
   switch (event.event_case()) {
     case StreamEvent::kBegin:
     case StreamEvent::kCommit:
-      return Target{&control_subject_, &no_table_, 0, EventName(event)};
+      return Target{0, &no_table_, &no_table_, &no_table_, KindOf(event)};
     case StreamEvent::kMessage:
       if (!event.message().transactional()) return std::nullopt;  // (Map refuses it)
-      return Target{&control_subject_, &no_table_, 0, EventName(event)};
+      return Target{0, &no_table_, &no_table_, &no_table_, KindOf(event)};
     case StreamEvent::kChange:
       oid = event.change().relation_oid();
       break;
@@ -495,7 +504,7 @@ std::optional<Layout::Target> Layout::SingleTarget(const StreamEvent& event) {
   }
   const TableNames* names = Names(oid);
   if (!names) return std::nullopt;  // (Map says what is wrong)
-  return Target{&names->subject, &names->table, oid, EventName(event)};
+  return Target{oid, &names->schema, &names->name, &names->table, KindOf(event)};
 }
 
 }  // namespace dblog::publish

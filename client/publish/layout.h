@@ -1,8 +1,11 @@
-// client/publish/layout.h: where each event of a consumer's stream goes in a distributed log
-// (docs/publish.md, "Layout in the log"), as pure logic: subjects, parts, deduplication ids and
-// the position and table headers' text. No I/O, no broker library: the brokers (broker.h) write
-// what Layout::Map returns, in order.
-// Owns: the mapping event -> messages, subject names, the position and table headers' format.
+// client/publish/layout.h: what each event of a consumer's stream becomes in a distributed log
+// (docs/publish.md, "Layout in the log"), as pure logic and broker-neutral records: each
+// message's destination (the control stream, or a table by oid and names), its parts,
+// deduplication id, payload, key and the headers' values. No I/O, no broker library: each
+// broker (broker.h; nats/, kafka/) names the destinations its own way (subjects, topics) and
+// writes what Layout::Map returns, in order.
+// Owns: the mapping event -> messages, the event kinds, the position, part and table headers'
+// format.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,22 @@ inline constexpr char kTableHeader[] = "Dblog-Table";             // "public.ite
 inline constexpr char kRelationSeqHeader[] = "Dblog-Relation-Seq";  // log sequence of the Relation
 inline constexpr char kKeyHeader[] = "Dblog-Key";  // debezium-json: the key as its own JSON
 
+// The kind of a message's (last) event: kEventHeader's value is EventKindName's.
+enum class EventKind : std::uint8_t {
+  kBegin,
+  kCommit,
+  kMessage,
+  kRelation,
+  kChange,
+  kTruncate,
+  kChunkBegin,
+  kChunkEnd,
+  kBootstrapBegin,
+  kBootstrapEnd,
+  kTombstone,  // debezium-json: the empty message after a delete
+};
+const char* EventKindName(EventKind kind);  // "begin", "chunk_begin", "tombstone", ...
+
 // What a message's payload is.
 enum class Format {
   kDblog,         // one serialized dblog.v1.StreamEvent
@@ -36,20 +55,20 @@ enum class Format {
   kDebeziumAvro,
 };
 
-// One message to write.
+// One message to write. Its destination: the control stream (relation_oid 0, no table names),
+// or a table's (relation_oid and its schema and name).
 struct LogMessage {
-  std::string subject;
   std::string payload;  // a serialized dblog.v1.StreamEvent (Format::kDebeziumJson: JSON, or
                         // empty for a tombstone)
   std::optional<dblog::v1::Position> position;  // none: Relation, BootstrapBegin
   std::uint32_t part = 1;
   std::uint32_t parts = 1;
-  std::string event;            // kEventHeader's value
+  EventKind kind = EventKind::kChange;
   std::string msg_id;           // the broker's deduplication id; empty: none (Relation)
-  std::uint32_t relation_oid = 0;  // table messages: the table; 0: the control subject
+  std::uint32_t relation_oid = 0;  // table messages: the table; 0: the control stream
   std::string table;            // table messages: "schema.name"
   std::string schema, name;     // table messages: the table's schema and name, apart
-  bool is_relation = false;
+  bool control() const { return relation_oid == 0 && schema.empty() && name.empty(); }
   std::string key;              // kKeyHeader's value (debezium-json)
   // debezium-avro: `key` holds Confluent wire bytes (the Kafka record's key), which a NATS
   // header carries in base64
@@ -63,7 +82,8 @@ struct LogMessage {
 // "0/16B3748:3" (client::FormatPosition) and back; nullopt for anything else.
 std::string PositionText(const dblog::v1::Position& position);
 std::optional<dblog::v1::Position> ParsePositionText(std::string_view text);
-// "2/3" and back.
+// "2/3" and back; PartText is "" for a message that is the whole event (no Dblog-Part header).
+std::string PartText(const LogMessage& message);
 std::optional<std::pair<std::uint32_t, std::uint32_t>> ParsePartText(std::string_view text);
 // kTableHeader's value: "schema.name" with CR, LF and '%' %-escaped (a quoted PostgreSQL name
 // may hold CR or LF, which a header cannot).
@@ -71,25 +91,17 @@ std::string TableHeaderText(std::string_view table);
 
 // `name` as one token of a dotted name: ASCII letters, digits, '_' and '-' stay, except the
 // escape character itself; every other byte becomes the escape character and two hex digits.
-// Injective: different names give different tokens. SubjectToken and TopicToken use it.
+// Injective: different names give different tokens. The brokers' names use it (nats/subjects.h'
+// SubjectToken, kafka/layout.h's TopicToken).
 std::string EscapedToken(std::string_view name, char escape);
-
-// A schema or table name as one NATS subject token: ASCII letters, digits, '_' and '-' stay,
-// every other byte becomes %XX (so '.', '*', '>', spaces and '%' itself never reach the
-// subject). Injective: different names give different tokens.
-std::string SubjectToken(std::string_view name);
 
 class Layout {
  public:
-  // prefix: "dblog.<consumer>" by default; subjects are <prefix>.control and
-  // <prefix>.table.<schema token>.<table token>.
+  // prefix: the subject or topic prefix ("dblog.<consumer>" by default), which Debezium's
+  // formats name the server by (source.name, the schemas' names).
   explicit Layout(std::string prefix, Format format = Format::kDblog);
 
   const std::string& prefix() const { return prefix_; }
-  std::string ControlSubject() const { return prefix_ + ".control"; }
-  std::string TableSubject(const std::string& schema, const std::string& name) const;
-  // Everything this layout writes: <prefix>.>
-  std::string AllSubjects() const { return prefix_ + ".>"; }
 
   // The messages of one event, in the order to write them. Throws std::runtime_error for an
   // event naming a table whose Relation did not come first, or an event with nothing to
@@ -106,10 +118,11 @@ class Layout {
   // would put it, without building the message (the publisher's batches serialize such events
   // straight into the batch: batch.h). nullopt for every other event: it goes through Map.
   struct Target {
-    const std::string* subject;
-    const std::string* table;  // "" on the control subject
-    std::uint32_t relation_oid;  // 0 on the control subject
-    const char* event;           // kEventHeader's value
+    std::uint32_t relation_oid;  // 0: the control stream
+    const std::string* schema;   // "" on the control stream
+    const std::string* name;
+    const std::string* table;    // "schema.name"; "" on the control stream
+    EventKind kind;
   };
   std::optional<Target> SingleTarget(const dblog::v1::StreamEvent& event);
 
@@ -125,7 +138,7 @@ class Layout {
 
  private:
   struct TableNames {
-    std::string schema, name, subject, table;
+    std::string schema, name, table;
   };
   // The table's names for a known Relation (rebuilt when it is renamed); nullptr: unknown.
   const TableNames* Names(std::uint32_t oid);
@@ -159,7 +172,7 @@ class Layout {
   bool row_keys_ = false;
   client::RelationCache relations_;
   std::unordered_map<std::uint32_t, TableNames> table_names_;  // by relation oid
-  std::string control_subject_, no_table_;
+  std::string no_table_;
   // debezium-json: the settings; the open transaction's xid and commit time, the end LSN of the
   // last transaction committed (0: none seen yet), the bootstrap's consistent point, and whether
   // rows are a bootstrap's or a repair's

@@ -185,7 +185,7 @@ class Publisher::Attempt {
 
   void Write(const LogMessage& m) {
     const std::uint64_t seq = next_seq_++;
-    if (m.is_relation) relation_seq_[m.relation_oid] = seq;
+    if (m.kind == EventKind::kRelation) relation_seq_[m.relation_oid] = seq;
     std::uint64_t rseq = 0;
     if (m.relation_oid) {
       const auto it = relation_seq_.find(m.relation_oid);

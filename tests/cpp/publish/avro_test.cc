@@ -227,7 +227,7 @@ TEST(DebeziumAvro, EveryRecordOfTheTypeMatrixDecodesWithAvrosLibraryIntoTheJsonP
       EXPECT_EQ(avro[i].payload, json[i].payload);
       EXPECT_EQ(avro[i].key, json[i].key);
       EXPECT_EQ(avro[i].part, json[i].part);
-      EXPECT_EQ(avro[i].event, json[i].event);
+      EXPECT_EQ(avro[i].kind, json[i].kind);
       if (!json[i].key.empty()) add(topic + "-key", json[i].key);
       if (json[i].payload.empty())
         ++tombstones;

@@ -8,6 +8,7 @@
 
 #include "client/position.h"
 #include "client/publish/layout.h"
+#include "client/publish/nats/subjects.h"
 #include "layout_events.h"
 
 namespace dblog::publish {
@@ -78,8 +79,8 @@ TEST(PublishBatch, ATransactionLargerThanABatchIsCutAtMaxEvents) {
   const auto out = MapAll(layout, batcher, events);
   // Relation | Begin | changes 1-4 | 5-8 | 9-10 | Commit
   ASSERT_EQ(out.size(), 6u);
-  EXPECT_TRUE(out[0].is_relation);
-  EXPECT_EQ(out[1].subject, "p.control");
+  EXPECT_EQ(out[0].kind, EventKind::kRelation);
+  EXPECT_EQ(NatsSubjects("p").Of(out[1]), "p.control");
   const std::vector<std::size_t> sizes = {1, 1, 4, 4, 2, 1};
   std::vector<StreamEvent> all;
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -93,14 +94,14 @@ TEST(PublishBatch, ATransactionLargerThanABatchIsCutAtMaxEvents) {
   ASSERT_EQ(all.size(), events.size());  // every event, once, in order
   for (std::size_t i = 0; i < all.size(); ++i)
     EXPECT_EQ(all[i].SerializeAsString(), events[i].SerializeAsString()) << i;
-  EXPECT_EQ(out[2].subject, "p.table.s.a");
+  EXPECT_EQ(NatsSubjects("p").Of(out[2]), "p.table.s.a");
   EXPECT_EQ(out[2].table, "s.a");
   EXPECT_EQ(out[2].relation_oid, 1u);
-  EXPECT_EQ(out[2].event, "change");
+  EXPECT_EQ(out[2].kind, EventKind::kChange);
   EXPECT_EQ(out[2].msg_id, "0/100:1..0/100:4");  // first..last
   EXPECT_EQ(out[3].msg_id, "0/100:5..0/100:8");
   EXPECT_EQ(out[1].msg_id, "0/100:0");  // one event: its own id, as without batches
-  EXPECT_EQ(out[5].event, "commit");
+  EXPECT_EQ(out[5].kind, EventKind::kCommit);
   EXPECT_TRUE(out[0].msg_id.empty());  // a Relation has none
 }
 
@@ -115,7 +116,7 @@ TEST(PublishBatch, ABatchNeverSpansTablesOrSubjects) {
       Change(2, 0x200, 1),   Commit(0x200, 2)};
   const auto out = MapAll(layout, batcher, events);
   std::vector<std::pair<std::string, std::size_t>> got;
-  for (const auto& m : out) got.emplace_back(m.subject, Unpack(m).size());
+  for (const auto& m : out) got.emplace_back(NatsSubjects("p").Of(m), Unpack(m).size());
   const std::vector<std::pair<std::string, std::size_t>> want = {
       {"p.table.s.a", 1}, {"p.table.s.b", 1},  // the Relations
       {"p.control", 1},                        // Begin
@@ -126,7 +127,7 @@ TEST(PublishBatch, ABatchNeverSpansTablesOrSubjects) {
       {"p.table.s.b", 1}, {"p.control", 1}};
   EXPECT_EQ(got, want);
   for (const auto& m : out) {
-    if (m.subject == "p.control") {
+    if (NatsSubjects("p").Of(m) == "p.control") {
       EXPECT_EQ(m.relation_oid, 0u);
       continue;
     }
@@ -137,7 +138,7 @@ TEST(PublishBatch, ABatchNeverSpansTablesOrSubjects) {
     }
   }
   EXPECT_EQ(out[8].msg_id, "0/100:7..0/200:0");
-  EXPECT_EQ(out[8].event, "begin");  // the kind of its last event
+  EXPECT_EQ(out[8].kind, EventKind::kBegin);  // the kind of its last event
 }
 
 TEST(PublishBatch, FannedOutEventsStandAloneWithTheirParts) {
@@ -162,7 +163,7 @@ TEST(PublishBatch, FannedOutEventsStandAloneWithTheirParts) {
     EXPECT_EQ(m.msg_id, "0/100:3#" + std::to_string(i + 1));
     EXPECT_EQ(Unpack(m).size(), 1u);
   }
-  EXPECT_EQ(out[5].subject, "p.table.s.a");  // the part of table a after a's batch, not in it
+  EXPECT_EQ(NatsSubjects("p").Of(out[5]), "p.table.s.a");  // the part of table a after a's batch, not in it
 }
 
 TEST(PublishBatch, TheByteLimitClosesABatchBeforeALargeEvent) {
@@ -262,15 +263,15 @@ TEST(PublishBatch, EventsSerializedStraightIntoABatchGiveTheSameMessages) {
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
       SCOPED_TRACE("message " + std::to_string(i));
-      EXPECT_EQ(got[i].subject, want[i].subject);
+      EXPECT_EQ(NatsSubjects("p").Of(got[i]), NatsSubjects("p").Of(want[i]));
       EXPECT_EQ(got[i].payload, want[i].payload);
       EXPECT_EQ(got[i].msg_id, want[i].msg_id);
-      EXPECT_EQ(got[i].event, want[i].event);
+      EXPECT_EQ(got[i].kind, want[i].kind);
       EXPECT_EQ(got[i].table, want[i].table);
       EXPECT_EQ(got[i].relation_oid, want[i].relation_oid);
       EXPECT_EQ(got[i].part, want[i].part);
       EXPECT_EQ(got[i].parts, want[i].parts);
-      EXPECT_EQ(got[i].is_relation, want[i].is_relation);
+      EXPECT_EQ((got[i].kind == EventKind::kRelation), (want[i].kind == EventKind::kRelation));
       ASSERT_EQ(got[i].position.has_value(), want[i].position.has_value());
       if (got[i].position) {
         EXPECT_EQ(PositionText(*got[i].position), PositionText(*want[i].position));

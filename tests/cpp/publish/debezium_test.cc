@@ -14,6 +14,7 @@
 
 #include "client/publish/debezium.h"
 #include "client/publish/layout.h"
+#include "client/publish/nats/subjects.h"
 #include "debezium_matrix.h"
 #include "layout_events.h"
 
@@ -90,7 +91,7 @@ TEST_F(DebeziumGolden, CreateIsOpC) {
   *e.mutable_change()->mutable_new_row() = Row3(1, "Anne", "annek@noanswer.org");
   const auto m = Map(e);
   ASSERT_EQ(m.size(), 1u);
-  EXPECT_EQ(m[0].subject, "dblog.c1.table.public.customers");
+  EXPECT_EQ(NatsSubjects("dblog.c1").Of(m[0]), "dblog.c1.table.public.customers");
   EXPECT_EQ(m[0].key, R"({"id":1})");
   EXPECT_EQ(m[0].payload,
             R"({"before":null,"after":{"id":1,"first_name":"Anne","email":"annek@noanswer.org"},)" +
@@ -124,7 +125,7 @@ TEST_F(DebeziumGolden, DeleteIsOpDThenATombstone) {
   EXPECT_EQ(m[0].key, R"({"id":1})");
   EXPECT_EQ(m[1].payload, "");  // the tombstone: same key, no value
   EXPECT_EQ(m[1].key, R"({"id":1})");
-  EXPECT_EQ(m[1].event, "tombstone");
+  EXPECT_EQ(m[1].kind, EventKind::kTombstone);
   EXPECT_EQ(m[0].msg_id, "0/16E904F:2#1");
   EXPECT_EQ(m[1].msg_id, "0/16E904F:2#2");
   EXPECT_EQ(m[1].part, 2u);
@@ -552,7 +553,7 @@ TEST(DebeziumSchemas, EveryRecordOfTheTypeMatrixIsWhatJsonConverterReads) {
         R"("name":"dblog.c1.public.matrix.Envelope","version":2},"payload":{"before":null,"after":{"id":7,)"})
     EXPECT_NE(value.find(part), std::string::npos) << part << "\n" << value;
   EXPECT_EQ(all[0].key, R"({"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"dblog.c1.public.matrix.Key"},"payload":{"id":7}})");
-  EXPECT_EQ(all[3].event, "tombstone");
+  EXPECT_EQ(all[3].kind, EventKind::kTombstone);
   EXPECT_TRUE(all[3].payload.empty());
 }
 

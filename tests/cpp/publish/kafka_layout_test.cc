@@ -1,9 +1,9 @@
 // tests/cpp/publish/kafka_layout_test.cc: where `dblog publish --to kafka://` puts each message
-// (client/publish/kafka_layout.h), without a broker: topic names and their escaping, the
+// (client/publish/kafka/layout.h), without a broker: topic names and their escaping, the
 // partition of a key (the same as librdkafka's murmur2 partitioner, which is the Java client's
 // default), one record per partition for what is not a row, and the key change split of the
 // layout (layout.h, set_row_keys); the flags of `dblog publish` (Kafka's, and NATS's beside them).
-#include "client/publish/kafka_layout.h"
+#include "client/publish/kafka/layout.h"
 
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -160,7 +160,7 @@ TEST(PublishKafkaLayout, DebeziumKeyChangeIsDeleteTombstoneCreate) {
   EXPECT_NE(m[0].payload.find(R"("op":"d")"), std::string::npos) << m[0].payload;
   EXPECT_EQ(m[0].key, R"({"id":5})");
   EXPECT_EQ(m[1].payload, "");
-  EXPECT_EQ(m[1].event, "tombstone");
+  EXPECT_EQ(m[1].kind, EventKind::kTombstone);
   EXPECT_EQ(m[1].key, R"({"id":5})");
   EXPECT_NE(m[2].payload.find(R"("op":"c")"), std::string::npos) << m[2].payload;
   EXPECT_NE(m[2].payload.find(R"("before":null)"), std::string::npos) << m[2].payload;
@@ -230,7 +230,7 @@ TEST(PublishNatsFlags, StreamSubjectsAndBatchesWithTheirDefaults) {
   EXPECT_EQ(o.jetstream.servers, (std::vector<std::string>{"nats://h1:4222", "nats://h2:4223"}));
   EXPECT_EQ(o.jetstream.stream, "DBLOG_C1");
   EXPECT_EQ(o.prefix, "dblog.c1");
-  EXPECT_EQ(o.jetstream.subjects, "dblog.c1.>");
+  EXPECT_EQ(o.jetstream.prefix, "dblog.c1");
   EXPECT_EQ(o.jetstream.replicas, 1);
   EXPECT_EQ(o.batch_events, 1024u);
   EXPECT_EQ(o.jetstream.max_pending, o.max_in_flight * 2);
@@ -241,7 +241,7 @@ TEST(PublishNatsFlags, StreamSubjectsAndBatchesWithTheirDefaults) {
              "--replicas=3", "--batch-events=50", "--ack-timeout=2.5"});
   EXPECT_EQ(set.jetstream.stream, "S1");
   EXPECT_EQ(set.prefix, "cdc.app-1");
-  EXPECT_EQ(set.jetstream.subjects, "cdc.app-1.>");
+  EXPECT_EQ(set.jetstream.prefix, "cdc.app-1");
   EXPECT_EQ(set.jetstream.replicas, 3);
   EXPECT_EQ(set.batch_events, 50u);
   EXPECT_EQ(set.jetstream.ack_timeout, std::chrono::milliseconds(2500));

@@ -23,7 +23,7 @@
 #include <tuple>
 
 #include "client/position.h"
-#include "client/publish/kafka_layout.h"
+#include "client/publish/kafka/layout.h"
 #include "client/publish/layout.h"
 #include "common/json.h"
 #include "dblogd_fixture.h"
@@ -772,7 +772,9 @@ TEST_F(KafkaPublishTest, DebeziumAvroRecordsDecodeWithTheSchemasTheRegistryRecei
     } else {
       truncated.insert(r.partition);
     }
-    if (r.value) EXPECT_EQ((*r.value)[0], '\0');
+    if (r.value) {
+      EXPECT_EQ((*r.value)[0], '\0');
+    }
   }
   EXPECT_EQ(truncated.size(), 3u);
   publisher.Kill();

@@ -5,6 +5,7 @@
 
 #include "client/position.h"
 #include "client/publish/layout.h"
+#include "client/publish/nats/subjects.h"
 #include "layout_events.h"
 
 namespace dblog::publish {
@@ -21,10 +22,10 @@ TEST(PublishLayout, SubjectTokensEscapeEverythingButSafeCharacters) {
   EXPECT_EQ(SubjectToken("é"), "%C3%A9");
   // injective: "a.b" and "a%2Eb" must not meet
   EXPECT_NE(SubjectToken("a.b"), SubjectToken("a%2Eb"));
-  Layout layout("dblog.c1");
-  EXPECT_EQ(layout.TableSubject("public", "my.table"), "dblog.c1.table.public.my%2Etable");
-  EXPECT_EQ(layout.ControlSubject(), "dblog.c1.control");
-  EXPECT_EQ(layout.AllSubjects(), "dblog.c1.>");
+  const NatsSubjects subjects("dblog.c1");
+  EXPECT_EQ(subjects.Table("public", "my.table"), "dblog.c1.table.public.my%2Etable");
+  EXPECT_EQ(subjects.Control(), "dblog.c1.control");
+  EXPECT_EQ(subjects.All(), "dblog.c1.>");
 }
 
 TEST(PublishLayout, PositionTextRoundTripsAndRefusesGarbage) {
@@ -58,8 +59,8 @@ TEST(PublishLayout, EventsGoToControlOrTheirTable) {
   Layout layout("p");
   auto rel = layout.Map(RelationEvent(42, "public", "items"));
   ASSERT_EQ(rel.size(), 1u);
-  EXPECT_EQ(rel[0].subject, "p.table.public.items");
-  EXPECT_TRUE(rel[0].is_relation);
+  EXPECT_EQ(NatsSubjects("p").Of(rel[0]), "p.table.public.items");
+  EXPECT_EQ(rel[0].kind, EventKind::kRelation);
   EXPECT_TRUE(rel[0].msg_id.empty());
   EXPECT_FALSE(rel[0].position);
 
@@ -67,9 +68,9 @@ TEST(PublishLayout, EventsGoToControlOrTheirTable) {
   begin.mutable_begin()->set_commit_lsn(0x100);
   auto b = layout.Map(begin);
   ASSERT_EQ(b.size(), 1u);
-  EXPECT_EQ(b[0].subject, "p.control");
+  EXPECT_EQ(NatsSubjects("p").Of(b[0]), "p.control");
   EXPECT_EQ(b[0].msg_id, "0/100:0");
-  EXPECT_EQ(b[0].event, "begin");
+  EXPECT_EQ(b[0].kind, EventKind::kBegin);
 
   StreamEvent change;
   change.mutable_change()->set_relation_oid(42);
@@ -77,7 +78,7 @@ TEST(PublishLayout, EventsGoToControlOrTheirTable) {
   change.mutable_change()->set_seq(1);
   auto c = layout.Map(change);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].subject, "p.table.public.items");
+  EXPECT_EQ(NatsSubjects("p").Of(c[0]), "p.table.public.items");
   EXPECT_EQ(c[0].relation_oid, 42u);
   EXPECT_EQ(c[0].table, "public.items");
   EXPECT_EQ(c[0].msg_id, "0/100:1");
@@ -104,7 +105,7 @@ TEST(PublishLayout, MultiTableEventsFanOutOnePartPerTable) {
   truncate.mutable_truncate()->set_seq(4);
   auto t = layout.Map(truncate);
   ASSERT_EQ(t.size(), 3u);  // the whole event on control (for readers of everything), then per table
-  EXPECT_EQ(t[0].subject, "p.control");
+  EXPECT_EQ(NatsSubjects("p").Of(t[0]), "p.control");
   StreamEvent whole_truncate;
   ASSERT_TRUE(whole_truncate.ParseFromString(t[0].payload));
   EXPECT_EQ(whole_truncate.truncate().relation_oids_size(), 2);
@@ -118,8 +119,8 @@ TEST(PublishLayout, MultiTableEventsFanOutOnePartPerTable) {
     ASSERT_EQ(one.truncate().relation_oids_size(), 1);  // each table's part names it alone
     EXPECT_EQ(one.truncate().relation_oids(0), i);
   }
-  EXPECT_EQ(t[1].subject, "p.table.s.a");
-  EXPECT_EQ(t[2].subject, "p.table.s.b");
+  EXPECT_EQ(NatsSubjects("p").Of(t[1]), "p.table.s.a");
+  EXPECT_EQ(NatsSubjects("p").Of(t[2]), "p.table.s.b");
 
   StreamEvent bb;
   bb.mutable_bootstrap_begin()->set_consistent_point(0x300);
@@ -130,9 +131,9 @@ TEST(PublishLayout, MultiTableEventsFanOutOnePartPerTable) {
   }
   auto m = layout.Map(bb);
   ASSERT_EQ(m.size(), 3u);  // the whole event on control, then one per table
-  EXPECT_EQ(m[0].subject, "p.control");
-  EXPECT_EQ(m[1].subject, "p.table.s.a");
-  EXPECT_EQ(m[2].subject, "p.table.s.b");
+  EXPECT_EQ(NatsSubjects("p").Of(m[0]), "p.control");
+  EXPECT_EQ(NatsSubjects("p").Of(m[1]), "p.table.s.a");
+  EXPECT_EQ(NatsSubjects("p").Of(m[2]), "p.table.s.b");
   EXPECT_EQ(m[0].msg_id, "bootstrap_begin:0/300#1");
   EXPECT_EQ(m[2].msg_id, "bootstrap_begin:0/300#3");
   StreamEvent whole, part;

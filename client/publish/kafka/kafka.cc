@@ -1,5 +1,5 @@
-// client/publish/kafka.cc: see kafka.h.
-#include "client/publish/kafka.h"
+// client/publish/kafka/kafka.cc: see kafka.h.
+#include "client/publish/kafka/kafka.h"
 
 #include <librdkafka/rdkafka.h>
 
@@ -487,7 +487,7 @@ void Kafka::Publish(const LogMessage& message, std::uint64_t, std::uint64_t) {
 }
 
 bool Kafka::Held(const LogMessage& message, const Partition& where, const Tail& tail) {
-  const bool change = message.event == "change";
+  const bool change = message.kind == EventKind::kChange;
   if (change && message.part > 1 && message.position && last_change_ &&
       last_change_->first.commit_lsn() == message.position->commit_lsn() &&
       last_change_->first.seq() == message.position->seq() && last_change_->second == where) {
@@ -513,12 +513,11 @@ rd_kafka_headers_s* Kafka::Headers(const LogMessage& message, const Partition& w
   const auto add = [&](const char* name, const std::string& value) {
     rd_kafka_header_add(headers, name, -1, value.data(), static_cast<ssize_t>(value.size()));
   };
-  add(kEventHeader, message.event);
+  add(kEventHeader, EventKindName(message.kind));
   if (message.position) add(kPositionHeader, PositionText(*message.position));
-  if (message.parts > 1)
-    add(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
+  if (message.parts > 1) add(kPartHeader, PartText(message));
   if (!message.table.empty()) add(kTableHeader, TableHeaderText(message.table));
-  if (message.is_relation) {
+  if (message.kind == EventKind::kRelation) {
     tail.relation_offset = tail.next_offset;
   } else if (!control && tail.relation_offset >= 0) {
     add(kRelationOffsetHeader, std::to_string(tail.relation_offset));

@@ -1,5 +1,5 @@
-// client/publish/kafka.h: Apache Kafka as a Broker (librdkafka's C API, `#include
-// <librdkafka/rdkafka.h>`). Topics and partitions as kafka_layout.h places them; the producer
+// client/publish/kafka/kafka.h: Apache Kafka as a Broker (librdkafka's C API, `#include
+// <librdkafka/rdkafka.h>`). Topics and partitions as layout.h (KafkaLayout) places them; the producer
 // runs with acks=all, enable.idempotence=true, enable.gapless.guarantee=true and no message
 // timeout, so that what a partition holds is always a prefix, in order, of what was sent to
 // it. Flush waits for every delivery report.
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "client/publish/broker.h"
-#include "client/publish/kafka_layout.h"
+#include "client/publish/kafka/layout.h"
 
 struct rd_kafka_s;
 struct rd_kafka_conf_s;

@@ -1,10 +1,10 @@
-// client/publish/kafka_layout.h: where each message of the layout (layout.h) goes in Kafka
-// (docs/publish.md, "Kafka"), as pure logic: topic names, the partition of a key (Kafka's own
-// default partitioner, murmur2), which messages are copied into every partition of their
-// table's topic, and the text of the Kafka-only headers. No I/O, no librdkafka: kafka.h
-// writes what KafkaLayout::Place returns.
-// Owns: topic names, partition choice, fan-out. Does not decide what is published (layout.h)
-// nor what is dropped as already stored (kafka.h).
+// client/publish/kafka/layout.h: where each message of the broker-neutral layout
+// (publish/layout.h) goes in Kafka (docs/publish.md, "Kafka"), as pure logic: topic names, the
+// partition of a key (Kafka's own default partitioner, murmur2), which messages are copied into
+// every partition of their table's topic, and the text of the Kafka-only headers. No I/O, no
+// librdkafka: kafka.h writes what KafkaLayout::Place returns.
+// Owns: topic names, partition choice, fan-out. Does not decide what is published
+// (publish/layout.h) nor what is dropped as already stored (kafka.h).
 #pragma once
 
 #include <cstdint>

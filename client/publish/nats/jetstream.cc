@@ -1,5 +1,5 @@
-// client/publish/jetstream.cc: see jetstream.h.
-#include "client/publish/jetstream.h"
+// client/publish/nats/jetstream.cc: see jetstream.h.
+#include "client/publish/nats/jetstream.h"
 
 #include <nats/nats.h>
 
@@ -79,7 +79,8 @@ std::vector<std::string> ParseNatsUrl(const std::string& url) {
   return servers;
 }
 
-JetStream::JetStream(JetStreamOptions options) : options_(std::move(options)) {}
+JetStream::JetStream(JetStreamOptions options)
+    : options_(std::move(options)), subjects_(options_.prefix) {}
 
 JetStream::~JetStream() { Close(); }
 
@@ -142,7 +143,8 @@ jsStreamInfo* JetStream::StreamInfo() {
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
     cfg.Name = options_.stream.c_str();
-    const char* subjects[] = {options_.subjects.c_str()};
+    const std::string all = subjects_.All();
+    const char* subjects[] = {all.c_str()};
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
     cfg.Storage = js_FileStorage;
@@ -226,14 +228,14 @@ StoredTail JetStream::Open() {
   jsStreamInfo* info = SettledStreamInfo();
   bool holds_subjects = false;
   for (int i = 0; info->Config && i < info->Config->SubjectsLen; ++i)
-    holds_subjects = holds_subjects || options_.subjects == info->Config->Subjects[i];
+    holds_subjects = holds_subjects || subjects_.All() == info->Config->Subjects[i];
   StoredTail tail;
   tail.last_seq = info->State.LastSeq;
   const std::uint64_t first_seq = info->State.FirstSeq;
   jsStreamInfo_Destroy(info);
   if (!holds_subjects) {
     throw BrokerError("NATS: stream " + options_.stream + " exists but does not hold subjects " +
-                          options_.subjects + " (give another --stream, or --subject-prefix)",
+                          subjects_.All() + " (give another --stream, or --subject-prefix)",
                       false);
   }
   // The last message that carries a position (Relations after it carry none).
@@ -247,17 +249,17 @@ void JetStream::Publish(const LogMessage& message, std::uint64_t seq, std::uint6
     if (!first_error_.empty()) throw BrokerError("NATS: " + first_error_, true);
   }
   natsMsg* msg = nullptr;
-  natsStatus s = natsMsg_Create(&msg, message.subject.c_str(), nullptr, message.payload.data(),
+  const std::string subject = subjects_.Of(message);
+  natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, message.payload.data(),
                                 static_cast<int>(message.payload.size()));
   const auto set = [&](const char* key, const std::string& value) {
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, key, value.c_str());
   };
   if (!message.msg_id.empty()) set("Nats-Msg-Id", message.msg_id);
   if (seq > 1) set("Nats-Expected-Last-Sequence", std::to_string(seq - 1));
-  set(kEventHeader, message.event);
+  set(kEventHeader, EventKindName(message.kind));
   if (message.position) set(kPositionHeader, PositionText(*message.position));
-  if (message.parts > 1)
-    set(kPartHeader, std::to_string(message.part) + "/" + std::to_string(message.parts));
+  if (message.parts > 1) set(kPartHeader, PartText(message));
   if (!message.table.empty()) set(kTableHeader, TableHeaderText(message.table));
   if (relation_seq) set(kRelationSeqHeader, std::to_string(relation_seq));
   if (!message.key.empty())
@@ -265,7 +267,7 @@ void JetStream::Publish(const LogMessage& message, std::uint64_t seq, std::uint6
   if (s == NATS_OK) s = js_PublishMsgAsync(js_, &msg, nullptr);
   if (s != NATS_OK) {
     if (msg) natsMsg_Destroy(msg);
-    throw Failure("publishing to " + message.subject, s);
+    throw Failure("publishing to " + subject, s);
   }
   ++pending_;
 }

@@ -1,5 +1,5 @@
-// client/publish/kafka_layout.cc: see kafka_layout.h.
-#include "client/publish/kafka_layout.h"
+// client/publish/kafka/layout.cc: see layout.h.
+#include "client/publish/kafka/layout.h"
 
 #include <algorithm>
 
@@ -56,7 +56,7 @@ std::string KafkaLayout::TableTopic(std::string_view schema, std::string_view na
 }
 
 std::string KafkaLayout::TopicOf(const LogMessage& message) const {
-  if (message.schema.empty() && message.name.empty()) return ControlTopic();
+  if (message.control()) return ControlTopic();
   return TableTopic(message.schema, message.name);
 }
 
@@ -75,12 +75,13 @@ std::vector<KafkaRecord> KafkaLayout::Place(const LogMessage& message,
                                             std::int32_t partitions) const {
   std::vector<KafkaRecord> out;
   const std::string topic = TopicOf(message);
-  const bool keyed = message.event == "change" || message.event == "tombstone";
+  const bool tombstone = message.kind == EventKind::kTombstone;
+  const bool keyed = message.kind == EventKind::kChange || tombstone;
   if (topic == ControlTopic()) {
     out.push_back({topic, 0, std::nullopt, false});
   } else if (keyed) {
     const std::string& key = message.key.empty() ? message.row_key : message.key;
-    KafkaRecord r{topic, KeyPartition(key, partitions), key, message.event == "tombstone"};
+    KafkaRecord r{topic, KeyPartition(key, partitions), key, tombstone};
     out.push_back(std::move(r));
   } else {
     for (std::int32_t p = 0; p < std::max(partitions, 1); ++p)

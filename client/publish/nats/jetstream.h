@@ -1,4 +1,4 @@
-// client/publish/jetstream.h: NATS JetStream as a Broker (libnats, `#include <nats/nats.h>`).
+// client/publish/nats/jetstream.h: NATS JetStream as a Broker (libnats, `#include <nats/nats.h>`).
 // One stream per dblog consumer, holding the subjects <prefix>.> (docs/publish.md). Messages
 // are published asynchronously; each carries Nats-Msg-Id (deduplication within the stream's
 // duplicate window) and Nats-Expected-Last-Sequence (JetStream refuses it unless the stream's
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "client/publish/broker.h"
+#include "client/publish/nats/subjects.h"
 
 struct __natsConnection;
 struct __jsCtx;
@@ -26,7 +27,7 @@ namespace dblog::publish {
 struct JetStreamOptions {
   std::vector<std::string> servers;  // nats://host:port, one or more nodes of one cluster
   std::string stream;                // the stream's name
-  std::string subjects;              // what it holds: Layout::AllSubjects()
+  std::string prefix;                // of its subjects (subjects.h): it holds <prefix>.>
   int replicas = 1;                  // for a stream this creates
   // How long Flush waits for the PubAcks (and connecting for the server).
   std::chrono::milliseconds ack_timeout{10000};
@@ -48,6 +49,7 @@ class JetStream : public Broker {
   void Publish(const LogMessage& message, std::uint64_t seq, std::uint64_t relation_seq) override;
   void Flush() override;
   std::size_t pending() const override { return pending_; }
+  std::string TopicOf(const LogMessage& message) const override { return subjects_.Of(message); }
 
   // Called by libnats' thread for a publish the stream refused or that failed.
   void RecordAsyncError(const std::string& error);
@@ -63,6 +65,7 @@ class JetStream : public Broker {
   void ReadLastPosition(std::uint64_t first_seq, StoredTail& tail);
 
   JetStreamOptions options_;
+  NatsSubjects subjects_;
   __natsConnection* nc_ = nullptr;
   __jsCtx* js_ = nullptr;
   std::size_t pending_ = 0;
