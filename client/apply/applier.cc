@@ -205,7 +205,7 @@ void Applier::OnCopiedRow(Table& table, const Change& change) {
   if (bootstrap_open_ && table.bootstrap_fill == Table::Fill::kCopy) {
     AddToCopy(table, change.new_row());
   } else {
-    Upsert(table, change.new_row());
+    Upsert(table, change.new_row(), BatchKind::kRefresh);  // written where it differs
   }
   if (bootstrap_open_) {
     ++bootstrap_rows_;
@@ -544,12 +544,14 @@ void Applier::PrepareTable(Table& table) {
   table.byte_equal_keys = ByteEqualKeys(rel);
   if (table.generation > 0) {
     for (const auto& name :
-         {table.upsert_name, table.upsert_name + "_1", table.delete_name, table.delete_name + "_1"})
+         {table.upsert_name, table.upsert_name + "_1", table.refresh_name,
+          table.refresh_name + "_1", table.delete_name, table.delete_name + "_1"})
       Send("DEALLOCATE " + name, {}, "dropping an old statement");
   }
   ++table.generation;
   const std::string suffix = std::to_string(rel.oid()) + "_" + std::to_string(table.generation);
   table.upsert_name = "dblog_apply_u" + suffix;
+  table.refresh_name = "dblog_apply_r" + suffix;
   table.delete_name = "dblog_apply_d" + suffix;
   const TableStatements statements = BuildTableStatements(rel, table.quoted);
   const int columns = rel.columns_size(), keys = rel.key_columns_size();
@@ -558,6 +560,8 @@ void Applier::PrepareTable(Table& table) {
   target_.SendPrepare(table.upsert_name, statements.upsert, columns, into);
   // One row (the common case of small transactions): plain parameters, no arrays.
   target_.SendPrepare(table.upsert_name + "_1", statements.upsert_one, columns, into);
+  target_.SendPrepare(table.refresh_name, statements.refresh, columns, into);
+  target_.SendPrepare(table.refresh_name + "_1", statements.refresh_one, columns, into);
   target_.SendPrepare(table.delete_name, statements.remove, keys, from);
   target_.SendPrepare(table.delete_name + "_1", statements.remove_one, keys, from);
   table.copy_sql = statements.copy;
@@ -637,7 +641,7 @@ Row Applier::KeyOf(const Table& table, const Row& row) const {
   return std::move(*key);
 }
 
-void Applier::Upsert(Table& table, const Row& row) {
+void Applier::Upsert(Table& table, const Row& row, BatchKind kind) {
   if (row.values_size() != table.relation.columns_size())
     throw StreamError("a row of " + table.target.Display() + " with " +
                       std::to_string(row.values_size()) + " values for " +
@@ -645,7 +649,7 @@ void Applier::Upsert(Table& table, const Row& row) {
   std::vector<std::optional<std::string>> values;
   values.reserve(static_cast<std::size_t>(row.values_size()));
   for (const Value& v : row.values()) values.push_back(ValueText(v));
-  AddToBatch(table, BatchKind::kUpsert, std::move(values));
+  AddToBatch(table, kind, std::move(values));
 }
 
 void Applier::Delete(Table& table, const Row& key) {
@@ -673,7 +677,7 @@ void Applier::AddToBatch(Table& table, BatchKind kind,
   }
   std::size_t bytes = 0;
   for (const auto& v : values) bytes += v ? v->size() + 3 : 5;
-  if (kind == BatchKind::kUpsert) {
+  if (kind != BatchKind::kDelete) {
     // A key seen earlier in this batch: its new full row replaces the old one (one INSERT ..
     // ON CONFLICT may not touch a row twice). Keys are compared by their text here; key types
     // whose equality is not textual are deduplicated by PostgreSQL (see PrepareTable).
@@ -757,6 +761,15 @@ void Applier::SendBatch() {
         table.upsert_name + suffix, params,
         "upserting " + std::to_string(count) + " rows into " + table.target.Display());
     stats_.rows_written += count;
+  } else if (batch_.kind == BatchKind::kRefresh) {
+    // the rows inserted or changed; the others were right already
+    target_.SendPrepared(
+        table.refresh_name + suffix, params,
+        "upserting " + std::to_string(count) + " copied rows into " + table.target.Display(),
+        [this, count](const PgResult& r) {
+          stats_.rows_written += r.affected();
+          stats_.rows_unchanged += count - std::min<std::uint64_t>(count, r.affected());
+        });
   } else {
     target_.SendPrepared(
         table.delete_name + suffix, params,

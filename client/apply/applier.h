@@ -97,6 +97,7 @@ struct ApplierOptions {
 struct ApplierStats {
   std::uint64_t transactions = 0;   // target transactions committed
   std::uint64_t rows_written = 0;   // rows upserted, updated or moved
+  std::uint64_t rows_unchanged = 0;  // copied rows (repairs) the target had already, not written
   std::uint64_t rows_deleted = 0;   // rows deleted by key (not by truncate or range)
   std::uint64_t range_deleted = 0;  // rows deleted by range chunks
   std::uint64_t truncates = 0;
@@ -111,6 +112,7 @@ struct ApplierStats {
   ApplierStats& operator+=(const ApplierStats& o) {
     transactions += o.transactions;
     rows_written += o.rows_written;
+    rows_unchanged += o.rows_unchanged;
     rows_deleted += o.rows_deleted;
     range_deleted += o.range_deleted;
     truncates += o.truncates;
@@ -157,7 +159,7 @@ class Applier {
   bool in_source_transaction() const { return source_txn_open_ || bootstrap_open_; }
 
  private:
-  enum class BatchKind { kNone, kUpsert, kDelete };
+  enum class BatchKind { kNone, kUpsert, kRefresh, kDelete };
 
   struct Table {
     dblog::v1::Relation relation;
@@ -171,6 +173,7 @@ class Applier {
     bool same_types = true;       // every target column has the source's type: COPY can fill it
     int generation = 0;
     std::string upsert_name;
+    std::string refresh_name;
     std::string delete_name;
     std::string copy_sql;
     // How the current bootstrap fills it: COPY when it was empty at the bootstrap's first row
@@ -242,7 +245,8 @@ class Applier {
   [[noreturn]] void RefuseUnregistered(const TargetName& name, std::uint32_t registered,
                                        std::uint32_t now);
 
-  void Upsert(Table& table, const dblog::v1::Row& row);
+  // kRefresh: a copied row, written only where the target's differs (statements.h)
+  void Upsert(Table& table, const dblog::v1::Row& row, BatchKind kind = BatchKind::kUpsert);
   void Delete(Table& table, const dblog::v1::Row& key);
   void UpdateKeepingUnchanged(Table& table, const dblog::v1::Row& row);
   void MoveKeepingUnchanged(Table& table, const dblog::v1::Row& old_key, const dblog::v1::Row& row);

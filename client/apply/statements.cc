@@ -134,10 +134,35 @@ std::string DeleteKey(const Relation& rel, const std::string& table) {
 
 }  // namespace
 
+// The refresh's condition on ON CONFLICT's update: some column other than the key's differs
+// from the copied row's. Compared as the target type's output text (and NULL apart), which
+// every type has (json has no equality operator), through its output function, never a cast
+// another role could define; the operators are pg_catalog's by name, never the search path's.
+// Empty when every column is a key column (DO NOTHING).
+std::string RefreshCondition(const Relation& rel) {
+  const std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
+  std::string same;
+  for (int i = 0; i < rel.columns_size(); ++i) {
+    if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
+    const std::string name = QuoteIdent(rel.columns(i).name());
+    same += std::string(same.empty() ? "" : " AND ") + "pg_catalog.format('%s', t." + name +
+            ") OPERATOR(pg_catalog.=) pg_catalog.format('%s', EXCLUDED." + name + ") AND (t." +
+            name + " IS NULL) OPERATOR(pg_catalog.=) (EXCLUDED." + name + " IS NULL)";
+  }
+  return same.empty() ? "" : " WHERE NOT (" + same + ")";
+}
+
 TableStatements BuildTableStatements(const Relation& rel, const std::string& table) {
   const std::string columns = ColumnList(rel);
   const std::string on_conflict = OnConflict(rel);
   TableStatements out;
+  // a copied row (a repair chunk's, a bootstrap's into a table that had rows) writes only when
+  // the target's row differs: a repair of a sink that is mostly right rewrites what is wrong
+  const std::string refresh = on_conflict + RefreshCondition(rel);
+  out.refresh = "INSERT INTO " + table + " AS t (" + columns + ") OVERRIDING SYSTEM VALUE " +
+                UnnestedRows(rel) + refresh;
+  out.refresh_one = "INSERT INTO " + table + " AS t (" + columns +
+                    ") OVERRIDING SYSTEM VALUE VALUES (" + RowParameters(rel) + ")" + refresh;
   out.upsert = "INSERT INTO " + table + " (" + columns + ") OVERRIDING SYSTEM VALUE " +
                UnnestedRows(rel) + on_conflict;
   out.copy = "COPY " + table + " (" + columns + ") FROM STDIN";

@@ -288,6 +288,9 @@ std::string ApplyRun::Summary() const {
          std::to_string(s.rows_written) + " rows written, " + std::to_string(s.rows_deleted) +
          " deleted, " + std::to_string(s.truncates) + " truncated tables" +
          (s.range_deleted ? ", " + std::to_string(s.range_deleted) + " removed by repairs" : "") +
+         (s.rows_unchanged ? ", " + std::to_string(s.rows_unchanged) +
+                                 " copied rows the target had already (not written)"
+                           : "") +
          (s.missing_rows ? ", " + std::to_string(s.missing_rows) +
                                " updates of rows the target lacks (not applied: see the repair"
                                " calls logged)"
