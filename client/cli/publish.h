@@ -14,8 +14,8 @@
 
 #include "client/cli/tail.h"
 #include "client/client.h"
-#include "client/publish/nats/jetstream.h"
 #include "client/publish/kafka/kafka.h"
+#include "client/publish/nats/jetstream.h"
 #include "client/publish/publisher.h"
 
 namespace dblog::cli {

@@ -1,10 +1,10 @@
 // client/publish/batch.h: several events in one log message (docs/publish.md, "Batches"), as
 // pure logic. The messages of Layout::Map (Format::kDblog) go in, in order; what comes out is
 // what the broker writes, in the same order: consecutive single-part events with a position for
-// the same destination (the control stream, or one table) share one message (at most max_events, about max_bytes), every other
-// message stands alone. Every payload that comes out is a sequence of varint-length-delimited
-// serialized dblog.v1.StreamEvents (the framing of dblogd's own TCP stream, protobuf's
-// writeDelimitedTo), one or more, whether batched or not.
+// the same destination (the control stream, or one table) share one message (at most max_events,
+// about max_bytes), every other message stands alone. Every payload that comes out is a sequence of
+// varint-length-delimited serialized dblog.v1.StreamEvents (the framing of dblogd's own TCP stream,
+// protobuf's writeDelimitedTo), one or more, whether batched or not.
 //
 // Why batches are safe for exactly once: a message is stored whole or not at all, its
 // Dblog-Position is its last event's (where a restart resumes), and its Nats-Msg-Id names its

@@ -649,7 +649,8 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
       break;
     }
     case E::kCommit:
-      scope_changes_.OnCommit(bookkeeping_, event.commit().commit_lsn());  // throws ScopeChangeError
+      // throws ScopeChangeError
+      scope_changes_.OnCommit(bookkeeping_, event.commit().commit_lsn());
       emitter_->Consume(event);
       repairs_->OnCommitted();
       return;

@@ -1,7 +1,7 @@
 // client/publish/kafka/kafka.h: Apache Kafka as a Broker (librdkafka's C API, `#include
-// <librdkafka/rdkafka.h>`). Topics and partitions as layout.h (KafkaLayout) places them; the producer
-// runs with acks=all, enable.idempotence=true, enable.gapless.guarantee=true and no message
-// timeout, so that what a partition holds is always a prefix, in order, of what was sent to
+// <librdkafka/rdkafka.h>`). Topics and partitions as layout.h (KafkaLayout) places them; the
+// producer runs with acks=all, enable.idempotence=true, enable.gapless.guarantee=true and no
+// message timeout, so that what a partition holds is always a prefix, in order, of what was sent to
 // it. Flush waits for every delivery report.
 //
 // Kafka has no deduplication id and no expected-offset check, so this broker keeps exactly once
@@ -61,9 +61,7 @@ class Kafka : public Broker {
   // the Publisher never acknowledges past it.
   std::size_t pending() const override { return pending_ + (first_error_.empty() ? 0 : 1); }
   bool keyed() const override { return true; }
-  std::string TopicOf(const LogMessage& message) const override {
-    return layout_.TopicOf(message);
-  }
+  std::string TopicOf(const LogMessage& message) const override { return layout_.TopicOf(message); }
 
   // Records dropped because their partition already held them (this attempt).
   std::uint64_t dropped() const { return dropped_; }

@@ -292,13 +292,12 @@ TEST_F(ApplierTest, CopiedRowsTheTargetHasAlreadyAreNotWrittenAgain) {
   s.Relation(items_);
   s.Begin();
   for (int i = 1; i <= 100; ++i)
-    s.Insert(kItems, MakeRow({Int(i), Text("v" + std::to_string(i)),
-                              i == 20 ? Text("") : Null()}));
+    s.Insert(kItems, MakeRow({Int(i), Text("v" + std::to_string(i)), i == 20 ? Text("") : Null()}));
   s.Commit();
   Run(*applier, s);
   target_->exec("UPDATE src.items SET v = 'damaged' WHERE id = 10");
-  target_->exec("UPDATE src.items SET body = '' WHERE id = 30");      // source: NULL
-  target_->exec("UPDATE src.items SET body = NULL WHERE id = 20");    // source: ''
+  target_->exec("UPDATE src.items SET body = '' WHERE id = 30");    // source: NULL
+  target_->exec("UPDATE src.items SET body = NULL WHERE id = 20");  // source: ''
   target_->exec("DELETE FROM src.items WHERE id = 40");
   const std::string untouched =
       "SELECT string_agg(xmin::text, ',' ORDER BY id) FROM src.items"
@@ -314,11 +313,11 @@ TEST_F(ApplierTest, CopiedRowsTheTargetHasAlreadyAreNotWrittenAgain) {
   Run(*applier, s);
   EXPECT_EQ(applier->stats().rows_written - written, 4u);  // 10, 20, 30 and the missing 40
   EXPECT_EQ(applier->stats().rows_unchanged, 96u);
-  EXPECT_EQ(target_->scalar(untouched), before)
-      << "rows already right were written again";
+  EXPECT_EQ(target_->scalar(untouched), before) << "rows already right were written again";
   EXPECT_EQ(target_->scalar("SELECT count(*) FROM src.items"), "100");
-  EXPECT_EQ(target_->scalar("SELECT v || '/' || coalesce(body, 'NULL') FROM src.items WHERE id = 10"),
-            "v10/NULL");
+  EXPECT_EQ(
+      target_->scalar("SELECT v || '/' || coalesce(body, 'NULL') FROM src.items WHERE id = 10"),
+      "v10/NULL");
   EXPECT_EQ(target_->scalar("SELECT coalesce(body, 'NULL') FROM src.items WHERE id = 20"), "");
   EXPECT_EQ(target_->scalar("SELECT coalesce(body, 'NULL') FROM src.items WHERE id = 30"), "NULL");
 }

@@ -67,7 +67,8 @@ class MemoryLog : public publish::Broker {
   }
 
   void Publish(const LogMessage& message, std::uint64_t seq, std::uint64_t relation_seq) override {
-    if (late_first_ && message.kind != publish::EventKind::kRelation) {  // (Relations come again first)
+    if (late_first_ &&
+        message.kind != publish::EventKind::kRelation) {  // (Relations come again first)
       const auto first = FirstPosition(message);
       if (first && client::ComparePositions(*first, *late_first_) == 0)
         ++(message.msg_id == late_id_ ? late_resent : late_cut_elsewhere);
@@ -77,9 +78,9 @@ class MemoryLog : public publish::Broker {
     // subject: what a resend can carry in a message cut elsewhere. On a table's subject the
     // next attempt writes the table's Relation first, which the expected sequence refuses.)
     if (fail_at && ++published_ >= fail_at &&
-        (!late ||
-         (message.position && message.relation_oid == 0 && message.parts == 1 &&
-          (message.kind == publish::EventKind::kCommit || message.msg_id.find("..") != std::string::npos)))) {
+        (!late || (message.position && message.relation_oid == 0 && message.parts == 1 &&
+                   (message.kind == publish::EventKind::kCommit ||
+                    message.msg_id.find("..") != std::string::npos)))) {
       fail_at = 0;
       if (late) {
         in_flight_ = Stored{message, relation_seq};
@@ -91,7 +92,9 @@ class MemoryLog : public publish::Broker {
   }
   void Flush() override {}
   std::size_t pending() const override { return 0; }
-  std::string TopicOf(const LogMessage& m) const override { return m.control() ? "control" : m.table; }
+  std::string TopicOf(const LogMessage& m) const override {
+    return m.control() ? "control" : m.table;
+  }
 
   static std::optional<dblog::v1::Position> FirstPosition(const LogMessage& m) {
     std::vector<std::string_view> bytes;
@@ -115,10 +118,10 @@ class MemoryLog : public publish::Broker {
                         true);
     }
     if (!stored.message.msg_id.empty()) ids_.insert(stored.message.msg_id);
-    const bool end =
-        stored.message.position &&
-        (stored.message.kind == publish::EventKind::kCommit || stored.message.kind == publish::EventKind::kBootstrapEnd) &&
-        stored.message.position->commit_lsn() >= end_lsn;
+    const bool end = stored.message.position &&
+                     (stored.message.kind == publish::EventKind::kCommit ||
+                      stored.message.kind == publish::EventKind::kBootstrapEnd) &&
+                     stored.message.position->commit_lsn() >= end_lsn;
     log.push_back(std::move(stored));
     if (end && end_lsn) stop->Interrupt();
   }
@@ -237,7 +240,8 @@ TEST_F(PublishBatchResumeTest, AttemptsCutInsideBatchesLeaveEveryEventOnce) {
       ASSERT_TRUE(e.ParseFromArray(b.data(), static_cast<int>(b.size())));
       if (e.has_change() || e.has_chunk_begin()) {  // Dblog-Relation-Seq names its Relation
         const std::uint64_t rseq = log.log[i].relation_seq;
-        ASSERT_TRUE(rseq >= 1 && rseq <= i + 1) << "message " << i + 1 << " " << publish::EventKindName(m.kind);
+        ASSERT_TRUE(rseq >= 1 && rseq <= i + 1)
+            << "message " << i + 1 << " " << publish::EventKindName(m.kind);
         EXPECT_TRUE((log.log[rseq - 1].message.kind == publish::EventKind::kRelation) &&
                     log.log[rseq - 1].message.relation_oid == m.relation_oid)
             << "message " << i + 1 << "'s Relation sequence " << rseq;

@@ -163,7 +163,8 @@ TEST(PublishBatch, FannedOutEventsStandAloneWithTheirParts) {
     EXPECT_EQ(m.msg_id, "0/100:3#" + std::to_string(i + 1));
     EXPECT_EQ(Unpack(m).size(), 1u);
   }
-  EXPECT_EQ(NatsSubjects("p").Of(out[5]), "p.table.s.a");  // the part of table a after a's batch, not in it
+  EXPECT_EQ(NatsSubjects("p").Of(out[5]),
+            "p.table.s.a");  // the part of table a after a's batch, not in it
 }
 
 TEST(PublishBatch, TheByteLimitClosesABatchBeforeALargeEvent) {

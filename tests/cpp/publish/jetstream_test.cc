@@ -303,8 +303,8 @@ ReadReport ReadLog(Nats& nats, const std::string& stream, const std::string& fil
                                         : 0;
           const auto it = rseq.empty() ? relation_at.end() : relation_at.find(std::stoull(rseq));
           if (it == relation_at.end() || it->second != oid)
-            ADD_FAILURE() << "message " << seq << " (" << HeaderOf(m, publish::kEventHeader) << "): "
-                          << publish::kRelationSeqHeader << " '" << rseq
+            ADD_FAILURE() << "message " << seq << " (" << HeaderOf(m, publish::kEventHeader)
+                          << "): " << publish::kRelationSeqHeader << " '" << rseq
                           << "' is not a Relation of its table";
           ++report.relation_seq_checked;
         }
