@@ -137,7 +137,10 @@ std::string DeleteKey(const Relation& rel, const std::string& table) {
 // The refresh's condition on ON CONFLICT's update: some column other than the key's differs
 // from the copied row's. Compared as the target type's output text (and NULL apart), which
 // every type has (json has no equality operator), through its output function, never a cast
-// another role could define; the operators are pg_catalog's by name, never the search path's.
+// another role could define; the operators are pg_catalog's by name, never the search path's;
+// byte for byte (COLLATE "C": a column's case-insensitive collation would take 'ABC' for
+// 'abc'). Output text tells values apart because the session pins what shapes it
+// (extra_float_digits = 3, TimeZone, DateStyle: progress_store.cc).
 // Empty when every column is a key column (DO NOTHING).
 std::string RefreshCondition(const Relation& rel) {
   const std::set<std::uint32_t> key_positions(rel.key_columns().begin(), rel.key_columns().end());
@@ -146,8 +149,9 @@ std::string RefreshCondition(const Relation& rel) {
     if (key_positions.count(static_cast<std::uint32_t>(i))) continue;
     const std::string name = QuoteIdent(rel.columns(i).name());
     same += std::string(same.empty() ? "" : " AND ") + "pg_catalog.format('%s', t." + name +
-            ") OPERATOR(pg_catalog.=) pg_catalog.format('%s', EXCLUDED." + name + ") AND (t." +
-            name + " IS NULL) OPERATOR(pg_catalog.=) (EXCLUDED." + name + " IS NULL)";
+            ") COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) pg_catalog.format('%s', EXCLUDED." +
+            name + ") AND (t." + name + " IS NULL) OPERATOR(pg_catalog.=) (EXCLUDED." + name +
+            " IS NULL)";
   }
   return same.empty() ? "" : " WHERE NOT (" + same + ")";
 }

@@ -283,9 +283,10 @@ TEST_F(ApplierTest, RangeChunkDeletesWhatTheSourceLacks) {
 
 // A repair of a target that is mostly right writes only what is wrong (issue 24's reconcile
 // rewrote every row of every table): copied rows are compared with the target's, value by
-// value as each type's output text and NULL apart. Of 100 rows, 3 damaged (a value changed,
-// a NULL where the source has '', a '' where it has NULL) and 1 missing are written; the 96
-// others are left alone (their xmin does not move), and the table equals the copy.
+// value as each type's output text, byte for byte, and NULL apart. Of 100 rows, 4 damaged (a
+// value changed, a NULL where the source has '', a '' where it has NULL, 'V50' for 'v50' in a
+// column with a case-insensitive collation) and 1 missing are written; the 95 others are left
+// alone (their xmin does not move), and the table equals the copy.
 TEST_F(ApplierTest, CopiedRowsTheTargetHasAlreadyAreNotWrittenAgain) {
   auto applier = NewApplier();
   StreamBuilder s;
@@ -299,9 +300,15 @@ TEST_F(ApplierTest, CopiedRowsTheTargetHasAlreadyAreNotWrittenAgain) {
   target_->exec("UPDATE src.items SET body = '' WHERE id = 30");    // source: NULL
   target_->exec("UPDATE src.items SET body = NULL WHERE id = 20");  // source: ''
   target_->exec("DELETE FROM src.items WHERE id = 40");
+  // a case-insensitive collation on the target's column must not take 'V50' for 'v50'
+  target_->exec("DROP COLLATION IF EXISTS public.dblog_test_ci");
+  target_->exec("CREATE COLLATION public.dblog_test_ci (provider = icu, locale = 'und-u-ks-level2',"
+                " deterministic = false)");
+  target_->exec("ALTER TABLE src.items ALTER COLUMN v TYPE text COLLATE public.dblog_test_ci");
+  target_->exec("UPDATE src.items SET v = 'V50' WHERE id = 50");
   const std::string untouched =
       "SELECT string_agg(xmin::text, ',' ORDER BY id) FROM src.items"
-      " WHERE id NOT IN (10, 20, 30, 40)";
+      " WHERE id NOT IN (10, 20, 30, 40, 50)";
   const std::string before = target_->scalar(untouched);
   s.Begin();
   s.ChunkBegin(kItems, true, nullptr, false, nullptr, false);
@@ -311,8 +318,8 @@ TEST_F(ApplierTest, CopiedRowsTheTargetHasAlreadyAreNotWrittenAgain) {
   s.Commit();
   const auto written = applier->stats().rows_written;
   Run(*applier, s);
-  EXPECT_EQ(applier->stats().rows_written - written, 4u);  // 10, 20, 30 and the missing 40
-  EXPECT_EQ(applier->stats().rows_unchanged, 96u);
+  EXPECT_EQ(applier->stats().rows_written - written, 5u);  // 10, 20, 30, 50 and the missing 40
+  EXPECT_EQ(applier->stats().rows_unchanged, 95u);
   EXPECT_EQ(target_->scalar(untouched), before) << "rows already right were written again";
   EXPECT_EQ(target_->scalar("SELECT count(*) FROM src.items"), "100");
   EXPECT_EQ(
@@ -320,6 +327,7 @@ TEST_F(ApplierTest, CopiedRowsTheTargetHasAlreadyAreNotWrittenAgain) {
       "v10/NULL");
   EXPECT_EQ(target_->scalar("SELECT coalesce(body, 'NULL') FROM src.items WHERE id = 20"), "");
   EXPECT_EQ(target_->scalar("SELECT coalesce(body, 'NULL') FROM src.items WHERE id = 30"), "NULL");
+  EXPECT_EQ(target_->scalar("SELECT v FROM src.items WHERE id = 50"), "v50");
 }
 
 // Issue 28, 1b: a kept key's log event left the body unchanged ("keep yours") and the target's
