@@ -136,6 +136,21 @@ constexpr const char* kConsumersTable =
     "  bootstrap_done_at pg_catalog.timestamptz);"
     " REVOKE ALL ON TABLE dblog.consumers FROM PUBLIC";
 
+// Whether a whole-table copy of table `oid` (an SQL expression) for consumer `consumer` (a
+// parameter) is queued and not started yet: one for that consumer or for every consumer, made
+// since the consumer's row was (an older one belongs to a consumer of the same name started
+// afresh), not cancelled, with no progress of that consumer's. Such a copy is enough: another
+// one is not queued (a table added to the scope, or entering it by DDL).
+std::string CopyQueuedNotStarted(const std::string& oid, const std::string& consumer) {
+  return "EXISTS (SELECT 1 FROM dblog.request_queue q"
+         " WHERE q.table_oid = " + oid + " AND q.kind = 'table' AND NOT q.cancelled"
+         "   AND (q.consumer IS NULL OR q.consumer = " + consumer + ")"
+         "   AND q.requested_at >= (SELECT created_at FROM dblog.consumers WHERE name = " +
+         consumer + ")"
+         "   AND NOT EXISTS (SELECT 1 FROM dblog.request_progress p"
+         "                    WHERE p.request_id = q.id AND p.consumer = " + consumer + "))";
+}
+
 }  // namespace
 
 void Bookkeeping::EnsureConsumersTable() {
@@ -339,20 +354,11 @@ bool Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
   sql.Exec("BEGIN");
   for (const auto& t : tables) {
     if (bootstrap::ScopeMatches(before, t.schema, t.name)) continue;
-    // a copy of this consumer's queued and not started yet is enough (as for a table entering
-    // the scope by DDL: only requests made since the consumer's row was)
     pg::Result r = sql.ExecParams(
         "INSERT INTO dblog.request_queue (table_oid, table_name, kind, consumer, key_columns,"
         " key_types) SELECT $1::oid, $1::oid::regclass::text, 'table', $2, k.key_columns,"
         " k.key_types FROM dblog._identity_key($1::oid::regclass) AS k"
-        " WHERE NOT EXISTS (SELECT 1 FROM dblog.request_queue q"
-        "                    WHERE q.table_oid = $1::oid AND q.kind = 'table' AND NOT q.cancelled"
-        "                      AND (q.consumer IS NULL OR q.consumer = $2)"
-        "                      AND q.requested_at >= (SELECT created_at FROM dblog.consumers"
-        "                                              WHERE name = $2)"
-        "                      AND NOT EXISTS (SELECT 1 FROM dblog.request_progress p"
-        "                                       WHERE p.request_id = q.id AND p.consumer = $2))"
-        " RETURNING id",
+        " WHERE NOT " + CopyQueuedNotStarted("$1::oid", "$2") + " RETURNING id",
         {std::to_string(t.oid), consumer_.name});
     log::Info("scope_table_added", {{"consumer", consumer_.name},
                                     {"table", t.schema + "." + t.name},
@@ -426,15 +432,9 @@ Bookkeeping::Entering Bookkeeping::QueueTableEnteringScope(std::uint32_t oid,
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   pg::Result r = sql.ExecParams(
-      "SELECT dblog._scope_holds($2, c.oid), k.key_columns IS NOT NULL,"
-      "       EXISTS (SELECT 1 FROM dblog.request_queue q"
-      "                WHERE q.table_oid = c.oid AND q.kind = 'table' AND NOT q.cancelled"
-      "                  AND (q.consumer IS NULL OR q.consumer = $3)"
-      "                  AND q.requested_at >= (SELECT created_at FROM dblog.consumers"
-      "                                          WHERE name = $3)"
-      "                  AND NOT EXISTS (SELECT 1 FROM dblog.request_progress p"
-      "                                   WHERE p.request_id = q.id AND p.consumer = $3))"
-      "  FROM pg_catalog.pg_class c LEFT JOIN LATERAL dblog._identity_key(c.oid::regclass) AS k"
+      "SELECT dblog._scope_holds($2, c.oid), k.key_columns IS NOT NULL, " +
+          CopyQueuedNotStarted("c.oid", "$3") +
+          "  FROM pg_catalog.pg_class c LEFT JOIN LATERAL dblog._identity_key(c.oid::regclass) AS k"
       "       ON true"
       " WHERE c.oid = $1::oid AND c.relkind = 'r' AND c.relpersistence = 'p'",
       {table_oid, scope_, consumer_.name});

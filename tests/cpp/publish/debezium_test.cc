@@ -496,24 +496,31 @@ TEST(DebeziumKeys, CompositeKeysInKeyOrder) {
 
 // ---- schemas.enable: Kafka Connect's JSON with schemas ----
 
-// Runs tests/cpp/publish/connect_json_check.py over the messages' keys and values: its exit
+// Runs tests/cpp/publish/<script> with python3 over a file of `lines` (and `flags`): its exit
 // status and what it printed.
-std::pair<int, std::string> ConnectCheck(const std::vector<LogMessage>& messages) {
-  const std::string path = ::testing::TempDir() + "/connect_records.txt";
-  {
-    std::ofstream f(path);
-    for (const auto& m : messages) {
-      if (!m.key.empty()) f << "key " << m.key << "\n";
-      f << "value " << (m.payload.empty() ? "null" : m.payload) << "\n";
-    }
-  }
-  FILE* p = popen(("python3 " + std::string(DBLOG_SOURCE_DIR) +
-                   "/tests/cpp/publish/connect_json_check.py " + path + " 2>&1").c_str(), "r");
+std::pair<int, std::string> RunCheck(const std::string& script, const std::string& lines,
+                                     const std::string& flags = "") {
+  const std::string path = ::testing::TempDir() + "/" + script + ".txt";
+  std::ofstream(path) << lines;
+  FILE* p = popen(("python3 " + std::string(DBLOG_SOURCE_DIR) + "/tests/cpp/publish/" + script +
+                   " " + path + " " + flags + " 2>&1")
+                      .c_str(),
+                  "r");
   std::string out;
   char buf[512];
   while (p && std::fgets(buf, sizeof buf, p)) out += buf;
   const int status = p ? pclose(p) : -1;
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// connect_json_check.py over the messages' keys and values.
+std::pair<int, std::string> ConnectCheck(const std::vector<LogMessage>& messages) {
+  std::string lines;
+  for (const auto& m : messages) {
+    if (!m.key.empty()) lines += "key " + m.key + "\n";
+    lines += "value " + (m.payload.empty() ? std::string("null") : m.payload) + "\n";
+  }
+  return RunCheck("connect_json_check.py", lines);
 }
 
 // With schemas.enable=true every key and value is {"schema","payload"}: the value's schema is
@@ -584,24 +591,13 @@ TEST(DebeziumSchemas, TheJsonConverterCheckRefusesAPayloadThatDoesNotFitItsSchem
 
 // ---- Flink's debezium-json format ----
 
-// Runs tests/cpp/publish/flink_json_check.py (Flink's rules for a Debezium JSON message) over
-// the messages' values (an empty one is a tombstone): its exit status and what it printed.
+// flink_json_check.py (Flink's rules for a Debezium JSON message) over the messages' values
+// (an empty one is a tombstone).
 std::pair<int, std::string> FlinkCheck(const std::vector<LogMessage>& messages,
                                        const std::string& flags = "") {
-  const std::string path = ::testing::TempDir() + "/flink_messages.txt";
-  {
-    std::ofstream f(path);
-    for (const auto& m : messages) f << (m.payload.empty() ? "null" : m.payload) << "\n";
-  }
-  FILE* p = popen(("python3 " + std::string(DBLOG_SOURCE_DIR) +
-                   "/tests/cpp/publish/flink_json_check.py " + path + " " + flags + " 2>&1")
-                      .c_str(),
-                  "r");
-  std::string out;
-  char buf[512];
-  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = p ? pclose(p) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  std::string lines;
+  for (const auto& m : messages) lines += (m.payload.empty() ? "null" : m.payload) + "\n";
+  return RunCheck("flink_json_check.py", lines, flags);
 }
 
 // Every op over the type matrix, as Flink's debezium-json reads it (docs/publish.md's table of
