@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -93,17 +94,25 @@ void Replay::Put(std::uint32_t oid, const dblog::v1::Row& key, const dblog::v1::
   tables_[oid][key.SerializeAsString()] = row;
 }
 
+// A port nothing listens on, below the kernel's ephemeral range (32768-60999 here): a port
+// bind(0) hands out is one the kernel also hands to the next outgoing connection (libpq's, a
+// NATS client's), which can take it between this check and the child's bind. Here only
+// another FreePort() of a parallel test can, with a chance of one in 12,000, and
+// DblogdProcess::Start() retries that.
 std::uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  std::uniform_int_distribution<int> pick(20000, 31999);
+  for (int attempt = 0;; ++attempt) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);  // free on every address (tls_test listens on all)
+    addr.sin_port = htons(static_cast<std::uint16_t>(pick(random)));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (free) return ntohs(addr.sin_port);
+    if (attempt == 1000) throw std::runtime_error("FreePort: no free port in 20000-31999");
+  }
 }
 
 DblogdProcess::DblogdProcess(std::vector<std::string> args)
@@ -162,7 +171,23 @@ void DblogdProcess::Start() {
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      throw std::runtime_error("dblogd exited at start:\n" + log());
+      // Another process took the port between FreePort() and dblogd's bind: try again, on new
+      // ports if no test has read them yet, else on the same ones once the taker let go.
+      const std::string text = log();
+      if (text.find("Address already in use") != std::string::npos && bind_retries_ < 20) {
+        ++bind_retries_;
+        if (!ports_read_) {
+          port_ = FreePort();
+          metrics_port_ = FreePort();
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+        std::ofstream(log_path_, std::ios::app) << "[test fixture] dblogd lost a port to another "
+                                                   "process; starting it again\n";
+        Start();
+        return;
+      }
+      throw std::runtime_error("dblogd exited at start:\n" + text);
     }
     if (std::chrono::steady_clock::now() > deadline)
       throw std::runtime_error("dblogd did not start listening:\n" + log());

@@ -50,8 +50,15 @@ class DblogdProcess {
   int Wait();                  // waits for exit, returns the wait status
   void Stop();                 // SIGTERM + wait
   bool running() const { return pid_ > 0; }
-  std::uint16_t port() const { return port_; }
-  std::uint16_t metrics_port() const { return metrics_port_; }
+  // Once a test has read a port (to configure a client before Start(), say), a restart keeps it.
+  std::uint16_t port() const {
+    ports_read_ = true;
+    return port_;
+  }
+  std::uint16_t metrics_port() const {
+    ports_read_ = true;
+    return metrics_port_;
+  }
   pid_t pid() const { return pid_; }
   std::string log() const;
   std::string Metrics() const;  // GET /metrics
@@ -64,6 +71,8 @@ class DblogdProcess {
   std::string log_path_;
   long fd_limit_ = 0;
   pid_t pid_ = -1;
+  mutable bool ports_read_ = false;
+  int bind_retries_ = 0;
 };
 
 // The state a consumer holds after applying the stream: per relation oid, key bytes -> Row.
