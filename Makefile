@@ -9,7 +9,7 @@ PGFILEDESC = "dblog - change-data capture output plugin and SQL API"
 
 EXTENSION = dblog
 DATA = plugin/dblog--0.1.sql plugin/dblog--0.1--0.2.sql plugin/dblog--0.2--0.3.sql \
-	plugin/dblog--0.3--0.4.sql plugin/dblog--0.4--0.5.sql
+	plugin/dblog--0.3--0.4.sql plugin/dblog--0.4--0.5.sql plugin/dblog--0.5--0.6.sql
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=dblog

@@ -93,6 +93,18 @@ ROLLBACK;
 ALTER TABLE items ADD COLUMN w2 text DEFAULT 'y';
 SELECT table_name, kind, reason FROM dblog.requests ORDER BY id;
 :catalog_signature \gset upgraded_0_4_
+-- 0.5 to 0.6: a consumer's timeline and its last failover (dblog.consumers, consumer_status)
+CREATE DATABASE regress_dblog_upgrade_0_5;
+\c regress_dblog_upgrade_0_5
+CREATE EXTENSION dblog VERSION '0.5';
+INSERT INTO dblog.consumers (name, slot_name, scope) VALUES ('up', 'dblog_up', 'public.*');
+ALTER EXTENSION dblog UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'dblog';
+-- the consumer registered before is there, with no timeline yet (dblogd writes it)
+SELECT name, slot_state, timeline, failed_over_at, failover FROM dblog.consumer_status;
+SELECT has_table_privilege('dblog_operator', 'dblog.consumer_status', 'SELECT')
+       AS operator_reads_status;
+:catalog_signature \gset upgraded_0_5_
 CREATE DATABASE regress_dblog_fresh;
 \c regress_dblog_fresh
 CREATE EXTENSION dblog;
@@ -101,9 +113,11 @@ SELECT :'upgraded_0_1_sig' = :'fresh_sig' AS upgrade_from_0_1_equals_fresh_insta
 SELECT :'upgraded_0_2_sig' = :'fresh_sig' AS upgrade_from_0_2_equals_fresh_install;
 SELECT :'upgraded_0_3_sig' = :'fresh_sig' AS upgrade_from_0_3_equals_fresh_install;
 SELECT :'upgraded_0_4_sig' = :'fresh_sig' AS upgrade_from_0_4_equals_fresh_install;
+SELECT :'upgraded_0_5_sig' = :'fresh_sig' AS upgrade_from_0_5_equals_fresh_install;
 \c :regress_db
 DROP DATABASE regress_dblog_upgrade_0_1;
 DROP DATABASE regress_dblog_upgrade_0_2;
 DROP DATABASE regress_dblog_upgrade_0_3;
 DROP DATABASE regress_dblog_upgrade_0_4;
+DROP DATABASE regress_dblog_upgrade_0_5;
 DROP DATABASE regress_dblog_fresh;

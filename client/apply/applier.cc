@@ -510,7 +510,7 @@ RelationMapping Applier::FollowIdentity(Table& table) {
       "reading the columns of target table " + table.target.Display());
   for (int i = 0; i < r.rows(); ++i) types[r.get(i, 0)] = r.get(i, 1);
   const ColumnPlan plan = PlanColumns(before, rel, table.target, types, options_.dropped_columns,
-                                      options_.allow_lossy_columns);
+                                      options_.allow_lossy_columns, source_went_back_);
   for (const std::string& statement : plan.statements)
     target_.Exec(statement, "following a schema change of " + source +
                                 " in target table " + table.target.Display());

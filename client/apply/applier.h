@@ -154,6 +154,11 @@ class Applier {
   // TargetError when the target is gone (the lock goes with its session).
   void Release();
 
+  // The source went back (Welcome.reconcile: a failover, dblogd reconciling with repairs of
+  // every table): a column type the target cannot follow without loss is followed emptied
+  // (relation_map.h), since the repairs write every row again.
+  void SourceWentBack() { source_went_back_ = true; }
+
   const std::optional<dblog::v1::Position>& durable() const { return durable_; }
   const ApplierStats& stats() const { return stats_; }
   bool in_source_transaction() const { return source_txn_open_ || bootstrap_open_; }
@@ -291,6 +296,7 @@ class Applier {
   Chunk chunk_;
   std::optional<dblog::v1::Position> last_position_;  // of the last positioned event applied
   std::optional<dblog::v1::Position> durable_;
+  bool source_went_back_ = false;
   std::uint64_t ackable_sent_ = 0;  // pipeline entries sent when the last ackable point was
   ApplierStats stats_;
 };

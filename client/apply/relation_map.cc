@@ -72,7 +72,7 @@ class ColumnPlanner {
 
   void Dropped(DroppedColumns policy);
   void Renamed();
-  void TypesChanged(bool allow_lossy_columns);
+  void TypesChanged(bool allow_lossy_columns, bool source_went_back);
   ColumnPlan Finish();
 
  private:
@@ -167,7 +167,7 @@ void ColumnPlanner::Renamed() {
   names_ = std::move(after);
 }
 
-void ColumnPlanner::TypesChanged(bool allow_lossy_columns) {
+void ColumnPlanner::TypesChanged(bool allow_lossy_columns, bool source_went_back) {
   for (const MappedColumn& b : before_) {
     const auto it = now_.find(b.attnum);
     if (it == now_.end() || b.dropped) continue;
@@ -188,6 +188,23 @@ void ColumnPlanner::TypesChanged(bool allow_lossy_columns) {
               QuoteIdent(c.name()) + "::" + c.type_name(),
           "changed the type of column " + c.name() + " of target table " + display_ + " from " +
               target_type + " to " + c.type_name() + ": the source changed it from " + b.type);
+      names_[c.name()] = c.type_name();
+      continue;
+    }
+    if (source_went_back && ClassifyConversion(b.type, target_type) != Conversion::kLossy) {
+      // The source went back (a failover to a standby that never had the last changes the
+      // target holds, dblogd reconciling): an attnum the lost history gave to one column can
+      // be another column now, and this column's values, as dblog apply left them, are of a
+      // history the source no longer has. The reconcile's repairs write every row of the table
+      // again, so the column takes the new type empty rather than stop the target for good. Only
+      // a column as dblog apply keeps it (it held every value of the source's type before); one
+      // made narrower in the target on purpose still stops.
+      Add(alter_ + "ALTER COLUMN " + QuoteIdent(c.name()) + " TYPE " + c.type_name() +
+              " USING NULL",
+          "changed the type of column " + c.name() + " of target table " + display_ + " from " +
+              target_type + " to " + c.type_name() +
+              ", emptied: the source went back to a history where it is a " + c.type_name() +
+              " (a failover); the reconcile's repairs write its values again");
       names_[c.name()] = c.type_name();
       continue;
     }
@@ -223,11 +240,11 @@ ColumnPlan ColumnPlanner::Finish() {
 ColumnPlan PlanColumns(const std::vector<MappedColumn>& before, const dblog::v1::Relation& relation,
                        const TargetName& table,
                        const std::map<std::string, std::string>& target_types,
-                       DroppedColumns policy, bool allow_lossy_columns) {
+                       DroppedColumns policy, bool allow_lossy_columns, bool source_went_back) {
   ColumnPlanner planner(before, relation, table, target_types);
   planner.Dropped(policy);
   planner.Renamed();
-  planner.TypesChanged(allow_lossy_columns);
+  planner.TypesChanged(allow_lossy_columns, source_went_back);
   return planner.Finish();
 }
 

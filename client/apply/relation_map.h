@@ -16,12 +16,21 @@
 //  - a column whose type changed: nothing when the target column's type holds every value of
 //    the new type; the target column is widened to the new type when every value it holds fits
 //    it (column_types.h); otherwise SchemaError (nothing applied, the position not advanced),
-//    unless allow_lossy_columns;
+//    unless allow_lossy_columns, or unless the source went back (a failover reconciled, below)
+//    and the target column held every value of the source's previous type: then it takes the
+//    new type empty;
 //  - a new column: left to PrepareTargetTable (--create-tables adds it).
 // A relation seen for the first time (a target made before this mapping existed, or a new
 // table) is adopted by name. A target name that another relation oid is mapped to (the source
 // dropped that table and created another of the same name, or renamed it and reused its name
 // before changing it again) is renamed <name>_dblog_<oid> first, and that oid follows it there.
+// After a failover that lost changes the target holds, the new primary can give an attnum or a
+// relation oid of that lost history to another column or table: the mapping then follows it as
+// a rename (and a type change), and the reconcile's repairs write every row again. Only a type
+// the target column cannot be converted to without loss needs more: with `source_went_back`
+// (dblog apply saw Welcome.reconcile) a target column whose type is still the one dblog apply
+// followed (one that held every value of the source's previous type) is changed to the new
+// type USING NULL instead of stopping the target.
 // Owns: the mapping's planning (pure: PlanColumns) and its storage statements. The applier
 // runs them.
 #pragma once
@@ -72,7 +81,8 @@ struct ColumnPlan {
 ColumnPlan PlanColumns(const std::vector<MappedColumn>& before, const dblog::v1::Relation& relation,
                        const TargetName& table,
                        const std::map<std::string, std::string>& target_types,
-                       DroppedColumns policy, bool allow_lossy_columns);
+                       DroppedColumns policy, bool allow_lossy_columns,
+                       bool source_went_back = false);
 
 // The columns of `relation` as a mapping, in attnum order.
 std::vector<MappedColumn> ColumnsOf(const dblog::v1::Relation& relation);

@@ -117,7 +117,7 @@ void Bookkeeping::Preflight() {
 
 namespace {
 
-// dblog.consumers as plugin/dblog--0.1.sql makes it (the extension's later versions leave it).
+// dblog.consumers as the extension makes it (plugin/dblog--0.1.sql, with 0.6's columns).
 // Without IF NOT EXISTS: made in one transaction after the check that they are absent, so
 // that a schema or a relation another role slips in between fails the statement instead of
 // being used.
@@ -133,7 +133,10 @@ constexpr const char* kConsumersTable =
     "  rows_copied pg_catalog.int8,"
     "  created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
     "  bootstrap_started_at pg_catalog.timestamptz,"
-    "  bootstrap_done_at pg_catalog.timestamptz);"
+    "  bootstrap_done_at pg_catalog.timestamptz,"
+    "  timeline pg_catalog.int8,"
+    "  failed_over_at pg_catalog.timestamptz,"
+    "  failover pg_catalog.text);"
     " REVOKE ALL ON TABLE dblog.consumers FROM PUBLIC";
 
 // Whether a whole-table copy of table `oid` (an SQL expression) for consumer `consumer` (a
@@ -368,6 +371,35 @@ bool Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
                  {consumer_.name, scope_});
   sql.Exec("COMMIT");
   return true;
+}
+
+std::optional<std::uint64_t> Bookkeeping::RecordTimeline(std::uint64_t timeline,
+                                                         const std::string& action) {
+  pg::Connection& sql = Sql();
+  // A dblog.consumers made by a dblogd in pgoutput mode before 0.6 has no such column: the
+  // failover is then only in the log and /metrics.
+  if (!has_timeline_column_)
+    has_timeline_column_ =
+        sql.Exec("SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid OPERATOR(pg_catalog.=)"
+                 " 'dblog.consumers'::pg_catalog.regclass AND attname OPERATOR(pg_catalog.=)"
+                 " 'failover' AND NOT attisdropped")
+            .ntuples() > 0;
+  if (!*has_timeline_column_) return std::nullopt;
+  // The row's timeline before, and the new one with the failover when they differ (no row yet:
+  // a consumer whose bootstrap has not begun; it is recorded at its next stream start).
+  pg::Result r = sql.ExecParams(
+      "UPDATE dblog.consumers AS c SET timeline = $2::pg_catalog.int8,"
+      " failed_over_at = CASE WHEN b.timeline OPERATOR(pg_catalog.<>) $2::pg_catalog.int8"
+      "   THEN pg_catalog.now() ELSE c.failed_over_at END,"
+      " failover = CASE WHEN b.timeline OPERATOR(pg_catalog.<>) $2::pg_catalog.int8"
+      "   THEN pg_catalog.format('timeline %s to %s: %s', b.timeline, $2, $3::pg_catalog.text)"
+      "   ELSE c.failover END"
+      " FROM (SELECT timeline FROM dblog.consumers WHERE name OPERATOR(pg_catalog.=) $1"
+      "       FOR UPDATE) AS b"
+      " WHERE c.name OPERATOR(pg_catalog.=) $1 RETURNING b.timeline",
+      {consumer_.name, std::to_string(timeline), action});
+  if (r.ntuples() == 0 || r.is_null(0, 0)) return std::nullopt;
+  return r.u64_value(0, 0);
 }
 
 std::vector<std::uint64_t> Bookkeeping::QueueReconcile(const std::vector<bootstrap::Table>& tables) {

@@ -27,7 +27,7 @@
 namespace dblog::consumer {
 
 // The version of the dblog extension (dblog.control) this dblogd speaks to; checked at start.
-inline constexpr const char* kExtensionVersion = "0.5";
+inline constexpr const char* kExtensionVersion = "0.6";
 
 // pgoutput mode: the tables a repair may read, an SQL condition on pg_class c and its
 // pg_namespace n: the table's owner and its schema's owner are dblogd's role or a superuser.
@@ -96,6 +96,11 @@ class Bookkeeping {
   // (consumer/ddl_trigger.h) installed when it is absent and dblogd's role is a superuser.
   // Logs ddl_trigger_installed, or ddl_trigger_missing (warn) with what to do.
   DdlTriggerState EnsureDdlTrigger();
+  // The source's timeline at a stream start, into the consumer's row (dblog.consumers.timeline,
+  // extension 0.6); when the row held another one, a standby was promoted since: failed_over_at
+  // and failover ("timeline 1 to 2: <action>") say so. Returns the timeline the row held
+  // (nullopt: none, no row, or a table without the column).
+  std::optional<std::uint64_t> RecordTimeline(std::uint64_t timeline, const std::string& action);
   // dblog.consumers.bootstrap_state (nullopt: no row).
   std::optional<std::string> BootstrapState();
   // pg_replication_slots' wal_status and safe_wal_size of `slot` (-1: NULL); "missing" when
@@ -164,6 +169,7 @@ class Bookkeeping {
   const config::ConsumerConfig& consumer_;
   const std::string scope_;  // config::FormatScope of the consumer's scope
   std::optional<pg::Connection> sql_;
+  std::optional<bool> has_timeline_column_;  // dblog.consumers has 0.6's columns
   bool ddl_taken_ready_ = false;  // EnsureDdlTrigger made dblog.ddl_taken
 };
 

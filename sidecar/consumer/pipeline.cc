@@ -240,6 +240,8 @@ void Pipeline::Prepare() {
     }
     const bool restarted = state.has_value();
     CreateSlotThen(true, [this, restarted](const pg::CreatedSlot& created) {
+      stream_origin_ = restarted ? "bootstrapped again from a new slot"
+                                 : "bootstrapped from a new slot";
       StartBootstrap(created, restarted);
     });
     return;
@@ -247,9 +249,12 @@ void Pipeline::Prepare() {
   if (slot.exists) {
     if (slot.wal_status == "lost") throw std::runtime_error(SlotLostMessage(slot_));
     confirmed_ = slot.confirmed_flush_lsn;
+    stream_origin_ = "resumed from its slot";
     return BeginStreaming(true);
   }
   CreateSlotThen(false, [this](const pg::CreatedSlot& created) {
+    stream_origin_ = "a new slot without a bootstrap (--bootstrap=false): changes since the "
+                     "consumer's position are not in its stream";
     bookkeeping_.RecordSkippedBootstrap(slot_, created.consistent_point);
     confirmed_ = created.consistent_point;
     log::Info("slot_created", {{"consumer", consumer_.name},
@@ -307,6 +312,8 @@ void Pipeline::Reconcile() {
     reconcile_->set_consistent_point(created.consistent_point);
     for (std::uint64_t id : ids) reconcile_->add_request_ids(id);
     stats_->reconciles_total++;
+    stream_origin_ = "reconciled: a new slot at " + common::FormatLsn(created.consistent_point) +
+                     " and " + std::to_string(ids.size()) + " whole-table repair(s)";
     log::Warn("slot_reconciled",
               {{"consumer", consumer_.name}, {"slot", slot_},
                {"consistent_point", common::FormatLsn(created.consistent_point)},
@@ -507,17 +514,26 @@ void Pipeline::StartStream() {
 }
 
 // The source's timeline (IDENTIFY_SYSTEM) at each stream start: another one than the last seen
-// for this consumer means a standby was promoted since (a failover), which the log and /metrics
-// say whatever became of the slot.
+// for this consumer means a standby was promoted since (a failover), which the log, /metrics
+// and the consumer's row (dblog.consumer_status: failed_over_at, failover) say whatever became
+// of the slot. The row is the source's own, so a promoted standby holds the timeline of the
+// primary it replaced: a failover is seen also by a dblogd that restarted meanwhile.
 void Pipeline::NoteTimeline(pg::Connection& repl) {
   pg::Result id = repl.Exec("IDENTIFY_SYSTEM");
   if (id.ntuples() != 1 || id.is_null(0, 1)) return;
   const std::uint64_t timeline = id.u64_value(0, 1);
-  const std::uint64_t before = stats_->source_timeline.exchange(timeline);
+  std::uint64_t before = stats_->source_timeline.exchange(timeline);
+  bookkeeping_.BestEffort(log::Level::kWarn, "timeline_not_recorded",
+                          {{"consumer", consumer_.name}}, [&] {
+                            const auto stored = bookkeeping_.RecordTimeline(timeline,
+                                                                            stream_origin_);
+                            if (stored && before == 0) before = *stored;
+                          });
   if (before == 0 || before == timeline) return;
   stats_->timeline_changes++;
   log::Warn("source_promoted",
             {{"consumer", consumer_.name}, {"timeline_before", before}, {"timeline", timeline},
+             {"stream", stream_origin_},
              {"message", "the source is on another timeline than when this consumer last "
                          "streamed: a standby was promoted (a failover)"}});
 }

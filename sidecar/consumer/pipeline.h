@@ -149,6 +149,8 @@ class Pipeline : public server::Consumer,
   ScopeChanges scope_changes_{consumer_, unsettled_.get()};
   std::optional<pg::Connection> repl_;  // idle replication connection before streaming
   std::optional<dblog::v1::Reconcile> reconcile_;  // this session reconciled: Welcome says so
+  // how this session's stream began, for a failover's record (dblog.consumers.failover)
+  std::string stream_origin_ = "resumed from its slot";
   std::unique_ptr<pg::ReplicationStream> stream_;
   std::unique_ptr<emit::AckTracker> acks_;
   std::unique_ptr<emit::Emitter> emitter_;

@@ -114,6 +114,43 @@ TEST(PlanColumns, TypeChangesWidenTheTargetOrStop) {
                               kTable, Types(kBefore), DroppedColumns::kDrop, true));
 }
 
+// Found by the oracle's failover seeds (issue 24): the target had applied `ADD COLUMN c89 text`
+// (attnum 3 here) on a primary that then died before its standby received it; the promoted
+// standby gave attnum 3 to a column it added later, c94 bigint. After the reconcile the
+// target stopped for good: "changed the type of column c94 from text to bigint".
+TEST(PlanColumns, AfterTheSourceWentBackAnAttnumOfTheLostHistoryIsFollowedEmptied) {
+  const std::vector<MappedColumn> before = {{1, "id", "integer"}, {2, "v", "text"},
+                                            {3, "c89", "text"}};
+  const std::vector<Col> now = {{1, "id", "integer"}, {2, "v", "text"}, {3, "c94", "bigint"}};
+  // a live source never changes a column's type this way unnoticed: it still stops
+  EXPECT_THROW(PlanColumns(before, Rel(now), kTable, Types(before), DroppedColumns::kDrop, false),
+               SchemaError);
+  const ColumnPlan plan =
+      PlanColumns(before, Rel(now), kTable, Types(before), DroppedColumns::kDrop, false, true);
+  EXPECT_EQ(plan.statements,
+            (std::vector<std::string>{
+                "ALTER TABLE \"public\".\"a\" RENAME COLUMN \"c89\" TO \"c94\"",
+                "ALTER TABLE \"public\".\"a\" ALTER COLUMN \"c94\" TYPE bigint USING NULL"}));
+  ASSERT_EQ(plan.columns.size(), 3u);
+  EXPECT_EQ(plan.columns[2].name, "c94");
+  EXPECT_EQ(plan.columns[2].type, "bigint");
+  // the same when dblog apply had left the target column wider than the source's type (text
+  // for a varchar(200): it holds every value of it)
+  const std::vector<MappedColumn> widened = {{1, "id", "integer"}, {2, "v", "text"},
+                                             {3, "c89", "character varying(200)"}};
+  auto text = Types(widened);
+  text["c89"] = "text";
+  EXPECT_EQ(PlanColumns(widened, Rel(now), kTable, text, DroppedColumns::kDrop, false, true)
+                .statements.back(),
+            "ALTER TABLE \"public\".\"a\" ALTER COLUMN \"c94\" TYPE bigint USING NULL");
+  // a target column someone made narrower than the source's type (a choice, not what dblog
+  // apply keeps) is never emptied: it stops as before
+  auto narrowed = Types(before);
+  narrowed["c89"] = "character varying(10)";
+  EXPECT_THROW(PlanColumns(before, Rel(now), kTable, narrowed, DroppedColumns::kDrop, false, true),
+               SchemaError);
+}
+
 TEST(PlanColumns, ARenameOntoAColumnTheSourceDoesNotSendStops) {
   auto types = Types(kBefore);
   types["extra"] = "text";

@@ -425,15 +425,24 @@ std::map<std::string, std::string> SourceTable(PgConn& db, const std::string& ta
 void DblogdTest::SetUp() {
   auto ci = test_conninfo();
   if (!ci) GTEST_SKIP() << "DBLOG_TEST_CONNINFO is not set (tests/run.sh sets it)";
-  conninfo_ = *ci;
-  db_.emplace(conninfo_);
-  db_->exec("CREATE EXTENSION IF NOT EXISTS dblog");
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = std::string("e2e_") + info->name();
   for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (name.size() > 40) name.resize(40);
   schema_ = name;
   consumer_ = name;
+  PrepareSource(*ci);
+}
+
+void DblogdTest::UseSource(const std::string& conninfo) {
+  db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
+  PrepareSource(conninfo);
+}
+
+void DblogdTest::PrepareSource(const std::string& conninfo) {
+  conninfo_ = conninfo;
+  db_.emplace(conninfo_);
+  db_->exec("CREATE EXTENSION IF NOT EXISTS dblog");
   db_->exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
             " WHERE slot_name = '" + Slot() + "'");
   db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");

@@ -123,6 +123,10 @@ class DblogdTest : public ::testing::Test {
   PgConn& db() { return *db_; }
   void ReconnectDb() { db_.emplace(conninfo_); }
   std::string conninfo() const { return conninfo_; }
+  // From here on the test's source is another server (a cluster of the test's own, or a
+  // multi-host string for a failover): the extension, the test's schema and its sentinel table
+  // are made there, and the schema made on the shared cluster is dropped.
+  void UseSource(const std::string& conninfo);
   // A fresh schema and consumer name per test.
   const std::string& schema() const { return schema_; }
   const std::string& consumer() const { return consumer_; }
@@ -155,6 +159,8 @@ class DblogdTest : public ::testing::Test {
   long dblogd_fd_limit_ = 0;  // RLIMIT_NOFILE for the next StartDblogd (0: inherited)
 
  private:
+  void PrepareSource(const std::string& conninfo);
+
   std::optional<PgConn> db_;
   std::string conninfo_;
   std::string schema_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <random>
 #include <string>
@@ -260,6 +261,15 @@ TEST_F(FailoverTest, ASlotLostByAFailoverIsReconciledWithoutANewBootstrap) {
   EXPECT_NE(dblogd_->Metrics().find("dblog_source_timeline_changes_total{consumer=\"sink\"} 1"),
             std::string::npos)
       << dblogd_->Metrics();
+  // and dblog.consumer_status (extension 0.6), for whoever looks at the source
+  const auto status = db_->exec(
+      "SELECT timeline, failed_over_at IS NOT NULL, failover FROM dblog.consumer_status"
+      " WHERE name = 'sink'");
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(*status[0][0], "2");
+  EXPECT_EQ(*status[0][1], "t");
+  EXPECT_EQ(status[0][2]->rfind("timeline 1 to 2: reconciled: a new slot at ", 0), 0u)
+      << *status[0][2];
 }
 
 // Issue 24 item 4: the same failover with `dblog apply` as the sink, into a third cluster. It
@@ -485,14 +495,29 @@ TEST_F(FailoverTest, ByDefaultASlotLostByAFailoverBootstrapsAgain) {
   std::optional<client::Client> c;
   ReadUntil(c, 0);
   ReadUntil(c, Sentinel());
+  // dblogd goes down with the primary: what it knew of the timeline in memory is gone
+  dblogd_->Signal(SIGKILL);
+  dblogd_->Wait();
   ASSERT_NO_FATAL_FAILURE(PromoteTheStandby(false));
   for (int i = 0; i < 10; ++i) RandomTransaction(*db_, kSchema, rng, options);
+  dblogd_->Start();
   const auto welcomes = ReadUntil(c, Sentinel());
   ASSERT_FALSE(welcomes.empty());
   EXPECT_FALSE(welcomes.back().has_reconcile());
   EXPECT_EQ(bootstraps_, 2);
   EXPECT_TRUE(replay_.restarted_seen());
   ExpectConverged();
+  // the consumer's row, which the standby replicated, still had timeline 1: the failover is
+  // named although this dblogd never streamed from the old primary (once the stream starts,
+  // after the bootstrap's copy)
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (CountLogEvents(dblogd_->log(), "source_promoted") == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "source_promoted"), 1) << dblogd_->log();
+  EXPECT_EQ(db_->scalar("SELECT coalesce(failover, 'none') FROM dblog.consumer_status"
+                        " WHERE name = 'sink'"),
+            "timeline 1 to 2: bootstrapped again from a new slot");
 }
 
 }  // namespace
