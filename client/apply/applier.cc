@@ -294,6 +294,7 @@ void Applier::ClearForBootstrap(bool restarted) {
   std::string names;
   for (const auto& [schema, name] : existing)
     names += (names.empty() ? "" : ", ") + QualifiedName(schema, name);
+  cleared_ = std::set<std::pair<std::string, std::string>>(existing.begin(), existing.end());
   if (!names.empty())
     Send("TRUNCATE TABLE " + names, {}, "clearing " + names + " for a new bootstrap");
   store_.SendClearPosition();
@@ -328,6 +329,7 @@ void Applier::OnBootstrapEnd(const dblog::v1::BootstrapEnd& end) {
   BeginTarget();
   CommitTarget(client::MakePosition(end.commit_lsn(), end.seq()));
   bootstrap_open_ = false;
+  cleared_.clear();
   std::uint64_t copied = 0;
   for (const auto& t : end.tables()) copied += t.rows_copied();
   const double seconds =
@@ -491,10 +493,16 @@ RelationMapping Applier::FollowIdentity(Table& table) {
   const std::uint32_t oid = rel.oid();
   const std::string source = DisplayName(rel.schema(), rel.name());
   std::vector<MappedColumn> before;
+  // A table this bootstrap cleared is empty: a column type it cannot follow without loss is
+  // followed emptied, as after a reconcile (a failover during a bootstrap: the redone bootstrap
+  // can meet attnums the lost history gave to other columns).
+  bool empty = false;
   if (const auto it = store_.mappings().find(oid); it == store_.mappings().end()) {
     MoveAside(table.target, oid);  // first sight: adopted by name
   } else {
     before = it->second.columns;
+    empty = bootstrap_open_ &&
+            cleared_.count({it->second.target.schema, it->second.target.name}) > 0;
     CheckMappedTable(oid, it->second, it->second.target);  // before following it
     if (it->second.target != table.target) RenameTargetTable(oid, source, it->second, table.target);
   }
@@ -510,7 +518,7 @@ RelationMapping Applier::FollowIdentity(Table& table) {
       "reading the columns of target table " + table.target.Display());
   for (int i = 0; i < r.rows(); ++i) types[r.get(i, 0)] = r.get(i, 1);
   const ColumnPlan plan = PlanColumns(before, rel, table.target, types, options_.dropped_columns,
-                                      options_.allow_lossy_columns, source_went_back_);
+                                      options_.allow_lossy_columns, source_went_back_ || empty);
   for (const std::string& statement : plan.statements)
     target_.Exec(statement, "following a schema change of " + source +
                                 " in target table " + table.target.Display());

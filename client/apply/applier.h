@@ -297,6 +297,8 @@ class Applier {
   std::optional<dblog::v1::Position> last_position_;  // of the last positioned event applied
   std::optional<dblog::v1::Position> durable_;
   bool source_went_back_ = false;
+  // the target tables the open bootstrap cleared (schema, name): empty until it fills them
+  std::set<std::pair<std::string, std::string>> cleared_;
   std::uint64_t ackable_sent_ = 0;  // pipeline entries sent when the last ackable point was
   ApplierStats stats_;
 };

@@ -28,9 +28,9 @@
 // relation oid of that lost history to another column or table: the mapping then follows it as
 // a rename (and a type change), and the reconcile's repairs write every row again. Only a type
 // the target column cannot be converted to without loss needs more: with `source_went_back`
-// (dblog apply saw Welcome.reconcile) a target column whose type is still the one dblog apply
-// followed (one that held every value of the source's previous type) is changed to the new
-// type USING NULL instead of stopping the target.
+// (dblog apply saw Welcome.reconcile, or the table is one a redone bootstrap cleared) a target
+// column as dblog apply keeps it (one that held every value of the source's previous type) is
+// changed to the new type USING NULL instead of stopping the target.
 // Owns: the mapping's planning (pure: PlanColumns) and its storage statements. The applier
 // runs them.
 #pragma once
