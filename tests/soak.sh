@@ -88,7 +88,7 @@ while [ $(( $(date +%s) - started )) -lt "$budget_s" ]; do
   if [ "$failover_every" -gt 0 ] && [ $(( (runs + 1) % failover_every )) -eq 0 ]; then
     test=OracleTest.RandomizedWorkloadConvergesThroughAFailover
   fi
-  if DBLOG_ORACLE_SEED=$seed DBLOG_ORACLE_SECONDS=$seconds "$oracle" \
+  if DBLOG_ORACLE_FAILOVER=1 DBLOG_ORACLE_SEED=$seed DBLOG_ORACLE_SECONDS=$seconds "$oracle" \
        --gtest_filter=$test >"$log" 2>&1; then
     verdict=pass; passed=$((passed + 1))
   else
@@ -135,7 +135,7 @@ echo "soak: $runs oracle seeds in $(( $(date +%s) - started )) s ($base_seed..$(
 echo "soak: faults: $kills dblogd SIGKILLs ($boot_kills during a bootstrap), $apply_kills dblog apply SIGKILLs, $pg_restarts PostgreSQL restarts, $failovers failovers ($failovers_lossy after commits the standby never received), $repairs repairs, $ddl DDL statements, $moved tables moved into the scope"
 echo "soak: publish: $publish_runs runs, ${#publish_failed[@]} failed"
 for s in "${failed[@]}"; do
-  echo "soak: FAILED oracle seed $s: $logs/oracle-$s.log; replay: DBLOG_ORACLE_SEED=$s DBLOG_ORACLE_SECONDS=$seconds $oracle --gtest_filter=$(sed -n 's/^\[ RUN      \] //p' "$logs/oracle-$s.log" | head -n1)"
+  echo "soak: FAILED oracle seed $s: $logs/oracle-$s.log; replay: DBLOG_ORACLE_FAILOVER=1 DBLOG_ORACLE_SEED=$s DBLOG_ORACLE_SECONDS=$seconds $oracle --gtest_filter=$(sed -n 's/^\[ RUN      \] //p' "$logs/oracle-$s.log" | head -n1)"
 done
 for s in "${publish_failed[@]}"; do
   echo "soak: FAILED publish seed $s: $logs/publish-$s.log; replay: DBLOG_PUBLISH_SEED=$s $publish --gtest_filter=PublishTest.KilledPublisherAndDblogdLeaveEveryEventOnceInTheLog"

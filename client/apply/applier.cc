@@ -284,17 +284,18 @@ void Applier::ClearForBootstrap(bool restarted) {
   // consumer) left in the target must go, in the same transaction as the first copied rows.
   BeginTarget();
   std::vector<std::pair<std::string, std::string>> existing;
+  cleared_.clear();
   for (const auto& [table, registered_oid] : store_.registered_tables()) {
     const TargetName name{table.first, table.second};
     const std::uint32_t oid = TargetTableOid(name);
     if (oid == 0) continue;
     if (registered_oid != 0 && oid != registered_oid) RefuseUnregistered(name, registered_oid, oid);
     existing.push_back(table);
+    cleared_.insert(oid);
   }
   std::string names;
   for (const auto& [schema, name] : existing)
     names += (names.empty() ? "" : ", ") + QualifiedName(schema, name);
-  cleared_ = std::set<std::pair<std::string, std::string>>(existing.begin(), existing.end());
   if (!names.empty())
     Send("TRUNCATE TABLE " + names, {}, "clearing " + names + " for a new bootstrap");
   store_.SendClearPosition();
@@ -493,16 +494,18 @@ RelationMapping Applier::FollowIdentity(Table& table) {
   const std::uint32_t oid = rel.oid();
   const std::string source = DisplayName(rel.schema(), rel.name());
   std::vector<MappedColumn> before;
-  // A table this bootstrap cleared is empty: a column type it cannot follow without loss is
-  // followed emptied, as after a reconcile (a failover during a bootstrap: the redone bootstrap
-  // can meet attnums the lost history gave to other columns).
-  bool empty = false;
+  // A column type the target cannot follow without loss is followed emptied where the target's
+  // values are about to be written again anyway (relation_map.h): in a table the open bootstrap
+  // cleared (by its oid: a failover during a bootstrap, whose redone bootstrap can meet attnums
+  // the lost history gave to other columns), and at the first sight of each relation after a
+  // reconcile, whose repairs rewrite every row; a later Relation is the live source's again.
+  bool went_back = went_back_ && followed_since_went_back_.insert(oid).second;
   if (const auto it = store_.mappings().find(oid); it == store_.mappings().end()) {
     MoveAside(table.target, oid);  // first sight: adopted by name
   } else {
     before = it->second.columns;
-    empty = bootstrap_open_ &&
-            cleared_.count({it->second.target.schema, it->second.target.name}) > 0;
+    went_back = went_back || (bootstrap_open_ && it->second.target_oid != 0 &&
+                              cleared_.count(it->second.target_oid) > 0);
     CheckMappedTable(oid, it->second, it->second.target);  // before following it
     if (it->second.target != table.target) RenameTargetTable(oid, source, it->second, table.target);
   }
@@ -518,7 +521,7 @@ RelationMapping Applier::FollowIdentity(Table& table) {
       "reading the columns of target table " + table.target.Display());
   for (int i = 0; i < r.rows(); ++i) types[r.get(i, 0)] = r.get(i, 1);
   const ColumnPlan plan = PlanColumns(before, rel, table.target, types, options_.dropped_columns,
-                                      options_.allow_lossy_columns, source_went_back_ || empty);
+                                      options_.allow_lossy_columns, went_back);
   for (const std::string& statement : plan.statements)
     target_.Exec(statement, "following a schema change of " + source +
                                 " in target table " + table.target.Display());

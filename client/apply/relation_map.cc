@@ -199,8 +199,8 @@ void ColumnPlanner::TypesChanged(bool allow_lossy_columns, bool source_went_back
       // again, so the column takes the new type empty rather than stop the target for good. Only
       // a column as dblog apply keeps it (it held every value of the source's type before); one
       // made narrower in the target on purpose still stops.
-      Add(alter_ + "ALTER COLUMN " + QuoteIdent(c.name()) + " TYPE " + c.type_name() +
-              " USING NULL",
+      Add(alter_ + "ALTER COLUMN " + QuoteIdent(c.name()) + " DROP NOT NULL, ALTER COLUMN " +
+              QuoteIdent(c.name()) + " TYPE " + c.type_name() + " USING NULL",
           "changed the type of column " + c.name() + " of target table " + display_ + " from " +
               target_type + " to " + c.type_name() +
               ", emptied: the source went back to a history where it is a " + c.type_name() +

@@ -255,7 +255,6 @@ class ApplyRun {
   std::FILE* err_;
 
   std::optional<apply::Applier> applier_;  // kept across failed connections to dblogd
-  bool source_went_back_ = false;          // a Welcome said reconcile: the next appliers know
   std::optional<Position> stored_;         // what its Start() read: Hello.resume_after
   apply::ApplierStats done_;               // of the appliers discarded so far
   std::optional<Position> acked_;          // the last position acknowledged, any connection
@@ -351,10 +350,7 @@ ApplyRun::End ApplyRun::Session() {
   Log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
       stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
   if (const std::string note = client::ReconcileNote(stream.welcome()); !note.empty()) Log(note);
-  if (stream.welcome().has_reconcile()) {
-    source_went_back_ = true;
-    applier_->SourceWentBack();
-  }
+  if (stream.welcome().has_reconcile()) applier_->SourceWentBack();
 
   connection_acked_ = stored_;
   try {
@@ -388,7 +384,6 @@ std::optional<ApplyRun::End> ApplyRun::StartApplier() {
         apply::PgConnection::Open(options_.target, "dblog apply " + options_.connect.consumer),
         options_.applier, [this](const std::string& line) { Log(line); });
     stored_ = applier_->Start();
-    if (source_went_back_) applier_->SourceWentBack();
   } catch (const apply::TargetError& e) {
     applier_.reset();
     return End{End::kFailed, e.what(), client::IsRetryableSqlstate(e.sqlstate())};

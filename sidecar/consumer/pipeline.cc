@@ -941,6 +941,7 @@ void Pipeline::Reconnect() {
                            : "bootstraps again from a new slot, flagged restarted "
                              "(--on-slot-lost=bootstrap)") +
                       " (docs/operations.md#failover)");
+    stream_origin_ = "resumed from its slot";  // a synchronized failover slot, say
     StartStream();
     log::Info("source_reconnected", {{"consumer", consumer_.name}});
   } catch (const std::exception& e) {

@@ -571,6 +571,8 @@ TEST_F(ApplierTest, AfterAFailoverAColumnTheLostHistoryTypedOtherwiseIsFollowedE
                             "attrelid = 'src.lost'::regclass AND attname = 'n'"),
             "character varying(200)");
 
+  // (a NOT NULL the target's column has, here by hand, does not keep it from being emptied)
+  target_->exec("ALTER TABLE src.lost ALTER COLUMN n SET NOT NULL");
   // A live source does not turn character varying(200) into bigint unnoticed: it stops...
   s.Relation(lost("bigint", 20));
   s.Begin();
@@ -591,6 +593,13 @@ TEST_F(ApplierTest, AfterAFailoverAColumnTheLostHistoryTypedOtherwiseIsFollowedE
                             " FROM src.lost"),
             "NULL,NULL,NULL,40");
   EXPECT_NE(log_.find("emptied: the source went back"), std::string::npos) << log_;
+  // ...and only at the first Relation of each table after it: a later change is the live
+  // source's, and stops again
+  s.Relation(lost("character varying(200)", 1043));
+  s.Begin();
+  s.Insert(kLost, MakeRow({Int(5), Text("v5")}));
+  s.Commit();
+  EXPECT_THROW(Run(*applier, s), SchemaError);
 }
 
 TEST_F(ApplierTest, BootstrapRowsCopyIntoEmptyTablesAndUpsertIntoOthers) {

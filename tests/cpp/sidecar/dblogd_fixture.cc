@@ -140,6 +140,7 @@ void DblogdProcess::Start() {
   // failure that only reproduces now and then).
   if (const char* level = std::getenv("DBLOG_TEST_DBLOGD_LOG_LEVEL"))
     argv.push_back(std::string("--log-level=") + level);
+  const std::size_t log_before = log().size();  // the log is appended to across restarts
   pid_ = fork();
   if (pid_ == 0) {
     const int fd = open(log_path_.c_str(), O_WRONLY | O_APPEND);
@@ -174,7 +175,8 @@ void DblogdProcess::Start() {
       // Another process took the port between FreePort() and dblogd's bind: try again, on new
       // ports if no test has read them yet, else on the same ones once the taker let go.
       const std::string text = log();
-      if (text.find("Address already in use") != std::string::npos && bind_retries_ < 20) {
+      if (text.find("Address already in use", log_before) != std::string::npos &&
+          bind_retries_ < 20) {
         ++bind_retries_;
         if (!ports_read_) {
           port_ = FreePort();
