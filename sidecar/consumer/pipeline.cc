@@ -8,6 +8,7 @@
 #include "pg/slot.h"
 #include "wire/frame.h"
 
+#include <algorithm>
 #include <thread>
 
 namespace dblog::consumer {
@@ -278,7 +279,9 @@ void Pipeline::Prepare() {
 // Crash-safe by its order: the WAL is padded and the repairs are committed before the slot is
 // made, so a failure (or a SIGKILL) before the slot exists leaves the next connection to
 // reconcile again (queueing the repairs once more, which is harmless), and one after finds the
-// repairs queued; never a new slot streaming without them.
+// repairs queued; never a new slot streaming without them. The tables that entered the scope
+// while the slot was made are queued after it exists: a SIGKILL between the two (the time of one
+// catalog query) is the one way to miss them (docs/correctness.md, limit 15).
 void Pipeline::Reconcile() {
   if (!repairs_unavailable_.empty())
     throw std::runtime_error("the consumer's slot is gone and --on-slot-lost=reconcile needs "
@@ -294,20 +297,54 @@ void Pipeline::Reconcile() {
                          "every table in scope (--on-slot-lost=reconcile)"}});
   bookkeeping_.PadWalPast(resume);
   // throws bootstrap::ScopeError for a table in scope without a key, before anything is queued
-  const std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(
-      bookkeeping_.Sql(), consumer_.scope,
-      pgoutput_ ? bootstrap::Reader::kCatalog : bootstrap::Reader::kExtension);
-  if (pgoutput_) {
-    std::vector<std::uint32_t> oids;
-    for (const auto& t : tables) oids.push_back(t.oid);
-    const std::vector<std::string> untrusted = bookkeeping_.UntrustedOwners(oids);
-    if (!untrusted.empty())
-      throw std::runtime_error("the consumer's slot is gone and --on-slot-lost=reconcile cannot "
-                               "repair every table in scope: " +
-                               UntrustedOwnerMessage(untrusted.front()));
-  }
+  const auto enumerate = [this] {
+    std::vector<bootstrap::Table> tables = bootstrap::EnumerateScope(
+        bookkeeping_.Sql(), consumer_.scope,
+        pgoutput_ ? bootstrap::Reader::kCatalog : bootstrap::Reader::kExtension);
+    if (pgoutput_) {
+      std::vector<std::uint32_t> oids;
+      for (const auto& t : tables) oids.push_back(t.oid);
+      const std::vector<std::string> untrusted = bookkeeping_.UntrustedOwners(oids);
+      if (!untrusted.empty())
+        throw std::runtime_error("the consumer's slot is gone and --on-slot-lost=reconcile "
+                                 "cannot repair every table in scope: " +
+                                 UntrustedOwnerMessage(untrusted.front()));
+    }
+    return tables;
+  };
+  const std::vector<bootstrap::Table> tables = enumerate();
   const std::vector<std::uint64_t> ids = bookkeeping_.QueueReconcile(tables);
-  CreateSlotThen(false, [this, ids, count = tables.size()](const pg::CreatedSlot& created) {
+  CreateSlotThen(false, [this, ids, tables, enumerate](const pg::CreatedSlot& created) {
+    // A table that entered the scope after the enumeration above and before the slot's
+    // consistent point (created, renamed or moved in while the slot waited for open
+    // transactions, as a failover's busy new primary makes it) is in neither: its changes
+    // before that point are not in the stream, and nothing queued its repair. Enumerated again
+    // now that the point is behind, and queued before anything streams; should that fail, the
+    // new slot goes, so that the next connection reconciles from the start.
+    std::vector<std::uint64_t> all = ids;
+    std::vector<bootstrap::Table> late;
+    try {
+      for (auto& t : enumerate())
+        if (std::none_of(tables.begin(), tables.end(),
+                         [&](const bootstrap::Table& e) { return e.oid == t.oid; }))
+          late.push_back(std::move(t));
+      if (!late.empty()) {
+        const std::vector<std::uint64_t> more = bookkeeping_.QueueReconcile(late);
+        all.insert(all.end(), more.begin(), more.end());
+        for (const auto& t : late)
+          log::Warn("reconcile_table_entered",
+                    {{"consumer", consumer_.name}, {"table", t.schema + "." + t.name},
+                     {"message", "the table entered the scope while the new slot was made: "
+                                 "repaired too"}});
+      }
+    } catch (...) {
+      bookkeeping_.BestEffort(log::Level::kWarn, "reconcile_slot_drop_failed",
+                              {{"consumer", consumer_.name}},
+                              [&] { pg::DropSlot(bookkeeping_.Sql(), slot_, true); });
+      throw;
+    }
+    const std::size_t count = tables.size() + late.size();
+    const std::vector<std::uint64_t>& ids = all;
     reconcile_ = dblog::v1::Reconcile();
     reconcile_->set_consistent_point(created.consistent_point);
     for (std::uint64_t id : ids) reconcile_->add_request_ids(id);

@@ -56,8 +56,10 @@ class OracleTest : public DblogdTest {
         if (c)
           std::cerr << "---- errors in " << c->dir() << "/server.log ----\n"
                     << dblog::test::Run("grep -A3 -E '\\] (ERROR|FATAL|PANIC): ' " +
-                                        c->dir() + "/server.log | grep -v 'terminating connection"
-                                        "' | tail -n 60").first;
+                                        c->dir() + "/server.log | grep -v -E 'terminating "
+                                        "connection|deadlock|57P03|canceling statement|waits "
+                                        "for|ProcessStartupPacket|DeadLockReport|Process"
+                                        "Interrupts|STATEMENT|^--' | tail -n 60").first;
     standby_.reset();
     primary_.reset();
   }

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -593,6 +594,72 @@ TEST_F(DblogdTest, KillDuringBootstrapRedoesIt) {
   EXPECT_EQ(db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" +
                         consumer() + "'"),
             "done");
+}
+
+// Issue 24, found by the oracle's failover seeds: a reconcile enumerated the scope, queued its
+// repairs, then made the new slot, which waits for the transactions open when it began (a
+// failover's new primary is busy). A table created (or renamed or moved) into the scope during
+// that wait was in neither: its rows, committed before the slot's consistent point, never
+// reached the consumer, and no repair was queued for it. The scope is enumerated again once
+// the slot exists. The slot is dropped by hand here, which reconciles as a failover does.
+TEST_F(DblogdTest, ATableThatEntersTheScopeWhileAReconcileMakesItsSlotIsRepairedToo) {
+  db().exec("CREATE TABLE " + schema() + ".t (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  StartDblogd({"--on-slot-lost=reconcile"});
+  Replay replay;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, 0);
+    ReadUntil(c, replay, Sentinel());
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
+                       "'") != "done") {
+      ASSERT_LT(std::chrono::steady_clock::now(), until);
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  // the consumer is away; its slot goes (inactive once dblogd noticed the disconnect)
+  for (auto until = std::chrono::steady_clock::now() + 30s;;) {
+    try {
+      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+      break;
+    } catch (const PgError&) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the slot stayed active";
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  db().exec("UPDATE " + schema() + ".t SET v = 'changed' WHERE id % 10 = 0");
+  // a transaction with an xid holds the new slot's creation back
+  PgConn holder(conninfo());
+  holder.exec("BEGIN");
+  holder.exec("SELECT pg_current_xact_id()");
+  auto connecting = std::async(std::launch::async,
+                               [&, resume = replay.last_position()] { return Connect(resume); });
+  for (auto until = std::chrono::steady_clock::now() + 60s;
+       CountLogEvents(dblogd_->log(), "slot_creation_waiting") == 0;) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << dblogd_->log();
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(CountLogEvents(dblogd_->log(), "slot_missing_reconcile"), 1);
+  // while it waits: a table created in scope, with rows
+  db().exec("CREATE TABLE " + schema() + ".late (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".late SELECT g, 'late ' || g FROM generate_series(1, 50) g");
+  holder.exec("COMMIT");
+  client::Client c = connecting.get();
+  ASSERT_TRUE(c.welcome().has_reconcile());
+  replay.Reconciled();
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "reconcile_table_entered"), 1) << dblogd_->log();
+  // every repair done, then everything read
+  for (auto until = std::chrono::steady_clock::now() + 60s;;) {
+    ReadUntil(c, replay, Sentinel());
+    if (db().scalar("SELECT count(*) FROM dblog.requests WHERE consumer = '" + consumer() +
+                    "' AND state IS DISTINCT FROM 'done'") == "0")
+      break;
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << dblogd_->log();
+    std::this_thread::sleep_for(100ms);
+  }
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"t", "late"});
 }
 
 // DDL on a table while the bootstrap copies another: the worker reaches the changed table after
