@@ -219,8 +219,12 @@ void Repairs::OnControlChange(const dblog::v1::Change& change) {
   bool ours = false;
   if (!bookkeeping_.BestEffort(log::Level::kError, "repair_load_failed",
                                {{"consumer", consumer_.name}, {"request", request}},
-                               [&] { ours = bookkeeping_.DescribeRequestTable(q); }))
+                               [&] { ours = bookkeeping_.DescribeRequestTable(q); })) {
+    // The source went away (or just this connection): the request is in the queue, and the
+    // log that carried it may be acknowledged before it comes again. Read from the queue soon.
+    reload_ = true;
     return;
+  }
   if (!ours) {
     log::Info("repair_not_for_this_consumer", {{"consumer", consumer_.name}, {"request", request}});
     return;
@@ -328,6 +332,16 @@ void Repairs::PollQueue() {
 // ---- windows ---------------------------------------------------------------------------------
 
 void Repairs::Schedule() {
+  if (reload_ && host_.Streaming() && std::chrono::steady_clock::now() >= next_reload_at_) {
+    // a request the log carried that could not be read then (OnControlChange)
+    next_reload_at_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    reload_ = !bookkeeping_.BestEffort(log::Level::kWarn, "repair_reload_failed",
+                                       {{"consumer", consumer_.name}}, [&] { LoadQueued(); });
+    if (reload_)
+      Later(window_timer_, next_reload_at_, [this](boost::system::error_code ec) {
+        if (!ec) Schedule();
+      });
+  }
   if (!requests_.empty() && !repair_progress_running_ && host_.Streaming()) {
     repair_progress_running_ = true;
     asio::post(io_, [weak = std::weak_ptr<char>(alive_), this] {

@@ -194,6 +194,10 @@ class Repairs {
   std::int64_t chunk_rows_ = 0;
   std::uint64_t chunk_rows_request_ = 0;
   std::optional<OpenWindow> window_;
+  // a request the log carried could not be read (the source went away): the queue is read
+  // again at the next Schedule, once a second at most
+  bool reload_ = false;
+  std::chrono::steady_clock::time_point next_reload_at_{};
   bool window_scheduled_ = false;
   std::uint64_t current_commit_lsn_ = 0;
   std::optional<PendingProgress> closing_progress_;

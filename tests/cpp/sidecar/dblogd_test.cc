@@ -596,6 +596,38 @@ TEST_F(DblogdTest, KillDuringBootstrapRedoesIt) {
             "done");
 }
 
+// Found by the oracle's failover seeds (a restart of the new primary): a request the log
+// carries is described with a query on dblogd's SQL connection. When that connection was gone
+// (the server restarting), the request was dropped, the transaction that carried it was
+// acknowledged, and the request never ran until the consumer connected again. The queue is
+// now read again. Here the connection is terminated just before the request is made.
+TEST_F(DblogdTest, ARequestTheLogCarriesWhileDblogdsConnectionIsGoneStillRuns) {
+  db().exec("CREATE TABLE " + schema() + ".t (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  // nothing else of dblogd's uses that connection meanwhile
+  StartDblogd({"--status-interval=60", "--heartbeat-interval=60"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  ReadUntil(c, replay, Sentinel());
+  ASSERT_EQ(db().scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                        "application_name = 'dblogd " + consumer() + "' AND backend_type = "
+                        "'client backend'"),
+            "1");
+  db().exec("UPDATE " + schema() + ".t SET v = 'changed' WHERE id % 10 = 0");
+  const std::string id =
+      db().scalar("SELECT dblog.repair('" + schema() + ".t', '" + consumer() + "')");
+  for (auto until = std::chrono::steady_clock::now() + 60s;;) {
+    ReadUntil(c, replay, Sentinel());
+    if (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) == "done") break;
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << dblogd_->log();
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GE(CountLogEvents(dblogd_->log(), "repair_load_failed"), 1) << dblogd_->log();
+  ReadUntil(c, replay, Sentinel());
+  ExpectConverged(replay, {"t"});
+}
+
 // Issue 24, found by the oracle's failover seeds: a reconcile enumerated the scope, queued its
 // repairs, then made the new slot, which waits for the transactions open when it began (a
 // failover's new primary is busy). A table created (or renamed or moved) into the scope during
