@@ -344,13 +344,12 @@ void Pipeline::Reconcile() {
       throw;
     }
     const std::size_t count = tables.size() + late.size();
-    const std::vector<std::uint64_t>& ids = all;
     reconcile_ = dblog::v1::Reconcile();
     reconcile_->set_consistent_point(created.consistent_point);
-    for (std::uint64_t id : ids) reconcile_->add_request_ids(id);
+    for (std::uint64_t id : all) reconcile_->add_request_ids(id);
     stats_->reconciles_total++;
     stream_origin_ = "reconciled: a new slot at " + common::FormatLsn(created.consistent_point) +
-                     " and " + std::to_string(ids.size()) + " whole-table repair(s)";
+                     " and " + std::to_string(all.size()) + " whole-table repair(s)";
     log::Warn("slot_reconciled",
               {{"consumer", consumer_.name}, {"slot", slot_},
                {"consistent_point", common::FormatLsn(created.consistent_point)},

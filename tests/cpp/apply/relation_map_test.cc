@@ -130,8 +130,8 @@ TEST(PlanColumns, AfterTheSourceWentBackAnAttnumOfTheLostHistoryIsFollowedEmptie
   EXPECT_EQ(plan.statements,
             (std::vector<std::string>{
                 "ALTER TABLE \"public\".\"a\" RENAME COLUMN \"c89\" TO \"c94\"",
-                "ALTER TABLE \"public\".\"a\" ALTER COLUMN \"c94\" DROP NOT NULL, ALTER COLUMN \"c94\" "
-                "TYPE bigint USING NULL"}));
+                "ALTER TABLE \"public\".\"a\" ALTER COLUMN \"c94\" DROP NOT NULL, "
+                "ALTER COLUMN \"c94\" TYPE bigint USING NULL"}));
   ASSERT_EQ(plan.columns.size(), 3u);
   EXPECT_EQ(plan.columns[2].name, "c94");
   EXPECT_EQ(plan.columns[2].type, "bigint");
@@ -143,8 +143,8 @@ TEST(PlanColumns, AfterTheSourceWentBackAnAttnumOfTheLostHistoryIsFollowedEmptie
   text["c89"] = "text";
   EXPECT_EQ(PlanColumns(widened, Rel(now), kTable, text, DroppedColumns::kDrop, false, true)
                 .statements.back(),
-            "ALTER TABLE \"public\".\"a\" ALTER COLUMN \"c94\" DROP NOT NULL, ALTER COLUMN \"c94\" "
-                "TYPE bigint USING NULL");
+            "ALTER TABLE \"public\".\"a\" ALTER COLUMN \"c94\" DROP NOT NULL, "
+                "ALTER COLUMN \"c94\" TYPE bigint USING NULL");
   // a target column someone made narrower than the source's type (a choice, not what dblog
   // apply keeps) is never emptied: it stops as before
   auto narrowed = Types(before);

@@ -101,8 +101,9 @@ void OracleTest::MakePrimaryAndStandby() {
     p.exec("ALTER SYSTEM SET log_error_verbosity = 'verbose'");
     p.exec("SELECT pg_reload_conf()");
   }
-  auto [made, status] = dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
-                            primary_->dir() + " standby1");
+  auto [made, status] = dblog::test::Run(std::string(DBLOG_SOURCE_DIR) +
+                                         "/tests/pg-cluster.sh standby " + primary_->dir() +
+                                         " standby1");
   ASSERT_EQ(status, 0) << made;
   const auto nl = made.find('\n');
   standby_ = std::make_unique<Cluster>(made.substr(0, nl),

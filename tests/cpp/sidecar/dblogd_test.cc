@@ -675,7 +675,8 @@ TEST_F(DblogdTest, ATableThatEntersTheScopeWhileAReconcileMakesItsSlotIsRepaired
   ASSERT_EQ(CountLogEvents(dblogd_->log(), "slot_missing_reconcile"), 1);
   // while it waits: a table created in scope, with rows
   db().exec("CREATE TABLE " + schema() + ".late (id int PRIMARY KEY, v text)");
-  db().exec("INSERT INTO " + schema() + ".late SELECT g, 'late ' || g FROM generate_series(1, 50) g");
+  db().exec("INSERT INTO " + schema() +
+            ".late SELECT g, 'late ' || g FROM generate_series(1, 50) g");
   holder.exec("COMMIT");
   client::Client c = connecting.get();
   ASSERT_TRUE(c.welcome().has_reconcile());
