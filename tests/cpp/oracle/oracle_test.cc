@@ -83,14 +83,8 @@ class OracleTest : public DblogdTest {
 
 // tests/pg-cluster.sh COMMAND DIR, which must succeed.
 void PgCluster(const std::string& command, const Cluster& cluster) {
-  const auto [out, status] = Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh " +
-                                 command + " " + cluster.dir());
+  const auto [out, status] = cluster.Command(command);
   ASSERT_EQ(status, 0) << command << ": " << out;
-}
-
-std::string ConninfoValue(const std::string& conninfo, const std::string& key) {
-  const auto at = conninfo.find(key + "=") + key.size() + 1;
-  return conninfo.substr(at, conninfo.find(' ', at) - at);
 }
 
 void OracleTest::MakePrimaryAndStandby() {
@@ -101,18 +95,10 @@ void OracleTest::MakePrimaryAndStandby() {
     p.exec("ALTER SYSTEM SET log_error_verbosity = 'verbose'");
     p.exec("SELECT pg_reload_conf()");
   }
-  auto [made, status] = dblog::test::Run(std::string(DBLOG_SOURCE_DIR) +
-                                         "/tests/pg-cluster.sh standby " + primary_->dir() +
-                                         " standby1");
-  ASSERT_EQ(status, 0) << made;
-  const auto nl = made.find('\n');
-  standby_ = std::make_unique<Cluster>(made.substr(0, nl),
-                                       made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
-  const std::string& a = primary_->conninfo();
-  const std::string& b = standby_->conninfo();
-  UseSource("host=" + ConninfoValue(a, "host") + "," + ConninfoValue(b, "host") + " port=" +
-            ConninfoValue(a, "port") + "," + ConninfoValue(b, "port") +
-            " user=postgres dbname=postgres target_session_attrs=read-write");
+  std::string error;
+  standby_ = primary_->MakeStandby("standby1", &error);
+  ASSERT_TRUE(standby_) << error;
+  UseSource(FailoverConninfo(*primary_, *standby_));
 }
 
 void OracleTest::FailOver(bool lose_commits, std::mt19937_64& rng) {

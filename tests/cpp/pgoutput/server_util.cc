@@ -65,6 +65,32 @@ Cluster::Cluster(std::string dir, std::string conninfo)
 
 bool Cluster::Restart() { return Run(kClusterScript + " restart " + dir_).second == 0; }
 
+std::pair<std::string, int> Cluster::Command(const std::string& command) const {
+  return Run(kClusterScript + " " + command + " " + dir_);
+}
+
+std::unique_ptr<Cluster> Cluster::MakeStandby(const std::string& slot, std::string* error) const {
+  auto [made, status] = Run(kClusterScript + " standby " + dir_ + " " + slot);
+  if (status != 0) {
+    *error = made;
+    return nullptr;
+  }
+  const auto nl = made.find('\n');
+  return std::make_unique<Cluster>(made.substr(0, nl),
+                                   made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
+}
+
+std::string FailoverConninfo(const Cluster& primary, const Cluster& standby) {
+  auto value = [](const std::string& conninfo, const std::string& key) {
+    const auto at = conninfo.find(key + "=") + key.size() + 1;
+    return conninfo.substr(at, conninfo.find(' ', at) - at);
+  };
+  const std::string& a = primary.conninfo();
+  const std::string& b = standby.conninfo();
+  return "host=" + value(a, "host") + "," + value(b, "host") + " port=" + value(a, "port") + "," +
+         value(b, "port") + " user=postgres dbname=postgres target_session_attrs=read-write";
+}
+
 Cluster::~Cluster() {
   if (!dir_.empty()) Run(kClusterScript + " stop " + dir_);
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,11 +33,20 @@ class Cluster {
   // Restarts the server (fast shutdown: connections are cut), same port and data. False when
   // pg_ctl failed.
   bool Restart();
+  // tests/pg-cluster.sh COMMAND DIR (kill, restart, promote, ...): its output and exit status.
+  std::pair<std::string, int> Command(const std::string& command) const;
+  // An asynchronous hot standby of this cluster streaming through physical slot `slot`
+  // (tests/pg-cluster.sh standby); nullptr with `*error` set when it could not be made.
+  std::unique_ptr<Cluster> MakeStandby(const std::string& slot, std::string* error) const;
 
  private:
   int status_ = -1;
   std::string dir_, conninfo_;
 };
+
+// Both clusters' hosts with target_session_attrs=read-write, as a client that follows a
+// failover connects (user postgres, database postgres).
+std::string FailoverConninfo(const Cluster& primary, const Cluster& standby);
 
 // What one slot read: every payload (kept, since Datum views point into them) and its
 // decoded message, up to and including the non-transactional message "test.end".

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -29,11 +28,6 @@ using namespace std::chrono_literals;
 constexpr const char* kSchema = "app";
 const std::vector<std::string> kTables = {"t_int", "t_comp", "t_uuid", "sentinel"};
 
-std::string HostPort(const std::string& conninfo, const char* key) {
-  const auto at = conninfo.find(std::string(key) + "=") + std::strlen(key) + 1;
-  return conninfo.substr(at, conninfo.find(' ', at) - at);
-}
-
 class FailoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,19 +43,15 @@ class FailoverTest : public ::testing::Test {
   // The standby (asynchronous), made now: it has no slot of dblogd's.
   void MakeStandby() {
     db_.reset();
-    auto [made, status] = dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh standby " +
-                              primary_->dir() + " standby1");
-    ASSERT_EQ(status, 0) << made;
-    const auto nl = made.find('\n');
-    standby_ = std::make_unique<Cluster>(
-        made.substr(0, nl), made.substr(nl + 1, made.find('\n', nl + 1) - nl - 1));
+    std::string error;
+    standby_ = primary_->MakeStandby("standby1", &error);
+    ASSERT_TRUE(standby_) << error;
     db_ = std::make_unique<PgConn>(primary_->conninfo());
   }
 
   // tests/pg-cluster.sh COMMAND DIR, which must succeed.
   static void PgCluster(const std::string& command, const Cluster& cluster) {
-    const auto [out, status] = dblog::test::Run(std::string(DBLOG_SOURCE_DIR) + "/tests/pg-cluster.sh " +
-                                   command + " " + cluster.dir());
+    const auto [out, status] = cluster.Command(command);
     ASSERT_EQ(status, 0) << command << ": " << out;
   }
 
@@ -88,11 +78,7 @@ class FailoverTest : public ::testing::Test {
   }
 
   void StartDblogd(const std::string& on_slot_lost) {
-    const std::string both =
-        "host=" + HostPort(primary_->conninfo(), "host") + "," +
-        HostPort(standby_->conninfo(), "host") + " port=" + HostPort(primary_->conninfo(), "port") +
-        "," + HostPort(standby_->conninfo(), "port") +
-        " user=postgres dbname=postgres target_session_attrs=read-write";
+    const std::string both = FailoverConninfo(*primary_, *standby_);
     dblogd_ = std::make_unique<DblogdProcess>(std::vector<std::string>{
         "--source=" + both, std::string("--consumer=sink=") + kSchema + ".*",
         "--on-slot-lost=" + on_slot_lost, "--reconnect-max=1", "--status-interval=1",
