@@ -27,6 +27,7 @@ struct RepairRequest {
   std::uint64_t rows = 0, deletes = 0;
   std::uint64_t fills = 0;  // kept keys' rows completed from the chunk (window.h, a fill)
   bool cancelled = false;
+  bool started_logged = false;  // repair_started was logged (at its first chunk's read)
   // for Progress{phase: "repair"}: filled once, when first reported
   bool described = false;
   std::string schema, name;

@@ -102,9 +102,12 @@ bool Repairs::OnRelation(const dblog::v1::Relation& r) {
     return false;
   }
   relations_[r.oid()] = r;
-  if (window_ && window_->window.opened() && r.oid() == window_->window.relation() &&
-      r.SerializeAsString() != window_->relation.SerializeAsString())
-    window_->relation_changed = true;
+  if (!windows_.empty() && windows_.front().window.opened() &&
+      r.oid() == windows_.front().window.relation()) {
+    std::vector<std::string>& described = windows_.front().described;
+    std::string bytes = r.SerializeAsString();
+    if (described.empty() || described.back() != bytes) described.push_back(std::move(bytes));
+  }
   return true;
 }
 
@@ -120,20 +123,22 @@ bool Repairs::OnChange(const dblog::v1::Change& change) {
 void Repairs::OnTruncate(const dblog::v1::Truncate& truncate) {
   for (std::uint32_t oid : truncate.relation_oids()) {
     txlog_.Touch(oid, std::string());
-    if (window_ && window_->window.opened() && window_->window.relation() == oid)
-      window_->truncated = true;
+    if (!windows_.empty() && windows_.front().window.opened() &&
+        windows_.front().window.relation() == oid)
+      windows_.front().truncated = true;
   }
 }
 
 void Repairs::OnWatermark(const dblog::v1::Message& m) {
   MarkerContext context{consumer_.name, std::nullopt, &abandoned_windows_};
-  if (window_) context.open_window = window_->window.id();
+  // the front window's markers only: the next one's come after the front's high watermark
+  if (!windows_.empty()) context.open_window = windows_.front().window.id();
   const MarkerKind kind = Classify(m.prefix(), m.transactional(), m.content(), context);
   if (kind != MarkerKind::kOurs) return IgnoreMarker(m, MarkerKindName(kind));
   const Watermark marker = *Watermark::Parse(m.content());
   if (marker.kind == Watermark::Kind::kLow)
-    window_->window.Open();
-  else if (window_->window.opened())
+    windows_.front().window.Open();
+  else if (windows_.front().window.opened())
     CloseWindow();
 }
 
@@ -147,12 +152,13 @@ void Repairs::OnCommitted() {
 }
 
 void Repairs::RecordKeys(const dblog::v1::Change& c) {
-  const bool window_open = window_ && window_->window.opened();
+  OpenWindow* open = !windows_.empty() && windows_.front().window.opened() ? &windows_.front()
+                                                                           : nullptr;
   // `unchanged`: the columns the event did not carry (a window may fill them, window.h)
-  const bool window_table = window_open && c.relation_oid() == window_->window.relation();
+  const bool window_table = open && c.relation_oid() == open->window.relation();
   auto touch = [&](const std::string& key, std::vector<int> unchanged) {
     if (key.empty()) return;
-    if (window_open) window_->window.Touch(c.relation_oid(), key, unchanged);
+    if (open) open->window.Touch(c.relation_oid(), key, unchanged);
     txlog_.Touch(c.relation_oid(), key, std::move(unchanged));
   };
   // the old key: a DELETE, or an UPDATE's key before it (the row left it: nothing was kept)
@@ -164,7 +170,7 @@ void Repairs::RecordKeys(const dblog::v1::Change& c) {
       unchanged_key |= static_cast<int>(k) < c.new_row().values_size() &&
                        c.new_row().values(static_cast<int>(k)).unchanged();
   if (unchanged_key) {
-    if (window_table) window_->carried.Left(old_key);
+    if (window_table) open->carried.Left(old_key);
     return touch(old_key, {});
   }
   std::vector<int> unchanged;
@@ -172,10 +178,10 @@ void Repairs::RecordKeys(const dblog::v1::Change& c) {
     if (c.new_row().values(i).unchanged()) unchanged.push_back(i);
   const std::string key = emit::KeyBytes(it->second, c.new_row());
   if (old_key != key) {
-    if (window_table) window_->carried.Left(old_key);
+    if (window_table) open->carried.Left(old_key);
     touch(old_key, {});
   }
-  if (window_table) window_->carried.Carried(key, c.new_row());
+  if (window_table) open->carried.Carried(key, c.new_row());
   touch(key, std::move(unchanged));
 }
 
@@ -286,8 +292,8 @@ void Repairs::OnAcknowledged(const emit::Position& position) {
 void Repairs::OnSourceReconnect() {
   // A window that was open is abandoned (its markers may be replayed or lost): the chunk is
   // read again under a new one.
-  if (window_) abandoned_windows_.insert(window_->window.id());
-  window_.reset();
+  for (const OpenWindow& w : windows_) Abandon(w.window.id());
+  windows_.clear();  // a chunk still with the reader is dropped when it comes (OnChunkRead)
   closing_progress_.reset();
   control_oid_.reset();
 }
@@ -348,7 +354,7 @@ void Repairs::Schedule() {
       if (weak.lock()) RepairProgressTick();
     });
   }
-  if (window_scheduled_ || window_ || requests_.empty() || !host_.Streaming()) return;
+  if (window_scheduled_ || reading_ || requests_.empty() || !host_.Streaming()) return;
   window_scheduled_ = true;
   asio::post(io_, [weak = std::weak_ptr<char>(alive_), this] {
     if (!weak.lock()) return;
@@ -367,7 +373,16 @@ void Repairs::FailFrontRequest(const std::string& error) {
 }
 
 void Repairs::StartWindow() {
-  if (window_ || requests_.empty() || !host_.Streaming()) return;
+  if (reading_ || requests_.empty() || !host_.Streaming()) return;
+  RepairRequest& r = requests_.front();
+  if (!windows_.empty()) {
+    // Read ahead: the chunk after the back window's, once that one was read, within the same
+    // request, unpaced (the pace is set as each window closes), one window ahead at most.
+    const OpenWindow& back = windows_.back();
+    if (windows_.size() >= 2 || config_.repair_rows_per_second > 0 || ahead_failed_ ||
+        r.cancelled || back.request_id != r.id || !back.read || back.read->last)
+      return;
+  }
   if (std::chrono::steady_clock::now() < next_window_at_) {
     // backing off after a redo, or pacing (--repair-rows-per-second)
     Later(window_timer_, next_window_at_, [this](boost::system::error_code ec) {
@@ -375,65 +390,151 @@ void Repairs::StartWindow() {
     });
     return;
   }
-  RepairRequest& r = requests_.front();
-  if (r.cancelled) {
-    bookkeeping_.FinishRequest(r.id, "cancelled", "");
-    requests_.pop_front();
-    Publish();
-    Schedule();
-    return;
+  if (windows_.empty()) {
+    if (r.cancelled) {
+      bookkeeping_.FinishRequest(r.id, "cancelled", "");
+      requests_.pop_front();
+      Publish();
+      Schedule();
+      return;
+    }
+    if (!unavailable_.empty()) return FailFrontRequest(unavailable_);
+    if (r.key_types.size() != r.key_columns.size() ||
+        std::find(r.key_types.begin(), r.key_types.end(), kNoType) != r.key_types.end()) {
+      // _identity_key's NULL: a type with a domain inside (dblog.repair*() refuses those; a
+      // request can still name one when the table changed since)
+      return FailFrontRequest(
+          "a key column's type contains a domain, whose checks dblogd never runs");
+    }
   }
-  if (!unavailable_.empty()) return FailFrontRequest(unavailable_);
-  if (r.key_types.size() != r.key_columns.size() ||
-      std::find(r.key_types.begin(), r.key_types.end(), kNoType) != r.key_types.end()) {
-    // _identity_key's NULL: a type with a domain inside (dblog.repair*() refuses those; a
-    // request can still name one when the table changed since)
-    return FailFrontRequest("a key column's type contains a domain, whose checks dblogd never runs");
-  }
-  OpenWindow w(window::Window(RandomId(), r.table_oid), config_.window_key_memory_bytes);
-  w.request_id = r.id;
   if (chunk_rows_request_ != r.id) {  // a request starts at --chunk-size
     chunk_rows_request_ = r.id;
     chunk_rows_ = config_.chunk_size;
   }
+  // The reader's own copy of the request, where the chunk starts: after the back window's
+  // chunk when reading ahead (the request itself moves on as windows close).
+  RepairRequest ahead = r;
+  if (!windows_.empty()) {
+    const ChunkRead& before = *windows_.back().read;
+    if (r.kind == "keys") ahead.keys_done = before.keys_covered;
+    else if (!before.last_key.empty()) ahead.resume_key = before.last_key;
+  }
+  OpenWindow& w = windows_.emplace_back(window::Window(RandomId(), r.table_oid),
+                                        config_.window_key_memory_bytes);
+  w.request_id = r.id;
   w.chunk_size = chunk_rows_;
   w.started = std::chrono::steady_clock::now();
-  try {
-    ReadChunk(r, w);
-  } catch (const RequestError& e) {
-    // Nothing of the chunk was emitted: the request itself cannot run (its low watermark, if
-    // written, is ignored).
-    abandoned_windows_.insert(w.window.id());
-    bookkeeping_.EndTransaction();
-    return FailFrontRequest(e.what());
-  } catch (const RetryLater& e) {
-    abandoned_windows_.insert(w.window.id());
-    bookkeeping_.EndTransaction();
-    return DeferWindow(r, e.what());
-  } catch (const pg::Error& e) {
-    abandoned_windows_.insert(w.window.id());
-    // lock_timeout (another session holds the table), a deadlock that took the window's
-    // transaction as its victim (the workload's DDL and row locks around the window's lock
-    // wait), a serialization failure: the window is read again later, the request goes on
-    if (e.sqlstate() == "55P03" || e.sqlstate() == "40P01" || e.sqlstate() == "40001") {
-      bookkeeping_.EndTransaction();
-      return DeferWindow(r, e.what());
+  if (windows_.size() > 1) stats_.windows_read_ahead++;
+  if (!reader_)
+    reader_ = std::make_unique<WindowReader>(config_.source,
+                                             "dblogd " + consumer_.name + " repairs");
+  reading_ = true;
+  // On the reader's thread: the low watermark, the chunk, the chunk handed over, the high
+  // watermark. Registered above before its low watermark can come out of the log.
+  reader_->Run([this, weak = std::weak_ptr<char>(alive_), id = w.window.id(),
+                request = std::move(ahead), size = w.chunk_size,
+                handoff = w.handoff](WindowReader& reader) mutable {
+    ReadEnd end = ReadEnd::kRead;
+    std::string error;
+    try {
+      pg::Connection& sql = reader.Sql();
+      ChunkRead c;
+      c.chunk_size = size;
+      ReadChunk(sql, request, c, id);
+      c.table = request.table;
+      c.key_columns = request.key_columns;
+      c.key_types = request.key_types;
+      {
+        std::lock_guard<std::mutex> lock(handoff->mutex);
+        handoff->read = std::move(c);
+      }
+      WriteWatermark(sql, false, id);
+    } catch (const RequestError& e) {
+      // the request itself cannot run (its low watermark, if written, is ignored)
+      end = ReadEnd::kRequestError;
+      error = e.what();
+    } catch (const RetryLater& e) {
+      end = ReadEnd::kRetryLater;
+      error = e.what();
+    } catch (const pg::Error& e) {
+      // lock_timeout (another session holds the table), a deadlock that took the window's
+      // transaction as its victim (the workload's DDL and row locks around the window's lock
+      // wait), a serialization failure: the window is read again later, the request goes on
+      end = e.sqlstate() == "55P03" || e.sqlstate() == "40P01" || e.sqlstate() == "40001"
+                ? ReadEnd::kRetryLater
+                : reader.Lost() ? ReadEnd::kLost : ReadEnd::kFailed;
+      error = e.what();
+    } catch (const std::exception& e) {
+      end = reader.Lost() ? ReadEnd::kLost : ReadEnd::kFailed;
+      error = e.what();
     }
-    const bool lost = bookkeeping_.Lost();
-    bookkeeping_.Reset();
-    if (lost) return DeferWindow(r, e.what());
-    return FailFrontRequest(e.what());
-  } catch (const std::exception& e) {
-    abandoned_windows_.insert(w.window.id());  // its low watermark may be in the log
-    const bool lost = bookkeeping_.Lost();
-    bookkeeping_.Reset();
-    if (lost) return DeferWindow(r, e.what());
-    return FailFrontRequest(e.what());
+    asio::post(io_, [weak, this, id, end, error] {
+      if (weak.lock()) OnChunkRead(id, end, error);
+    });
+  });
+}
+
+void Repairs::OnChunkRead(const std::string& id, ReadEnd end, const std::string& error) {
+  reading_ = false;
+  auto it = std::find_if(windows_.begin(), windows_.end(),
+                         [&](const OpenWindow& w) { return w.window.id() == id; });
+  if (it == windows_.end()) return Schedule();  // closed already, or given up meanwhile
+  if (end == ReadEnd::kRead) {
+    TakeRead(*it);
+    return Schedule();
   }
-  if (r.chunks == 0 && r.rows == 0)
-    log::Info("repair_started", {{"consumer", consumer_.name}, {"request", r.id},
-                                 {"table", r.table}, {"kind", r.kind}});
-  window_ = std::move(w);
+  // Nothing of the chunk was emitted. Its high watermark may still come (written, then the
+  // connection failed): ignored. Nothing was read after it (one window ahead at most).
+  const bool front = it == windows_.begin();
+  const std::uint64_t request = it->request_id;
+  Abandon(id);
+  windows_.erase(it);
+  if (!front) {
+    ahead_failed_ = true;
+    return Schedule();
+  }
+  if (requests_.empty() || requests_.front().id != request) return Schedule();
+  if (end == ReadEnd::kRetryLater || end == ReadEnd::kLost)
+    return DeferWindow(requests_.front(), error);
+  return FailFrontRequest(error);
+}
+
+bool Repairs::TakeRead(OpenWindow& w) {
+  if (w.read) return true;
+  {
+    std::lock_guard<std::mutex> lock(w.handoff->mutex);
+    if (!w.handoff->read) return false;
+    w.read = std::move(w.handoff->read);
+    w.handoff->read.reset();
+  }
+  const ChunkRead& c = *w.read;
+  if (!requests_.empty() && requests_.front().id == w.request_id) {
+    RepairRequest& r = requests_.front();
+    // the table's name and key as the read found them (a rename since the request followed)
+    r.table = c.table;
+    r.key_columns = c.key_columns;
+    r.key_types = c.key_types;
+    if (!r.started_logged) {
+      r.started_logged = true;
+      if (r.chunks == 0 && r.rows == 0)
+        log::Info("repair_started", {{"consumer", consumer_.name}, {"request", r.id},
+                                     {"table", r.table}, {"kind", r.kind}});
+    }
+  }
+  // the next chunk's size, from this one's bytes (--chunk-memory-mb)
+  chunk_rows_ = NextChunkRows(w.chunk_size, static_cast<std::int64_t>(c.rows_read), c.bytes,
+                              config_.chunk_memory_bytes,
+                              std::max(config_.chunk_size, config_.max_chunk_size));
+  return true;
+}
+
+void Repairs::Abandon(const std::string& id) {
+  if (!abandoned_windows_.insert(id).second) return;
+  abandoned_order_.push_back(id);
+  if (abandoned_order_.size() > kAbandonedKept) {
+    abandoned_windows_.erase(abandoned_order_.front());
+    abandoned_order_.pop_front();
+  }
 }
 
 void Repairs::DeferWindow(const RepairRequest& r, const std::string& error) {
@@ -478,8 +579,8 @@ void Repairs::BindTable(pg::Connection& sql, RepairRequest& r) {
   r.key_types = std::move(types);
 }
 
-ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r, const OpenWindow& w) const {
-  ChunkRequest chunk{r.table, r.kind == "keys", r.key_columns, r.key_types, w.chunk_size};
+ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r, const ChunkRead& c) const {
+  ChunkRequest chunk{r.table, r.kind == "keys", r.key_columns, r.key_types, c.chunk_size};
   chunk.has_resume = !r.resume_key.empty();
   chunk.has_from = !r.from_key.empty();
   chunk.has_to = !r.to_key.empty();
@@ -489,7 +590,7 @@ ChunkRequest Repairs::ChunkRequestOf(const RepairRequest& r, const OpenWindow& w
 // In the chunk's transaction, under the table's lock: the plugin's description of the table
 // (for the emitter, and as the chunk's rows are encoded: the lock keeps it until COMMIT), the
 // chunk's bounds, encoded, and the key columns' collations.
-void Repairs::ReadBounds(pg::Connection& sql, RepairRequest& r, OpenWindow& w) {
+void Repairs::ReadBounds(pg::Connection& sql, RepairRequest& r, ChunkRead& w) {
   pg::Result rel = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r, w)).bounds,
                                   {r.resume_key, r.from_key, r.to_key, std::to_string(r.table_oid)});
   w.relation.ParseFromString(bootstrap::UnhexBytea(rel.value(0, 0)));
@@ -513,7 +614,7 @@ void Repairs::ReadBounds(pg::Connection& sql, RepairRequest& r, OpenWindow& w) {
   SetKeyCollations(w, rel, 4);
 }
 
-void Repairs::SetKeyCollations(OpenWindow& w, const pg::Result& rel, int column) {
+void Repairs::SetKeyCollations(ChunkRead& w, const pg::Result& rel, int column) const {
   const std::map<std::uint32_t, std::string> collations =
       rel.is_null(0, column) ? std::map<std::uint32_t, std::string>()
                              : ParseCollations(rel.value(0, column));
@@ -527,25 +628,27 @@ void Repairs::SetKeyCollations(OpenWindow& w, const pg::Result& rel, int column)
   }
 }
 
-void Repairs::ReadChunk(RepairRequest& r, OpenWindow& w) {
-  if (catalog_) return ReadChunkFromCatalog(r, w);
+void Repairs::ReadChunk(pg::Connection& sql, RepairRequest& r, ChunkRead& w,
+                        const std::string& id) {
+  if (catalog_) return ReadChunkFromCatalog(sql, r, w, id);
   const bool keys = r.kind == "keys";
   const std::vector<std::optional<std::string>> params =
       keys ? std::vector<std::optional<std::string>>{
                  r.keys, std::to_string(r.keys_done),
                  std::to_string(r.keys_done + static_cast<std::size_t>(w.chunk_size))}
            : std::vector<std::optional<std::string>>{r.resume_key, r.from_key, r.to_key};
-  const pg::Result rows = ReadBetweenWatermarks(r, w, params);
+  const pg::Result rows = ReadAfterLowWatermark(sql, r, w, id, params);
   w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
   if (keys) TakeAskedKeys(r, w, rows);
   else TakeRangeRows(r, w, rows);
 }
 
-pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
+pg::Result Repairs::ReadAfterLowWatermark(pg::Connection& sql, RepairRequest& r, ChunkRead& w,
+                                          const std::string& id,
                                           const std::vector<std::optional<std::string>>& params) {
-  // 1. low watermark  2. the chunk, with its snapshot  3. high watermark
-  pg::Connection& sql = bookkeeping_.Sql();
-  WriteWatermark(sql, true, w.window.id());
+  // 1. low watermark  2. the chunk, with its snapshot (3. the high watermark: the caller's,
+  // once it handed the chunk over)
+  WriteWatermark(sql, true, id);
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   w.chunk.snapshot =
       window::Snapshot::Parse(sql.Exec("SELECT pg_current_snapshot()::text").value(0, 0));
@@ -562,11 +665,10 @@ pg::Result Repairs::ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
   pg::Result rows = sql.ExecPrepared(BuildChunkQueries(ChunkRequestOf(r, w)).rows, params,
                                    pg::ResultFormat::kBinary);
   sql.Exec("COMMIT");
-  WriteWatermark(sql, false, w.window.id());
   return rows;
 }
 
-void Repairs::WriteWatermark(pg::Connection& sql, bool low, const std::string& window_id) {
+void Repairs::WriteWatermark(pg::Connection& sql, bool low, const std::string& window_id) const {
   const std::string content =
       Watermark{low ? Watermark::Kind::kLow : Watermark::Kind::kHigh, window_id}.Content();
   if (catalog_) {
@@ -581,21 +683,25 @@ void Repairs::WriteWatermark(pg::Connection& sql, bool low, const std::string& w
 }
 
 // Binary results: bytea values arrive as their bytes, text as its characters.
-void Repairs::TakeAskedKeys(const RepairRequest& r, OpenWindow& w, const pg::Result& rows) {
+void Repairs::TakeAskedKeys(const RepairRequest& r, ChunkRead& w, const pg::Result& rows) {
   for (int i = 0; i < rows.ntuples(); ++i) {
     std::string key_bytes(rows.value(i, 0));
     w.chunk.asked_keys.push_back(key_bytes);
-    if (!rows.is_null(i, 1)) w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
+    if (!rows.is_null(i, 1)) {
+      w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
+      w.bytes += key_bytes.size() + w.chunk.rows.back().second.size();
+    }
     w.total_keys = std::stoul(std::string(rows.value(i, 2)));
   }
   w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
   w.last = rows.ntuples() < w.chunk_size || w.keys_covered >= w.total_keys;
 }
 
-void Repairs::TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows) {
+void Repairs::TakeRangeRows(const RepairRequest& r, ChunkRead& w, const pg::Result& rows) {
   for (int i = 0; i < rows.ntuples(); ++i) {
     std::string key_bytes(rows.value(i, 0));
     w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
+    w.bytes += key_bytes.size() + w.chunk.rows.back().second.size();
     w.last_key_bytes = std::move(key_bytes);
   }
   w.last = rows.ntuples() < w.chunk_size;
@@ -612,63 +718,79 @@ void Repairs::TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Res
 }
 
 void Repairs::CloseWindow() {
-  OpenWindow& w = *window_;
-  RepairRequest& r = requests_.front();
+  OpenWindow& w = windows_.front();
+  ahead_failed_ = false;  // the next chunk is read (again) once this one is decided
   window::Window::Outcome out;
-  if (w.truncated) {
+  const bool read = TakeRead(w);
+  const bool same_request = !requests_.empty() && requests_.front().id == w.request_id;
+  bool relation_changed = false;
+  if (read) {
+    // DDL between the chunk's read and the high watermark (or, pgoutput mode, between the
+    // bounds and the rows): the chunk's rows do not fit what the stream says
+    relation_changed = w.read->relation_changed;
+    const std::string as_read = w.read->relation.SerializeAsString();
+    for (const std::string& d : w.described) relation_changed |= d != as_read;
+  }
+  if (!read) {
+    // cannot happen: the reader hands the chunk over before it writes the high watermark
+    out.redo = true;
+    out.reason = "the high watermark came before the chunk was handed over";
+  } else if (w.truncated) {
     out.redo = true;
     out.reason = "the table was truncated while the window was open";
-  } else if (w.relation_changed) {
+  } else if (relation_changed) {
     out.redo = true;
     out.reason = "the table's definition changed while the window was open";
-  } else if (w.rewritten) {
+  } else if (w.read->rewritten) {
     out.redo = true;
     out.reason = "the table was rewritten between the chunk's snapshot and its lock";
   } else {
-    out = w.window.Close(w.chunk, txlog_, current_commit_lsn_, !config_.plain_windows);
+    out = w.window.Close(w.read->chunk, txlog_, current_commit_lsn_, !config_.plain_windows);
   }
-  if (out.redo || r.id != w.request_id) {
-    // Fail closed: nothing of this chunk is emitted; it is read again under a new window.
+  if (out.redo || !same_request) {
+    // Fail closed: nothing of this chunk is emitted; it is read again under a new window, and
+    // so is the one read ahead after it (its markers, if they come, are ignored).
     stats_.window_redos++;
     log::Warn("repair_window_redo", {{"consumer", consumer_.name}, {"request", w.request_id},
                                      {"reason", out.reason},
+                                     {"read_ahead_dropped", windows_.size() - 1},
                                      {"retry_in_ms", redo_backoff_.count()}});
     next_window_at_ = std::chrono::steady_clock::now() + redo_backoff_;
     redo_backoff_ = std::min(redo_backoff_ * 2, std::chrono::milliseconds(10000));
     // a smaller chunk next time (down to --chunk-size): a shorter read leaves fewer
     // transactions for the key log to keep
-    chunk_rows_ = std::max(std::min<std::int64_t>(chunk_rows_, config_.chunk_size), chunk_rows_ / 2);
-    window_.reset();
+    chunk_rows_ = std::max(std::min<std::int64_t>(w.chunk_size, config_.chunk_size),
+                           w.chunk_size / 2);
+    windows_.pop_front();
+    for (const OpenWindow& later : windows_) Abandon(later.window.id());
+    windows_.clear();
     return;
   }
+  RepairRequest& r = requests_.front();
+  const ChunkRead& c = *w.read;
   redo_backoff_ = std::chrono::milliseconds(100);
   if (config_.repair_rows_per_second > 0) {
     // Paced: the next window waits until this one's rows fit the configured rate.
     const auto started = w.started.time_since_epoch();
     const std::int64_t next = window::PacedNextWindowNs(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(started).count(), w.rows_read,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(started).count(), c.rows_read,
         config_.repair_rows_per_second);
     next_window_at_ = std::max(
         next_window_at_, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
   }
-  EmitChunk(r, w, out);
-  std::size_t bytes = 0;
-  for (const auto& [key, row] : w.chunk.rows) bytes += key.size() + row.size();
-  chunk_rows_ = NextChunkRows(w.chunk_size, static_cast<std::int64_t>(w.rows_read), bytes,
-                              config_.chunk_memory_bytes,
-                              std::max(config_.chunk_size, config_.max_chunk_size));
+  EmitChunk(r, w, c, out);
 
   r.chunks++;
   r.rows += out.rows.size();
   r.deletes += out.deletes.size();
   if (r.kind == "keys") {
-    r.keys_done = w.keys_covered;
-    r.rows_estimated = w.total_keys;
-  } else if (!w.last_key.empty()) {
-    r.resume_key = w.last_key;
+    r.keys_done = c.keys_covered;
+    r.rows_estimated = c.total_keys;
+  } else if (!c.last_key.empty()) {
+    r.resume_key = c.last_key;
   }
-  closing_progress_ = PendingProgress{{}, r, w.last};
-  if (w.last) {
+  closing_progress_ = PendingProgress{{}, r, c.last};
+  if (c.last) {
     SendRepairProgress({&r}, true);
     log::Info("repair_emitted", {{"consumer", consumer_.name}, {"request", r.id},
                                  {"chunks", r.chunks}, {"rows", r.rows}, {"deletes", r.deletes},
@@ -676,11 +798,12 @@ void Repairs::CloseWindow() {
     requests_.pop_front();
   }
   Publish();
-  window_.reset();
+  windows_.pop_front();
 }
 
 // ChunkBegin, the surviving rows, the asked keys found absent, ChunkEnd (with the kept keys).
-void Repairs::EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::Outcome& out) {
+void Repairs::EmitChunk(RepairRequest& r, OpenWindow& w, const ChunkRead& c,
+                        const window::Window::Outcome& out) {
   const bool range = r.kind != "keys";
   dblog::v1::ChunkBegin begin;
   begin.set_request_id(r.id);
@@ -688,20 +811,20 @@ void Repairs::EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::O
   begin.set_is_range(range);
   begin.set_chunk(r.chunks + 1);
   if (range) {
-    for (const auto& c : w.key_collations) begin.add_key_collations(c);
-    if (!w.lower_bytes.empty()) {
-      begin.mutable_from_key()->ParseFromString(w.lower_bytes);
+    for (const auto& collation : c.key_collations) begin.add_key_collations(collation);
+    if (!c.lower_bytes.empty()) {
+      begin.mutable_from_key()->ParseFromString(c.lower_bytes);
       begin.set_from_inclusive(r.resume_key.empty());
     }
-    if (!w.last) {
-      begin.mutable_to_key()->ParseFromString(w.last_key_bytes);
+    if (!c.last) {
+      begin.mutable_to_key()->ParseFromString(c.last_key_bytes);
       begin.set_to_inclusive(true);
-    } else if (!w.upper_bytes.empty()) {
-      begin.mutable_to_key()->ParseFromString(w.upper_bytes);
+    } else if (!c.upper_bytes.empty()) {
+      begin.mutable_to_key()->ParseFromString(c.upper_bytes);
     }
   }
   emit::Emitter& emitter = host_.emitter();
-  emitter.BeginChunk(w.relation, begin);
+  emitter.BeginChunk(c.relation, begin);
   std::size_t since_flush = 0;
   for (const std::string& row : out.rows) {
     emitter.EmitChunkRow(row);
@@ -719,13 +842,13 @@ void Repairs::EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::O
   // Kept keys whose events left columns unchanged (window.h, a fill): the chunk's values of
   // those, merged with what the window's events carried (window_rows.h). A whole row is a
   // READ row like the others; a partial one an UPDATE whose other columns say "keep yours".
-  const std::vector<std::uint32_t> key_columns(w.relation.key_columns().begin(),
-                                               w.relation.key_columns().end());
+  const std::vector<std::uint32_t> key_columns(c.relation.key_columns().begin(),
+                                               c.relation.key_columns().end());
   for (const window::Window::Fill& fill : out.fills) {
     dblog::v1::Row chunk_row;
     chunk_row.ParseFromString(fill.row);
     bool complete = false;
-    const dblog::v1::Row row = w.carried.Merge(emit::KeyBytes(w.relation, chunk_row), chunk_row,
+    const dblog::v1::Row row = w.carried.Merge(emit::KeyBytes(c.relation, chunk_row), chunk_row,
                                                fill.columns, key_columns, &complete);
     if (complete) {
       emitter.EmitChunkRow(row.SerializeAsString());
@@ -745,7 +868,7 @@ void Repairs::EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::O
   std::vector<dblog::v1::Row> kept;
   if (range)
     for (const std::string& key : out.kept) kept.emplace_back().ParseFromString(key);
-  emitter.EndChunk(kept, w.last);
+  emitter.EndChunk(kept, c.last);
 }
 
 // ---- progress --------------------------------------------------------------------------------
@@ -819,15 +942,15 @@ void Repairs::LockByName(pg::Connection& sql, const RepairRequest& r) {
   if (!bound.bool_value(0, 1)) throw RequestError(UntrustedOwnerMessage(r.table));
 }
 
-void Repairs::ReadChunkFromCatalog(RepairRequest& r, OpenWindow& w) {
-  ReadBoundsFromCatalog(r, w);
-  const pg::Result rows = ReadRowsFromCatalog(r, w);
+void Repairs::ReadChunkFromCatalog(pg::Connection& sql, RepairRequest& r, ChunkRead& w,
+                                   const std::string& id) {
+  ReadBoundsFromCatalog(sql, r, w);
+  const pg::Result rows = ReadRowsFromCatalog(sql, r, w, id);
   w.rows_read = static_cast<std::uint64_t>(rows.ntuples());
   TakeCatalogRows(r, w, rows);
 }
 
-void Repairs::ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w) {
-  pg::Connection& sql = bookkeeping_.Sql();
+void Repairs::ReadBoundsFromCatalog(pg::Connection& sql, RepairRequest& r, ChunkRead& w) {
   const std::string oid = std::to_string(r.table_oid);
   // the table's name now (a rename since the request is followed), outside the transaction
   pg::Result name = sql.ExecParams(
@@ -922,9 +1045,9 @@ void Repairs::ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w) {
   SetKeyCollations(w, collations, 0);
 }
 
-pg::Result Repairs::ReadRowsFromCatalog(RepairRequest& r, OpenWindow& w) {
-  pg::Connection& sql = bookkeeping_.Sql();
-  WriteWatermark(sql, true, w.window.id());
+pg::Result Repairs::ReadRowsFromCatalog(pg::Connection& sql, RepairRequest& r, ChunkRead& w,
+                                       const std::string& id) {
+  WriteWatermark(sql, true, id);
   sql.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   sql.Exec(pgoutput::SetLocalOutputSettings());
   // locked before the snapshot, which its check takes: the catalog the snapshot reads is the
@@ -947,11 +1070,10 @@ pg::Result Repairs::ReadRowsFromCatalog(RepairRequest& r, OpenWindow& w) {
   }
   bootstrap::RequireOnlyVerifiedLocks(sql, {r.table_oid}, r.table);
   sql.Exec("COMMIT");
-  WriteWatermark(sql, false, w.window.id());
   return rows;
 }
 
-void Repairs::TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows) {
+void Repairs::TakeCatalogRows(const RepairRequest& r, ChunkRead& w, const pg::Result& rows) {
   const std::size_t n = r.key_columns.size();
   const int columns = w.relation.columns_size();
   std::vector<std::optional<std::string>> cells(static_cast<std::size_t>(columns));
@@ -983,6 +1105,7 @@ void Repairs::TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::R
       if (rows.bool_value(i, static_cast<int>(n))) {
         read_row(i, static_cast<int>(n + 1));
         w.chunk.rows.emplace_back(std::move(key_bytes), row.SerializeAsString());
+        w.bytes += w.chunk.rows.back().first.size() + w.chunk.rows.back().second.size();
       }
     }
     w.keys_covered = r.keys_done + static_cast<std::size_t>(rows.ntuples());
@@ -993,6 +1116,7 @@ void Repairs::TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::R
     read_row(i, 0);
     std::string key_bytes = emit::KeyBytes(w.relation, row);
     w.chunk.rows.emplace_back(key_bytes, row.SerializeAsString());
+    w.bytes += key_bytes.size() + w.chunk.rows.back().second.size();
     w.last_key_bytes = std::move(key_bytes);
   }
   w.last = rows.ntuples() < w.chunk_size;

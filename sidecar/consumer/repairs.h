@@ -1,13 +1,16 @@
 // sidecar/consumer/repairs.h: one consumer's repairs. Requests come from the log (the plugin
 // decodes dblog.request_queue with control=on) and from the queue itself (at connect, after a
-// bootstrap); they run one watermark window at a time: low watermark, the chunk read under its
-// own snapshot, high watermark; at the high watermark the chunk is reconciled with what the
-// log carried meanwhile (window/), and what survives is emitted through the one emitter inside
-// the high watermark's transaction. A chunk's progress is recorded once the consumer
-// acknowledged it; Progress{phase: "repair"} reports the queue once a second.
-// Owns: the queue in memory, the open window, the transaction key log the windows widen with,
-// the relations the log described. Runs on the consumer's thread; talks to the pipeline only
-// through Host.
+// bootstrap); they run as watermark windows: low watermark, the chunk read under its own
+// snapshot, high watermark; at the high watermark the chunk is reconciled with what the log
+// carried meanwhile (window/), and what survives is emitted through the one emitter inside the
+// high watermark's transaction. Chunks are read on a thread and connection of their own
+// (WindowReader), one window ahead: the next chunk is read while the log brings the last one's
+// high watermark and its rows go out (windows in a row, each closing at its own marker). A
+// chunk's progress is recorded once the consumer acknowledged it; Progress{phase: "repair"}
+// reports the queue once a second.
+// Owns: the queue in memory, the windows in flight, the transaction key log the windows widen
+// with, the relations the log described. Runs on the consumer's thread (but for the chunk's
+// read, on the reader's); talks to the pipeline only through Host.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -15,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -24,6 +28,7 @@
 #include "consumer/bookkeeping.h"
 #include "consumer/chunk_query.h"
 #include "consumer/repair_request.h"
+#include "consumer/window_reader.h"
 #include "consumer/window_rows.h"
 #include "dblog/v1/consumer.pb.h"
 #include "emit/emitter.h"
@@ -93,73 +98,109 @@ class Repairs {
   void PollQueue();
 
  private:
-  struct OpenWindow {
-    OpenWindow(window::Window w, std::size_t carried_bytes)
-        : window(std::move(w)), carried(carried_bytes) {}
-    window::Window window;
-    WindowRows carried;  // what the log carried for the table's keys while the window was open
+  // What reading a chunk found. The reader's thread fills it; the consumer's thread takes it
+  // when the reader says it is done or at the window's high watermark, whichever comes first.
+  struct ChunkRead {
     window::Window::Chunk chunk;
-    std::uint64_t request_id = 0;
     std::int64_t chunk_size = 0;        // the rows (or keys) this chunk asked for
     std::string last_key;               // JSON array of the chunk's last key values, as text
     std::string last_key_bytes;         // the same key, encoded
     std::size_t keys_covered = 0;       // key-list chunks
     bool last = false;                  // the request's last chunk
-    bool truncated = false;             // a TRUNCATE of the table inside the window
     bool rewritten = false;             // new storage since the chunk's snapshot (a rewrite)
-    // The log described the table differently from the chunk while the window was open (DDL
-    // between the chunk's read and the high watermark), or (pgoutput mode) the definition
-    // changed between the bounds and the chunk: its rows do not fit what the stream says.
+    // pgoutput mode: the definition changed between the bounds and the chunk
     bool relation_changed = false;
     dblog::v1::Relation relation;       // the table as the chunk's rows were encoded
     std::string lower_bytes, upper_bytes;  // encoded range bounds
     std::vector<std::string> key_collations;  // ChunkBegin.key_collations
     std::size_t total_keys = 0;
-    std::chrono::steady_clock::time_point started{};  // for --repair-rows-per-second
     std::uint64_t rows_read = 0;
+    std::size_t bytes = 0;              // the chunk's keys and rows
     // pgoutput mode: each column's converter kind, and the chunk's statement's inputs
     std::vector<pgoutput::ValueKind> kinds;
     CatalogChunk catalog;
+    // the request as the read found it: its table's name and key now (a rename followed)
+    std::string table;
+    std::vector<std::string> key_columns, key_types;
   };
+  // From the reader's thread to the consumer's. The reader puts the chunk here before it writes
+  // the high watermark, so when the log carries that marker the chunk is here.
+  struct Handoff {
+    std::mutex mutex;
+    std::optional<ChunkRead> read;
+  };
+  // A window from its dispatch to the reader until its high watermark came out of the log (or
+  // it was given up). The log's side is the consumer thread's alone.
+  struct OpenWindow {
+    OpenWindow(window::Window w, std::size_t carried_bytes)
+        : window(std::move(w)), carried(carried_bytes) {}
+    window::Window window;
+    WindowRows carried;  // what the log carried for the table's keys while the window was open
+    std::uint64_t request_id = 0;
+    std::int64_t chunk_size = 0;
+    bool truncated = false;             // a TRUNCATE of the table inside the window
+    // the table's Relations the log carried while the window was open, serialized: one that
+    // differs from the chunk's (DDL between the chunk's read and the high watermark) redoes it
+    std::vector<std::string> described;
+    std::chrono::steady_clock::time_point started{};  // for --repair-rows-per-second
+    std::shared_ptr<Handoff> handoff = std::make_shared<Handoff>();
+    std::optional<ChunkRead> read;      // taken from the handoff (TakeRead)
+  };
+  // How a read ended, for the consumer's thread.
+  enum class ReadEnd { kRead, kRequestError, kRetryLater, kLost, kFailed };
 
   void Queue(RepairRequest request, bool resumed);
   void OnControlChange(const dblog::v1::Change& change);
   void RecordKeys(const dblog::v1::Change& change);
+  // Hands the next chunk to the reader: the front request's next one when no window is in
+  // flight, or the one after the window in flight (windows in a row) once that one was read.
   void StartWindow();
-  // The window's markers and, between them, its chunk: relation, bounds, collations and rows
-  // (throws).
-  void ReadChunk(RepairRequest& r, OpenWindow& w);
+  // ---- on the reader's thread: only `sql`, `r`, `c` and what is const here ----
+  // The chunk after the low watermark: relation, bounds, collations and rows (throws); the
+  // caller hands it over, then writes the high watermark.
+  void ReadChunk(pg::Connection& sql, RepairRequest& r, ChunkRead& c, const std::string& id);
   // In the chunk's transaction, after BindTable: relation, bounds, collations.
-  void ReadBounds(pg::Connection& sql, RepairRequest& r, OpenWindow& w);
+  void ReadBounds(pg::Connection& sql, RepairRequest& r, ChunkRead& c);
   // In a transaction: the table locked by its oid, the transaction bound to it, its name and
   // key read again (throws RequestError when the key changed or has a domain).
   void BindTable(pg::Connection& sql, RepairRequest& r);
-  ChunkRequest ChunkRequestOf(const RepairRequest& r, const OpenWindow& w) const;
-  // The chunk's bounds and rows in their own snapshot (w.chunk.snapshot), in one transaction
-  // under the table's lock, between the window's two markers.
-  pg::Result ReadBetweenWatermarks(RepairRequest& r, OpenWindow& w,
+  ChunkRequest ChunkRequestOf(const RepairRequest& r, const ChunkRead& c) const;
+  // The low watermark, then the chunk's bounds and rows in their own snapshot
+  // (c.chunk.snapshot), in one transaction under the table's lock.
+  pg::Result ReadAfterLowWatermark(pg::Connection& sql, RepairRequest& r, ChunkRead& c,
+                                   const std::string& id,
                                    const std::vector<std::optional<std::string>>& params);
   // The rows read into the window: a key list's (asked keys, rows found, keys covered) or a
   // table's or range's (rows, the last key where the next chunk resumes).
-  void TakeAskedKeys(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
-  void TakeRangeRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
+  void TakeAskedKeys(const RepairRequest& r, ChunkRead& c, const pg::Result& rows);
+  void TakeRangeRows(const RepairRequest& r, ChunkRead& c, const pg::Result& rows);
   // The window's markers: logical messages (the extension's mode), or this consumer's row of
-  // dblog.watermarks (pgoutput mode, repairs_pgoutput.cc).
-  void WriteWatermark(pg::Connection& sql, bool low, const std::string& window_id);
-  void SetKeyCollations(OpenWindow& w, const pg::Result& result, int column);
-  // ---- pgoutput mode (repairs_pgoutput.cc): ReadChunk without the extension ----
-  void ReadChunkFromCatalog(RepairRequest& r, OpenWindow& w);
-  void ReadBoundsFromCatalog(RepairRequest& r, OpenWindow& w);
-  pg::Result ReadRowsFromCatalog(RepairRequest& r, OpenWindow& w);
+  // dblog.watermarks (pgoutput mode).
+  void WriteWatermark(pg::Connection& sql, bool low, const std::string& window_id) const;
+  void SetKeyCollations(ChunkRead& c, const pg::Result& result, int column) const;
+  // ---- pgoutput mode: ReadChunk without the extension ----
+  void ReadChunkFromCatalog(pg::Connection& sql, RepairRequest& r, ChunkRead& c,
+                            const std::string& id);
+  void ReadBoundsFromCatalog(pg::Connection& sql, RepairRequest& r, ChunkRead& c);
+  pg::Result ReadRowsFromCatalog(pg::Connection& sql, RepairRequest& r, ChunkRead& c,
+                                 const std::string& id);
   // The table locked by its name (r.table), which must still be the request's oid.
   void LockByName(pg::Connection& sql, const RepairRequest& r);
-  void TakeCatalogRows(const RepairRequest& r, OpenWindow& w, const pg::Result& rows);
+  void TakeCatalogRows(const RepairRequest& r, ChunkRead& c, const pg::Result& rows);
+  // ---- back on the consumer's thread ----
+  // The reader is done with window `id` (`error` when it failed).
+  void OnChunkRead(const std::string& id, ReadEnd end, const std::string& error);
+  // Moves the window's chunk out of its handoff once the reader put it there; false before.
+  bool TakeRead(OpenWindow& w);
+  // The window's markers, if they come out of the log, are ignored.
+  void Abandon(const std::string& id);
   // The source went away while a window was being opened: retried after --reconnect-max.
   void DeferWindow(const RepairRequest& r, const std::string& error);
   // The oldest request cannot run: logged, recorded as failed, dropped; the next one goes on.
   void FailFrontRequest(const std::string& error);
   void CloseWindow();
-  void EmitChunk(RepairRequest& r, OpenWindow& w, const window::Window::Outcome& out);
+  void EmitChunk(RepairRequest& r, OpenWindow& w, const ChunkRead& c,
+                 const window::Window::Outcome& out);
   void RepairProgressTick();
   // The queue as the status page and /status.json show it (ConsumerStats::SetRepairs).
   void Publish();
@@ -184,7 +225,11 @@ class Repairs {
   window::TransactionLog txlog_;
   std::deque<RepairRequest> requests_;
   std::set<std::uint64_t> known_requests_;
-  std::set<std::string> abandoned_windows_;  // opened, then lost before they could close
+  // windows given up before they could close (their markers may still come), the latest
+  // kAbandonedKept of them (abandoned_order_: oldest first)
+  std::set<std::string> abandoned_windows_;
+  std::deque<std::string> abandoned_order_;
+  static constexpr std::size_t kAbandonedKept = 4096;
   // foreign_watermark_ignored: one line per 10 s at most (one SQL statement can write
   // thousands of markers); every marker is counted in stats_.foreign_markers
   log::RateLimited foreign_marker_log_{std::chrono::seconds(10)};
@@ -193,7 +238,13 @@ class Repairs {
   // the rows (or keys) the front request's next chunk asks for (NextChunkRows)
   std::int64_t chunk_rows_ = 0;
   std::uint64_t chunk_rows_request_ = 0;
-  std::optional<OpenWindow> window_;
+  // the windows in flight, in the order of their markers in the log: at most one whose high
+  // watermark the log has not carried yet and, read ahead, the next one (not when paced)
+  std::deque<OpenWindow> windows_;
+  bool reading_ = false;  // a chunk is with the reader (until OnChunkRead)
+  // a read ahead failed: the next chunk is read again once the window before it closed, as
+  // the front one, where a failure has its consequences
+  bool ahead_failed_ = false;
   // a request the log carried could not be read (the source went away): the queue is read
   // again at the next Schedule, once a second at most
   bool reload_ = false;
@@ -209,6 +260,8 @@ class Repairs {
   std::string unavailable_;  // SetUnavailable
   boost::asio::steady_timer poll_timer_;
   bool polling_ = false;
+  // last: destroyed first, while everything its job uses is still there
+  std::unique_ptr<WindowReader> reader_;
 };
 
 }  // namespace dblog::consumer

@@ -197,6 +197,10 @@ const Metric kConsumerMetrics[] = {
     {"dblog_repair_window_redos_total", "counter",
      "Repair windows whose chunk was read again because widening could not be decided.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.window_redos.load()); }},
+    {"dblog_repair_windows_read_ahead_total", "counter",
+     "Repair chunks read while the window before them still waited for its high watermark "
+     "(windows in a row).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.windows_read_ahead.load()); }},
     {"dblog_repair_fills_total", "counter",
      "Rows of keys the log carried during a repair window with columns left unchanged, whose "
      "unchanged columns the window filled from its chunk (a damaged TOAST value repaired).",

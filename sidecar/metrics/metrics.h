@@ -50,6 +50,7 @@ struct ConsumerStats {
   std::atomic<std::uint64_t> timeline_changes{0};   // promotions seen (another timeline)
   std::atomic<std::uint64_t> foreign_markers{0};    // watermark messages dblogd did not open
   std::atomic<std::uint64_t> window_redos{0};       // windows read again (fail closed)
+  std::atomic<std::uint64_t> windows_read_ahead{0};  // chunks read while the window before waited
   std::atomic<std::uint64_t> window_fills{0};       // kept keys' rows completed by a fill
   std::atomic<std::uint64_t> window_partial_fills{0};  // ... of which sent as partial UPDATEs
   std::atomic<std::int64_t> slot_creation_started_us{0};  // waiting to create the slot since; 0: not

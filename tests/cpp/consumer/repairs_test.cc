@@ -255,8 +255,23 @@ class RepairWindowTest : public RepairsTest {
     return r;
   }
 
+  // The low watermarks written since the last call, in the log's order.
+  std::vector<std::string> LowMarkers() {
+    std::vector<std::string> ids;
+    for (const test::Row& row : db_->exec(
+             "SELECT data FROM pg_logical_slot_get_changes('probe', NULL, NULL)"
+             " WHERE data LIKE 'message:%dblog.watermark/search%content:lo:%'"))
+      ids.push_back(row[0]->substr(row[0]->find("content:lo:") + 11));
+    return ids;
+  }
+
   // Closes the window inside a transaction of the log at `lsn`; true when a chunk went out.
   bool CloseWindow(const std::string& id, std::uint64_t lsn) {
+    return CloseWindowChunk(id, lsn).has_value();
+  }
+  // The same, with the ChunkBegin that went out.
+  std::optional<dblog::v1::ChunkBegin> CloseWindowChunk(const std::string& id,
+                                                        std::uint64_t lsn) {
     dblog::v1::Event begin;
     begin.mutable_begin()->set_xid(lsn);
     begin.mutable_begin()->set_commit_lsn(lsn);
@@ -264,11 +279,17 @@ class RepairWindowTest : public RepairsTest {
     host_.emitter().Consume(begin);
     repairs_.OnBegin(begin.begin());
     repairs_.OnWatermark(Marker(Watermark::Kind::kHigh, id));
+    dblog::v1::Event commit;
+    commit.mutable_commit()->set_xid(lsn);
+    commit.mutable_commit()->set_commit_lsn(lsn);
+    commit.mutable_commit()->set_end_lsn(lsn + 1);
+    host_.emitter().Consume(commit);
+    repairs_.OnCommitted();
     dblog::v1::EventBatch out;
     out.ParseFromString(host_.emitter().TakeOutput());
     for (const auto& e : out.events())
-      if (e.has_chunk_begin()) return true;
-    return false;
+      if (e.has_chunk_begin()) return e.chunk_begin();
+    return std::nullopt;
   }
 
   std::optional<std::string> conninfo_;
@@ -300,6 +321,47 @@ TEST_F(RepairWindowTest, TheSameDefinitionDescribedAgainDoesNotRedo) {
   EXPECT_TRUE(repairs_.OnRelation(Describe()));
   EXPECT_TRUE(CloseWindow(id, 0x5000000));
   EXPECT_EQ(stats_.window_redos.load(), 0u);
+}
+
+// Windows in a row: the next chunk is read (its low and high watermarks written) while the
+// window before it still waits for its high watermark. When that window is redone, the one read
+// ahead is dropped with it (its markers are ignored), and the request is read again from the
+// redone chunk's start, not from the dropped one's.
+TEST_F(RepairWindowTest, TheNextChunkIsReadAheadAndDroppedWhenTheWindowBeforeIsRedone) {
+  config_.chunk_size = 1;
+  config_.max_chunk_size = 1;
+  repairs_.LoadQueued();
+  repairs_.Schedule();
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(1000));
+  const std::vector<std::string> first = LowMarkers();
+  ASSERT_EQ(first.size(), 2u) << "the chunk after the first was not read ahead";
+  EXPECT_EQ(stats_.windows_read_ahead.load(), 1u);
+  repairs_.OnWatermark(Marker(Watermark::Kind::kLow, first[0]));
+  db_->exec("ALTER TABLE public.t ADD COLUMN w int DEFAULT 7");
+  EXPECT_TRUE(repairs_.OnRelation(Describe()));
+  EXPECT_FALSE(CloseWindow(first[0], 0x5000000));
+  EXPECT_EQ(stats_.window_redos.load(), 1u);
+  // the window read ahead comes out of the log: given up, nothing of it is emitted
+  repairs_.OnWatermark(Marker(Watermark::Kind::kLow, first[1]));
+  EXPECT_FALSE(CloseWindow(first[1], 0x5000010));
+  EXPECT_EQ(stats_.foreign_markers.load(), 2u);
+  // after the redo's back-off: the first chunk again (the row with id 1), and the next ahead
+  repairs_.Schedule();  // as the pipeline does after each batch of the log
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(1000));
+  const std::vector<std::string> again = LowMarkers();
+  ASSERT_EQ(again.size(), 2u);
+  repairs_.OnWatermark(Marker(Watermark::Kind::kLow, again[0]));
+  const std::optional<dblog::v1::ChunkBegin> begin = CloseWindowChunk(again[0], 0x5000020);
+  ASSERT_TRUE(begin.has_value());
+  EXPECT_FALSE(begin->has_from_key()) << "the request did not start over at its first chunk";
+  ASSERT_EQ(begin->to_key().values_size(), 1);
+  EXPECT_EQ(begin->to_key().values(0).int_value(), 1);
+  repairs_.OnWatermark(Marker(Watermark::Kind::kLow, again[1]));
+  const std::optional<dblog::v1::ChunkBegin> second = CloseWindowChunk(again[1], 0x5000030);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->to_key().values(0).int_value(), 2);
 }
 
 TEST_F(RepairsTest, MarkersThatAreNotOursAreCountedAndNeverEmitted) {

@@ -243,7 +243,7 @@ TEST_F(IsolationTest, ARepairChunkWaitingForALockDoesNotStallAnotherConsumer) {
   });
   ASSERT_TRUE(WaitFor("SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                       " AND application_name = 'dblogd " +
-                      Other() + "'"))
+                      Other() + " repairs'"))
       << "the repair chunk query never waited for the lock";
   CommitsReachConsumer(a, replay, "items", 1, 5);
   EXPECT_EQ(b_chunks.load(), 0u) << "b's chunk was read while the table was locked";
