@@ -654,40 +654,55 @@ void Bookkeeping::DescribeForProgress(RepairRequest& q) {
   });
 }
 
-void Bookkeeping::RecordProgress(const PendingProgress& p) {
+bool Bookkeeping::RecordProgress(const PendingProgress& p) {
   const RepairRequest& q = p.snapshot;
-  const bool recorded = BestEffort(
-      log::Level::kWarn, "repair_progress_not_recorded",
-      {{"consumer", consumer_.name}, {"request", q.id}}, [&] {
-        Sql().ExecParams(
-            "INSERT INTO dblog.request_progress AS p (request_id, consumer, state, chunks_done,"
-            " rows_emitted, deletes_emitted, resume_key, keys_done, finished_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, nullif($7, '')::jsonb, $8,"
-            "         CASE WHEN $3 = 'done' THEN now() END)"
-            " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
-            " chunks_done = EXCLUDED.chunks_done, rows_emitted = EXCLUDED.rows_emitted,"
-            " deletes_emitted = EXCLUDED.deletes_emitted, resume_key = EXCLUDED.resume_key,"
-            " keys_done = EXCLUDED.keys_done, finished_at = EXCLUDED.finished_at",
-            {std::to_string(q.id), consumer_.name, p.last ? "done" : "running",
-             std::to_string(q.chunks), std::to_string(q.rows), std::to_string(q.deletes),
-             q.resume_key, std::to_string(q.keys_done)});
-      });
-  if (recorded && p.last)
+  try {
+    Sql().ExecParams(
+        "INSERT INTO dblog.request_progress AS p (request_id, consumer, state, chunks_done,"
+        " rows_emitted, deletes_emitted, resume_key, keys_done, finished_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, nullif($7, '')::jsonb, $8,"
+        "         CASE WHEN $3 = 'done' THEN now() END)"
+        " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
+        " chunks_done = EXCLUDED.chunks_done, rows_emitted = EXCLUDED.rows_emitted,"
+        " deletes_emitted = EXCLUDED.deletes_emitted, resume_key = EXCLUDED.resume_key,"
+        " keys_done = EXCLUDED.keys_done, finished_at = EXCLUDED.finished_at",
+        {std::to_string(q.id), consumer_.name, p.last ? "done" : "running",
+         std::to_string(q.chunks), std::to_string(q.rows), std::to_string(q.deletes),
+         q.resume_key, std::to_string(q.keys_done)});
+  } catch (const std::exception& e) {
+    // The source went away (a restart, a failover): the chunk was emitted and acknowledged,
+    // and its request would stay queued (this pipeline knows it: it does not load it again).
+    const bool lost = Lost();
+    log::Warn("repair_progress_not_recorded",
+              {{"consumer", consumer_.name}, {"request", q.id}, {"error", e.what()},
+               {"again", lost ? "true" : "false"}});
+    Reset();
+    return !lost;
+  }
+  if (p.last)
     log::Info("repair_done", {{"consumer", consumer_.name}, {"request", q.id},
                               {"rows", q.rows}, {"deletes", q.deletes}});
+  return true;
 }
 
-void Bookkeeping::FinishRequest(std::uint64_t id, const std::string& state,
+bool Bookkeeping::FinishRequest(std::uint64_t id, const std::string& state,
                                 const std::string& error) {
-  BestEffort(log::Level::kWarn, "repair_state_not_recorded",
-             {{"consumer", consumer_.name}, {"request", id}}, [&] {
-               Sql().ExecParams(
-                   "INSERT INTO dblog.request_progress (request_id, consumer, state, error,"
-                   " finished_at) VALUES ($1, $2, $3, nullif($4, ''), now())"
-                   " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
-                   " error = EXCLUDED.error, finished_at = now()",
-                   {std::to_string(id), consumer_.name, state, error});
-             });
+  try {
+    Sql().ExecParams(
+        "INSERT INTO dblog.request_progress (request_id, consumer, state, error,"
+        " finished_at) VALUES ($1, $2, $3, nullif($4, ''), now())"
+        " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
+        " error = EXCLUDED.error, finished_at = now()",
+        {std::to_string(id), consumer_.name, state, error});
+  } catch (const std::exception& e) {
+    const bool lost = Lost();
+    log::Warn("repair_state_not_recorded", {{"consumer", consumer_.name}, {"request", id},
+                                            {"error", e.what()},
+                                            {"again", lost ? "true" : "false"}});
+    Reset();
+    return !lost;
+  }
+  return true;
 }
 
 }  // namespace dblog::consumer

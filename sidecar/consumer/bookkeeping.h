@@ -159,10 +159,12 @@ class Bookkeeping {
   // Fills schema, name and (for a table) rows_estimated, once: best effort.
   void DescribeForProgress(RepairRequest& q);
   // The chunk's progress (state done when it was the last): best effort, a chunk not recorded
-  // is redone after a crash, which is safe.
-  void RecordProgress(const PendingProgress& p);
-  // The request ended (done, failed, cancelled), with the error: best effort.
-  void FinishRequest(std::uint64_t id, const std::string& state, const std::string& error);
+  // is redone after a crash, which is safe. False when the source went away meanwhile (the
+  // caller records it again later); any other failure is logged and the progress dropped (the
+  // request runs again at the next connect).
+  bool RecordProgress(const PendingProgress& p);
+  // The request ended (failed, cancelled), with the error: best effort, false as RecordProgress.
+  bool FinishRequest(std::uint64_t id, const std::string& state, const std::string& error);
 
  private:
   const config::Config& config_;

@@ -74,6 +74,7 @@ Repairs::Repairs(asio::io_context& io, const config::Config& config,
       txlog_(config.window_key_memory_bytes),
       window_timer_(io),
       repair_progress_timer_(io),
+      record_timer_(io),
       catalog_(config.source_plugin == config::SourcePlugin::kPgoutput),
       poll_timer_(io) {}
 
@@ -284,9 +285,30 @@ void Repairs::LoadQueued() {
 
 void Repairs::OnAcknowledged(const emit::Position& position) {
   while (!pending_progress_.empty() && !(position < pending_progress_.front().position)) {
-    bookkeeping_.RecordProgress(pending_progress_.front());
+    Record([this, p = std::move(pending_progress_.front())] {
+      return bookkeeping_.RecordProgress(p);
+    });
     pending_progress_.pop_front();
   }
+}
+
+void Repairs::Record(std::function<bool()> write) {
+  unrecorded_.push_back(std::move(write));
+  if (unrecorded_.size() == 1) RecordAgain();
+}
+
+void Repairs::RecordAgain() {
+  while (!unrecorded_.empty()) {
+    if (!unrecorded_.front()()) break;
+    unrecorded_.pop_front();
+  }
+  if (unrecorded_.empty() || record_timer_running_) return;
+  record_timer_running_ = true;
+  Later(record_timer_, std::chrono::steady_clock::now() + std::chrono::seconds(1),
+        [this](boost::system::error_code ec) {
+          record_timer_running_ = false;
+          if (!ec) RecordAgain();
+        });
 }
 
 void Repairs::OnSourceReconnect() {
@@ -303,6 +325,7 @@ void Repairs::Stop() {
                             {{"consumer", consumer_.name}});
   window_timer_.cancel();
   repair_progress_timer_.cancel();
+  record_timer_.cancel();
   poll_timer_.cancel();
   stats_.SetRepairs({});  // not in flight while the consumer is away (resumed when it is back)
 }
@@ -366,7 +389,9 @@ void Repairs::Schedule() {
 void Repairs::FailFrontRequest(const std::string& error) {
   log::Error("repair_failed", {{"consumer", consumer_.name}, {"request", requests_.front().id},
                                {"error", error}});
-  bookkeeping_.FinishRequest(requests_.front().id, "failed", error);
+  Record([this, id = requests_.front().id, error] {
+    return bookkeeping_.FinishRequest(id, "failed", error);
+  });
   requests_.pop_front();
   Publish();
   Schedule();
@@ -392,7 +417,7 @@ void Repairs::StartWindow() {
   }
   if (windows_.empty()) {
     if (r.cancelled) {
-      bookkeeping_.FinishRequest(r.id, "cancelled", "");
+      Record([this, id = r.id] { return bookkeeping_.FinishRequest(id, "cancelled", ""); });
       requests_.pop_front();
       Publish();
       Schedule();

@@ -16,6 +16,7 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -194,6 +195,11 @@ class Repairs {
   bool TakeRead(OpenWindow& w);
   // The window's markers, if they come out of the log, are ignored.
   void Abandon(const std::string& id);
+  // A write of the request's bookkeeping (RecordProgress, FinishRequest: false when the source
+  // went away). One the source could not take is written again a second later, and every
+  // later one waits behind it: a request's states reach the source in their order.
+  void Record(std::function<bool()> write);
+  void RecordAgain();
   // The source went away while a window was being opened: retried after --reconnect-max.
   void DeferWindow(const RepairRequest& r, const std::string& error);
   // The oldest request cannot run: logged, recorded as failed, dropped; the next one goes on.
@@ -254,8 +260,11 @@ class Repairs {
   std::optional<PendingProgress> closing_progress_;
   bool repair_progress_running_ = false;
   std::deque<PendingProgress> pending_progress_;
+  std::deque<std::function<bool()>> unrecorded_;  // Record: not written yet, oldest first
+  bool record_timer_running_ = false;
   boost::asio::steady_timer window_timer_;
   boost::asio::steady_timer repair_progress_timer_;
+  boost::asio::steady_timer record_timer_;
   const bool catalog_;       // pgoutput mode: no extension
   std::string unavailable_;  // SetUnavailable
   boost::asio::steady_timer poll_timer_;

@@ -628,6 +628,52 @@ TEST_F(DblogdTest, ARequestTheLogCarriesWhileDblogdsConnectionIsGoneStillRuns) {
   ExpectConverged(replay, {"t"});
 }
 
+// Found by the oracle's failover seeds (the new primary restarted): a chunk's progress is
+// recorded on dblogd's SQL connection once the consumer acknowledged it. When that connection
+// was gone, the progress was dropped, and the request stayed queued though its rows had gone
+// out: the pipeline knew it, so it was not read from the queue again until the consumer
+// connected anew. The write is now made again. Here the connection is terminated between the
+// request's last chunk and its acknowledgement.
+TEST_F(DblogdTest, ARepairsProgressTheSourceCouldNotTakeIsRecordedOnceItIsBack) {
+  db().exec("CREATE TABLE " + schema() + ".t (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  // nothing else of dblogd's uses that connection meanwhile
+  StartDblogd({"--status-interval=60", "--heartbeat-interval=60"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  ReadUntil(c, replay, Sentinel());
+  const std::string id =
+      db().scalar("SELECT dblog.repair('" + schema() + ".t', '" + consumer() + "')");
+  // the request's last chunk and the commit that carries it, not acknowledged yet
+  std::optional<dblog::v1::Position> last_chunk;
+  bool chunk_ended = false;
+  for (auto until = std::chrono::steady_clock::now() + 60s; !last_chunk;) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << dblogd_->log();
+    client::Item item;
+    ASSERT_TRUE(c.Next(item));
+    auto* ev = std::get_if<dblog::v1::StreamEvent>(&item);
+    if (!ev) continue;
+    replay.Apply(*ev);
+    if (ev->has_chunk_end() && std::to_string(ev->chunk_end().request_id()) == id)
+      chunk_ended = ev->chunk_end().last();
+    if (chunk_ended && ev->has_commit()) last_chunk = client::Client::PositionOf(*ev);
+  }
+  ASSERT_EQ(db().scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                        "application_name = 'dblogd " + consumer() + "' AND backend_type = "
+                        "'client backend'"),
+            "1");
+  c.Ack(*last_chunk);
+  for (auto until = std::chrono::steady_clock::now() + 60s;;) {
+    ReadUntil(c, replay, Sentinel());
+    if (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) == "done") break;
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << dblogd_->log();
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GE(CountLogEvents(dblogd_->log(), "repair_progress_not_recorded"), 1) << dblogd_->log();
+  ExpectConverged(replay, {"t"});
+}
+
 // Issue 24, found by the oracle's failover seeds: a reconcile enumerated the scope, queued its
 // repairs, then made the new slot, which waits for the transactions open when it began (a
 // failover's new primary is busy). A table created (or renamed or moved) into the scope during
