@@ -499,7 +499,7 @@ RelationMapping Applier::FollowIdentity(Table& table) {
   // cleared (by its oid: a failover during a bootstrap, whose redone bootstrap can meet attnums
   // the lost history gave to other columns), and at the first sight of each relation after a
   // reconcile, whose repairs rewrite every row; a later Relation is the live source's again.
-  bool went_back = went_back_ && followed_since_went_back_.insert(oid).second;
+  bool went_back = store_.Follow(oid);
   if (const auto it = store_.mappings().find(oid); it == store_.mappings().end()) {
     MoveAside(table.target, oid);  // first sight: adopted by name
   } else {

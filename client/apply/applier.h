@@ -158,10 +158,9 @@ class Applier {
   // every table): at the next Relation of each table, a column type the target cannot follow
   // without loss is followed emptied (relation_map.h), since the repairs write every row again.
   // Later Relations are the live source's: such a change stops as before.
-  void SourceWentBack() {
-    went_back_ = true;
-    followed_since_went_back_.clear();
-  }
+  // Recorded in the target at once, with each relation followed since, so that a dblog apply
+  // restarted before a relation's first Relation still knows it.
+  void SourceWentBack(std::uint64_t consistent_point) { store_.RecordWentBack(consistent_point); }
 
   const std::optional<dblog::v1::Position>& durable() const { return durable_; }
   const ApplierStats& stats() const { return stats_; }
@@ -300,8 +299,6 @@ class Applier {
   Chunk chunk_;
   std::optional<dblog::v1::Position> last_position_;  // of the last positioned event applied
   std::optional<dblog::v1::Position> durable_;
-  bool went_back_ = false;                            // SourceWentBack()
-  std::set<std::uint32_t> followed_since_went_back_;  // relation oids followed since
   // the oids of the target tables the open bootstrap cleared: empty until it fills them
   std::set<std::uint32_t> cleared_;
   std::uint64_t ackable_sent_ = 0;  // pipeline entries sent when the last ackable point was

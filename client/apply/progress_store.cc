@@ -52,7 +52,42 @@ std::optional<Position> ProgressStore::Open() {
   const std::optional<Position> position = ReadPosition();
   ReadRegisteredTables();
   ReadMappings();
+  ReadWentBack();
   return position;
+}
+
+void ProgressStore::ReadWentBack() {
+  went_back_ = false;
+  followed_.clear();
+  PgResult row = target_.Query("SELECT u.o::text FROM " + Table("reconciles") +
+                                   " r LEFT JOIN LATERAL pg_catalog.unnest(r.followed) AS u(o)"
+                                   " ON true WHERE r.consumer = $1",
+                               {consumer_}, "reading the consumer's last reconcile");
+  for (int i = 0; i < row.rows(); ++i) {
+    went_back_ = true;
+    if (!row.is_null(i, 0)) followed_.insert(ParseOid(row.get(i, 0)));
+  }
+}
+
+void ProgressStore::RecordWentBack(std::uint64_t consistent_point) {
+  target_.QueryNow("INSERT INTO " + Table("reconciles") +
+                       " (consumer, consistent_point) VALUES ($1, $2::pg_lsn)"
+                       " ON CONFLICT (consumer) DO UPDATE SET consistent_point ="
+                       " EXCLUDED.consistent_point, reconciled_at = now(), followed = '{}'",
+                   {consumer_, client::FormatLsn(consistent_point)},
+                   "recording the reconcile of the source");
+  went_back_ = true;
+  followed_.clear();
+}
+
+bool ProgressStore::Follow(std::uint32_t oid) {
+  if (!went_back_ || !followed_.insert(oid).second) return false;
+  target_.SendQuery("UPDATE " + Table("reconciles") +
+                        " SET followed = pg_catalog.array_append(followed, $2::oid)"
+                        " WHERE consumer = $1",
+                    {consumer_, std::to_string(oid)},
+                    "recording relation " + std::to_string(oid) + " as followed since the reconcile");
+  return true;
 }
 
 // One applier per consumer and target. A killed applier's backend may still be finishing what
@@ -90,7 +125,12 @@ void ProgressStore::CreateSchema() {
           Table("tables") +
           " (consumer text, table_schema text, table_name text,"
           "   added_at timestamptz NOT NULL DEFAULT now(), target_oid oid,"
-          "   PRIMARY KEY (consumer, table_schema, table_name));" +
+          "   PRIMARY KEY (consumer, table_schema, table_name));"
+          " CREATE TABLE IF NOT EXISTS " +
+          Table("reconciles") +
+          " (consumer text PRIMARY KEY, consistent_point pg_lsn,"
+          "   reconciled_at timestamptz NOT NULL DEFAULT now(),"
+          "   followed oid[] NOT NULL DEFAULT '{}');" +
           RelationMapDdl(quoted_),
       "creating the bookkeeping schema " + schema_ + " in the target");
   // Made by a dblog apply that did not record target oids yet.

@@ -7,6 +7,8 @@
 //    only while the name still holds that table);
 //  - relations, columns: the target table (and its oid) of each source relation oid and the
 //    target column of each attnum (relation_map.h);
+//  - reconciles: the consumer's last reconcile (a failover) and the relations followed since
+//    (Applier::SourceWentBack: their first Relation since may follow a lossy type emptied);
 //  - the session advisory lock hashtext('dblog apply'), hashtext(consumer).
 // The stream never writes into this schema (Applier refuses a source table whose target is in
 // it), so nothing a source can name changes what these tables say. Oids missing in rows of an
@@ -69,6 +71,14 @@ class ProgressStore {
   std::unordered_map<std::uint32_t, RelationMapping>& mappings() { return mappings_; }
   void SaveMapping(std::uint32_t oid, const RelationMapping& mapping);
 
+  // ---- after a reconcile (a failover: the source went back, Welcome.reconcile) ----
+  // Recorded at once (its own transaction): the reconcile at `consistent_point`, no relation
+  // followed since. Kept until the next one, so that a restarted dblog apply still knows it.
+  void RecordWentBack(std::uint64_t consistent_point);
+  // True, and `oid` recorded as followed (in the open target transaction), at the first sight
+  // of relation `oid` since the last reconcile; false afterwards, and when there was none.
+  bool Follow(std::uint32_t oid);
+
   // Releases the advisory lock (waits for the answer).
   void Unlock();
 
@@ -79,6 +89,7 @@ class ProgressStore {
   std::optional<dblog::v1::Position> ReadPosition();
   void ReadRegisteredTables();
   void ReadMappings();
+  void ReadWentBack();  // the reconciles row
   void RecordMissingOids();  // rows without a target oid: the table of that name now
 
   PgConnection& target_;
@@ -88,6 +99,8 @@ class ProgressStore {
   Log log_;
   Registered registered_;
   std::unordered_map<std::uint32_t, RelationMapping> mappings_;
+  bool went_back_ = false;              // a reconciles row: the source went back
+  std::set<std::uint32_t> followed_;    // relations followed since
 };
 
 }  // namespace dblog::apply

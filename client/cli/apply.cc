@@ -350,7 +350,8 @@ ApplyRun::End ApplyRun::Session() {
   Log("connected to dblogd at " + connect.host + ":" + std::to_string(connect.port) + ", slot " +
       stream.welcome().slot() + (stream.welcome().slot_created() ? " (new)" : ""));
   if (const std::string note = client::ReconcileNote(stream.welcome()); !note.empty()) Log(note);
-  if (stream.welcome().has_reconcile()) applier_->SourceWentBack();
+  if (stream.welcome().has_reconcile())
+    applier_->SourceWentBack(stream.welcome().reconcile().consistent_point());
 
   connection_acked_ = stored_;
   try {
