@@ -577,7 +577,7 @@ std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_
 }
 
 void Bookkeeping::EndTransaction() {
-  if (!sql_ || !sql_->ok() || PQtransactionStatus(sql_->raw()) == PQTRANS_IDLE) return;
+  if (!sql_ || !sql_->ok() || !sql_->in_transaction()) return;
   try {
     sql_->Exec("ROLLBACK");
   } catch (const std::exception&) {

@@ -1,8 +1,6 @@
 // sidecar/consumer/window_reader.cc: see window_reader.h.
 #include "consumer/window_reader.h"
 
-#include <libpq-fe.h>
-
 namespace dblog::consumer {
 
 WindowReader::WindowReader(std::string conninfo, std::string application_name)
@@ -67,7 +65,7 @@ void WindowReader::Loop() {
 void WindowReader::Settle() {
   if (!sql_) return;
   bool drop = !sql_->ok();
-  if (!drop && PQtransactionStatus(sql_->raw()) != PQTRANS_IDLE) {
+  if (!drop && sql_->in_transaction()) {
     try {
       sql_->Exec("ROLLBACK");
     } catch (const std::exception&) {

@@ -362,6 +362,10 @@ CopyOut::CopyOut(Connection& connection, std::string sql)
     throw Error::FromResult(started.raw(), connection_.raw(), sql_);
 }
 
+bool Connection::in_transaction() const {
+  return conn_ && PQtransactionStatus(conn_) != PQTRANS_IDLE;
+}
+
 bool CopyOut::Next(CopyBuffer* chunk) {
   if (done_) return false;
   char* buf = nullptr;

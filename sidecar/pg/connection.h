@@ -184,6 +184,8 @@ class Connection {
   bool is_open() const { return conn_ != nullptr; }
   // Open and not broken (PQstatus is CONNECTION_OK): false after the server went away.
   bool ok() const;
+  // Inside a transaction block (PQtransactionStatus is not idle): a failed one included.
+  bool in_transaction() const;
   bool is_replication() const { return replication_; }
   int socket() const;  // PQsocket, -1 when closed
   int backend_pid() const;  // PQbackendPID: the server process of this connection, 0 when closed
