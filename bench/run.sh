@@ -20,7 +20,7 @@
 #   --contenders K,K  log throughput: only these contenders (keys as in
 #               bench/dblog_bench/sections/log_throughput.py)
 #   --repair-chunk-size N   repair: dblogd --chunk-size (default: dblogd's default, 2000)
-#   --baseline-dblogd PATH   bulk, oltp, bootstrap: also run this older dblogd (bench/baseline.sh
+#   --baseline-dblogd PATH   bulk, oltp, bootstrap, repair: also run this older dblogd (bench/baseline.sh
 #               COMMIT builds one) as a contender of its own, with its own slots, in the rotating
 #               order, measured as dblogd is; the report adds the same-run ratios current /
 #               baseline (wall time, dblogd CPU, peak RSS). Issue 14's check of a refactoring:

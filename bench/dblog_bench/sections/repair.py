@@ -10,7 +10,7 @@ from ..harness import (Dblogd, consumer_in_background, interrupt, log, proc_hwm_
                        wait_for_quiet)
 from ..workloads import REPAIR_SCRIPT, TABLE_DDL, row_expr
 
-def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None):
+def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None, binary=None):
     """One run: dblogd streams the table's changes to the consumer while pgbench-style updates
     run (as fast as they go, or at `rate` tps); after pre_s seconds a whole-table repair is
     requested (paced at `cap` rows/s when given); post_s seconds after the consumer got the
@@ -26,7 +26,7 @@ def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None):
         flags.append(f"--chunk-size={ctx.args.repair_chunk_size}")
     if cap:
         flags.append(f"--repair-rows-per-second={cap}")
-    d = Dblogd(ctx, name, flags)
+    d = Dblogd(ctx, name, flags, binary)
     # the stream goes on after the repair: the workload "after" is streamed too
     t, holder = consumer_in_background(ctx, d.port, name, "repair", linger=post_s)
     if "err" in holder:
@@ -100,13 +100,17 @@ def section_repair(ctx):
     (every CPU second the repair takes comes out of it: the worst case); under a workload at a
     fixed rate, half of what the unthrottled one reached in this run (a source with headroom,
     as production sources run); and under the unthrottled workload again with the repair paced
-    (--repair-rows-per-second, at a quarter of its unloaded rate)."""
+    (--repair-rows-per-second, at a quarter of its unloaded rate). With --baseline-dblogd, the
+    older dblogd also runs the repair alone and under the unthrottled workload, in the same
+    rotation (same table, same WAL), for same-run ratios."""
     a = ctx.args
     n = a.repair_rows
     sql("DROP TABLE IF EXISTS bench.r;" + TABLE_DDL.format(name="bench.r") +
         f"INSERT INTO bench.r SELECT {row_expr('i')} FROM generate_series(1::bigint, {n}) i;"
         " VACUUM ANALYZE bench.r; CHECKPOINT;")
     kinds = ["idle", "full", "rate", "paced"]
+    if ctx.baseline_dblogd:
+        kinds = ["idle", "idle_base", "full", "full_base", "rate", "paced"]
     results = {k: [] for k in kinds}
     errors = {}
     fixed_rate = cap = None
@@ -120,9 +124,10 @@ def section_repair(ctx):
                 continue
             try:
                 r = repair_run(ctx, run_no, n, a.repair_pre_s, a.repair_post_s,
-                               0 if kind == "idle" else 2,
+                               0 if kind.startswith("idle") else 2,
                                rate=fixed_rate if kind == "rate" else None,
-                               cap=cap if kind == "paced" else None)
+                               cap=cap if kind == "paced" else None,
+                               binary=ctx.baseline_dblogd if kind.endswith("_base") else None)
                 run_no += 1
                 log(f"repair: rep {rep}, {kind}: {n} rows in {r['duration_s']:.2f} s "
                     f"({r['rows_per_s']:,.0f} rows/s, {r['chunks']} chunks); workload "
@@ -139,4 +144,6 @@ def section_repair(ctx):
                 errors[kind] = str(e)
     return {"rows": n, "runs": results["full"], "idle": results["idle"],
             "rate_runs": results["rate"], "paced_runs": results["paced"],
+            "baseline_idle": results.get("idle_base", []),
+            "baseline_runs": results.get("full_base", []),
             "fixed_rate": fixed_rate, "cap": cap, "errors": errors}
