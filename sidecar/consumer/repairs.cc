@@ -316,6 +316,8 @@ void Repairs::OnSourceReconnect() {
   // read again under a new one.
   for (const OpenWindow& w : windows_) Abandon(w.window.id());
   windows_.clear();  // a chunk still with the reader is dropped when it comes (OnChunkRead)
+  ahead_failed_ = false;
+  if (reader_) reader_->Reconnect();  // its connection may be broken, or on the old primary
   closing_progress_.reset();
   control_oid_.reset();
 }

@@ -10,12 +10,17 @@ WindowReader::WindowReader(std::string conninfo, std::string application_name)
 
 WindowReader::~WindowReader() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     stop_ = true;
     job_.reset();
-    if (canceller_) canceller_->Cancel();  // a statement of a job running ends now
+    wake_.notify_all();
+    // a job running ends when its statement is cancelled (or at its next Sql()); a cancel that
+    // reached the server between two statements cancelled nothing: cancelled again
+    while (running_) {
+      if (canceller_) canceller_->Cancel();
+      wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return !running_; });
+    }
   }
-  wake_.notify_all();
   thread_.join();
 }
 
@@ -28,11 +33,28 @@ void WindowReader::Run(std::function<void(WindowReader&)> job) {
 }
 
 pg::Connection& WindowReader::Sql() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_) throw std::runtime_error("dblogd is stopping the consumer's repairs");
+  }
+  if (reconnect_.exchange(false)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    canceller_.reset();
+    sql_.reset();
+  }
+  if (!Lost() && std::chrono::steady_clock::now() - idle_since_ > std::chrono::seconds(1)) {
+    try {
+      sql_->Exec("SELECT 1");
+    } catch (const std::exception&) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      canceller_.reset();
+      sql_.reset();
+    }
+  }
   if (!Lost()) return *sql_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     canceller_.reset();
-    if (stop_) throw std::runtime_error("dblogd is stopping the consumer's repairs");
   }
   sql_.reset();
   pg::Connection opened =
@@ -54,15 +76,20 @@ void WindowReader::Loop() {
       if (stop_) break;
       job = std::move(*job_);
       job_.reset();
+      running_ = true;
     }
     job(*this);
     Settle();
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    wake_.notify_all();
   }
   std::lock_guard<std::mutex> lock(mutex_);
   canceller_.reset();
 }
 
 void WindowReader::Settle() {
+  idle_since_ = std::chrono::steady_clock::now();
   if (!sql_) return;
   bool drop = !sql_->ok();
   if (!drop && sql_->in_transaction()) {

@@ -198,8 +198,8 @@ const Metric kConsumerMetrics[] = {
      "Repair windows whose chunk was read again because widening could not be decided.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.window_redos.load()); }},
     {"dblog_repair_windows_read_ahead_total", "counter",
-     "Repair chunks read while the window before them still waited for its high watermark "
-     "(windows in a row).",
+     "Repair chunk reads started while the window before them still waited for its high "
+     "watermark (windows in a row).",
      [](const ConsumerStats& s, std::int64_t) { return double(s.windows_read_ahead.load()); }},
     {"dblog_repair_fills_total", "counter",
      "Rows of keys the log carried during a repair window with columns left unchanged, whose "

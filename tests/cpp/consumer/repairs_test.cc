@@ -255,6 +255,22 @@ class RepairWindowTest : public RepairsTest {
     return r;
   }
 
+  // Runs the io loop until `n` low watermarks were written (the reads are on the reader's
+  // thread), or 10 s passed; then half a second more, in which no more may come.
+  std::vector<std::string> RunUntilLowMarkers(std::size_t n) {
+    std::vector<std::string> ids;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         ids.size() < n && std::chrono::steady_clock::now() < until;) {
+      io_.restart();
+      io_.run_for(std::chrono::milliseconds(100));
+      for (std::string& id : LowMarkers()) ids.push_back(std::move(id));
+    }
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(500));
+    for (std::string& id : LowMarkers()) ids.push_back(std::move(id));
+    return ids;
+  }
+
   // The low watermarks written since the last call, in the log's order.
   std::vector<std::string> LowMarkers() {
     std::vector<std::string> ids;
@@ -332,9 +348,7 @@ TEST_F(RepairWindowTest, TheNextChunkIsReadAheadAndDroppedWhenTheWindowBeforeIsR
   config_.max_chunk_size = 1;
   repairs_.LoadQueued();
   repairs_.Schedule();
-  io_.restart();
-  io_.run_for(std::chrono::milliseconds(1000));
-  const std::vector<std::string> first = LowMarkers();
+  const std::vector<std::string> first = RunUntilLowMarkers(2);
   ASSERT_EQ(first.size(), 2u) << "the chunk after the first was not read ahead";
   EXPECT_EQ(stats_.windows_read_ahead.load(), 1u);
   repairs_.OnWatermark(Marker(Watermark::Kind::kLow, first[0]));
@@ -348,9 +362,7 @@ TEST_F(RepairWindowTest, TheNextChunkIsReadAheadAndDroppedWhenTheWindowBeforeIsR
   EXPECT_EQ(stats_.foreign_markers.load(), 2u);
   // after the redo's back-off: the first chunk again (the row with id 1), and the next ahead
   repairs_.Schedule();  // as the pipeline does after each batch of the log
-  io_.restart();
-  io_.run_for(std::chrono::milliseconds(1000));
-  const std::vector<std::string> again = LowMarkers();
+  const std::vector<std::string> again = RunUntilLowMarkers(2);
   ASSERT_EQ(again.size(), 2u);
   repairs_.OnWatermark(Marker(Watermark::Kind::kLow, again[0]));
   const std::optional<dblog::v1::ChunkBegin> begin = CloseWindowChunk(again[0], 0x5000020);

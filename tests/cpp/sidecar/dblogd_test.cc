@@ -674,6 +674,39 @@ TEST_F(DblogdTest, ARepairsProgressTheSourceCouldNotTakeIsRecordedOnceItIsBack) 
   ExpectConverged(replay, {"t"});
 }
 
+// Repair chunks are read on a connection of their own (consumer/window_reader.h), which stays
+// open between repairs. When the server ended its session meanwhile (a restart, a DBA's
+// pg_terminate_backend, idle_session_timeout), the next repair's first statement met the dead
+// connection and its window was deferred for --reconnect-max (30 s here) as if the source were
+// down (found by review). An idle connection is checked before it is used.
+TEST_F(DblogdTest, ARepairAfterTheReadersSessionWasEndedIsNotDeferred) {
+  db().exec("CREATE TABLE " + schema() + ".t (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  StartDblogd({"--reconnect-max=30"});
+  client::Client c = Connect();
+  Replay replay;
+  ReadUntil(c, replay, 0);
+  ReadUntil(c, replay, Sentinel());
+  auto repair = [&] {
+    const std::string id =
+        db().scalar("SELECT dblog.repair('" + schema() + ".t', '" + consumer() + "')");
+    for (auto until = std::chrono::steady_clock::now() + 20s;;) {
+      ReadUntil(c, replay, Sentinel());
+      if (db().scalar("SELECT state FROM dblog.requests WHERE id = " + id) == "done") return;
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << dblogd_->log();
+      std::this_thread::sleep_for(100ms);
+    }
+  };
+  repair();
+  ASSERT_EQ(db().scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                        "application_name = 'dblogd " + consumer() + " repairs'"),
+            "1");
+  std::this_thread::sleep_for(1500ms);  // idle for more than a second: checked before use
+  repair();
+  EXPECT_EQ(CountLogEvents(dblogd_->log(), "repair_window_deferred"), 0) << dblogd_->log();
+  ExpectConverged(replay, {"t"});
+}
+
 // Issue 24, found by the oracle's failover seeds: a reconcile enumerated the scope, queued its
 // repairs, then made the new slot, which waits for the transactions open when it began (a
 // failover's new primary is busy). A table created (or renamed or moved) into the scope during
