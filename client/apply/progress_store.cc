@@ -59,10 +59,12 @@ std::optional<Position> ProgressStore::Open() {
 void ProgressStore::ReadWentBack() {
   went_back_ = false;
   followed_.clear();
-  PgResult row = target_.Query("SELECT u.o::text FROM " + Table("reconciles") +
-                                   " r LEFT JOIN LATERAL pg_catalog.unnest(r.followed) AS u(o)"
-                                   " ON true WHERE r.consumer = $1",
-                               {consumer_}, "reading the consumer's last reconcile");
+  const std::string sql = "SELECT u.o::text FROM " + Table("reconciles") +
+                          " r LEFT JOIN LATERAL pg_catalog.unnest(r.followed) AS u(o)"
+                          " ON true WHERE r.consumer = $1";
+  const std::string what = "reading the consumer's last reconcile";
+  PgResult row = target_.in_pipeline() ? target_.QueryNow(sql, {consumer_}, what)
+                                       : target_.Query(sql, {consumer_}, what);
   for (int i = 0; i < row.rows(); ++i) {
     went_back_ = true;
     if (!row.is_null(i, 0)) followed_.insert(ParseOid(row.get(i, 0)));
@@ -70,14 +72,18 @@ void ProgressStore::ReadWentBack() {
 }
 
 void ProgressStore::RecordWentBack(std::uint64_t consistent_point) {
+  // The same reconcile said again (dblogd repeats it until the consumer reads past its slot's
+  // start): the relations followed since stay followed.
   target_.QueryNow("INSERT INTO " + Table("reconciles") +
-                       " (consumer, consistent_point) VALUES ($1, $2::pg_lsn)"
+                       " AS r (consumer, consistent_point) VALUES ($1, $2::pg_lsn)"
                        " ON CONFLICT (consumer) DO UPDATE SET consistent_point ="
-                       " EXCLUDED.consistent_point, reconciled_at = now(), followed = '{}'",
+                       " EXCLUDED.consistent_point, reconciled_at = CASE WHEN r.consistent_point ="
+                       " EXCLUDED.consistent_point THEN r.reconciled_at ELSE now() END,"
+                       " followed = CASE WHEN r.consistent_point = EXCLUDED.consistent_point"
+                       " THEN r.followed ELSE '{}' END",
                    {consumer_, client::FormatLsn(consistent_point)},
                    "recording the reconcile of the source");
-  went_back_ = true;
-  followed_.clear();
+  ReadWentBack();
 }
 
 bool ProgressStore::Follow(std::uint32_t oid) {

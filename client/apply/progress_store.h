@@ -73,7 +73,8 @@ class ProgressStore {
 
   // ---- after a reconcile (a failover: the source went back, Welcome.reconcile) ----
   // Recorded at once (its own transaction): the reconcile at `consistent_point`, no relation
-  // followed since. Kept until the next one, so that a restarted dblog apply still knows it.
+  // followed since (the same reconcile said again keeps those followed). Kept until the next
+  // one, so that a restarted dblog apply still knows it.
   void RecordWentBack(std::uint64_t consistent_point);
   // True, and `oid` recorded as followed (in the open target transaction), at the first sight
   // of relation `oid` since the last reconcile; false afterwards, and when there was none.

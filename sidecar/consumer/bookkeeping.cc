@@ -375,16 +375,8 @@ bool Bookkeeping::QueueTablesAddedToScope(const std::vector<bootstrap::Table>& t
 
 std::optional<std::uint64_t> Bookkeeping::RecordTimeline(std::uint64_t timeline,
                                                          const std::string& action) {
+  if (!HasTimelineColumn()) return std::nullopt;
   pg::Connection& sql = Sql();
-  // A dblog.consumers made by a dblogd in pgoutput mode before 0.6 has no such column: the
-  // failover is then only in the log and /metrics.
-  if (!has_timeline_column_)
-    has_timeline_column_ =
-        sql.Exec("SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid OPERATOR(pg_catalog.=)"
-                 " 'dblog.consumers'::pg_catalog.regclass AND attname OPERATOR(pg_catalog.=)"
-                 " 'failover' AND NOT attisdropped")
-            .ntuples() > 0;
-  if (!*has_timeline_column_) return std::nullopt;
   // The row's timeline before, and the new one with the failover when they differ (no row yet:
   // a consumer whose bootstrap has not begun; it is recorded at its next stream start).
   pg::Result r = sql.ExecParams(
@@ -400,6 +392,35 @@ std::optional<std::uint64_t> Bookkeeping::RecordTimeline(std::uint64_t timeline,
       {consumer_.name, std::to_string(timeline), action});
   if (r.ntuples() == 0 || r.is_null(0, 0)) return std::nullopt;
   return r.u64_value(0, 0);
+}
+
+bool Bookkeeping::HasTimelineColumn() {
+  // A dblog.consumers made by a dblogd in pgoutput mode before 0.6 has no such column: the
+  // failover is then only in the log and /metrics.
+  if (!has_timeline_column_)
+    has_timeline_column_ =
+        Sql().Exec("SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid OPERATOR(pg_catalog.=)"
+                   " 'dblog.consumers'::pg_catalog.regclass AND attname OPERATOR(pg_catalog.=)"
+                   " 'failover' AND NOT attisdropped")
+            .ntuples() > 0;
+  return *has_timeline_column_;
+}
+
+void Bookkeeping::RecordReconcile(const std::string& action) {
+  if (!HasTimelineColumn()) return;
+  Sql().ExecParams("UPDATE dblog.consumers SET failover = $2::pg_catalog.text"
+                   " WHERE name OPERATOR(pg_catalog.=) $1",
+                   {consumer_.name, action});
+}
+
+std::optional<std::uint64_t> Bookkeeping::ReconcilePoint() {
+  if (!HasTimelineColumn()) return std::nullopt;
+  pg::Result r = Sql().ExecParams(
+      "SELECT pg_catalog.substring(failover, 'reconciled: a new slot at ([0-9A-F]+/[0-9A-F]+)')"
+      " FROM dblog.consumers WHERE name OPERATOR(pg_catalog.=) $1",
+      {consumer_.name});
+  if (r.ntuples() == 0 || r.is_null(0, 0)) return std::nullopt;
+  return common::ParseLsn(r.value(0, 0));
 }
 
 std::vector<std::uint64_t> Bookkeeping::QueueReconcile(const std::vector<bootstrap::Table>& tables) {

@@ -101,6 +101,12 @@ class Bookkeeping {
   // and failover ("timeline 1 to 2: <action>") say so. Returns the timeline the row held
   // (nullopt: none, no row, or a table without the column).
   std::optional<std::uint64_t> RecordTimeline(std::uint64_t timeline, const std::string& action);
+  // A reconcile's new slot, as soon as it exists: dblog.consumers.failover says `action` (which
+  // names the slot's consistent point: "reconciled: a new slot at X ..."), so that a later
+  // session still knows it (ReconcilePoint). Nothing when the table has no such column.
+  void RecordReconcile(const std::string& action);
+  // X of the last reconcile the row records, if any.
+  std::optional<std::uint64_t> ReconcilePoint();
   // dblog.consumers.bootstrap_state (nullopt: no row).
   std::optional<std::string> BootstrapState();
   // pg_replication_slots' wal_status and safe_wal_size of `slot` (-1: NULL); "missing" when
@@ -172,6 +178,7 @@ class Bookkeeping {
   const std::string scope_;  // config::FormatScope of the consumer's scope
   std::optional<pg::Connection> sql_;
   std::optional<bool> has_timeline_column_;  // dblog.consumers has 0.6's columns
+  bool HasTimelineColumn();
   bool ddl_taken_ready_ = false;  // EnsureDdlTrigger made dblog.ddl_taken
 };
 

@@ -350,6 +350,12 @@ void Pipeline::Reconcile() {
     stats_->reconciles_total++;
     stream_origin_ = "reconciled: a new slot at " + common::FormatLsn(created.consistent_point) +
                      " and " + std::to_string(all.size()) + " whole-table repair(s)";
+    // at once, so that a session after this one, which the consumer may reach without having
+    // read this one's Welcome (dblogd killed before it streamed, the consumer gone before it
+    // applied anything), still tells it (StartStreaming)
+    bookkeeping_.BestEffort(log::Level::kWarn, "reconcile_not_recorded",
+                            {{"consumer", consumer_.name}},
+                            [&] { bookkeeping_.RecordReconcile(stream_origin_); });
     log::Warn("slot_reconciled",
               {{"consumer", consumer_.name}, {"slot", slot_},
                {"consistent_point", common::FormatLsn(created.consistent_point)},
@@ -455,6 +461,25 @@ void Pipeline::BeginStreaming(bool slot_existed) {
   }
 
   const emit::Position resume = emit::Position::FromProto(hello_.resume_after());
+  if (slot_existed && !reconcile_ && resume.commit_lsn != 0) {
+    // The consumer is still before the last reconcile's new slot: it has not read past that
+    // session's Welcome, which may never have reached it. Said again, so that it knows the
+    // changes between its position and the slot's are not coming one by one (a sink that
+    // follows a column's lossy type change emptied only then, dblog apply's limit 14).
+    std::optional<std::uint64_t> point;
+    bookkeeping_.BestEffort(log::Level::kWarn, "reconcile_not_read",
+                            {{"consumer", consumer_.name}},
+                            [&] { point = bookkeeping_.ReconcilePoint(); });
+    if (point && resume.commit_lsn < *point) {
+      reconcile_ = dblog::v1::Reconcile();
+      reconcile_->set_consistent_point(*point);
+      log::Warn("reconcile_announced_again",
+                {{"consumer", consumer_.name}, {"consistent_point", common::FormatLsn(*point)},
+                 {"resume_after", common::FormatLsn(resume.commit_lsn)},
+                 {"message", "the consumer has not read past the last reconcile's new slot: "
+                             "its Welcome says the reconcile again"}});
+    }
+  }
   acks_ = std::make_unique<emit::AckTracker>(confirmed_, resume);
   emitter_ = std::make_unique<emit::Emitter>(resume, acks_.get());
   SendWelcome(!slot_existed, &resume);

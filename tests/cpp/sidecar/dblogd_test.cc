@@ -707,6 +707,61 @@ TEST_F(DblogdTest, ARepairAfterTheReadersSessionWasEndedIsNotDeferred) {
   ExpectConverged(replay, {"t"});
 }
 
+// Found by the failover oracle (seed 8019): dblogd was killed after a reconcile made its new
+// slot and before that session streamed, so its Welcome.reconcile never reached the consumer;
+// the next session resumed from the new slot and said nothing, and dblog apply, not knowing the
+// source went back, stopped for good at a column type only the lost history had. A consumer
+// still before the last reconcile's slot is told again, in every Welcome until it reads past
+// the slot's start. Here the consumer leaves right after the reconcile's Welcome.
+TEST_F(DblogdTest, AConsumerThatHasNotReadPastAReconcileIsToldAgain) {
+  db().exec("CREATE TABLE " + schema() + ".t (id int PRIMARY KEY, v text)");
+  db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' || g FROM generate_series(1, 100) g");
+  StartDblogd({"--on-slot-lost=reconcile"});
+  Replay replay;
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, 0);
+    ReadUntil(c, replay, Sentinel());
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
+                       "'") != "done") {
+      ASSERT_LT(std::chrono::steady_clock::now(), until);
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  for (auto until = std::chrono::steady_clock::now() + 30s;;) {
+    try {
+      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+      break;
+    } catch (const PgError&) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the slot stayed active";
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  const auto before = replay.last_position();
+  std::uint64_t point = 0;
+  {
+    client::Client c = Connect(before);
+    ASSERT_TRUE(c.welcome().has_reconcile());
+    point = c.welcome().reconcile().consistent_point();
+  }  // gone before reading anything
+  {
+    client::Client c = Connect(before);
+    ASSERT_TRUE(c.welcome().has_reconcile()) << dblogd_->log();
+    EXPECT_EQ(c.welcome().reconcile().consistent_point(), point);
+    replay.Reconciled();
+    ReadUntil(c, replay, Sentinel());
+  }
+  EXPECT_GE(CountLogEvents(dblogd_->log(), "reconcile_announced_again"), 1);
+  {
+    // past the slot's start now: a plain resume
+    client::Client c = Connect(replay.last_position());
+    EXPECT_FALSE(c.welcome().has_reconcile());
+    ReadUntil(c, replay, Sentinel());
+  }
+  ExpectConverged(replay, {"t"});
+}
+
 // Issue 24, found by the oracle's failover seeds: a reconcile enumerated the scope, queued its
 // repairs, then made the new slot, which waits for the transactions open when it began (a
 // failover's new primary is busy). A table created (or renamed or moved) into the scope during
