@@ -281,6 +281,18 @@ void Repairs::LoadQueued() {
     const bool resumed = q.chunks > 0;
     Queue(std::move(q), resumed);
   }
+  // requests to run: the reader connects now, while the stream starts, not at the first window
+  if (!requests_.empty() && !reader_) {
+    reader_ = std::make_unique<WindowReader>(config_.source,
+                                             "dblogd " + consumer_.name + " repairs");
+    reader_->Run([](WindowReader& reader) {
+      try {
+        reader.Sql();
+      } catch (const std::exception&) {
+        // the first window's read meets it again, and defers or fails as it does
+      }
+    });
+  }
 }
 
 void Repairs::OnAcknowledged(const emit::Position& position) {

@@ -6,8 +6,12 @@
 // stored message's boundaries), and a message in flight at a failure lands after the next
 // attempt read the tail (a PubAck lost in a node's failover). The log must hold every event once
 // and replay into the source, read whole and table by table.
+#include <atomic>
+#include <future>
+#include <limits>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "client/position.h"
 #include "client/publish/batch.h"
@@ -36,7 +40,7 @@ class MemoryLog : public publish::Broker {
   bool late = false;
   // Once a Commit (or BootstrapEnd) at or after it is stored, `stop` is interrupted: the
   // attempt then confirms, acknowledges and returns.
-  std::uint64_t end_lsn = 0;
+  std::atomic<std::uint64_t> end_lsn{0};  // (set by another thread in the last phase)
   std::shared_ptr<client::Interrupter> stop;
 
   std::uint64_t duplicates = 0;  // publishes acknowledged as duplicates
@@ -157,7 +161,7 @@ TEST_F(PublishBatchResumeTest, AttemptsCutInsideBatchesLeaveEveryEventOnce) {
   const auto run_until = [&](std::uint64_t end_lsn, int failing) {
     log.end_lsn = end_lsn;
     for (int i = 0;; ++i, ++attempt) {
-      ASSERT_LT(i, 200) << "the log never reached " << end_lsn;
+      ASSERT_LT(i, 200) << "the log never reached " << log.end_lsn.load();
       publish::PublisherOptions o;
       o.connect.port = dblogd_->port();
       o.connect.consumer = consumer();
@@ -209,7 +213,15 @@ TEST_F(PublishBatchResumeTest, AttemptsCutInsideBatchesLeaveEveryEventOnce) {
   for (int i = 0; db().scalar("SELECT state FROM dblog.requests WHERE id = " + repair) != "done";
        ++i) {
     ASSERT_LT(i, 100) << "the repair never finished";
-    ASSERT_NO_FATAL_FAILURE(run_until(Sentinel(), 0));
+    // each attempt long enough for a window: dblogd reads the chunks on a thread of its own
+    // while the stream goes on, so a sentinel committed before the attempt would end it before
+    // a window's high watermark; this one comes 300 ms in
+    auto sentinel = std::async(std::launch::async, [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      log.end_lsn = Sentinel();
+    });
+    ASSERT_NO_FATAL_FAILURE(run_until(std::numeric_limits<std::uint64_t>::max(), 0));
+    sentinel.get();
   }
   std::printf(
       "batch resume: %d attempts, %d failed, %llu duplicates, %llu refused, late "
