@@ -2,6 +2,8 @@
 // slot_creation.h).
 #include "consumer/slot_creation.h"
 
+#include "log/log.h"
+
 namespace dblog::consumer {
 
 SlotCreation::SlotCreation(boost::asio::io_context& io, pg::Connection repl, std::string slot,
@@ -9,28 +11,58 @@ SlotCreation::SlotCreation(boost::asio::io_context& io, pg::Connection repl, std
     : backend_pid_(repl.backend_pid()),
       started_(std::chrono::steady_clock::now()),
       canceller_(std::make_unique<pg::Canceller>(repl)),
-      alive_(std::make_shared<bool>(true)) {
-  thread_ = std::thread([&io, alive = alive_, repl = std::move(repl), slot = std::move(slot),
+      shared_(std::make_shared<Shared>()),
+      slot_(slot) {
+  thread_ = std::thread([&io, shared = shared_, repl = std::move(repl), slot = std::move(slot),
                          plugin = std::move(plugin), export_snapshot, done = std::move(done),
                          work = boost::asio::make_work_guard(io)]() mutable {
-    auto outcome = std::make_shared<Outcome>();
+    Outcome outcome;
     try {
-      outcome->slot = pg::CreateSlot(repl, slot, plugin, export_snapshot);
+      outcome.slot = pg::CreateSlot(repl, slot, plugin, export_snapshot);
     } catch (...) {
-      outcome->error = std::current_exception();
+      outcome.error = std::current_exception();
     }
-    outcome->repl = std::move(repl);
-    boost::asio::post(io, [alive, outcome, done = std::move(done)] {
-      if (*alive) done(std::move(*outcome));
+    outcome.repl = std::move(repl);
+    {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      shared->outcome = std::move(outcome);
+    }
+    boost::asio::post(io, [shared, done = std::move(done)] {
+      std::optional<Outcome> taken;
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        if (!shared->alive || !shared->outcome) return;
+        taken = std::move(shared->outcome);
+        shared->outcome.reset();
+      }
+      done(std::move(*taken));
     });
   });
 }
 
 SlotCreation::~SlotCreation() {
-  *alive_ = false;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->alive = false;
+  }
   if (thread_.joinable()) {
     canceller_->Cancel();  // harmless when the command has ended already
     thread_.join();
+  }
+  std::optional<Outcome> left;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    left = std::move(shared_->outcome);
+    shared_->outcome.reset();
+  }
+  if (!left || !left->slot) return;
+  try {
+    left->repl.Exec("DROP_REPLICATION_SLOT " + left->repl.QuoteIdentifier(slot_));
+    log::Info("slot_dropped_unused", {{"slot", slot_},
+                                      {"message", "made as the consumer went away: dropped, the "
+                                                  "next connection makes it again"}});
+  } catch (const std::exception& e) {
+    log::Warn("slot_drop_failed", {{"slot", slot_}, {"error", e.what()}});
   }
 }
 

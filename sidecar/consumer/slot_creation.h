@@ -14,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,7 +38,10 @@ class SlotCreation {
   SlotCreation(boost::asio::io_context& io, pg::Connection repl, std::string slot,
                std::string plugin, bool export_snapshot, Done done);
   // Cancels a creation still running (the server rolls it back: no slot is left) and waits
-  // for the thread.
+  // for the thread. A slot made whose outcome `done` never received (it was made just as the
+  // consumer went away) is dropped: nothing used it, and left behind it would look like a
+  // resume point to the next connection, which would miss what its creation was for (a
+  // reconcile's announcement, a bootstrap).
   ~SlotCreation();
   SlotCreation(const SlotCreation&) = delete;
   SlotCreation& operator=(const SlotCreation&) = delete;
@@ -51,7 +55,13 @@ class SlotCreation {
   int backend_pid_;
   std::chrono::steady_clock::time_point started_;
   std::unique_ptr<pg::Canceller> canceller_;
-  std::shared_ptr<bool> alive_;  // read and written on the io_context's thread only
+  struct Shared {
+    std::mutex mutex;
+    bool alive = true;               // the destructor has not begun
+    std::optional<Outcome> outcome;  // made, not handed to `done` yet
+  };
+  std::shared_ptr<Shared> shared_;
+  std::string slot_;
   std::thread thread_;
 };
 
