@@ -480,6 +480,12 @@ std::optional<Position> Client::PositionOf(const StreamEvent& event) {
 
 std::string ReconcileNote(const dblog::v1::Welcome& welcome) {
   if (!welcome.has_reconcile()) return "";
+  if (welcome.reconcile().request_ids_size() == 0)  // said again (protocol.md, Welcome)
+    return "dblogd says again that it reconciled: the slot was gone (a failover of the source, "
+           "or dropped by hand) and its new one starts at " +
+           FormatLsn(welcome.reconcile().consistent_point()) + ", after " +
+           FormatPosition(welcome.resume_from()) +
+           "; changes in between arrive as their rows (docs/operations.md#failover)";
   return "the slot was gone (a failover of the source, or dropped by hand): dblogd made a new "
          "one at " + FormatLsn(welcome.reconcile().consistent_point()) + " and queued " +
          std::to_string(welcome.reconcile().request_ids_size()) +

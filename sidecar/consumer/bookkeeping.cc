@@ -408,8 +408,10 @@ bool Bookkeeping::HasTimelineColumn() {
 
 void Bookkeeping::RecordReconcile(const std::string& action) {
   if (!HasTimelineColumn()) return;
+  // (RecordTimeline may have written it already, after "timeline A to B: ")
   Sql().ExecParams("UPDATE dblog.consumers SET failover = $2::pg_catalog.text"
-                   " WHERE name OPERATOR(pg_catalog.=) $1",
+                   " WHERE name OPERATOR(pg_catalog.=) $1 AND (failover IS NULL OR"
+                   " pg_catalog.strpos(failover, $2::pg_catalog.text) OPERATOR(pg_catalog.=) 0)",
                    {consumer_.name, action});
 }
 
@@ -686,7 +688,10 @@ bool Bookkeeping::RecordProgress(const PendingProgress& p) {
         " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
         " chunks_done = EXCLUDED.chunks_done, rows_emitted = EXCLUDED.rows_emitted,"
         " deletes_emitted = EXCLUDED.deletes_emitted, resume_key = EXCLUDED.resume_key,"
-        " keys_done = EXCLUDED.keys_done, finished_at = EXCLUDED.finished_at",
+        " keys_done = EXCLUDED.keys_done, finished_at = EXCLUDED.finished_at"
+        // an end recorded meanwhile (failed, cancelled: those do not wait for an
+        // acknowledgement as a chunk's progress does) stays
+        " WHERE p.state OPERATOR(pg_catalog.=) 'running'",
         {std::to_string(q.id), consumer_.name, p.last ? "done" : "running",
          std::to_string(q.chunks), std::to_string(q.rows), std::to_string(q.deletes),
          q.resume_key, std::to_string(q.keys_done)});

@@ -321,6 +321,17 @@ void Pipeline::Reconcile() {
     // before that point are not in the stream, and nothing queued its repair. Enumerated again
     // now that the point is behind, and queued before anything streams; should that fail, the
     // new slot goes, so that the next connection reconciles from the start.
+    // The new slot's point first of all, with the timeline: a session after this one, which
+    // the consumer may reach without having read this one's Welcome (dblogd killed before it
+    // streamed, the consumer gone before it applied anything), still tells it
+    // (StartStreaming); the timeline recorded now keeps a later stream start from writing
+    // over it. The repairs' count is the first enumeration's (the log line has the late ones).
+    stream_origin_ = "reconciled: a new slot at " + common::FormatLsn(created.consistent_point) +
+                     " and " + std::to_string(ids.size()) + " whole-table repair(s)";
+    if (repl_) NoteTimeline(*repl_);
+    bookkeeping_.BestEffort(log::Level::kWarn, "reconcile_not_recorded",
+                            {{"consumer", consumer_.name}},
+                            [&] { bookkeeping_.RecordReconcile(stream_origin_); });
     std::vector<std::uint64_t> all = ids;
     std::vector<bootstrap::Table> late;
     try {
@@ -348,14 +359,6 @@ void Pipeline::Reconcile() {
     reconcile_->set_consistent_point(created.consistent_point);
     for (std::uint64_t id : all) reconcile_->add_request_ids(id);
     stats_->reconciles_total++;
-    stream_origin_ = "reconciled: a new slot at " + common::FormatLsn(created.consistent_point) +
-                     " and " + std::to_string(all.size()) + " whole-table repair(s)";
-    // at once, so that a session after this one, which the consumer may reach without having
-    // read this one's Welcome (dblogd killed before it streamed, the consumer gone before it
-    // applied anything), still tells it (StartStreaming)
-    bookkeeping_.BestEffort(log::Level::kWarn, "reconcile_not_recorded",
-                            {{"consumer", consumer_.name}},
-                            [&] { bookkeeping_.RecordReconcile(stream_origin_); });
     log::Warn("slot_reconciled",
               {{"consumer", consumer_.name}, {"slot", slot_},
                {"consistent_point", common::FormatLsn(created.consistent_point)},
