@@ -315,12 +315,6 @@ void Pipeline::Reconcile() {
   const std::vector<bootstrap::Table> tables = enumerate();
   const std::vector<std::uint64_t> ids = bookkeeping_.QueueReconcile(tables);
   CreateSlotThen(false, [this, ids, tables, enumerate](const pg::CreatedSlot& created) {
-    // A table that entered the scope after the enumeration above and before the slot's
-    // consistent point (created, renamed or moved in while the slot waited for open
-    // transactions, as a failover's busy new primary makes it) is in neither: its changes
-    // before that point are not in the stream, and nothing queued its repair. Enumerated again
-    // now that the point is behind, and queued before anything streams; should that fail, the
-    // new slot goes, so that the next connection reconciles from the start.
     // The new slot's point first of all, with the timeline: a session after this one, which
     // the consumer may reach without having read this one's Welcome (dblogd killed before it
     // streamed, the consumer gone before it applied anything), still tells it
@@ -328,10 +322,20 @@ void Pipeline::Reconcile() {
     // over it. The repairs' count is the first enumeration's (the log line has the late ones).
     stream_origin_ = "reconciled: a new slot at " + common::FormatLsn(created.consistent_point) +
                      " and " + std::to_string(ids.size()) + " whole-table repair(s)";
-    if (repl_) NoteTimeline(*repl_);
+    try {
+      if (repl_) NoteTimeline(*repl_);
+    } catch (const std::exception&) {
+      // the stream's start reads the timeline again (and fails there if the source is gone)
+    }
     bookkeeping_.BestEffort(log::Level::kWarn, "reconcile_not_recorded",
                             {{"consumer", consumer_.name}},
                             [&] { bookkeeping_.RecordReconcile(stream_origin_); });
+    // A table that entered the scope after the enumeration above and before the slot's
+    // consistent point (created, renamed or moved in while the slot waited for open
+    // transactions, as a failover's busy new primary makes it) is in neither: its changes
+    // before that point are not in the stream, and nothing queued its repair. Enumerated again
+    // now that the point is behind, and queued before anything streams; should that fail, the
+    // new slot goes, so that the next connection reconciles from the start.
     std::vector<std::uint64_t> all = ids;
     std::vector<bootstrap::Table> late;
     try {
