@@ -436,6 +436,30 @@ void DblogdTest::SetUp() {
   PrepareSource(*ci);
 }
 
+void DblogdTest::BootstrapThenLoseTheSlot(Replay& replay) {
+  {
+    client::Client c = Connect();
+    ReadUntil(c, replay, 0);
+    ReadUntil(c, replay, Sentinel());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
+                       "'") != "done") {
+      ASSERT_LT(std::chrono::steady_clock::now(), until);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  // the consumer is away; its slot goes (inactive once dblogd noticed the disconnect)
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);;) {
+    try {
+      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
+      return;
+    } catch (const PgError&) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the slot stayed active";
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
 void DblogdTest::UseSource(const std::string& conninfo) {
   db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
   PrepareSource(conninfo);

@@ -147,6 +147,10 @@ class DblogdTest : public ::testing::Test {
   // Asserts that replay equals the source for these tables.
   void ExpectConverged(const Replay& replay, const std::vector<std::string>& tables);
   std::uint64_t ConfirmedFlush();
+  // A consumer bootstrapped into `replay` (its bootstrap recorded done), then away, and its
+  // slot dropped as a failover loses it: its next connection reconciles (dblogd runs with
+  // --on-slot-lost=reconcile).
+  void BootstrapThenLoseTheSlot(Replay& replay);
   // A DDL statement while the bootstrap copies: tables a_big (300,000 rows) and b (10), one
   // copy worker, held inside a_big by a consumer that stops reading after 1,000 rows; then
   // `ddl` runs and the consumer reads on. Returns the message of the SOURCE_ERROR the bootstrap

@@ -718,26 +718,7 @@ TEST_F(DblogdTest, AConsumerThatHasNotReadPastAReconcileIsToldAgain) {
   db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' || g FROM generate_series(1, 100) g");
   StartDblogd({"--on-slot-lost=reconcile"});
   Replay replay;
-  {
-    client::Client c = Connect();
-    ReadUntil(c, replay, 0);
-    ReadUntil(c, replay, Sentinel());
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    while (db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
-                       "'") != "done") {
-      ASSERT_LT(std::chrono::steady_clock::now(), until);
-      std::this_thread::sleep_for(50ms);
-    }
-  }
-  for (auto until = std::chrono::steady_clock::now() + 30s;;) {
-    try {
-      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
-      break;
-    } catch (const PgError&) {
-      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the slot stayed active";
-      std::this_thread::sleep_for(100ms);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(BootstrapThenLoseTheSlot(replay));
   const auto before = replay.last_position();
   std::uint64_t point = 0;
   {
@@ -773,27 +754,7 @@ TEST_F(DblogdTest, ATableThatEntersTheScopeWhileAReconcileMakesItsSlotIsRepaired
   db().exec("INSERT INTO " + schema() + ".t SELECT g, 'v' || g FROM generate_series(1, 100) g");
   StartDblogd({"--on-slot-lost=reconcile"});
   Replay replay;
-  {
-    client::Client c = Connect();
-    ReadUntil(c, replay, 0);
-    ReadUntil(c, replay, Sentinel());
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    while (db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
-                       "'") != "done") {
-      ASSERT_LT(std::chrono::steady_clock::now(), until);
-      std::this_thread::sleep_for(50ms);
-    }
-  }
-  // the consumer is away; its slot goes (inactive once dblogd noticed the disconnect)
-  for (auto until = std::chrono::steady_clock::now() + 30s;;) {
-    try {
-      db().exec("SELECT pg_drop_replication_slot('" + Slot() + "')");
-      break;
-    } catch (const PgError&) {
-      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the slot stayed active";
-      std::this_thread::sleep_for(100ms);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(BootstrapThenLoseTheSlot(replay));
   db().exec("UPDATE " + schema() + ".t SET v = 'changed' WHERE id % 10 = 0");
   // a transaction with an xid holds the new slot's creation back
   PgConn holder(conninfo());
