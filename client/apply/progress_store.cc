@@ -59,9 +59,9 @@ std::optional<Position> ProgressStore::Open() {
 void ProgressStore::ReadWentBack() {
   went_back_ = false;
   followed_.clear();
-  const std::string sql = "SELECT u.o::text FROM " + Table("reconciles") +
+  const std::string sql = "SELECT u.o::pg_catalog.text FROM " + Table("reconciles") +
                           " r LEFT JOIN LATERAL pg_catalog.unnest(r.followed) AS u(o)"
-                          " ON true WHERE r.consumer = $1";
+                          " ON true WHERE r.consumer OPERATOR(pg_catalog.=) $1";
   const std::string what = "reading the consumer's last reconcile";
   PgResult row = target_.in_pipeline() ? target_.QueryNow(sql, {consumer_}, what)
                                        : target_.Query(sql, {consumer_}, what);
@@ -75,12 +75,13 @@ void ProgressStore::RecordWentBack(std::uint64_t consistent_point) {
   // The same reconcile said again (dblogd repeats it until the consumer reads past its slot's
   // start): the relations followed since stay followed.
   target_.QueryNow("INSERT INTO " + Table("reconciles") +
-                       " AS r (consumer, consistent_point) VALUES ($1, $2::pg_lsn)"
+                       " AS r (consumer, consistent_point) VALUES ($1, $2::pg_catalog.pg_lsn)"
                        " ON CONFLICT (consumer) DO UPDATE SET consistent_point ="
-                       " EXCLUDED.consistent_point, reconciled_at = CASE WHEN r.consistent_point ="
-                       " EXCLUDED.consistent_point THEN r.reconciled_at ELSE now() END,"
-                       " followed = CASE WHEN r.consistent_point = EXCLUDED.consistent_point"
-                       " THEN r.followed ELSE '{}' END",
+                       " EXCLUDED.consistent_point, reconciled_at = CASE WHEN r.consistent_point"
+                       " OPERATOR(pg_catalog.=) EXCLUDED.consistent_point THEN r.reconciled_at"
+                       " ELSE pg_catalog.now() END, followed = CASE WHEN r.consistent_point"
+                       " OPERATOR(pg_catalog.=) EXCLUDED.consistent_point THEN r.followed"
+                       " ELSE '{}' END",
                    {consumer_, client::FormatLsn(consistent_point)},
                    "recording the reconcile of the source");
   ReadWentBack();
@@ -89,8 +90,8 @@ void ProgressStore::RecordWentBack(std::uint64_t consistent_point) {
 bool ProgressStore::Follow(std::uint32_t oid) {
   if (!went_back_ || !followed_.insert(oid).second) return false;
   target_.SendQuery("UPDATE " + Table("reconciles") +
-                        " SET followed = pg_catalog.array_append(followed, $2::oid)"
-                        " WHERE consumer = $1",
+                        " SET followed = pg_catalog.array_append(followed, $2::pg_catalog.oid)"
+                        " WHERE consumer OPERATOR(pg_catalog.=) $1",
                     {consumer_, std::to_string(oid)},
                     "recording relation " + std::to_string(oid) + " as followed since the reconcile");
   return true;

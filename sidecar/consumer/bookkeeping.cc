@@ -679,7 +679,9 @@ void Bookkeeping::DescribeForProgress(RepairRequest& q) {
 
 bool Bookkeeping::RecordProgress(const PendingProgress& p) {
   const RepairRequest& q = p.snapshot;
-  try {
+  // The source went away (a restart, a failover): the chunk was emitted and acknowledged, and
+  // its request would stay queued (this pipeline knows it: it does not load it again).
+  const auto write = [&] {
     Sql().ExecParams(
         "INSERT INTO dblog.request_progress AS p (request_id, consumer, state, chunks_done,"
         " rows_emitted, deletes_emitted, resume_key, keys_done, finished_at)"
@@ -695,16 +697,8 @@ bool Bookkeeping::RecordProgress(const PendingProgress& p) {
         {std::to_string(q.id), consumer_.name, p.last ? "done" : "running",
          std::to_string(q.chunks), std::to_string(q.rows), std::to_string(q.deletes),
          q.resume_key, std::to_string(q.keys_done)});
-  } catch (const std::exception& e) {
-    // The source went away (a restart, a failover): the chunk was emitted and acknowledged,
-    // and its request would stay queued (this pipeline knows it: it does not load it again).
-    const bool lost = Lost();
-    log::Warn("repair_progress_not_recorded",
-              {{"consumer", consumer_.name}, {"request", q.id}, {"error", e.what()},
-               {"again", lost ? "true" : "false"}});
-    Reset();
-    return !lost;
-  }
+  };
+  if (!UnlessLost("repair_progress_not_recorded", q.id, write)) return false;
   if (p.last)
     log::Info("repair_done", {{"consumer", consumer_.name}, {"request", q.id},
                               {"rows", q.rows}, {"deletes", q.deletes}});
@@ -713,22 +707,28 @@ bool Bookkeeping::RecordProgress(const PendingProgress& p) {
 
 bool Bookkeeping::FinishRequest(std::uint64_t id, const std::string& state,
                                 const std::string& error) {
-  try {
+  return UnlessLost("repair_state_not_recorded", id, [&] {
     Sql().ExecParams(
         "INSERT INTO dblog.request_progress (request_id, consumer, state, error,"
         " finished_at) VALUES ($1, $2, $3, nullif($4, ''), now())"
         " ON CONFLICT (request_id, consumer) DO UPDATE SET state = EXCLUDED.state,"
         " error = EXCLUDED.error, finished_at = now()",
         {std::to_string(id), consumer_.name, state, error});
+  });
+}
+
+bool Bookkeeping::UnlessLost(std::string_view event, std::uint64_t request,
+                             const std::function<void()>& statement) {
+  try {
+    statement();
+    return true;
   } catch (const std::exception& e) {
     const bool lost = Lost();
-    log::Warn("repair_state_not_recorded", {{"consumer", consumer_.name}, {"request", id},
-                                            {"error", e.what()},
-                                            {"again", lost ? "true" : "false"}});
+    log::Warn(event, {{"consumer", consumer_.name}, {"request", request}, {"error", e.what()},
+                      {"again", lost ? "true" : "false"}});
     Reset();
     return !lost;
   }
-  return true;
 }
 
 }  // namespace dblog::consumer

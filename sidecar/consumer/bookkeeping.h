@@ -179,6 +179,11 @@ class Bookkeeping {
   std::optional<pg::Connection> sql_;
   std::optional<bool> has_timeline_column_;  // dblog.consumers has 0.6's columns
   bool HasTimelineColumn();
+  // Runs `statement` (a write of request `request`'s bookkeeping); on failure logs `event`,
+  // resets the connection and returns false when the source went away (written again later),
+  // true otherwise (dropped).
+  bool UnlessLost(std::string_view event, std::uint64_t request,
+                  const std::function<void()>& statement);
   bool ddl_taken_ready_ = false;  // EnsureDdlTrigger made dblog.ddl_taken
 };
 

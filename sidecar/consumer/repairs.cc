@@ -283,9 +283,7 @@ void Repairs::LoadQueued() {
   }
   // requests to run: the reader connects now, while the stream starts, not at the first window
   if (!requests_.empty() && !reader_) {
-    reader_ = std::make_unique<WindowReader>(config_.source,
-                                             "dblogd " + consumer_.name + " repairs");
-    reader_->Run([](WindowReader& reader) {
+    Reader().Run([](WindowReader& reader) {
       try {
         reader.Sql();
       } catch (const std::exception&) {
@@ -464,13 +462,10 @@ void Repairs::StartWindow() {
   w.chunk_size = chunk_rows_;
   w.started = std::chrono::steady_clock::now();
   if (windows_.size() > 1) stats_.windows_read_ahead++;
-  if (!reader_)
-    reader_ = std::make_unique<WindowReader>(config_.source,
-                                             "dblogd " + consumer_.name + " repairs");
   reading_ = true;
   // On the reader's thread: the low watermark, the chunk, the chunk handed over, the high
   // watermark. Registered above before its low watermark can come out of the log.
-  reader_->Run([this, weak = std::weak_ptr<char>(alive_), id = w.window.id(),
+  Reader().Run([this, weak = std::weak_ptr<char>(alive_), id = w.window.id(),
                 request = std::move(ahead), size = w.chunk_size,
                 handoff = w.handoff](WindowReader& reader) mutable {
     ReadEnd end = ReadEnd::kRead;
@@ -565,6 +560,13 @@ bool Repairs::TakeRead(OpenWindow& w) {
                               config_.chunk_memory_bytes,
                               std::max(config_.chunk_size, config_.max_chunk_size));
   return true;
+}
+
+WindowReader& Repairs::Reader() {
+  if (!reader_)
+    reader_ = std::make_unique<WindowReader>(config_.source,
+                                             "dblogd " + consumer_.name + " repairs");
+  return *reader_;
 }
 
 void Repairs::Abandon(const std::string& id) {

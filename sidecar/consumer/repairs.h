@@ -193,6 +193,8 @@ class Repairs {
   void OnChunkRead(const std::string& id, ReadEnd end, const std::string& error);
   // Moves the window's chunk out of its handoff once the reader put it there; false before.
   bool TakeRead(OpenWindow& w);
+  // The consumer's reader, made at its first use.
+  WindowReader& Reader();
   // The window's markers, if they come out of the log, are ignored.
   void Abandon(const std::string& id);
   // A write of the request's bookkeeping (RecordProgress, FinishRequest: false when the source

@@ -37,26 +37,16 @@ pg::Connection& WindowReader::Sql() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_) throw std::runtime_error("dblogd is stopping the consumer's repairs");
   }
-  if (reconnect_.exchange(false)) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    canceller_.reset();
-    sql_.reset();
-  }
+  if (reconnect_.exchange(false)) Drop();
   if (!Lost() && std::chrono::steady_clock::now() - idle_since_ > std::chrono::seconds(1)) {
     try {
       sql_->Exec("SELECT 1");
     } catch (const std::exception&) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      canceller_.reset();
-      sql_.reset();
+      Drop();
     }
   }
   if (!Lost()) return *sql_;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    canceller_.reset();
-  }
-  sql_.reset();
+  Drop();
   pg::Connection opened =
       pg::Connection::Open(conninfo_, false, {{"application_name", application_name_}});
   auto canceller = std::make_unique<pg::Canceller>(opened);
@@ -99,7 +89,10 @@ void WindowReader::Settle() {
       drop = true;
     }
   }
-  if (!drop) return;
+  if (drop) Drop();
+}
+
+void WindowReader::Drop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     canceller_.reset();

@@ -50,6 +50,8 @@ class WindowReader {
   void Loop();
   // After a job: a broken connection dropped, an open transaction rolled back.
   void Settle();
+  // The connection closed (its canceller first: it is not valid after the close).
+  void Drop();
 
   const std::string conninfo_;
   const std::string application_name_;
