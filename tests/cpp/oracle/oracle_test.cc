@@ -14,7 +14,9 @@
 // dblogd and the writers follow it by a multi-host connection string, the consumer is
 // reconciled, and the target must equal the new primary. One more table (DdlTable) has its schema
 // changed all along, after the bootstrap: columns added, dropped, renamed, swapped, widened,
-// the table renamed (issue 15, item 5); the target must follow it by identity.
+// the table renamed (issue 15, item 5); the target must follow it by identity. A third runs the
+// seeds through dblogd --source-plugin=pgoutput on a cluster of each major, 15 to 18, with no
+// extension (issue 23, item 8).
 //
 // CI runs DBLOG_ORACLE_SEEDS seeds (default 2, from base seed 1130) of DBLOG_ORACLE_SECONDS
 // (default 20) each. Soak locally: DBLOG_ORACLE_BASE_SEED=0 (random) DBLOG_ORACLE_SEEDS=50
@@ -67,6 +69,9 @@ class OracleTest : public DblogdTest {
   // promoted in the middle of the seed (issue 24).
   void RunSeed(std::uint64_t seed, int seconds, bool failover = false);
   void RunSeeds(bool failover, int default_seeds);
+  // A cluster of PostgreSQL `major` without the extension, the test's source from now on, for
+  // dblogd --source-plugin=pgoutput (pgoutput_major_).
+  void MakePgoutputSource(int major);
   // A PostgreSQL 15 primary and its asynchronous standby; the test's source from now on is
   // both hosts with target_session_attrs=read-write, so that every session of the test, the
   // writers' and dblogd's follow the promotion.
@@ -79,6 +84,7 @@ class OracleTest : public DblogdTest {
   std::string target_db_;
   std::unique_ptr<Cluster> primary_, standby_;
   bool failed_over_ = false;
+  int pgoutput_major_ = 0;  // the seeds run in pgoutput mode on this major (0: the extension)
 };
 
 // tests/pg-cluster.sh COMMAND DIR, which must succeed.
@@ -99,6 +105,19 @@ void OracleTest::MakePrimaryAndStandby() {
   standby_ = primary_->MakeStandby("standby1", &error);
   ASSERT_TRUE(standby_) << error;
   UseSource(FailoverConninfo(*primary_, *standby_));
+}
+
+void OracleTest::MakePgoutputSource(int major) {
+  primary_ = std::make_unique<Cluster>(major);
+  if (primary_->status() == 3)
+    FAIL() << "PostgreSQL " << major << " binaries absent: run scripts/fetch-postgres.sh " << major;
+  ASSERT_EQ(primary_->status(), 0) << "tests/pg-cluster.sh start " << major;
+  {
+    PgConn p(primary_->conninfo());
+    p.exec("ALTER SYSTEM SET log_error_verbosity = 'verbose'");
+    p.exec("SELECT pg_reload_conf()");
+  }
+  UseSource(primary_->conninfo(), SourceMode::kPgoutput);
 }
 
 void OracleTest::FailOver(bool lose_commits, std::mt19937_64& rng) {
@@ -125,7 +144,12 @@ void OracleTest::FailOver(bool lose_commits, std::mt19937_64& rng) {
 // follow by identity (docs/operations.md, Schema changes: dropped columns are dropped).
 class DdlTable {
  public:
-  explicit DdlTable(std::string schema) : schema_(std::move(schema)) {}
+  // retypes_and_drops false: no column dropped or retyped. In pgoutput mode such a change made
+  // before dblogd read the table's earlier changes stops the consumer (docs/pgoutput.md, "What
+  // does not exist yet": identity across DDL beyond what the catalog gives), and dblogd lags
+  // behind the writer whenever the seed kills it.
+  DdlTable(std::string schema, bool retypes_and_drops)
+      : schema_(std::move(schema)), retypes_and_drops_(retypes_and_drops) {}
   void Create(PgConn& db) {
     db.exec("CREATE TABLE " + Name() + " (id int PRIMARY KEY, c1 int, c2 text)");
     columns_ = {{"c1", "int"}, {"c2", "text"}};
@@ -242,7 +266,9 @@ class DdlTable {
     std::vector<std::pair<std::string, std::string>> after = columns_;
     std::string table = table_;
     std::string sql;
-    switch (rng() % 8) {
+    const std::uint64_t kind = rng() % 8;
+    if (!retypes_and_drops_ && (kind == 1 || kind == 4 || kind == 7)) return;
+    switch (kind) {
       case 0: {  // add
         const std::string name = "c" + std::to_string(next_++);
         const std::string type = rng() % 2 ? "int" : "text";
@@ -324,6 +350,7 @@ class DdlTable {
   }
 
   std::string schema_;
+  bool retypes_and_drops_;
   std::string oid_;
   std::string table_ = "t_ddl";
   std::vector<std::pair<std::string, std::string>> columns_;  // besides id: name, type
@@ -340,10 +367,12 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds, bool failover) {
   failed_over_ = false;
   if (failover) {
     ASSERT_NO_FATAL_FAILURE(MakePrimaryAndStandby());
+  } else if (pgoutput_major_ != 0) {
+    ASSERT_NO_FATAL_FAILURE(MakePgoutputSource(pgoutput_major_));
   }
   const std::string s = schema();
   CreateWorkloadTables(db(), s);
-  DdlTable ddl_table(s);
+  DdlTable ddl_table(s, pgoutput_major_ == 0);
   ddl_table.Create(db());
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 50; ++i) RandomTransaction(db(), s, rng, kOracleWorkload);
@@ -365,6 +394,7 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds, bool failover) {
   // the whole scope), not bootstrapped again
   std::vector<std::string> flags = {"--chunk-size=300", "--max-chunk-size=2400"};
   if (failover) flags.push_back("--on-slot-lost=reconcile");
+  if (pgoutput_major_ != 0) flags.push_back("--source-plugin=pgoutput");
   StartDblogd(flags);
   char tmpl[] = "/tmp/dblog-apply-XXXXXX";
   close(mkstemp(tmpl));
@@ -377,10 +407,14 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds, bool failover) {
   // Issue 13, item 2: a repair requested while the bootstrap copies, and in half the seeds
   // dblogd killed before the bootstrap can end, so that it is redone from a new slot. Every
   // request must still run (checked with the others at the end).
-  {  // the consumer exists once its bootstrap began (a repair before names no consumer)
+  {  // the consumer exists once its bootstrap began (a repair before names no consumer); in
+     // pgoutput mode dblogd makes dblog.consumers at the consumer's first connection
     const auto until = std::chrono::steady_clock::now() + 60s;
-    while (db().scalar("SELECT count(*) FROM dblog.consumers WHERE name = '" + consumer() +
-                       "'") == "0") {
+    auto begun = [&] {
+      return HasBookkeeping() && db().scalar("SELECT count(*) FROM dblog.consumers WHERE name = '" +
+                                             consumer() + "'") != "0";
+    };
+    while (!begun()) {
       ASSERT_LT(std::chrono::steady_clock::now(), until) << "the bootstrap never began";
       std::this_thread::sleep_for(5ms);
     }
@@ -521,7 +555,7 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds, bool failover) {
           }
           break;
         case 5:
-          if (!restarted_pg && failover) {
+          if (!restarted_pg && primary_) {  // a source of the seed's own
             ASSERT_TRUE((failed_over_ ? standby_ : primary_)->Restart());
             ReconnectDb();
             restarted_pg = true;
@@ -652,12 +686,14 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds, bool failover) {
   RecordProperty("seed", std::to_string(seed));
   std::printf("oracle seed %llu: %d dblogd kills (%d during the bootstrap, after a repair was "
               "requested), %d apply kills (%d starts), %d repairs, %d DDL statements (table now "
-              "%s, %zu tables moved into the scope), PostgreSQL restarted: %s, failover: %s\n",
+              "%s, %zu tables moved into the scope), PostgreSQL restarted: %s, failover: %s%s\n",
               static_cast<unsigned long long>(seed), dblogd_kills, bootstrap_kills, apply_kills,
               apply.starts(), repairs, ddl_table.ddl(), ddl_table.table().c_str(),
               ddl_table.moved().size(), restarted_pg ? "yes" : "no",
               !failover ? "no" : lost_commits ? "yes, with commits the standby never received"
-                                              : "yes");
+                                              : "yes",
+              pgoutput_major_ ? (", pgoutput mode on " + std::to_string(pgoutput_major_)).c_str()
+                              : "");
   db().exec("DROP SCHEMA IF EXISTS " + ddl_table.OutsideSchema() + " CASCADE");
   if (!HasFailure()) unlink(tmpl);
 }
@@ -750,6 +786,21 @@ TEST_F(OracleTest, RandomizedWorkloadConvergesThroughAFailover) {
     GTEST_SKIP() << "DBLOG_ORACLE_FAILOVER=1 runs it (tests/soak.sh does)";
   RunSeeds(true, 1);
 }
+
+// Issue 23, item 8: the same seeds through dblogd --source-plugin=pgoutput, on a cluster of
+// each major without the extension (dblogd, a superuser there, makes its tables, the
+// publication and the DDL trigger itself). The DDL table drops and retypes no column (DdlTable).
+class OraclePgoutputTest : public OracleTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(OraclePgoutputTest, RandomizedWorkloadConverges) {
+  pgoutput_major_ = GetParam();
+  RunSeeds(false, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Majors, OraclePgoutputTest, ::testing::Values(15, 16, 17, 18),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "PostgreSQL" + std::to_string(i.param);
+                         });
 
 }  // namespace
 }  // namespace dblog::test

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <boost/asio.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -429,11 +430,14 @@ void DblogdTest::SetUp() {
   if (!ci) GTEST_SKIP() << "DBLOG_TEST_CONNINFO is not set (tests/run.sh sets it)";
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = std::string("e2e_") + info->name();
-  for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (auto& ch : name)  // a parameterized test's name has a '/'
+    ch = std::isalnum(static_cast<unsigned char>(ch))
+             ? static_cast<char>(std::tolower(static_cast<unsigned char>(ch)))
+             : '_';
   if (name.size() > 40) name.resize(40);
   schema_ = name;
   consumer_ = name;
-  PrepareSource(*ci);
+  PrepareSource(*ci, SourceMode::kExtension);
 }
 
 void DblogdTest::BootstrapThenLoseTheSlot(Replay& replay) {
@@ -460,21 +464,28 @@ void DblogdTest::BootstrapThenLoseTheSlot(Replay& replay) {
   }
 }
 
-void DblogdTest::UseSource(const std::string& conninfo) {
+void DblogdTest::UseSource(const std::string& conninfo, SourceMode mode) {
   db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
-  PrepareSource(conninfo);
+  PrepareSource(conninfo, mode);
 }
 
-void DblogdTest::PrepareSource(const std::string& conninfo) {
+bool DblogdTest::HasBookkeeping() {
+  return db_->scalar("SELECT to_regclass('dblog.request_queue') IS NOT NULL AND "
+                     "to_regclass('dblog.consumers') IS NOT NULL") == "t";
+}
+
+void DblogdTest::PrepareSource(const std::string& conninfo, SourceMode mode) {
   conninfo_ = conninfo;
   db_.emplace(conninfo_);
-  db_->exec("CREATE EXTENSION IF NOT EXISTS dblog");
+  if (mode == SourceMode::kExtension) db_->exec("CREATE EXTENSION IF NOT EXISTS dblog");
   db_->exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
             " WHERE slot_name = '" + Slot() + "'");
-  db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");
-  db_->exec("DELETE FROM dblog.request_progress WHERE consumer = '" + consumer_ + "'");
-  db_->exec("DELETE FROM dblog.request_queue WHERE consumer = '" + consumer_ +
-            "' OR table_name LIKE '" + schema_ + ".%'");
+  if (HasBookkeeping()) {
+    db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");
+    db_->exec("DELETE FROM dblog.request_progress WHERE consumer = '" + consumer_ + "'");
+    db_->exec("DELETE FROM dblog.request_queue WHERE consumer = '" + consumer_ +
+              "' OR table_name LIKE '" + schema_ + ".%'");
+  }
   db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
   db_->exec("CREATE SCHEMA " + schema_);
   db_->exec("CREATE TABLE " + schema_ + ".sentinel (id int PRIMARY KEY)");
@@ -494,7 +505,7 @@ void DblogdTest::TearDown() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");
+  if (HasBookkeeping()) db_->exec("DELETE FROM dblog.consumers WHERE name = '" + consumer_ + "'");
   db_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
 }
 

@@ -124,9 +124,14 @@ class DblogdTest : public ::testing::Test {
   void ReconnectDb() { db_.emplace(conninfo_); }
   std::string conninfo() const { return conninfo_; }
   // From here on the test's source is another server (a cluster of the test's own, or a
-  // multi-host string for a failover): the extension, the test's schema and its sentinel table
-  // are made there, and the schema made on the shared cluster is dropped.
-  void UseSource(const std::string& conninfo);
+  // multi-host string for a failover): the extension (unless the source serves dblogd
+  // --source-plugin=pgoutput, where dblogd makes its own tables), the test's schema and its
+  // sentinel table are made there, and the schema made on the shared cluster is dropped.
+  enum class SourceMode { kExtension, kPgoutput };
+  void UseSource(const std::string& conninfo, SourceMode mode = SourceMode::kExtension);
+  // Whether dblog's bookkeeping exists on the source (a pgoutput source before dblogd made it
+  // at its consumer's first connection: no).
+  bool HasBookkeeping();
   // A fresh schema and consumer name per test.
   const std::string& schema() const { return schema_; }
   const std::string& consumer() const { return consumer_; }
@@ -163,7 +168,7 @@ class DblogdTest : public ::testing::Test {
   long dblogd_fd_limit_ = 0;  // RLIMIT_NOFILE for the next StartDblogd (0: inherited)
 
  private:
-  void PrepareSource(const std::string& conninfo);
+  void PrepareSource(const std::string& conninfo, SourceMode mode);
 
   std::optional<PgConn> db_;
   std::string conninfo_;
