@@ -174,6 +174,29 @@ std::string PgoutputSource::TablesJoinedMessage(const std::vector<std::string>& 
          "restarted (docs/pgoutput.md)";
 }
 
+PgoutputSource::WatermarksCheck PgoutputSource::CheckWatermarks(pg::Connection& sql) const {
+  pg::Result r = sql.ExecParams(
+      "SELECT p.pubowner OPERATOR(pg_catalog.=) r.oid,"
+      "       EXISTS (SELECT 1 FROM pg_catalog.pg_publication_rel pr"
+      "                 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) pr.prrelid"
+      "                 JOIN pg_catalog.pg_namespace n"
+      "                   ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      "                WHERE pr.prpubid OPERATOR(pg_catalog.=) p.oid"
+      "                  AND n.nspname OPERATOR(pg_catalog.=) 'dblog'"
+      "                  AND c.relname OPERATOR(pg_catalog.=) 'watermarks'"
+      "                  AND c.relowner OPERATOR(pg_catalog.=) r.oid)"
+      "  FROM pg_catalog.pg_publication p, pg_catalog.pg_roles r"
+      " WHERE p.pubname OPERATOR(pg_catalog.=) $1 AND r.rolname OPERATOR(pg_catalog.=) current_user",
+      {publication_});
+  WatermarksCheck check;
+  if (r.ntuples() == 0) return check;  // dropped: PublicationDrift says so
+  check.owned = r.bool_value(0, 0);
+  check.missing = !r.bool_value(0, 1);
+  check.statement =
+      "ALTER PUBLICATION " + common::QuoteIdent(publication_) + " ADD TABLE dblog.watermarks";
+  return check;
+}
+
 std::string PgoutputSource::PublicationDrift(pg::Connection& sql) const {
   pg::Result r = sql.ExecParams(
       "SELECT p.puballtables,"

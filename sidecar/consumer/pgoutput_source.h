@@ -80,6 +80,15 @@ class PgoutputSource {
   // column list. Its owner (or a superuser) may alter it at any time, and pgoutput then leaves
   // changes out of the slot's stream for good. One catalog query, for every heartbeat.
   std::string PublicationDrift(pg::Connection& sql) const;
+  // dblog.watermarks (dblogd's role's) taken out of the publication: the windows' markers
+  // written since are not in the stream. `owned`: dblogd's role owns the publication and can run
+  // `statement`, which puts it back. One catalog query, for every heartbeat.
+  struct WatermarksCheck {
+    bool missing = false;
+    bool owned = false;
+    std::string statement;
+  };
+  WatermarksCheck CheckWatermarks(pg::Connection& sql) const;
   // Why a consumer whose bootstrap finished cannot go on with `tables` added when its repairs
   // cannot run (`why`), and what to do.
   std::string TablesJoinedMessage(const std::vector<std::string>& tables,

@@ -899,6 +899,12 @@ void Pipeline::CheckPublicationCoversScope() {
     return;
   }
   if (!drift.empty()) return Fail(Error::SOURCE_ERROR, drift);
+  try {
+    CheckWatermarksPublished(bookkeeping_.Sql());
+  } catch (const std::exception&) {
+    bookkeeping_.Reset();  // the source is away: the stream's reconnect says so
+    return;
+  }
   if (missing.empty()) return;
   if (config_.bootstrap && !repairs_unavailable_.empty())
     return Fail(Error::SCOPE_ERROR, pgoutput_->TablesJoinedMessage(missing, repairs_unavailable_));
@@ -920,6 +926,42 @@ void Pipeline::CheckPublicationCoversScope() {
   Fail(Error::SCOPE_ERROR, "tables joined the scope: " + missing.front() +
                                (missing.size() > 1 ? " and others" : "") +
                                "; reconnect to have them added to publication " + slot_);
+}
+
+void Pipeline::CheckWatermarksPublished(pg::Connection& sql) {
+  if (!repairs_unavailable_.empty() && !watermarks_unpublished_) return;  // never could run
+  const PgoutputSource::WatermarksCheck check = pgoutput_->CheckWatermarks(sql);
+  if (!check.missing) {
+    if (watermarks_unpublished_) {
+      watermarks_unpublished_ = false;
+      repairs_unavailable_.clear();
+      repairs_->SetUnavailable("");
+      log::Info("repairs_available", {{"consumer", consumer_.name},
+                                      {"reason", "publication " + slot_ +
+                                                     " holds dblog.watermarks again"}});
+    }
+    return;
+  }
+  if (watermarks_unpublished_) return;  // said already
+  const std::string what = "publication " + slot_ + " no longer holds dblog.watermarks";
+  // markers written since it was taken out are not in the stream: a window waiting for them
+  // would wait for ever; the windows in flight are read again under new markers
+  repairs_->AbandonWindows(what);
+  if (check.owned) {
+    try {
+      sql.Exec(check.statement);
+      log::Warn("publication_watermarks_restored",
+                {{"consumer", consumer_.name}, {"statement", check.statement}});
+      return;
+    } catch (const pg::Error& e) {
+      log::Warn("publication_watermarks_restore_failed",
+                {{"consumer", consumer_.name}, {"error", e.server_message()}});
+    }
+  }
+  watermarks_unpublished_ = true;
+  repairs_unavailable_ = what + "; have its owner run: " + check.statement;
+  log::Warn("repairs_unavailable", {{"consumer", consumer_.name}, {"reason", repairs_unavailable_}});
+  repairs_->SetUnavailable("repairs cannot run in pgoutput mode: " + repairs_unavailable_);
 }
 
 void Pipeline::AddJoinedTables(pg::Connection& sql, const PublicationPlan& plan) {

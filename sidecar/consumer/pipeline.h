@@ -110,6 +110,9 @@ class Pipeline : public server::Consumer,
   // (AddJoinedTables), or ends the session where repairs cannot run; a publication altered by
   // another role ends it.
   void CheckPublicationCoversScope();
+  // pgoutput mode, each heartbeat: dblog.watermarks still in the publication, or put back
+  // (abandoning the windows in flight, whose markers may be lost), or repairs unavailable.
+  void CheckWatermarksPublished(pg::Connection& sql);
   // pgoutput mode: tables that joined the scope of a consumer streaming from its slot go into
   // the publication with a whole-table repair each, in one transaction (both or neither, and
   // every window of the repair reads after the table's changes entered the stream).
@@ -186,6 +189,9 @@ class Pipeline : public server::Consumer,
   google::protobuf::Arena parse_arena_;
   std::unique_ptr<Repairs> repairs_;
   std::string repairs_unavailable_;  // pgoutput mode: why repairs cannot run ("" when they can)
+  // pgoutput mode: repairs_unavailable_ because dblog.watermarks was taken out of a publication
+  // dblogd's role does not own (available again once its owner puts it back)
+  bool watermarks_unpublished_ = false;
   // pgoutput mode (--source-plugin pgoutput) only: the publication and the stream's decoding.
   std::unique_ptr<PgoutputSource> pgoutput_;
   std::vector<dblog::v1::Event> pgoutput_events_;

@@ -324,12 +324,24 @@ void Repairs::RecordAgain() {
 void Repairs::OnSourceReconnect() {
   // A window that was open is abandoned (its markers may be replayed or lost): the chunk is
   // read again under a new one.
-  for (const OpenWindow& w : windows_) Abandon(w.window.id());
-  windows_.clear();  // a chunk still with the reader is dropped when it comes (OnChunkRead)
-  ahead_failed_ = false;
+  DropWindows();
   if (reader_) reader_->Reconnect();  // its connection may be broken, or on the old primary
   closing_progress_.reset();
   control_oid_.reset();
+}
+
+void Repairs::AbandonWindows(const std::string& why) {
+  if (windows_.empty()) return;
+  log::Warn("repair_windows_abandoned",
+            {{"consumer", consumer_.name}, {"windows", windows_.size()}, {"reason", why}});
+  DropWindows();
+  Schedule();
+}
+
+void Repairs::DropWindows() {
+  for (const OpenWindow& w : windows_) Abandon(w.window.id());
+  windows_.clear();  // a chunk still with the reader is dropped when it comes (OnChunkRead)
+  ahead_failed_ = false;
 }
 
 void Repairs::Stop() {

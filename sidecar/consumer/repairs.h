@@ -94,6 +94,9 @@ class Repairs {
   // pgoutput mode: repairs cannot run for this consumer (`why`: what to do); each request fails
   // with it. "" again when they can.
   void SetUnavailable(std::string why) { unavailable_ = std::move(why); }
+  // The windows in flight cannot close (pgoutput mode: their markers may never come): abandoned,
+  // their chunks read again under new windows, as after a reconnect.
+  void AbandonWindows(const std::string& why);
   // pgoutput mode (no request reaches dblogd through the log): reads the queue for new and
   // cancelled requests every second while the stream runs.
   void PollQueue();
@@ -197,6 +200,8 @@ class Repairs {
   WindowReader& Reader();
   // The window's markers, if they come out of the log, are ignored.
   void Abandon(const std::string& id);
+  // Every window in flight abandoned (their markers ignored if they come).
+  void DropWindows();
   // A write of the request's bookkeeping (RecordProgress, FinishRequest: false when the source
   // went away). One the source could not take is written again a second later, and every
   // later one waits behind it: a request's states reach the source in their order.

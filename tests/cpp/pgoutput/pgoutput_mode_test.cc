@@ -463,6 +463,73 @@ TEST_P(PgoutputModeTest, RepairsMendADamagedReplayWhileTheWorkloadRuns) {
   // (markers of the killed dblogd's last window may come again from the slot: ignored, logged)
 }
 
+// dblog.watermarks taken out of the publication (by its owner, dblogd's role here, or a
+// superuser) while a repair runs: the windows' markers written since are not in the stream, and
+// a window waiting for them waited for ever (before: the repair below never ended). dblogd puts
+// it back at the next heartbeat and reads the windows in flight again under new markers; the
+// repair ends and the damaged replay converges.
+TEST_P(PgoutputModeTest, WatermarksTakenOutOfThePublicationArePutBackAndTheRepairEnds) {
+  const std::string s = kSchema;
+  CreateTableAAndSentinel(40000);
+  StartDblogd(s + ".*", {"--chunk-size=200", "--max-chunk-size=200", "--heartbeat-interval=1"});
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  const auto oid = static_cast<std::uint32_t>(
+      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
+  int i = 0;
+  for (const auto& [key, row] : replay.Table(oid))
+    if (i++ % 9 == 0) replay.Erase(oid, key);
+  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (db_->scalar("SELECT chunks_done FROM dblog.requests WHERE id = " + id) == "0") {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
+  }
+  db_->exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
+  while (db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "done") {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the repair never ended: " << db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id)
+        << "\n" << dblogd_->log();
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "sentinel"});
+  EXPECT_EQ(db_->scalar("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'dblog_sink' "
+                        "AND schemaname = 'dblog' AND tablename = 'watermarks'"),
+            "1");
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "publication_watermarks_restored"), 1);
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "repair_windows_abandoned"), 1);
+
+  // A publication dblogd's role does not own: taken out by its owner, repairs fail naming the
+  // statement that puts it back; once put back, they run again.
+  PgConn admin(cluster_->conninfo());
+  admin.exec("ALTER PUBLICATION dblog_sink OWNER TO postgres");
+  admin.exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
+  auto wait_for = [&](const std::string& request, const std::string& state) {
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    while (db_->scalar("SELECT state FROM dblog.requests WHERE id = " + request) != state) {
+      ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+      ASSERT_LT(std::chrono::steady_clock::now(), until)
+          << "request " << request << " never " << state << "\n" << dblogd_->log();
+      std::this_thread::sleep_for(100ms);
+    }
+  };
+  std::this_thread::sleep_for(2500ms);  // a heartbeat or two
+  const std::string refused = db_->scalar("SELECT dblog.repair('" + s + ".a')");
+  ASSERT_NO_FATAL_FAILURE(wait_for(refused, "failed"));
+  const std::string error = db_->scalar("SELECT error FROM dblog.requests WHERE id = " + refused);
+  EXPECT_NE(error.find("ALTER PUBLICATION \"dblog_sink\" ADD TABLE dblog.watermarks"),
+            std::string::npos)
+      << error;
+  admin.exec("ALTER PUBLICATION dblog_sink ADD TABLE dblog.watermarks");
+  std::this_thread::sleep_for(2500ms);
+  ASSERT_NO_FATAL_FAILURE(wait_for(db_->scalar("SELECT dblog.repair('" + s + ".a')"), "done"));
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "repairs_available"), 1);
+}
+
 // Tables joining the scope of a consumer that has bootstrapped, as in the extension's mode: each
 // goes into the publication with a whole-table repair, in one transaction, so that its rows
 // written before (not in the stream) come through the repair's windows and its changes after
