@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -263,6 +264,21 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
     }
   }
 
+  // Reads (acknowledging) until request `id` is in `state`, at most `timeout`.
+  void ReadUntilRequest(dblog::client::Client& c, Replay& replay, const std::string& id,
+                        const std::string& state, std::chrono::seconds timeout = 60s) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id) != state) {
+      ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+      ASSERT_LT(std::chrono::steady_clock::now(), until)
+          << "request " << id << " never " << state << ": "
+          << db_->scalar("SELECT state || ' ' || coalesce(error, '') FROM dblog.requests "
+                         "WHERE id = " + id)
+          << "\n" << dblogd_->log();
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+
   std::unique_ptr<Cluster> cluster_;
   std::unique_ptr<PgConn> db_, pinned_;
   std::unique_ptr<DblogdProcess> dblogd_;
@@ -488,13 +504,7 @@ TEST_P(PgoutputModeTest, WatermarksTakenOutOfThePublicationArePutBackAndTheRepai
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
   }
   db_->exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
-  while (db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id) != "done") {
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-        << "the repair never ended: " << db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id)
-        << "\n" << dblogd_->log();
-    std::this_thread::sleep_for(100ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
   ExpectConverged(replay, {"a", "sentinel"});
   EXPECT_EQ(db_->scalar("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'dblog_sink' "
@@ -508,26 +518,134 @@ TEST_P(PgoutputModeTest, WatermarksTakenOutOfThePublicationArePutBackAndTheRepai
   PgConn admin(cluster_->conninfo());
   admin.exec("ALTER PUBLICATION dblog_sink OWNER TO postgres");
   admin.exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
-  auto wait_for = [&](const std::string& request, const std::string& state) {
-    const auto until = std::chrono::steady_clock::now() + 60s;
-    while (db_->scalar("SELECT state FROM dblog.requests WHERE id = " + request) != state) {
-      ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-      ASSERT_LT(std::chrono::steady_clock::now(), until)
-          << "request " << request << " never " << state << "\n" << dblogd_->log();
-      std::this_thread::sleep_for(100ms);
-    }
-  };
   std::this_thread::sleep_for(2500ms);  // a heartbeat or two
   const std::string refused = db_->scalar("SELECT dblog.repair('" + s + ".a')");
-  ASSERT_NO_FATAL_FAILURE(wait_for(refused, "failed"));
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, refused, "failed"));
   const std::string error = db_->scalar("SELECT error FROM dblog.requests WHERE id = " + refused);
   EXPECT_NE(error.find("ALTER PUBLICATION \"dblog_sink\" ADD TABLE dblog.watermarks"),
             std::string::npos)
       << error;
   admin.exec("ALTER PUBLICATION dblog_sink ADD TABLE dblog.watermarks");
   std::this_thread::sleep_for(2500ms);
-  ASSERT_NO_FATAL_FAILURE(wait_for(db_->scalar("SELECT dblog.repair('" + s + ".a')"), "done"));
+  ASSERT_NO_FATAL_FAILURE(
+      ReadUntilRequest(c, replay, db_->scalar("SELECT dblog.repair('" + s + ".a')"), "done"));
   EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "repairs_available"), 1);
+}
+
+// The extension mode's cancel, rate-cap, forged-marker and source-restart repair tests
+// (RepairTest.*, DblogdTest.ForgedMarkersAreCountedAndLoggedRateLimited), in this mode.
+
+// dblog.cancel stops a running request; what was repaired before is right.
+TEST_P(PgoutputModeTest, CancelStopsARequest) {
+  const std::string s = kSchema;
+  CreateTableAAndSentinel(20000);
+  StartDblogd(s + ".*", {"--chunk-size=10", "--max-chunk-size=10"});
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "running"));
+  EXPECT_EQ(db_->scalar("SELECT dblog.cancel(" + id + ")"), "t");
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "cancelled"));
+  EXPECT_LT(std::stoll(db_->scalar("SELECT rows_emitted FROM dblog.requests WHERE id = " + id)),
+            20000);
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a"});
+}
+
+// --repair-rows-per-second spaces the windows: 1,500 rows at 1,000 rows/s take over 1.25 s.
+TEST_P(PgoutputModeTest, RepairRateCapSpacesTheWindows) {
+  const std::string s = kSchema;
+  CreateTableAAndSentinel(1500);
+  StartDblogd(s + ".*", {"--chunk-size=250", "--repair-rows-per-second=1000"});
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  const auto started = std::chrono::steady_clock::now();
+  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1250ms);
+  ExpectConverged(replay, {"a"});
+}
+
+// Markers nobody's window wrote: rows of dblog.watermarks that a superuser writes for this
+// consumer's windows that do not exist, or for another consumer, are ignored (this consumer's
+// counted); no other role may write the table; a logical message with the extension's marker
+// prefix is not in this mode's stream at all. Nothing is forwarded, nothing lost.
+TEST_P(PgoutputModeTest, ForgedMarkersAreIgnoredAndCounted) {
+  const std::string s = kSchema;
+  CreateTableAAndSentinel(0);  // no bootstrap: the replay has what is written after
+  StartDblogd(s + ".*", {"--bootstrap=false"});
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  PgConn admin(cluster_->conninfo());
+  // one row per consumer (dblogd sets its consumer's row for each marker)
+  admin.exec("DO $$ BEGIN FOR i IN 1..50 LOOP INSERT INTO dblog.watermarks (consumer, content) "
+             "VALUES ('sink', 'lo:bogus' || i) ON CONFLICT (consumer) DO UPDATE SET content = "
+             "EXCLUDED.content; END LOOP; END $$");
+  admin.exec("INSERT INTO dblog.watermarks (consumer, content) VALUES ('someone_else', 'hi:x')");
+  admin.exec("CREATE ROLE forger LOGIN");
+  PgConn forger(As(*cluster_, "forger"));
+  EXPECT_THROW(forger.exec("INSERT INTO dblog.watermarks (consumer, content) VALUES "
+                           "('sink', 'lo:x')"),
+               std::exception);
+  forger.exec("SELECT pg_logical_emit_message(true, 'dblog.watermark/sink', 'lo:y')");
+  db_->exec("INSERT INTO " + s + ".a VALUES (-1, 'after')");
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "sentinel"});
+  EXPECT_EQ(dblog::test::MetricValue(dblogd_->Metrics(),
+                                     "dblog_foreign_markers_total{consumer=\"sink\"}"),
+            50);
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "foreign_watermark_ignored"), 1);
+}
+
+// The server restarts (fast shutdown) in the middle of a repair while the consumer reads on:
+// the repair finishes and the replay converges.
+TEST_P(PgoutputModeTest, ASourceRestartDuringARepairIsRecoveredFrom) {
+  const std::string s = kSchema;
+  CreateTableAAndSentinel(4000);
+  StartDblogd(s + ".*", {"--chunk-size=20", "--max-chunk-size=20",
+                         "--repair-rows-per-second=2000", "--reconnect-min=0.1",
+                         "--heartbeat-interval=0.2"});
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  const auto oid = static_cast<std::uint32_t>(
+      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
+  int i = 0;
+  for (const auto& [key, row] : replay.Table(oid))
+    if (i++ % 5 == 0) replay.Erase(oid, key);
+  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "running"));
+  db_.reset();
+  pinned_.reset();
+  // the consumer reads and acknowledges while the server restarts: a shutdown waits for its
+  // walsenders' receivers to confirm what they were sent
+  std::atomic<bool> restarted{false};
+  bool restart_ok = false;
+  std::thread restart([&] {
+    restart_ok = cluster_->Restart();
+    restarted = true;
+  });
+  dblog::test::OnScopeExit join([&] {
+    if (restart.joinable()) restart.join();
+  });
+  dblog::client::Item item;  // the session outlives the source's restart
+  while (!restarted && c.Next(item))
+    if (auto* e = std::get_if<dblog::v1::StreamEvent>(&item)) {
+      replay.Apply(*e);
+      if (e->has_commit()) c.Ack(*dblog::client::Client::PositionOf(*e));
+    }
+  restart.join();
+  ASSERT_TRUE(restart_ok);
+  db_ = std::make_unique<PgConn>(As(*cluster_, kRole));
+  pinned_ = std::make_unique<PgConn>(As(*cluster_, kRole) + " options='" +
+                                     po::OutputSettingsOptions() + "'");
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "sentinel"});
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "source_reconnected"), 1);
 }
 
 // Tables joining the scope of a consumer that has bootstrapped, as in the extension's mode: each
