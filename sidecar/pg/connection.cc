@@ -172,10 +172,16 @@ void CopyBuffer::reset() {
 
 Connection Connection::Open(const std::string& conninfo, bool replication,
                             const std::vector<std::pair<std::string, std::string>>& overrides) {
-  // With expand_dbname, the first "dbname" entry is parsed as a conninfo string or URI and
-  // every later keyword overrides what it set.
-  std::vector<const char*> keys{"dbname"};
-  std::vector<const char*> values{conninfo.c_str()};
+  // With expand_dbname, the first "dbname" entry is parsed as a conninfo string or URI: it
+  // overrides the keywords before it (kSilentPeerDefaults) and every later keyword overrides
+  // what it set.
+  std::vector<const char*> keys, values;
+  for (const auto& [key, value] : kSilentPeerDefaults) {
+    keys.push_back(key);
+    values.push_back(value);
+  }
+  keys.push_back("dbname");
+  values.push_back(conninfo.c_str());
   if (replication) {
     keys.push_back("replication");
     values.push_back("database");

@@ -125,13 +125,26 @@ class CopyBuffer {
   std::size_t size_ = 0;
 };
 
+// libpq keywords every connection dblogd opens gets unless its conninfo sets them: a source
+// that goes silent (a host blackholed by a failover, a dead network path) is noticed within
+// about a minute by every connection, as PostgreSQL's wal_receiver_timeout (60 s) notices it
+// for a standby. Without them a statement waiting for its answer, or an idle connection, waits
+// for ever (no keepalive before two hours, no data unacknowledged to time out), and a connect
+// to such a host waits for the system's SYN retries (about two minutes) before trying the next
+// host of a multi-host conninfo. TCP connections only (a Unix socket ignores them).
+inline constexpr std::pair<const char*, const char*> kSilentPeerDefaults[] = {
+    {"connect_timeout", "15"},     {"keepalives", "1"},          {"keepalives_idle", "30"},
+    {"keepalives_interval", "10"}, {"keepalives_count", "3"},    {"tcp_user_timeout", "60000"},
+};
+
 class Connection {
  public:
   // Connects with PQconnectdbParams and expand_dbname, so `conninfo` may be a key=value string
   // or a postgresql:// URI. replication=true adds replication=database (a walsender that also
   // accepts SQL). `overrides` are extra libpq keywords applied after conninfo (they win), for
   // example {"options", "-c wal_sender_timeout=5s"} or {"application_name", "..."}.
-  // application_name falls back to "dblogd". Throws Error (SQLSTATE 08001 when the server could
+  // application_name falls back to "dblogd"; kSilentPeerDefaults apply unless conninfo sets
+  // them. Throws Error (SQLSTATE 08001 when the server could
   // not be reached or refused the connection without one).
   static Connection Open(const std::string& conninfo, bool replication,
                          const std::vector<std::pair<std::string, std::string>>& overrides = {});

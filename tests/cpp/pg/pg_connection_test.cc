@@ -2,6 +2,9 @@
 // against a real server: results and NULLs, errors with SQLSTATE/SQL/detail, conninfo strings
 // and URIs, overrides, replication connections, notices, moves.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <cstdlib>
 #include <string>
@@ -143,6 +146,31 @@ TEST_F(ConnectionTest, UnreachableServerIs08001) {
     EXPECT_EQ(e.sqlstate(), "08001");
     EXPECT_TRUE(Contains(e.what(), "cannot connect to PostgreSQL")) << e.what();
   }
+}
+
+// kSilentPeerDefaults reach the socket of a TCP connection (a blackholed source is noticed
+// within about a minute), and a conninfo's own values win over them.
+TEST_F(ConnectionTest, TcpConnectionsGetKeepalivesAndAUserTimeoutUnlessTheConninfoSetsThem) {
+  const char* port = std::getenv("PGPORT");
+  if (!port) GTEST_SKIP() << "PGPORT is not set (tests/run.sh sets it)";
+  const std::string tcp = conninfo() + " host=127.0.0.1 port=" + port;
+  auto option = [](const Connection& c, int level, int name) {
+    int value = -1;
+    socklen_t size = sizeof(value);
+    EXPECT_EQ(getsockopt(c.socket(), level, name, &value, &size), 0);
+    return value;
+  };
+  Connection defaults = Connection::Open(tcp, false);
+  EXPECT_EQ(option(defaults, SOL_SOCKET, SO_KEEPALIVE), 1);
+  EXPECT_EQ(option(defaults, IPPROTO_TCP, TCP_KEEPIDLE), 30);
+  EXPECT_EQ(option(defaults, IPPROTO_TCP, TCP_KEEPINTVL), 10);
+  EXPECT_EQ(option(defaults, IPPROTO_TCP, TCP_KEEPCNT), 3);
+  EXPECT_EQ(option(defaults, IPPROTO_TCP, TCP_USER_TIMEOUT), 60000);
+  Connection replication = Connection::Open(tcp, true);
+  EXPECT_EQ(option(replication, IPPROTO_TCP, TCP_USER_TIMEOUT), 60000);
+  Connection own = Connection::Open(tcp + " keepalives_idle=7 tcp_user_timeout=0", false);
+  EXPECT_EQ(option(own, IPPROTO_TCP, TCP_KEEPIDLE), 7);
+  EXPECT_EQ(option(own, IPPROTO_TCP, TCP_USER_TIMEOUT), 0);
 }
 
 TEST_F(ConnectionTest, UriConninfoAndOverrides) {
