@@ -132,9 +132,11 @@ PublicationPlan PgoutputSource::PlanPublication(pg::Connection& sql) const {
     const std::string add = "ALTER PUBLICATION " + pub + " ADD TABLE dblog.watermarks";
     if (plan.owned)
       plan.statements.push_back(add);
-    else
+    else {
       plan.no_watermarks = "publication " + publication_ + " does not hold dblog.watermarks "
                            "and dblogd's role does not own it; have its owner run: " + add;
+      plan.watermarks_unheld = true;
+    }
   }
   if (!plan.statements.empty() && !plan.owned) {
     std::string fix;

@@ -59,6 +59,7 @@ struct PublicationPlan {
   // dblog.watermarks (repair windows' markers) is in the publication once the statements ran;
   // when not, why (repairs cannot run for this consumer; streaming goes on).
   std::string no_watermarks;
+  bool watermarks_unheld = false;  // it exists, the publication lacks it, dblogd cannot add it
 };
 
 class PgoutputSource {

@@ -182,6 +182,9 @@ void Pipeline::Prepare() {
                               {{"consumer", consumer_.name}},
                               [&] { bookkeeping_.EnsureDdlTrigger(); });
     repairs_unavailable_ = why;
+    // a publication of another role's without dblog.watermarks: available once its owner
+    // puts it in (CheckWatermarksPublished)
+    watermarks_unpublished_ = no_repairs.empty() && publication->watermarks_unheld;
     repairs_->SetUnavailable(why.empty() ? "" : "repairs cannot run in pgoutput mode: " + why);
   } else {
     bookkeeping_.CheckExtension();
@@ -931,33 +934,36 @@ void Pipeline::CheckPublicationCoversScope() {
 void Pipeline::CheckWatermarksPublished(pg::Connection& sql) {
   if (!repairs_unavailable_.empty() && !watermarks_unpublished_) return;  // never could run
   const PgoutputSource::WatermarksCheck check = pgoutput_->CheckWatermarks(sql);
-  if (!check.missing) {
-    if (watermarks_unpublished_) {
-      watermarks_unpublished_ = false;
-      repairs_unavailable_.clear();
-      repairs_->SetUnavailable("");
-      log::Info("repairs_available", {{"consumer", consumer_.name},
-                                      {"reason", "publication " + slot_ +
-                                                     " holds dblog.watermarks again"}});
-    }
-    return;
-  }
-  if (watermarks_unpublished_) return;  // said already
+  auto available_again = [&](const std::string& why) {
+    if (!watermarks_unpublished_) return;
+    watermarks_unpublished_ = false;
+    repairs_unavailable_.clear();
+    repairs_->SetUnavailable("");
+    log::Info("repairs_available", {{"consumer", consumer_.name}, {"reason", why}});
+  };
+  if (!check.missing) return available_again("publication " + slot_ + " holds dblog.watermarks");
   const std::string what = "publication " + slot_ + " no longer holds dblog.watermarks";
   // markers written since it was taken out are not in the stream: a window waiting for them
   // would wait for ever; the windows in flight are read again under new markers
-  repairs_->AbandonWindows(what);
-  if (check.owned) {
+  if (!watermarks_unpublished_) repairs_->AbandonWindows(what);
+  if (check.owned) {  // at every heartbeat until it is back
     try {
+      sql.Exec("BEGIN");
+      sql.Exec("SET LOCAL lock_timeout = '5s'");  // never the consumer's thread stalled
       sql.Exec(check.statement);
+      sql.Exec("COMMIT");
       log::Warn("publication_watermarks_restored",
                 {{"consumer", consumer_.name}, {"statement", check.statement}});
-      return;
+      return available_again("dblogd put dblog.watermarks back");
     } catch (const pg::Error& e) {
-      log::Warn("publication_watermarks_restore_failed",
-                {{"consumer", consumer_.name}, {"error", e.server_message()}});
+      if (!sql.ok()) throw;  // the source went away: the caller resets, the stream reconnects
+      if (sql.in_transaction()) sql.Exec("ROLLBACK");
+      if (!watermarks_unpublished_)
+        log::Warn("publication_watermarks_restore_failed",
+                  {{"consumer", consumer_.name}, {"error", e.server_message()}});
     }
   }
+  if (watermarks_unpublished_) return;  // said already
   watermarks_unpublished_ = true;
   repairs_unavailable_ = what + "; have its owner run: " + check.statement;
   log::Warn("repairs_unavailable", {{"consumer", consumer_.name}, {"reason", repairs_unavailable_}});

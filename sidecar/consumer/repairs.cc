@@ -6,6 +6,7 @@
 
 #include "bootstrap/scope.h"
 #include "common/json.h"
+#include "common/lsn.h"
 #include "common/quote.h"
 #include "bootstrap/copier.h"
 #include "consumer/chunk_query.h"
@@ -141,10 +142,14 @@ void Repairs::OnWatermark(const dblog::v1::Message& m) {
     windows_.front().window.Open();
   else if (windows_.front().window.opened())
     CloseWindow();
+  else  // its low watermark never came (pgoutput mode: out of the publication meanwhile)
+    AbandonWindows("the window's high watermark came without its low one");
 }
 
 void Repairs::OnCommitted() {
   txlog_.Commit();
+  if (MarkersLost())
+    AbandonWindows("the stream went past the window's high watermark without bringing it");
   if (closing_progress_) {
     closing_progress_->position = host_.emitter().last_position();
     pending_progress_.push_back(std::move(*closing_progress_));
@@ -338,6 +343,13 @@ void Repairs::AbandonWindows(const std::string& why) {
   Schedule();
 }
 
+bool Repairs::MarkersLost() {
+  if (windows_.empty()) return false;
+  std::lock_guard<std::mutex> lock(windows_.front().handoff->mutex);
+  const std::optional<std::uint64_t>& at = windows_.front().handoff->high_written_at;
+  return at && current_commit_lsn_ >= *at;
+}
+
 void Repairs::DropWindows() {
   for (const OpenWindow& w : windows_) Abandon(w.window.id());
   windows_.clear();  // a chunk still with the reader is dropped when it comes (OnChunkRead)
@@ -495,6 +507,14 @@ void Repairs::StartWindow() {
         handoff->read = std::move(c);
       }
       WriteWatermark(sql, false, id);
+      try {  // (without it, a window whose markers were lost waits for its `hi` to show)
+        const std::uint64_t written = common::ParseLsn(
+            sql.Exec("SELECT pg_catalog.pg_current_wal_insert_lsn()::pg_catalog.text")
+                .value(0, 0));
+        std::lock_guard<std::mutex> lock(handoff->mutex);
+        handoff->high_written_at = written;
+      } catch (const std::exception&) {
+      }
     } catch (const RequestError& e) {
       // the request itself cannot run (its low watermark, if written, is ignored)
       end = ReadEnd::kRequestError;

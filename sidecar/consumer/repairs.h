@@ -132,6 +132,9 @@ class Repairs {
   struct Handoff {
     std::mutex mutex;
     std::optional<ChunkRead> read;
+    // The WAL insert position right after the high watermark committed: a transaction the
+    // stream brings at or past it came after the marker (MarkersLost).
+    std::optional<std::uint64_t> high_written_at;
   };
   // A window from its dispatch to the reader until its high watermark came out of the log (or
   // it was given up). The log's side is the consumer thread's alone.
@@ -202,6 +205,11 @@ class Repairs {
   void Abandon(const std::string& id);
   // Every window in flight abandoned (their markers ignored if they come).
   void DropWindows();
+  // Whether the front window's markers cannot come any more: the stream brought a transaction
+  // committed after its high watermark was written, and the window is still open or unopened
+  // (pgoutput mode: dblog.watermarks was out of the publication when they were written, even
+  // for less than a heartbeat).
+  bool MarkersLost();
   // A write of the request's bookkeeping (RecordProgress, FinishRequest: false when the source
   // went away). One the source could not take is written again a second later, and every
   // later one waits behind it: a request's states reach the source in their order.

@@ -503,6 +503,7 @@ TEST_P(PgoutputModeTest, WatermarksTakenOutOfThePublicationArePutBackAndTheRepai
     ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
   }
+  ASSERT_EQ(db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id), "running");
   db_->exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
   ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
@@ -530,6 +531,40 @@ TEST_P(PgoutputModeTest, WatermarksTakenOutOfThePublicationArePutBackAndTheRepai
   ASSERT_NO_FATAL_FAILURE(
       ReadUntilRequest(c, replay, db_->scalar("SELECT dblog.repair('" + s + ".a')"), "done"));
   EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "repairs_available"), 1);
+}
+
+// dblog.watermarks out of the publication for a moment, between two heartbeats (here never
+// noticed: one a minute): the windows whose markers were written meanwhile are not in the
+// stream. A high watermark without its low one, or the stream past the point where the high
+// watermark was written, abandons them and they are read again (before: the repair waited for
+// them for ever).
+TEST_P(PgoutputModeTest, WatermarksOutOfThePublicationForAMomentLoseNoWindow) {
+  const std::string s = kSchema;
+  CreateTableAAndSentinel(40000);
+  StartDblogd(s + ".*", {"--chunk-size=200", "--max-chunk-size=200", "--heartbeat-interval=60"});
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  const auto oid = static_cast<std::uint32_t>(
+      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
+  int i = 0;
+  for (const auto& [key, row] : replay.Table(oid))
+    if (i++ % 9 == 0) replay.Erase(oid, key);
+  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (db_->scalar("SELECT chunks_done FROM dblog.requests WHERE id = " + id) == "0") {
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
+  }
+  ASSERT_EQ(db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id), "running");
+  db_->exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
+  std::this_thread::sleep_for(300ms);
+  db_->exec("ALTER PUBLICATION dblog_sink ADD TABLE dblog.watermarks");
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "sentinel"});
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "repair_windows_abandoned"), 1);
+  EXPECT_EQ(dblog::test::CountLogEvents(dblogd_->log(), "publication_watermarks_restored"), 0);
 }
 
 // The extension mode's cancel, rate-cap, forged-marker and source-restart repair tests
