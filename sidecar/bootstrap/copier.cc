@@ -478,7 +478,13 @@ void Copier::CopyTextTask(pg::Connection& conn, WorkerState& state, const Task& 
   // these columns by these names, and rows the snapshot can see. LOCK on a view locks only the
   // view (nothing of it runs); the name check refuses it.
   const std::string name = t.qualified();
-  conn.Exec("LOCK TABLE ONLY " + name + " IN ACCESS SHARE MODE");
+  try {
+    conn.Exec("LOCK TABLE ONLY " + name + " IN ACCESS SHARE MODE");
+  } catch (const pg::Error& e) {  // renamed or dropped, also while the lock waited
+    if (e.sqlstate() != "42P01") throw;
+    throw DefinitionChanged("relation " + name + " does not exist any more (renamed or dropped "
+                            "since the slot's snapshot); the bootstrap is redone");
+  }
   pg::Result bound =
       conn.ExecParams("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid", {name});
   if (bound.is_null(0, 0) || bound.u64_value(0, 0) != t.oid)

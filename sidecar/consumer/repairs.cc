@@ -1000,7 +1000,15 @@ void Repairs::LockByName(pg::Connection& sql, const RepairRequest& r) {
   // lock held by someone else for long defers the window (lock_timeout) rather than stall the
   // consumer's stream.
   sql.Exec("SET LOCAL lock_timeout = '5s'");
-  sql.Exec("LOCK TABLE ONLY " + r.table + " IN ACCESS SHARE MODE");
+  try {
+    sql.Exec("LOCK TABLE ONLY " + r.table + " IN ACCESS SHARE MODE");
+  } catch (const pg::Error& e) {
+    // renamed (or dropped) while the lock waited: PostgreSQL looks the name up again once it
+    // has the lock, and finds nothing. Read again: the next window takes the name then.
+    if (e.sqlstate() != "42P01") throw;
+    throw RetryLater("relation " + r.table + " was renamed or dropped while the window waited "
+                     "for its lock");
+  }
   pg::Result bound = sql.ExecParams(
       "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid OPERATOR(pg_catalog.=) c.oid"
       "   AND c.relkind OPERATOR(pg_catalog.=) 'r',"

@@ -77,7 +77,7 @@ std::string SnapshotText(const Snapshot& s) {
 }
 
 struct Bounds {
-  int max_events = 5;  // DBLOG_WINDOW_BOUND: about 10 s (RelWithDebInfo); each +1 costs ~7x
+  int max_events = 5;  // DBLOG_WINDOW_BOUND: about 5 s (RelWithDebInfo); each +1 costs ~5x
   int max_txns = 3;
   int max_crashes = 1;
   int max_windows = 2;  // windows the history starts (the finish may add one)
@@ -560,7 +560,7 @@ void ReadChunk(World& w) {
   }
   back.read = std::move(chunk);
   d.reader = Phase::kRead;
-  SAY(w, "chunk " << back.no << " read under snapshot " << SnapshotText(s) << text);
+  SAY(w, "window " << back.no << "'s chunk read under snapshot " << SnapshotText(s) << text);
 }
 
 void WriteHigh(World& w) {
