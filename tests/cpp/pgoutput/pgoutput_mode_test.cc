@@ -264,6 +264,28 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
     }
   }
 
+  // The sink loses every n-th row of app.<table> (the replay damaged on purpose).
+  void EraseEvery(Replay& replay, const std::string& table, int n) {
+    const auto oid = static_cast<std::uint32_t>(std::stoul(
+        db_->scalar("SELECT '" + std::string(kSchema) + "." + table + "'::regclass::oid")));
+    int i = 0;
+    for (const auto& [key, row] : replay.Table(oid))
+      if (i++ % n == 0) replay.Erase(oid, key);
+  }
+
+  // A whole-table repair of app.<table>, read until its first chunk was done while it still
+  // runs: its id in *id.
+  void RepairUnderWay(dblog::client::Client& c, Replay& replay, const std::string& table,
+                      std::string* id) {
+    *id = db_->scalar("SELECT dblog.repair('" + std::string(kSchema) + "." + table + "')");
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (db_->scalar("SELECT chunks_done FROM dblog.requests WHERE id = " + *id) == "0") {
+      ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
+    }
+    ASSERT_EQ(db_->scalar("SELECT state FROM dblog.requests WHERE id = " + *id), "running");
+  }
+
   // Reads (acknowledging) until request `id` is in `state`, at most `timeout`.
   void ReadUntilRequest(dblog::client::Client& c, Replay& replay, const std::string& id,
                         const std::string& state, std::chrono::seconds timeout = 60s) {
@@ -492,18 +514,9 @@ TEST_P(PgoutputModeTest, WatermarksTakenOutOfThePublicationArePutBackAndTheRepai
   auto c = Connect();
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-  const auto oid = static_cast<std::uint32_t>(
-      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
-  int i = 0;
-  for (const auto& [key, row] : replay.Table(oid))
-    if (i++ % 9 == 0) replay.Erase(oid, key);
-  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (db_->scalar("SELECT chunks_done FROM dblog.requests WHERE id = " + id) == "0") {
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
-  }
-  ASSERT_EQ(db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id), "running");
+  EraseEvery(replay, "a", 9);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(RepairUnderWay(c, replay, "a", &id));
   db_->exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
   ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
@@ -545,18 +558,9 @@ TEST_P(PgoutputModeTest, WatermarksOutOfThePublicationForAMomentLoseNoWindow) {
   Replay replay;
   auto c = Connect();
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
-  const auto oid = static_cast<std::uint32_t>(
-      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
-  int i = 0;
-  for (const auto& [key, row] : replay.Table(oid))
-    if (i++ % 9 == 0) replay.Erase(oid, key);
-  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (db_->scalar("SELECT chunks_done FROM dblog.requests WHERE id = " + id) == "0") {
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << dblogd_->log();
-  }
-  ASSERT_EQ(db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id), "running");
+  EraseEvery(replay, "a", 9);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(RepairUnderWay(c, replay, "a", &id));
   db_->exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
   std::this_thread::sleep_for(300ms);
   db_->exec("ALTER PUBLICATION dblog_sink ADD TABLE dblog.watermarks");
@@ -578,11 +582,7 @@ TEST_P(PgoutputModeTest, ATableRenamedWhileTheWindowWaitsForItsLockIsRepairedUnd
   Replay replay;
   auto c = Connect();
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
-  const auto oid = static_cast<std::uint32_t>(
-      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
-  int i = 0;
-  for (const auto& [key, row] : replay.Table(oid))
-    if (i++ % 7 == 0) replay.Erase(oid, key);
+  EraseEvery(replay, "a", 7);
   PgConn renamer(As(*cluster_, kRole));
   renamer.exec("BEGIN");
   renamer.exec("ALTER TABLE " + s + ".a RENAME TO a2");  // holds the table until COMMIT
@@ -673,11 +673,7 @@ TEST_P(PgoutputModeTest, ASourceRestartDuringARepairIsRecoveredFrom) {
   Replay replay;
   auto c = Connect();
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
-  const auto oid = static_cast<std::uint32_t>(
-      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
-  int i = 0;
-  for (const auto& [key, row] : replay.Table(oid))
-    if (i++ % 5 == 0) replay.Erase(oid, key);
+  EraseEvery(replay, "a", 5);
   const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
   ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "running"));
   db_.reset();
