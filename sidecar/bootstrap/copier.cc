@@ -480,8 +480,8 @@ void Copier::CopyTextTask(pg::Connection& conn, WorkerState& state, const Task& 
   const std::string name = t.qualified();
   try {
     conn.Exec("LOCK TABLE ONLY " + name + " IN ACCESS SHARE MODE");
-  } catch (const pg::Error& e) {  // renamed or dropped, also while the lock waited
-    if (e.sqlstate() != "42P01") throw;
+  } catch (const pg::Error& e) {  // renamed or dropped (or its schema), also while the lock waited
+    if (e.sqlstate() != "42P01" && e.sqlstate() != "3F000") throw;
     throw DefinitionChanged("relation " + name + " does not exist any more (renamed or dropped "
                             "since the slot's snapshot); the bootstrap is redone");
   }

@@ -937,7 +937,9 @@ void Pipeline::CheckWatermarksPublished(pg::Connection& sql) {
   auto available_again = [&](const std::string& why) {
     if (!watermarks_unpublished_) return;
     watermarks_unpublished_ = false;
+    last_restore_error_.clear();
     repairs_unavailable_.clear();
+    repairs_->Hold(false);
     repairs_->SetUnavailable("");
     log::Info("repairs_available", {{"consumer", consumer_.name}, {"reason", why}});
   };
@@ -958,9 +960,19 @@ void Pipeline::CheckWatermarksPublished(pg::Connection& sql) {
     } catch (const pg::Error& e) {
       if (!sql.ok()) throw;  // the source went away: the caller resets, the stream reconnects
       if (sql.in_transaction()) sql.Exec("ROLLBACK");
-      if (!watermarks_unpublished_)
+      if (!watermarks_unpublished_ || e.sqlstate() != last_restore_error_)
         log::Warn("publication_watermarks_restore_failed",
                   {{"consumer", consumer_.name}, {"error", e.server_message()}});
+      last_restore_error_ = e.sqlstate();
+      // a lock held by someone else: requests wait (no window opens: none could close) and
+      // the next heartbeat tries again, rather than fail them all
+      if (e.sqlstate() == "55P03" || e.sqlstate() == "40P01") {
+        if (!watermarks_unpublished_) {
+          watermarks_unpublished_ = true;
+          repairs_->Hold(true);
+        }
+        return;
+      }
     }
   }
   if (watermarks_unpublished_) return;  // said already

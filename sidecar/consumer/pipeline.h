@@ -192,6 +192,7 @@ class Pipeline : public server::Consumer,
   // pgoutput mode: repairs_unavailable_ because dblog.watermarks was taken out of a publication
   // dblogd's role does not own (available again once its owner puts it back)
   bool watermarks_unpublished_ = false;
+  std::string last_restore_error_;  // the SQLSTATE of the last failed re-add (logged once each)
   // pgoutput mode (--source-plugin pgoutput) only: the publication and the stream's decoding.
   std::unique_ptr<PgoutputSource> pgoutput_;
   std::vector<dblog::v1::Event> pgoutput_events_;

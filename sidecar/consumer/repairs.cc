@@ -434,7 +434,7 @@ void Repairs::FailFrontRequest(const std::string& error) {
 }
 
 void Repairs::StartWindow() {
-  if (reading_ || requests_.empty() || !host_.Streaming()) return;
+  if (reading_ || held_ || requests_.empty() || !host_.Streaming()) return;
   RepairRequest& r = requests_.front();
   if (!windows_.empty()) {
     // Read ahead: the chunk after the back window's, once that one was read, within the same
@@ -1005,7 +1005,8 @@ void Repairs::LockByName(pg::Connection& sql, const RepairRequest& r) {
   } catch (const pg::Error& e) {
     // renamed (or dropped) while the lock waited: PostgreSQL looks the name up again once it
     // has the lock, and finds nothing. Read again: the next window takes the name then.
-    if (e.sqlstate() != "42P01") throw;
+    // (3F000: its schema renamed or dropped)
+    if (e.sqlstate() != "42P01" && e.sqlstate() != "3F000") throw;
     throw RetryLater("relation " + r.table + " was renamed or dropped while the window waited "
                      "for its lock");
   }

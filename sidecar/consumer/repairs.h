@@ -94,6 +94,12 @@ class Repairs {
   // pgoutput mode: repairs cannot run for this consumer (`why`: what to do); each request fails
   // with it. "" again when they can.
   void SetUnavailable(std::string why) { unavailable_ = std::move(why); }
+  // While held, no window opens and requests wait queued (pgoutput mode: dblog.watermarks is
+  // being put back in the publication).
+  void Hold(bool held) {
+    held_ = held;
+    if (!held) Schedule();
+  }
   // The windows in flight cannot close (pgoutput mode: their markers may never come): abandoned,
   // their chunks read again under new windows, as after a reconnect.
   void AbandonWindows(const std::string& why);
@@ -282,6 +288,7 @@ class Repairs {
   boost::asio::steady_timer record_timer_;
   const bool catalog_;       // pgoutput mode: no extension
   std::string unavailable_;  // SetUnavailable
+  bool held_ = false;        // Hold
   boost::asio::steady_timer poll_timer_;
   bool polling_ = false;
   // last: destroyed first, while everything its job uses is still there

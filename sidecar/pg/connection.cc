@@ -2,6 +2,7 @@
 #include "pg/connection.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <string>
 
 namespace dblog::pg {
@@ -170,16 +171,41 @@ void CopyBuffer::reset() {
 
 // ---- Connection ----------------------------------------------------------------------------
 
+namespace {
+
+// Whether `conninfo` or PGSERVICE names a connection service file entry.
+bool NamesService(const std::string& conninfo) {
+  if (const char* service = std::getenv("PGSERVICE"); service && *service) return true;
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (options == nullptr) {
+    PQfreemem(error);
+    return false;  // a plain database name, or a conninfo libpq refuses anyway
+  }
+  bool named = false;
+  for (const PQconninfoOption* o = options; o->keyword; ++o)
+    named |= std::string_view(o->keyword) == "service" && o->val && *o->val;
+  PQconninfoFree(options);
+  return named;
+}
+
+}  // namespace
+
 Connection Connection::Open(const std::string& conninfo, bool replication,
                             const std::vector<std::pair<std::string, std::string>>& overrides) {
   // With expand_dbname, the first "dbname" entry is parsed as a conninfo string or URI: it
   // overrides the keywords before it (kSilentPeerDefaults) and every later keyword overrides
   // what it set.
   std::vector<const char*> keys, values;
-  for (const auto& [key, value] : kSilentPeerDefaults) {
-    keys.push_back(key);
-    values.push_back(value);
-  }
+  // Set explicitly, they would also hide a service file's values and PGCONNECT_TIMEOUT (libpq
+  // reads those only for what is still unset): none with a service, no connect_timeout with it.
+  if (!NamesService(conninfo))
+    for (const auto& [key, value] : kSilentPeerDefaults) {
+      if (std::string_view(key) == "connect_timeout" && std::getenv("PGCONNECT_TIMEOUT"))
+        continue;
+      keys.push_back(key);
+      values.push_back(value);
+    }
   keys.push_back("dbname");
   values.push_back(conninfo.c_str());
   if (replication) {

@@ -131,7 +131,9 @@ class CopyBuffer {
 // for a standby. Without them a statement waiting for its answer, or an idle connection, waits
 // for ever (no keepalive before two hours, no data unacknowledged to time out), and a connect
 // to such a host waits for the system's SYN retries (about two minutes) before trying the next
-// host of a multi-host conninfo. TCP connections only (a Unix socket ignores them).
+// host of a multi-host conninfo. TCP connections only (a Unix socket ignores them). None when
+// the conninfo or PGSERVICE names a service (its file's values stay in force); no
+// connect_timeout when PGCONNECT_TIMEOUT is set.
 inline constexpr std::pair<const char*, const char*> kSilentPeerDefaults[] = {
     {"connect_timeout", "15"},     {"keepalives", "1"},          {"keepalives_idle", "30"},
     {"keepalives_interval", "10"}, {"keepalives_count", "3"},    {"tcp_user_timeout", "60000"},

@@ -620,6 +620,13 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds, bool failover) {
   for (;;) {
     apply.Supervise();
     bool done = true;
+    // pgoutput mode: the DDL trigger's notes become requests at dblogd's next poll (a second):
+    // a DDL right before the end may not have its request yet. Checked before the requests
+    // (a note taken between the two checks has its request queued already)
+    if (pgoutput_major_ != 0)
+      done = db().scalar("SELECT count(*) FROM dblog_ddl.changed_tables d WHERE NOT "
+                         "EXISTS (SELECT 1 FROM dblog.ddl_taken t WHERE t.xid = d.xid "
+                         "AND t.table_oid = d.table_oid)") == "0";
     for (auto id : requests)
       done = done && db().scalar("SELECT state FROM dblog.requests WHERE id = " +
                                  std::to_string(id)) == "done";
@@ -629,12 +636,6 @@ void OracleTest::RunSeed(std::uint64_t seed, int seconds, bool failover) {
                                consumer() + "' OR (consumer IS NULL AND reason IS NOT NULL AND"
                                " table_name LIKE '" + s + ".%')) AND state IS DISTINCT FROM"
                                " 'done'") == "0";
-    // pgoutput mode: the DDL trigger's notes become requests at dblogd's next poll (a second):
-    // a DDL right before the end may not have its request yet
-    if (pgoutput_major_ != 0)
-      done = done && db().scalar("SELECT count(*) FROM dblog_ddl.changed_tables d WHERE NOT "
-                                 "EXISTS (SELECT 1 FROM dblog.ddl_taken t WHERE t.xid = d.xid "
-                                 "AND t.table_oid = d.table_oid)") == "0";
     if (done) {
       try {
         PgConn t(target);

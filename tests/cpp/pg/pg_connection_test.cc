@@ -5,8 +5,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -171,6 +174,36 @@ TEST_F(ConnectionTest, TcpConnectionsGetKeepalivesAndAUserTimeoutUnlessTheConnin
   Connection own = Connection::Open(tcp + " keepalives_idle=7 tcp_user_timeout=0", false);
   EXPECT_EQ(option(own, IPPROTO_TCP, TCP_KEEPIDLE), 7);
   EXPECT_EQ(option(own, IPPROTO_TCP, TCP_USER_TIMEOUT), 0);
+  // PGCONNECT_TIMEOUT, and a service file's values, stay in force
+  auto setting = [](const Connection& c, const std::string& keyword) {
+    std::string value;
+    PQconninfoOption* options = PQconninfo(c.raw());
+    for (const PQconninfoOption* o = options; o && o->keyword; ++o)
+      if (keyword == o->keyword && o->val) value = o->val;
+    PQconninfoFree(options);
+    return value;
+  };
+  EXPECT_EQ(setting(defaults, "connect_timeout"), "15");
+  setenv("PGCONNECT_TIMEOUT", "7", 1);
+  Connection from_env = Connection::Open(tcp, false);
+  unsetenv("PGCONNECT_TIMEOUT");
+  EXPECT_EQ(setting(from_env, "connect_timeout"), "7");
+  EXPECT_EQ(option(from_env, IPPROTO_TCP, TCP_KEEPIDLE), 30);
+  char dir[] = "/tmp/dblog-service-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/pg_service.conf";
+  {
+    std::ofstream out(file);
+    out << "[dblog_test]\nhost=127.0.0.1\nport=" << port << "\nkeepalives_idle=11\n";
+  }
+  setenv("PGSERVICEFILE", file.c_str(), 1);
+  Connection service = Connection::Open(conninfo() + " host=127.0.0.1 port=" + port +
+                                            " service=dblog_test", false);
+  unsetenv("PGSERVICEFILE");
+  std::remove(file.c_str());
+  rmdir(dir);
+  EXPECT_EQ(option(service, IPPROTO_TCP, TCP_KEEPIDLE), 11);
+  EXPECT_EQ(setting(service, "tcp_user_timeout"), "");
 }
 
 TEST_F(ConnectionTest, UriConninfoAndOverrides) {

@@ -546,6 +546,34 @@ TEST_P(PgoutputModeTest, WatermarksTakenOutOfThePublicationArePutBackAndTheRepai
   EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "repairs_available"), 1);
 }
 
+// The re-add of dblog.watermarks waits for a lock another session holds (5 s lock_timeout, then
+// again at the next heartbeat): the requests meanwhile stay queued, never failed (before: the
+// first timeout failed every queued request for good), and run once it is back.
+TEST_P(PgoutputModeTest, AReAddOfTheWatermarksThatWaitsForALockLeavesTheRequestsQueued) {
+  const std::string s = kSchema;
+  CreateTableAAndSentinel(2000);
+  StartDblogd(s + ".*", {"--chunk-size=200", "--heartbeat-interval=1"});
+  Replay replay;
+  auto c = Connect();
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+  EraseEvery(replay, "a", 9);
+  db_->exec("ALTER PUBLICATION dblog_sink DROP TABLE dblog.watermarks");
+  PgConn holder(cluster_->conninfo());
+  holder.exec("BEGIN");
+  holder.exec("LOCK TABLE dblog.watermarks IN ACCESS EXCLUSIVE MODE");
+  const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
+  std::this_thread::sleep_for(8s);  // a heartbeat, the 5 s lock_timeout, the next heartbeat
+  EXPECT_NE(db_->scalar("SELECT state FROM dblog.requests WHERE id = " + id), "failed")
+      << dblogd_->log();
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "publication_watermarks_restore_failed"),
+            1);
+  holder.exec("COMMIT");
+  ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
+  ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  ExpectConverged(replay, {"a", "sentinel"});
+  EXPECT_GE(dblog::test::CountLogEvents(dblogd_->log(), "publication_watermarks_restored"), 1);
+}
+
 // dblog.watermarks out of the publication for a moment, between two heartbeats (here never
 // noticed: one a minute): the windows whose markers were written meanwhile are not in the
 // stream. A high watermark without its low one, or the stream past the point where the high
@@ -592,6 +620,9 @@ TEST_P(PgoutputModeTest, ATableRenamedWhileTheWindowWaitsForItsLockIsRepairedUnd
   ASSERT_NO_FATAL_FAILURE(ReadUntilRequest(c, replay, id, "done"));
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
   ExpectConverged(replay, {"a2", "sentinel"});
+  EXPECT_NE(dblogd_->log().find("was renamed or dropped while the window waited for its lock"),
+            std::string::npos)
+      << "the window never met the rename in its lock wait: the race was not set up";
 }
 
 // The extension mode's cancel, rate-cap, forged-marker and source-restart repair tests
