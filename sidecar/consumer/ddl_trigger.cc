@@ -2,10 +2,29 @@
 #include "consumer/ddl_trigger.h"
 
 #include "consumer/ddl_trigger_sql.h"  // generated from consumer/ddl_trigger.sql
+#include "common/lsn.h"
+#include "pgoutput/translate.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
 
 namespace dblog::consumer {
 
-const char* DdlTriggerSql() { return kDdlTriggerSql; }
+const char* DdlTriggerSql() {
+  // dblog_ddl.layout_of runs the query dblogd maps Relation messages with: pasted in, so that a
+  // noted layout parses as the catalog's rows do (ParseRelationRows).
+  static const std::string sql = [] {
+    std::string text = kDdlTriggerSql;
+    const std::string mark = "@RELATION_QUERY@";
+    const auto at = text.find(mark);
+    if (at == std::string::npos) throw std::logic_error("ddl_trigger.sql lost " + mark);
+    text.replace(at, mark.size(), pgoutput::kRelationQuery);
+    return text;
+  }();
+  return sql.c_str();
+}
 
 DdlTriggerState ReadDdlTriggerState(pg::Connection& sql) {
   // dblog_ddl's owner must own the notes table, the functions the event triggers call and the
@@ -51,9 +70,61 @@ std::string DdlTriggerProblem(DdlTriggerState state) {
          "dblog_ddl CASCADE, as its owner) and " + install;
 }
 
+std::optional<std::vector<std::vector<std::optional<std::string>>>> NotedLayout(
+    pg::Connection& sql, std::uint32_t oid, std::uint64_t lsn, std::uint64_t xid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    pg::Result r = sql.ExecParams(
+        "SELECT $1::pg_catalog.int8 OPERATOR(pg_catalog.=) 0 OR pg_catalog.pg_visible_in_snapshot("
+        "         $1::pg_catalog.text::pg_catalog.xid8, pg_catalog.pg_current_snapshot()),"
+        "       EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+        "                 JOIN pg_catalog.pg_namespace n"
+        "                   ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+        "                WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl'"
+        "                  AND c.relname OPERATOR(pg_catalog.=) 'layouts'"
+        "                  AND c.relkind OPERATOR(pg_catalog.=) 'r'"
+        "                  AND c.relowner OPERATOR(pg_catalog.=) n.nspowner"
+        "                  AND NOT c.relrowsecurity)",
+        {std::to_string(xid)});
+    if (!r.bool_value(0, 1)) return std::nullopt;
+    if (r.bool_value(0, 0)) break;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("transaction " + std::to_string(xid) +
+                               " was sent by the walsender but is not visible after 10 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // trusted only as a whole: the table's owner owns the schema, its functions and the triggers
+  if (ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled) return std::nullopt;
+  pg::Result res = sql.ExecParams(
+      "SELECT e.r OPERATOR(pg_catalog.->>) 0, e.r OPERATOR(pg_catalog.->>) 1,"
+      "       e.r OPERATOR(pg_catalog.->>) 2, e.r OPERATOR(pg_catalog.->>) 3,"
+      "       e.r OPERATOR(pg_catalog.->>) 4, e.r OPERATOR(pg_catalog.->>) 5,"
+      "       e.r OPERATOR(pg_catalog.->>) 6, e.r OPERATOR(pg_catalog.->>) 7,"
+      "       e.r OPERATOR(pg_catalog.->>) 8, e.r OPERATOR(pg_catalog.->>) 9,"
+      "       e.r OPERATOR(pg_catalog.->>) 10, e.r OPERATOR(pg_catalog.->>) 11,"
+      "       e.r OPERATOR(pg_catalog.->>) 12"
+      "  FROM (SELECT l.columns FROM dblog_ddl.layouts l"
+      "         WHERE l.table_oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+      "           AND l.at_lsn OPERATOR(pg_catalog.<) $2::pg_catalog.pg_lsn"
+      "         ORDER BY l.at_lsn DESC, l.id DESC LIMIT 1) AS l,"
+      "       pg_catalog.jsonb_array_elements(l.columns) WITH ORDINALITY AS e(r, i)"
+      " ORDER BY e.i",
+      {std::to_string(oid), common::FormatLsn(lsn)});
+  if (res.ntuples() == 0) return std::nullopt;
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  for (int i = 0; i < res.ntuples(); ++i) {
+    auto& row = rows.emplace_back();
+    for (int j = 0; j < res.nfields(); ++j) {
+      const auto v = res.optional_value(i, j);
+      row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
+    }
+  }
+  return rows;
+}
+
 void InstallDdlTrigger(pg::Connection& sql) {
   try {
-    sql.Exec(kDdlTriggerSql);  // its own transaction (BEGIN ... COMMIT)
+    sql.Exec(DdlTriggerSql());  // its own transaction (BEGIN ... COMMIT)
   } catch (...) {
     try {
       sql.Exec("ROLLBACK");

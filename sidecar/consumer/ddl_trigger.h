@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,15 @@ enum class DdlTriggerState {
 DdlTriggerState ReadDdlTriggerState(pg::Connection& sql);
 // For people: what the state means and what to do about it ("" when installed).
 std::string DdlTriggerProblem(DdlTriggerState state);
+
+// The rows of kRelationQuery (text cells, nullopt for NULL) as the trigger noted them for table
+// `oid` last before `lsn` (dblog_ddl.layouts), or nullopt: no trigger dblogd trusts, no layouts
+// table of its owner, no note before `lsn`, or one that says "not known". First waits (up to
+// 10 s, else pg::Error-free std::runtime_error) until transaction `xid` (64-bit; 0: none) is
+// visible to a new snapshot: the walsender may send a transaction a moment before its commit
+// is visible, and a note of its own DDL must be read.
+std::optional<std::vector<std::vector<std::optional<std::string>>>> NotedLayout(
+    pg::Connection& sql, std::uint32_t oid, std::uint64_t lsn, std::uint64_t xid);
 
 // In a transaction of its own: installs (or replaces) the trigger. Needs a role that may create
 // event triggers.

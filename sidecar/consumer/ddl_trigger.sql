@@ -16,6 +16,16 @@
 -- repair of each table a consumer's publication holds (Bookkeeping::TakeDdlRepairs), so the
 -- consumer converges with nothing run by hand, as the extension's event trigger does.
 --
+-- It also keeps each such table's columns (dblog_ddl.layouts), which pgoutput's Relation
+-- message leaves without attnums: noted at the end of every ALTER TABLE, and when a table
+-- enters a dblog publication or this file is run, with the WAL insert position then. A layout
+-- DDL holds the table's ACCESS EXCLUSIVE lock from its catalog change to its commit, so no
+-- other transaction writes the table in between: a change at LSN P was written under the
+-- layout of the last note before P (the DDL's own later changes come after its note). dblogd
+-- maps a Relation message through that note (docs/pgoutput.md, "Identity across DDL"), so a
+-- column dropped, added again or retyped before dblogd read the table's earlier changes keeps
+-- its attnum, as the extension's historic catalog gives it.
+--
 -- Creating an event trigger needs a superuser (or the service's administrator role: RDS's
 -- rds_superuser, Cloud SQL's cloudsqlsuperuser, Supabase's postgres, Neon's owner). dblogd runs
 -- this file itself when its role is a superuser; otherwise an administrator runs what
@@ -73,6 +83,21 @@ CREATE INDEX IF NOT EXISTS changed_tables_xid ON dblog_ddl.changed_tables (xid, 
 REVOKE ALL ON TABLE dblog_ddl.changed_tables FROM PUBLIC;
 GRANT SELECT ON TABLE dblog_ddl.changed_tables TO PUBLIC;
 
+-- The layouts (above): kRelationQuery's rows of the table (dblog_ddl.layout_of), NULL when
+-- they could not be read exactly (a DDL in a REPEATABLE READ or SERIALIZABLE transaction reads
+-- catalogs through a snapshot older than its lock); dblogd reads them (SELECT is every role's,
+-- as the catalogs are) only while this table belongs to dblog_ddl's owner.
+CREATE TABLE IF NOT EXISTS dblog_ddl.layouts (
+    id pg_catalog.int8 GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    table_oid pg_catalog.oid NOT NULL,
+    at_lsn pg_catalog.pg_lsn NOT NULL,
+    columns pg_catalog.jsonb,
+    noted_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE INDEX IF NOT EXISTS layouts_table ON dblog_ddl.layouts (table_oid, at_lsn);
+REVOKE ALL ON TABLE dblog_ddl.layouts FROM PUBLIC;
+GRANT SELECT ON TABLE dblog_ddl.layouts TO PUBLIC;
+
 -- What the trigger has seen, so that a statement's end is compared with the catalog as the
 -- trigger last left it (tables no other role may write, unlike a setting, which code running
 -- inside the statement could change): the columns with a missing value, and every enum label
@@ -96,6 +121,21 @@ INSERT INTO dblog_ddl.labels_seen
 SELECT e.oid, e.enumtypid, e.enumlabel FROM pg_catalog.pg_enum e
 ON CONFLICT (enum_row) DO UPDATE SET label = EXCLUDED.label;
 
+-- Whether a publication of dblogd's (dblog_<consumer>, FOR TABLE) holds `tbl`, as itself or
+-- as a partition.
+CREATE OR REPLACE FUNCTION dblog_ddl.published(tbl pg_catalog.oid) RETURNS pg_catalog.bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT EXISTS (SELECT 1 FROM (SELECT tbl::pg_catalog.regclass  -- the table, and a partition's
+                                UNION ALL                            -- ancestors
+                                SELECT p.relid
+                                  FROM pg_catalog.pg_partition_ancestors(tbl) AS p(relid)) AS a(relid)
+                   JOIN pg_catalog.pg_publication_rel pr
+                     ON pr.prrelid OPERATOR(pg_catalog.=) a.relid
+                   JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) pr.prpubid
+                  WHERE p.pubname OPERATOR(pg_catalog.~~) 'dblog\_%')
+$$;
+
 -- Notes table `tbl` for a repair, once per transaction (reasons joined, at most about 2 kB):
 -- only an ordinary permanent table that a publication of dblogd's (dblog_<consumer>) holds, as
 -- itself or as a partition, so that the notes stay few.
@@ -115,14 +155,7 @@ AS $$
    WHERE c.oid OPERATOR(pg_catalog.=) tbl
      AND c.relkind OPERATOR(pg_catalog.=) 'r'
      AND c.relpersistence OPERATOR(pg_catalog.=) 'p'
-     AND EXISTS (SELECT 1 FROM (SELECT tbl::pg_catalog.regclass  -- the table, and a partition's
-                                UNION ALL                            -- ancestors
-                                SELECT p.relid
-                                  FROM pg_catalog.pg_partition_ancestors(tbl) AS p(relid)) AS a(relid)
-                    JOIN pg_catalog.pg_publication_rel pr
-                      ON pr.prrelid OPERATOR(pg_catalog.=) a.relid
-                    JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) pr.prpubid
-                   WHERE p.pubname OPERATOR(pg_catalog.~~) 'dblog\_%')
+     AND dblog_ddl.published(tbl)
      AND NOT EXISTS (SELECT 1 FROM dblog_ddl.changed_tables d
                       WHERE d.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
                         AND d.table_oid OPERATOR(pg_catalog.=) tbl);
@@ -138,6 +171,85 @@ AS $$
     SELECT i.inhrelid FROM pg_catalog.pg_inherits i
       JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid)
   SELECT relid FROM tree
+$$;
+
+-- `tbl`'s columns as dblogd's kRelationQuery reads them (the query is pasted in from
+-- sidecar/pgoutput/translate.cc when dblogd prints this file): a JSON array of its rows, each
+-- an array of its 13 cells as libpq's text (NULL as null), in attnum order; NULL for no table.
+CREATE OR REPLACE FUNCTION dblog_ddl.layout_of(pg_catalog.oid) RETURNS pg_catalog.jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $layout$
+  SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(
+           r.c0::pg_catalog.text, r.c1::pg_catalog.text, r.c2::pg_catalog.text,
+           r.c3::pg_catalog.text, r.c4::pg_catalog.text, r.c5::pg_catalog.text,
+           r.c6::pg_catalog.text, r.c7::pg_catalog.text,
+           CASE WHEN r.c8 THEN 't' ELSE 'f' END, r.c9::pg_catalog.text, r.c10::pg_catalog.text,
+           r.c11::pg_catalog.text, r.c12::pg_catalog.text) ORDER BY r.c7)
+    FROM (@RELATION_QUERY@) AS r(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12)
+$layout$;
+
+-- Notes `tbl`'s layout as it is now, at the WAL insert position now, unless its last note says
+-- the same: only a table of a dblog publication, and under a lock that waits for any DDL on it
+-- still running (whose own note comes at its end; a DDL calling this holds a stronger lock
+-- already). Read exactly only in READ COMMITTED: under an older snapshot the note says "not
+-- known" (NULL), and dblogd maps the table's next Relation messages by the catalog alone.
+CREATE OR REPLACE FUNCTION dblog_ddl.note_layout(tbl pg_catalog.oid) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s'
+AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+                  WHERE c.oid OPERATOR(pg_catalog.=) tbl
+                    AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::"char"[])
+                    AND c.relpersistence OPERATOR(pg_catalog.=) 'p')
+     OR NOT dblog_ddl.published(tbl) THEN
+    RETURN;
+  END IF;
+  EXECUTE pg_catalog.format('LOCK TABLE ONLY %s IN ACCESS SHARE MODE', tbl::pg_catalog.regclass);
+  INSERT INTO dblog_ddl.layouts (table_oid, at_lsn, columns)
+  SELECT tbl, pg_catalog.pg_current_wal_insert_lsn(), l.columns
+    FROM (SELECT CASE WHEN pg_catalog.current_setting('transaction_isolation')
+                           OPERATOR(pg_catalog.=) 'read committed'
+                      THEN dblog_ddl.layout_of(tbl) END AS columns) AS l
+   WHERE l.columns IS DISTINCT FROM (SELECT d.columns FROM dblog_ddl.layouts d
+                                      WHERE d.table_oid OPERATOR(pg_catalog.=) tbl
+                                      ORDER BY d.at_lsn DESC, d.id DESC LIMIT 1);
+END
+$$;
+
+-- ddl_command_end: the layout of every table an ALTER TABLE changed (and the tables under it),
+-- and of every table a CREATE or ALTER PUBLICATION put into a publication; each on its own, a
+-- failure a WARNING (dblogd then maps that table by the catalog alone, as without the trigger).
+CREATE OR REPLACE FUNCTION dblog_ddl.note_layouts() RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  t record;
+BEGIN
+  FOR t IN
+    SELECT DISTINCT tree.relid
+      FROM pg_catalog.pg_event_trigger_ddl_commands() c,
+           LATERAL (SELECT c.objid
+                     WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                       AND c.command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE'
+                    UNION ALL
+                    SELECT pr.prrelid FROM pg_catalog.pg_publication_rel pr
+                     WHERE (c.classid OPERATOR(pg_catalog.=)
+                              'pg_catalog.pg_publication_rel'::pg_catalog.regclass
+                            AND pr.oid OPERATOR(pg_catalog.=) c.objid)
+                        OR (c.classid OPERATOR(pg_catalog.=)
+                              'pg_catalog.pg_publication'::pg_catalog.regclass
+                            AND c.command_tag OPERATOR(pg_catalog.=) 'CREATE PUBLICATION'
+                            AND pr.prpubid OPERATOR(pg_catalog.=) c.objid)) AS o(relid),
+           LATERAL dblog_ddl.tree(o.relid) AS tree(relid)
+  LOOP
+    BEGIN
+      PERFORM dblog_ddl.note_layout(t.relid);
+    EXCEPTION WHEN OTHERS THEN
+      RAISE WARNING 'dblog: the DDL trigger could not note the columns of %: %',
+        t.relid::pg_catalog.regclass, SQLERRM;
+    END;
+  END LOOP;
+END
 $$;
 
 -- table_rewrite: every rewrite but one for the persistence alone (reason bit 1: SET LOGGED makes
@@ -176,6 +288,7 @@ DECLARE
   cmd record;
   t record;
 BEGIN
+  PERFORM dblog_ddl.note_layouts();  -- its own failures are WARNINGs
   FOR cmd IN
     SELECT DISTINCT c.command_tag, c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c
      WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -269,14 +382,40 @@ $$;
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_start;  -- made by an earlier version of this file
 DROP FUNCTION IF EXISTS dblog_ddl.on_ddl_start();
 REVOKE ALL ON FUNCTION dblog_ddl.note(pg_catalog.oid, pg_catalog.text),
-  dblog_ddl.tree(pg_catalog.oid), dblog_ddl.on_rewrite(), dblog_ddl.on_ddl_end() FROM PUBLIC;
+  dblog_ddl.tree(pg_catalog.oid), dblog_ddl.published(pg_catalog.oid),
+  dblog_ddl.layout_of(pg_catalog.oid), dblog_ddl.note_layout(pg_catalog.oid),
+  dblog_ddl.note_layouts(), dblog_ddl.on_rewrite(), dblog_ddl.on_ddl_end() FROM PUBLIC;
 
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_rewrite;
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_end;
 CREATE EVENT TRIGGER dblog_ddl_rewrite ON table_rewrite
   EXECUTE FUNCTION dblog_ddl.on_rewrite();
 CREATE EVENT TRIGGER dblog_ddl_end ON ddl_command_end
-  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TYPE')
+  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TYPE', 'CREATE PUBLICATION',
+               'ALTER PUBLICATION')
   EXECUTE FUNCTION dblog_ddl.on_ddl_end();
+
+-- The layouts of the tables dblog publications hold now (a table whose last note says the same
+-- is not noted again).
+DO $$
+DECLARE
+  t record;
+BEGIN
+  FOR t IN
+    SELECT DISTINCT tree.relid
+      FROM pg_catalog.pg_publication_rel pr
+      JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) pr.prpubid
+     CROSS JOIN LATERAL dblog_ddl.tree(pr.prrelid) AS tree(relid)
+     WHERE p.pubname OPERATOR(pg_catalog.~~) 'dblog\_%'
+  LOOP
+    BEGIN
+      PERFORM dblog_ddl.note_layout(t.relid);
+    EXCEPTION WHEN OTHERS THEN
+      RAISE WARNING 'dblog: could not note the columns of %: %', t.relid::pg_catalog.regclass,
+        SQLERRM;
+    END;
+  END LOOP;
+END
+$$;
 
 COMMIT;

@@ -6,7 +6,9 @@
 
 #include "bootstrap/scope.h"
 #include "common/quote.h"
+#include "consumer/ddl_trigger.h"
 #include "consumer/watermark.h"
+#include "log/log.h"
 #include "pgoutput/values.h"
 
 namespace dblog::consumer {
@@ -271,12 +273,24 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
   out_of_scope_.clear();
   watermarks_oid_.reset();
   translator_ = std::make_unique<pgoutput::Translator>(
-      [this, sql = std::move(sql)](const pgoutput::Relation& r) {
+      [this, sql = std::move(sql)](const pgoutput::Relation& r, std::uint64_t lsn,
+                                   std::uint64_t xid) {
         // A column list (or any other change of the publication) since the last heartbeat would
         // make the message's columns other than the live ones by position: checked here too.
         if (const std::string drift = PublicationDrift(sql()); !drift.empty())
           throw pgoutput::TranslateError(drift);
-        return pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(sql(), r.oid));
+        pgoutput::CatalogAt at;
+        at.now = pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(sql(), r.oid));
+        // the layout the DDL trigger noted last before the change (docs/pgoutput.md, "Identity
+        // across DDL"); a note that does not parse is no note
+        try {
+          if (auto rows = NotedLayout(sql(), r.oid, lsn, xid))
+            at.then = pgoutput::ParseRelationRows(r.oid, *rows);
+        } catch (const pgoutput::TranslateError& e) {
+          log::Warn("pgoutput_layout_unreadable", {{"table_oid", r.oid},
+                                                   {"error", e.what()}});
+        }
+        return at;
       },
       next_full_xid);
 }

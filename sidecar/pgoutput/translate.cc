@@ -198,12 +198,24 @@ dblog::v1::Relation MappedRelation(const Relation& r, const CatalogRelation& cat
   return rel;
 }
 
+const CatalogRelation& CatalogFor(const Relation& r, const CatalogAt& at) {
+  if (!at.then || at.then->oid != r.oid || at.then->columns.size() != r.columns.size())
+    return at.now;
+  for (std::size_t i = 0; i < r.columns.size(); ++i) {
+    const CatalogColumn& c = at.then->columns[i];
+    if (c.name != r.columns[i].name || c.type_oid != r.columns[i].type_oid ||
+        c.typmod != r.columns[i].typmod)
+      return at.now;
+  }
+  return *at.then;
+}
+
 Translator::Translator(Catalog catalog, std::uint64_t next_full_xid)
     : catalog_(std::move(catalog)), reference_xid_(next_full_xid) {}
 
 const dblog::v1::Relation* Translator::FindRelation(std::uint32_t oid) const {
   auto it = tables_.find(oid);
-  return it == tables_.end() ? nullptr : &it->second.relation;
+  return it == tables_.end() || it->second.announced ? nullptr : &it->second.relation;
 }
 
 // The 64-bit xid nearest the reference whose low 32 bits are xid: decoded xids lie within
@@ -226,12 +238,18 @@ void Translator::EnsureBegin(std::vector<Event>* out) {
   *out->emplace_back().mutable_begin() = begin_;
 }
 
-Translator::Table& Translator::TableOf(std::uint32_t oid, const char* what,
+Translator::Table& Translator::TableOf(std::uint32_t oid, const char* what, std::uint64_t lsn,
                                        std::vector<Event>* out) {
   auto it = tables_.find(oid);
   if (it == tables_.end())
     throw TranslateError(std::string(what) + " of relation " + std::to_string(oid) +
                          ", which no Relation message announced");
+  if (it->second.announced) {
+    const Relation& r = *it->second.announced;
+    const CatalogAt at = catalog_(r, lsn, in_txn_ ? begin_.xid() : 0);
+    it->second.relation = MappedRelation(r, CatalogFor(r, at), &it->second.kinds);
+    it->second.announced.reset();
+  }
   if (!it->second.sent) {
     *out->emplace_back().mutable_relation() = it->second.relation;
     it->second.sent = true;
@@ -318,23 +336,25 @@ void Translator::Translate(const LogicalMessage& message, std::uint64_t wal_star
     return;
   }
   if (const auto* r = std::get_if<Relation>(&message)) {
-    const CatalogRelation cat = catalog_(*r);
-    Table t;
-    t.relation = MappedRelation(*r, cat, &t.kinds);
-    tables_[r->oid] = std::move(t);
+    // Mapped at the change that follows it: the walsender sends a Relation message without an
+    // LSN (dataStart 0, as every message but the change's own), and the layout is the one of
+    // that change's LSN.
+    Table& t = tables_[r->oid];
+    t.announced = *r;
+    t.sent = false;
     return;
   }
   if (std::holds_alternative<Type>(message) || std::holds_alternative<Origin>(message)) return;
   if (const auto* i = std::get_if<Insert>(&message)) {
     EnsureBegin(out);
-    const Table& t = TableOf(i->relation_oid, "an Insert", out);
+    const Table& t = TableOf(i->relation_oid, "an Insert", wal_start, out);
     Change& c = NewChange(t, Change::INSERT, wal_start, out);
     ToRow(t, i->new_tuple, "an Insert", c.mutable_new_row());
     return;
   }
   if (const auto* u = std::get_if<Update>(&message)) {
     EnsureBegin(out);
-    const Table& t = TableOf(u->relation_oid, "an Update", out);
+    const Table& t = TableOf(u->relation_oid, "an Update", wal_start, out);
     Change& c = NewChange(t, Change::UPDATE, wal_start, out);
     const Row* old_row = nullptr;
     Row old;
@@ -349,7 +369,7 @@ void Translator::Translate(const LogicalMessage& message, std::uint64_t wal_star
   }
   if (const auto* d = std::get_if<Delete>(&message)) {
     EnsureBegin(out);
-    const Table& t = TableOf(d->relation_oid, "a Delete", out);
+    const Table& t = TableOf(d->relation_oid, "a Delete", wal_start, out);
     Change& c = NewChange(t, Change::DELETE, wal_start, out);
     Row old;
     ToRow(t, d->old_tuple, "a Delete's old row", &old);
@@ -359,7 +379,7 @@ void Translator::Translate(const LogicalMessage& message, std::uint64_t wal_star
   }
   if (const auto* tr = std::get_if<Truncate>(&message)) {
     EnsureBegin(out);
-    for (std::uint32_t oid : tr->relation_oids) TableOf(oid, "a Truncate", out);
+    for (std::uint32_t oid : tr->relation_oids) TableOf(oid, "a Truncate", wal_start, out);
     dblog::v1::Truncate& e = *out->emplace_back().mutable_truncate();
     for (std::uint32_t oid : tr->relation_oids) e.add_relation_oids(oid);
     e.set_commit_lsn(begin_.commit_lsn());

@@ -6,11 +6,13 @@
 //
 // What pgoutput leaves out, and where it comes from:
 //   - a column's attnum, not-null flag and type name, a domain's base type, the key columns in
-//     key order (pgoutput flags the replica identity's columns, unordered): the catalog, read
-//     by the caller when a Relation message arrives (kRelationQuery) and mapped onto the
-//     message here (MappedRelation: renames and added columns since are mapped by attnum when
-//     the table never dropped a column); a catalog that cannot be mapped is a TranslateError,
-//     never a guessed mapping;
+//     key order (pgoutput flags the replica identity's columns, unordered): the layout the DDL
+//     trigger noted last before the change the message came for, when it lists the message's
+//     columns (CatalogFor), else the catalog now; read by the caller at that change
+//     (kRelationQuery, consumer/ddl_trigger.h's NotedLayout) and mapped onto the message here
+//     (MappedRelation: through the catalog now, renames and added columns since are mapped by
+//     attnum when the table never dropped a column); a catalog that cannot be mapped is a
+//     TranslateError, never a guessed mapping;
 //   - a change's own LSN: the XLogData header's dataStart, which the walsender sets to it;
 //   - 64-bit xids: widened from the 32-bit xid next to the caller's reference (the server's
 //     next full xid when the stream started), as the plugin widens them;
@@ -97,11 +99,26 @@ std::vector<ValueKind> KindsOf(const CatalogRelation& catalog);
 dblog::v1::Relation MappedRelation(const Relation& message, const CatalogRelation& catalog,
                                    std::vector<ValueKind>* kinds);
 
+// What the caller knows of a table a Relation message announces: the catalog now, and the
+// table's layout when the change that brought the message was written, where one was noted
+// (consumer/ddl_trigger.sql's dblog_ddl.layouts: kRelationQuery's rows at each layout DDL).
+struct CatalogAt {
+  CatalogRelation now;
+  std::optional<CatalogRelation> then;
+};
+
+// The catalog the message is mapped through: `then` when it lists the message's columns by
+// position (names, types and typmods), which makes its attnums the ones the change was written
+// with, whatever was dropped, added or retyped since; `now` otherwise (MappedRelation's rules).
+const CatalogRelation& CatalogFor(const Relation& message, const CatalogAt& at);
+
 class Translator {
  public:
-  // The catalog's definition of a table a Relation message announces (the caller runs
-  // kRelationQuery). Called once per Relation message.
-  using Catalog = std::function<CatalogRelation(const Relation&)>;
+  // What the caller knows of a table a Relation message announces (it runs kRelationQuery, and
+  // looks the layout up for the LSN of the change the message came for, and the transaction's
+  // 64-bit xid). Called once per Relation message, at the change after it.
+  using Catalog =
+      std::function<CatalogAt(const Relation&, std::uint64_t lsn, std::uint64_t xid)>;
 
   // next_full_xid: the server's next 64-bit xid when the stream started (pg_current_xact_id()
   // in a transaction rolled back, or txid_current_snapshot's xmax).
@@ -112,11 +129,13 @@ class Translator {
   void Translate(const LogicalMessage& message, std::uint64_t wal_start,
                  std::vector<dblog::v1::Event>* out);
 
-  // The dblog Relation of a table announced in this stream, or null.
+  // The dblog Relation of a table announced in this stream and mapped (at its first change
+  // since), or null.
   const dblog::v1::Relation* FindRelation(std::uint32_t oid) const;
 
  private:
   struct Table {
+    std::optional<Relation> announced;  // a Relation message not mapped yet (at the next change)
     dblog::v1::Relation relation;
     std::vector<ValueKind> kinds;  // per column
     bool sent = false;             // its Relation event went out since it was announced
@@ -124,7 +143,9 @@ class Translator {
 
   std::uint64_t FullXid(std::uint32_t xid);
   void EnsureBegin(std::vector<dblog::v1::Event>* out);
-  Table& TableOf(std::uint32_t oid, const char* what, std::vector<dblog::v1::Event>* out);
+  // The table of a change at `lsn`, mapped first when a Relation message announced it since.
+  Table& TableOf(std::uint32_t oid, const char* what, std::uint64_t lsn,
+                 std::vector<dblog::v1::Event>* out);
   // The tuple as a Row; fill: the whole old row whose values replace unchanged ones.
   void ToRow(const Table& table, const Tuple& tuple, const char* what, dblog::v1::Row* row,
              const dblog::v1::Row* fill = nullptr) const;

@@ -218,6 +218,7 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
         ASSERT_NO_THROW(replay.Apply(*ev)) << dblogd_->log();
         if (ev->has_bootstrap_begin()) bootstrap_begins_.push_back(ev->bootstrap_begin());
         if (ev->has_relation()) relations_.push_back(ev->relation());
+        if (ev->has_relation() || ev->has_change()) described_.push_back(*ev);
         if (ev->has_commit() || ev->has_bootstrap_end()) {
           c.Ack(*dblog::client::Client::PositionOf(*ev));
           if (ev->has_commit() && lsn != 0 && ev->commit().commit_lsn() >= lsn) return;
@@ -307,6 +308,7 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
   int sentinel_ = 0;
   std::vector<dblog::v1::BootstrapBegin> bootstrap_begins_;
   std::vector<dblog::v1::Relation> relations_;  // every Relation event ReadUntil read
+  std::vector<dblog::v1::StreamEvent> described_;  // every Relation and Change event, in order
 };
 
 // The randomized workload of the oracle (inserts, updates, deletes, key changes, TOASTed values
@@ -1324,6 +1326,102 @@ TEST_P(PgoutputModeTest, ColumnsChangedBehindTheStreamStopItUntilTheSlotIsDroppe
   ExpectConverged(again, {"a", "sentinel"});
 }
 
+// Issue 23, item 6: the same DDL behind the stream (dblogd stopped), and worse, once an
+// administrator installed the DDL trigger: a column dropped, added again under its name, a
+// column retyped, and a column dropped between two changes of one transaction. pgoutput's
+// Relation messages carry the columns as they were, without attnums, and the catalog read now
+// maps none of them; the trigger's layouts (noted when dblogd's publication took the table, and
+// at each ALTER TABLE) give each message the attnums, types and key it was written with, as
+// the extension's historic catalog does: the v dropped is attnum 2, the v added again 4, and n
+// a varchar(10) until its retype. The stream goes on, each change's values under its columns.
+TEST_P(PgoutputModeTest, ColumnsDroppedAddedAgainOrRetypedBehindTheStreamKeepTheirAttnums) {
+  const std::string s = kSchema;
+  PgConn admin(cluster_->conninfo());
+  const auto [sql, printed] = dblog::test::Run(std::string(DBLOGD_PATH) + " --ddl-trigger-sql");
+  ASSERT_EQ(printed, 0) << sql;
+  admin.exec(sql);
+  // n's retype needs no rewrite, so the trigger queues no repair, whose rows would interleave
+  db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text, n varchar(10))");
+  db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
+  db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g, g FROM generate_series(1, 10) g");
+  StartDblogd();
+  Replay replay;
+  {
+    auto c = Connect();
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  }
+  dblogd_->Stop();
+  EXPECT_EQ(admin.scalar("SELECT count(*) FROM dblog_ddl.layouts WHERE table_oid = '" + s +
+                         ".a'::regclass"),
+            "1")
+      << "the layout noted when dblogd's publication took the table";
+  db_->exec("INSERT INTO " + s + ".a VALUES (11, 'before', 1)");
+  db_->exec("ALTER TABLE " + s + ".a DROP COLUMN v");
+  db_->exec("INSERT INTO " + s + ".a VALUES (12, 2)");
+  db_->exec("ALTER TABLE " + s + ".a ADD COLUMN v text");
+  db_->exec("INSERT INTO " + s + ".a VALUES (13, 3, 'again')");
+  db_->exec("ALTER TABLE " + s + ".a ALTER COLUMN n TYPE varchar(20)");
+  // the changes before the DDL of their own transaction keep their layout: its Relation
+  // message comes with the first of them, before the DDL's note, the transaction's commit after
+  db_->exec("BEGIN");
+  db_->exec("INSERT INTO " + s + ".a VALUES (14, '4000000000', 'retyped')");
+  db_->exec("UPDATE " + s + ".a SET v = 'in the transaction' WHERE id = 14");
+  db_->exec("ALTER TABLE " + s + ".a DROP COLUMN v");
+  db_->exec("INSERT INTO " + s + ".a VALUES (15, 5)");
+  db_->exec("COMMIT");
+  StartDblogd();
+  relations_.clear();
+  described_.clear();
+  try {
+    auto c = Connect(replay.last_position());
+    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+  } catch (const std::exception& e) {
+    FAIL() << e.what() << "\n" << dblogd_->log();
+  }
+  // "Relation id:1 v:2 n:3" for each Relation of a, "1=11 2=before 3=1" for each of its changes
+  const auto oid = static_cast<std::uint32_t>(
+      std::stoul(db_->scalar("SELECT '" + s + ".a'::regclass::oid")));
+  std::vector<std::string> seen;
+  dblog::v1::Relation rel;
+  for (const auto& ev : described_) {
+    if (ev.has_relation() && ev.relation().oid() == oid) {
+      rel = ev.relation();
+      std::string line = "Relation";
+      for (const auto& col : rel.columns())
+        line += " " + col.name() + ":" + std::to_string(col.attnum()) + ":" + col.type_name();
+      seen.push_back(line);
+    }
+    if (!ev.has_change() || ev.change().relation_oid() != oid ||
+        ev.change().kind() == dblog::v1::Change::READ)
+      continue;
+    const auto& row = ev.change().new_row();
+    std::string line;
+    for (int i = 0; i < row.values_size() && i < rel.columns_size(); ++i) {
+      const auto& v = row.values(i);
+      line += (i ? " " : "") + std::to_string(rel.columns(i).attnum()) + "=" +
+              (v.has_text_value() ? v.text_value()
+                                  : v.has_int_value() ? std::to_string(v.int_value()) : "?");
+    }
+    seen.push_back(line);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "Relation id:1:integer v:2:text n:3:character varying(10)",
+                      "1=11 2=before 3=1",
+                      "Relation id:1:integer n:3:character varying(10)",
+                      "1=12 3=2",
+                      "Relation id:1:integer n:3:character varying(10) v:4:text",
+                      "1=13 3=3 4=again",
+                      "Relation id:1:integer n:3:character varying(20) v:4:text",
+                      "1=14 3=4000000000 4=retyped",
+                      "1=14 3=4000000000 4=in the transaction",
+                      "Relation id:1:integer n:3:character varying(20)",
+                      "1=15 3=5",
+                  }))
+      << dblogd_->log();
+  EXPECT_EQ(dblogd_->log().find("SOURCE_ERROR"), std::string::npos) << dblogd_->log();
+}
+
 // Issue 28, item 1, in this mode (issue 23, item 6): DDL that changes existing rows without
 // writing them (the log never carries the new values) is repaired with nothing run by hand once
 // an administrator installed the DDL trigger (dblogd --ddl-trigger-sql): a column added with a
@@ -1417,14 +1515,19 @@ TEST_P(PgoutputModeTest, DdlChangingRowsWithoutWritingThemIsRepairedThroughTheDd
        {"INSERT INTO dblog_ddl.changed_tables (table_oid, reason) VALUES ('" + s +
             ".c'::regclass, 'forged')",
         std::string("SELECT dblog_ddl.on_ddl_end()"),
-        "SELECT dblog_ddl.note('" + s + ".c'::regclass, 'forged')"}) {
+        "SELECT dblog_ddl.note('" + s + ".c'::regclass, 'forged')",
+        "INSERT INTO dblog_ddl.layouts (table_oid, at_lsn, columns) VALUES ('" + s +
+            ".c'::regclass, '0/0', '[]')",
+        std::string("UPDATE dblog_ddl.layouts SET columns = NULL"),
+        "SELECT dblog_ddl.note_layout('" + s + ".c'::regclass)",
+        std::string("SELECT dblog_ddl.note_layouts()")}) {
     EXPECT_THROW(db_->exec(forge), std::exception) << forge;
   }
 
   db_->exec("ALTER TABLE " + s + ".a ADD COLUMN w text DEFAULT 'x'");
   db_->exec("UPDATE " + s + ".a SET v = 'changed' WHERE id <= 9");
-  // dblogd reads the update's Relation before the type changes (one read behind a retype stops
-  // the stream in this mode: ColumnsChangedBehindTheStreamStopItUntilTheSlotIsDropped)
+  // dblogd reads the update's Relation before the type changes (behind it, the trigger's
+  // layouts map it: ColumnsDroppedAddedAgainOrRetypedBehindTheStreamKeepTheirAttnums)
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
   db_->exec("ALTER TABLE " + s + ".a ALTER COLUMN n TYPE bigint USING n * 1000 + 7");
   db_->exec("ALTER TABLE " + s + ".b ADD COLUMN r float8 DEFAULT random()");

@@ -125,7 +125,9 @@ std::vector<Event> PgoutputEvents(const Cluster& cluster, PgConn& sql) {
        {"binary", "false"}},
       {1, false});
   EXPECT_EQ(read.error, "");
-  po::Translator translator([&](const po::Relation& r) { return ReadCatalog(sql, r.oid); },
+  po::Translator translator([&](const po::Relation& r, std::uint64_t, std::uint64_t) {
+                              return po::CatalogAt{ReadCatalog(sql, r.oid), std::nullopt};
+                            },
                             next_xid);
   std::vector<Event> events;
   for (std::size_t i = 0; i < read.messages.size(); ++i) {

@@ -6,6 +6,7 @@
 // it against the extension on real servers.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,13 @@ po::Insert InsertOf(std::string_view id, std::string_view v) {
 
 struct Fixture {
   po::CatalogRelation catalog = Catalog();
-  po::Translator translator{[this](const po::Relation&) { return catalog; },
+  std::optional<po::CatalogRelation> noted;  // the layout noted before the change, if any
+  std::uint64_t asked_lsn = 0, asked_xid = 0;
+  po::Translator translator{[this](const po::Relation&, std::uint64_t lsn, std::uint64_t xid) {
+                              asked_lsn = lsn;
+                              asked_xid = xid;
+                              return po::CatalogAt{catalog, noted};
+                            },
                             (std::uint64_t{5} << 32) | 100};
   std::vector<Event> events;
   void Feed(const po::LogicalMessage& m, std::uint64_t lsn = 0x900) {
@@ -106,31 +113,36 @@ TEST(TranslateTest, WhatCannotBeMappedIsRefused) {
     Fixture f;
     f.catalog.columns.pop_back();
     f.Feed(BeginAt(200));
-    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "a column fewer";
+    f.Feed(Announced());  // mapped at the change that follows it
+    EXPECT_THROW(f.Feed(InsertOf("1", "x")), po::TranslateError) << "a column fewer";
   }
   {
     Fixture f;
     f.catalog.columns[1].name = "w";
     f.Feed(BeginAt(200));
-    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "a column renamed";
+    f.Feed(Announced());  // mapped at the change that follows it
+    EXPECT_THROW(f.Feed(InsertOf("1", "x")), po::TranslateError) << "a column renamed";
   }
   {
     Fixture f;
     f.catalog.columns[1].type_oid = 1043;
     f.Feed(BeginAt(200));
-    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "a column of another type";
+    f.Feed(Announced());  // mapped at the change that follows it
+    EXPECT_THROW(f.Feed(InsertOf("1", "x")), po::TranslateError) << "a column of another type";
   }
   {
     Fixture f;
     f.catalog.key_columns.clear();
     f.Feed(BeginAt(200));
-    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "no key";
+    f.Feed(Announced());  // mapped at the change that follows it
+    EXPECT_THROW(f.Feed(InsertOf("1", "x")), po::TranslateError) << "no key";
   }
   {
     Fixture f;
     f.catalog.key_columns = {1};
     f.Feed(BeginAt(200));
-    EXPECT_THROW(f.Feed(Announced()), po::TranslateError) << "pgoutput flags another key";
+    f.Feed(Announced());  // mapped at the change that follows it
+    EXPECT_THROW(f.Feed(InsertOf("1", "x")), po::TranslateError) << "pgoutput flags another key";
   }
   {
     Fixture f;
@@ -215,6 +227,60 @@ TEST(TranslateTest, ColumnsRenamedOrAddedSinceTheMessageAreMappedByAttnum) {
   // the catalog as the message describes it, with a dropped column: mapped as it is
   const dblog::v1::Relation same = po::MappedRelation(then, Catalog(), &kinds);
   EXPECT_EQ(same.columns(1).attnum(), 3u);
+}
+
+// Issue 23 item 6: a column dropped (then added again under its name) and one retyped since
+// the change was written. The catalog now cannot map the message (it has dropped columns); the
+// layout the DDL trigger noted before the change lists the message's columns, and gives the
+// attnums, types and key the change was written with. The callback is asked with the change's
+// LSN and the transaction's 64-bit xid.
+TEST(TranslateTest, ALayoutNotedBeforeTheChangeMapsWhatTheCatalogNoLongerCan) {
+  Fixture f;
+  // now: id:1, v:4 (text, added again), n:5 (bigint); then: id:1, v:2 (text), n:3 (integer)
+  f.catalog.columns = {{"id", 23, 23, -1, 1, true, "integer"},
+                       {"v", 25, 25, -1, 4, false, "text"},
+                       {"n", 20, 20, -1, 5, false, "bigint"}};
+  f.catalog.dropped_columns = 2;
+  po::Relation r = Announced();
+  r.columns = {{true, "id", 23, -1}, {false, "v", 25, -1}, {false, "n", 23, -1}};
+  po::Insert i = InsertOf("1", "x");
+  i.new_tuple.push_back({po::Datum::Kind::kText, "7"});
+  f.Feed(BeginAt(201));
+  f.Feed(r, 0);  // the walsender sends a Relation message without an LSN
+  EXPECT_THROW(f.Feed(i, 0x950), po::TranslateError) << "the catalog alone cannot map it";
+  EXPECT_EQ(f.asked_lsn, 0x950u) << "the LSN of the change the message came for";
+  EXPECT_EQ(f.asked_xid, (std::uint64_t{5} << 32) | 201);
+  po::CatalogRelation then = Catalog();
+  then.columns = {{"id", 23, 23, -1, 1, true, "integer"},
+                  {"v", 25, 25, -1, 2, false, "text"},
+                  {"n", 23, 23, -1, 3, false, "integer"}};
+  then.dropped_columns = 0;
+  f.noted = then;
+  f.Feed(r, 0);
+  f.Feed(i, 0x950);
+  ASSERT_EQ(f.events.size(), 3u);
+  const auto& rel = f.events[1].relation();
+  ASSERT_EQ(rel.columns_size(), 3);
+  EXPECT_EQ(rel.columns(1).attnum(), 2u) << "the v dropped since, not the v added again";
+  EXPECT_EQ(rel.columns(2).attnum(), 3u);
+  EXPECT_EQ(rel.columns(2).type_name(), "integer") << "the type then";
+  EXPECT_EQ(f.events[2].change().new_row().values(2).int_value(), 7);
+  // a noted layout that does not list the message's columns is not used: the catalog's rules
+  then.columns[2].typmod = 4;
+  f.noted = then;
+  f.Feed(r, 0);
+  EXPECT_THROW(f.Feed(i, 0x960), po::TranslateError);
+  then.columns[2].typmod = -1;
+  then.columns[1].name = "w";
+  f.noted = then;
+  f.Feed(r, 0);
+  EXPECT_THROW(f.Feed(i, 0x960), po::TranslateError);
+  f.catalog = Catalog();  // id:1, v:3, one dropped: maps the message of two columns
+  f.noted = then;         // a layout of three columns
+  f.Feed(Announced(), 0);
+  f.Feed(InsertOf("2", "y"), 0x980);
+  EXPECT_EQ(f.events.back().change().new_row().values_size(), 2);
+  EXPECT_EQ(po::CatalogFor(Announced(), po::CatalogAt{f.catalog, then}).columns.size(), 2u);
 }
 
 TEST(TranslateTest, RelationQueryRowsParse) {
