@@ -256,7 +256,9 @@ DdlTriggerState Bookkeeping::EnsureDdlTrigger() {
   EnsureDdlTakenTable(sql);
   ddl_taken_ready_ = true;
   DdlTriggerState state = ReadDdlTriggerState(sql);
-  if (state == DdlTriggerState::kAbsent &&
+  // absent, or installed by an older dblogd (no layouts): a superuser dblogd (re)installs it
+  const bool outdated = state == DdlTriggerState::kInstalled && !DdlTriggerKeepsLayouts(sql);
+  if ((state == DdlTriggerState::kAbsent || outdated) &&
       sql.Exec("SELECT rolsuper FROM pg_catalog.pg_roles"
                " WHERE rolname OPERATOR(pg_catalog.=) CURRENT_USER")
           .bool_value(0, 0)) {
@@ -272,6 +274,9 @@ DdlTriggerState Bookkeeping::EnsureDdlTrigger() {
   if (state != DdlTriggerState::kInstalled)
     log::Warn("ddl_trigger_missing",
               {{"consumer", consumer_.name}, {"reason", DdlTriggerProblem(state)}});
+  else if (!DdlTriggerKeepsLayouts(sql))
+    log::Warn("ddl_trigger_outdated",
+              {{"consumer", consumer_.name}, {"reason", kDdlTriggerWithoutLayouts}});
   return state;
 }
 

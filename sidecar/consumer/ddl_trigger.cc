@@ -3,6 +3,7 @@
 
 #include "consumer/ddl_trigger_sql.h"  // generated from consumer/ddl_trigger.sql
 #include "common/lsn.h"
+#include "log/log.h"
 #include "pgoutput/translate.h"
 
 #include <chrono>
@@ -70,31 +71,40 @@ std::string DdlTriggerProblem(DdlTriggerState state) {
          "dblog_ddl CASCADE, as its owner) and " + install;
 }
 
-std::optional<std::vector<std::vector<std::optional<std::string>>>> NotedLayout(
-    pg::Connection& sql, std::uint32_t oid, std::uint64_t lsn, std::uint64_t xid) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    pg::Result r = sql.ExecParams(
-        "SELECT $1::pg_catalog.int8 OPERATOR(pg_catalog.=) 0 OR pg_catalog.pg_visible_in_snapshot("
-        "         $1::pg_catalog.text::pg_catalog.xid8, pg_catalog.pg_current_snapshot()),"
-        "       EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
-        "                 JOIN pg_catalog.pg_namespace n"
-        "                   ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-        "                WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl'"
-        "                  AND c.relname OPERATOR(pg_catalog.=) 'layouts'"
-        "                  AND c.relkind OPERATOR(pg_catalog.=) 'r'"
-        "                  AND c.relowner OPERATOR(pg_catalog.=) n.nspowner"
-        "                  AND NOT c.relrowsecurity)",
-        {std::to_string(xid)});
-    if (!r.bool_value(0, 1)) return std::nullopt;
-    if (r.bool_value(0, 0)) break;
-    if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error("transaction " + std::to_string(xid) +
-                               " was sent by the walsender but is not visible after 10 s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  // trusted only as a whole: the table's owner owns the schema, its functions and the triggers
-  if (ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled) return std::nullopt;
+namespace {
+
+// dblog_ddl.layouts is the owner's of dblog_ddl (the trigger's), an ordinary table, no RLS.
+// No other role may do more than read it (a default privilege of the administrator's could have
+// granted more).
+constexpr const char* kLayoutsTrusted =
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+    "          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+    "         WHERE n.nspname OPERATOR(pg_catalog.=) 'dblog_ddl'"
+    "           AND c.relname OPERATOR(pg_catalog.=) 'layouts'"
+    "           AND c.relkind OPERATOR(pg_catalog.=) 'r'"
+    "           AND c.relowner OPERATOR(pg_catalog.=) n.nspowner"
+    "           AND NOT c.relrowsecurity"
+    "           AND NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(c.relacl) AS a"
+    "                            WHERE a.grantee OPERATOR(pg_catalog.<>) c.relowner"
+    "                              AND a.privilege_type OPERATOR(pg_catalog.<>) 'SELECT'))";
+
+}  // namespace
+
+const char* const kDdlTriggerWithoutLayouts =
+    "the DDL trigger was installed by an older dblogd and keeps no layouts: a column dropped or "
+    "retyped before dblogd read the table's earlier changes stops the consumer; an administrator "
+    "runs dblogd --ddl-trigger-sql | psql -v ON_ERROR_STOP=1 <the source database> again "
+    "(docs/pgoutput.md, Identity across DDL)";
+
+bool DdlTriggerKeepsLayouts(pg::Connection& sql) {
+  return sql.Exec(std::string("SELECT ") + kLayoutsTrusted).bool_value(0, 0);
+}
+
+namespace {
+
+// dblog_ddl.layouts' columns of the note `which` selects, as kRelationQuery's rows.
+LayoutRows LayoutRowsOf(pg::Connection& sql, const std::string& which,
+                        const std::vector<std::optional<std::string>>& params) {
   pg::Result res = sql.ExecParams(
       "SELECT e.r OPERATOR(pg_catalog.->>) 0, e.r OPERATOR(pg_catalog.->>) 1,"
       "       e.r OPERATOR(pg_catalog.->>) 2, e.r OPERATOR(pg_catalog.->>) 3,"
@@ -104,14 +114,12 @@ std::optional<std::vector<std::vector<std::optional<std::string>>>> NotedLayout(
       "       e.r OPERATOR(pg_catalog.->>) 10, e.r OPERATOR(pg_catalog.->>) 11,"
       "       e.r OPERATOR(pg_catalog.->>) 12"
       "  FROM (SELECT l.columns FROM dblog_ddl.layouts l"
-      "         WHERE l.table_oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-      "           AND l.at_lsn OPERATOR(pg_catalog.<) $2::pg_catalog.pg_lsn"
-      "         ORDER BY l.at_lsn DESC, l.id DESC LIMIT 1) AS l,"
-      "       pg_catalog.jsonb_array_elements(l.columns) WITH ORDINALITY AS e(r, i)"
-      " ORDER BY e.i",
-      {std::to_string(oid), common::FormatLsn(lsn)});
-  if (res.ntuples() == 0) return std::nullopt;
-  std::vector<std::vector<std::optional<std::string>>> rows;
+      "         WHERE l.table_oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid " + which +
+          "         ORDER BY l.at_lsn DESC, l.id DESC LIMIT 1) AS l,"
+          "       pg_catalog.jsonb_array_elements(l.columns) WITH ORDINALITY AS e(r, i)"
+          " ORDER BY e.i",
+      params);
+  LayoutRows rows;
   for (int i = 0; i < res.ntuples(); ++i) {
     auto& row = rows.emplace_back();
     for (int j = 0; j < res.nfields(); ++j) {
@@ -120,6 +128,44 @@ std::optional<std::vector<std::vector<std::optional<std::string>>>> NotedLayout(
     }
   }
   return rows;
+}
+
+}  // namespace
+
+std::optional<NotedLayouts> NotedLayout(pg::Connection& sql, std::uint32_t oid,
+                                        std::uint64_t lsn, std::uint64_t xid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    pg::Result r = sql.ExecParams(
+        "SELECT $1::pg_catalog.int8 OPERATOR(pg_catalog.=) 0 OR pg_catalog.pg_visible_in_snapshot("
+        "         $1::pg_catalog.text::pg_catalog.xid8, pg_catalog.pg_current_snapshot()), " +
+            std::string(kLayoutsTrusted),
+        {std::to_string(xid)});
+    if (!r.bool_value(0, 1)) return std::nullopt;
+    if (r.bool_value(0, 0)) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      log::Warn("pgoutput_layout_not_visible",
+                {{"table_oid", oid}, {"xid", xid},
+                 {"message", "the transaction the walsender sent is not visible after 10 s (is "
+                             "dblogd's walsender a synchronous standby?): its table is mapped "
+                             "by the catalog alone"}});
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // trusted only as a whole: the table's owner owns the schema, its functions and the triggers
+  if (ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled) return std::nullopt;
+  NotedLayouts noted;
+  try {
+    noted.before = LayoutRowsOf(
+        sql, "AND l.at_lsn OPERATOR(pg_catalog.<) $2::pg_catalog.pg_lsn",
+        {std::to_string(oid), common::FormatLsn(lsn)});
+    noted.latest = LayoutRowsOf(sql, "", {std::to_string(oid)});
+  } catch (const pg::Error& e) {
+    if (e.sqlstate() != "42501") throw;  // its SELECT (or the schema's USAGE) revoked
+    return std::nullopt;
+  }
+  return noted;
 }
 
 void InstallDdlTrigger(pg::Connection& sql) {

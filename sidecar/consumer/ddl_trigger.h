@@ -26,14 +26,27 @@ DdlTriggerState ReadDdlTriggerState(pg::Connection& sql);
 // For people: what the state means and what to do about it ("" when installed).
 std::string DdlTriggerProblem(DdlTriggerState state);
 
-// The rows of kRelationQuery (text cells, nullopt for NULL) as the trigger noted them for table
-// `oid` last before `lsn` (dblog_ddl.layouts), or nullopt: no trigger dblogd trusts, no layouts
-// table of its owner, no note before `lsn`, or one that says "not known". First waits (up to
-// 10 s, else pg::Error-free std::runtime_error) until transaction `xid` (64-bit; 0: none) is
-// visible to a new snapshot: the walsender may send a transaction a moment before its commit
-// is visible, and a note of its own DDL must be read.
-std::optional<std::vector<std::vector<std::optional<std::string>>>> NotedLayout(
-    pg::Connection& sql, std::uint32_t oid, std::uint64_t lsn, std::uint64_t xid);
+// Whether dblog_ddl.layouts exists as the script makes it (an ordinary table of dblog_ddl's
+// owner, without row security): a trigger an older dblogd installed keeps none.
+bool DdlTriggerKeepsLayouts(pg::Connection& sql);
+// For people, when an installed trigger keeps no layouts.
+extern const char* const kDdlTriggerWithoutLayouts;
+
+// What the DDL trigger noted of table `oid` (dblog_ddl.layouts), as rows of kRelationQuery (text
+// cells, nullopt for NULL); empty when there is no such note or it says "not known".
+using LayoutRows = std::vector<std::vector<std::optional<std::string>>>;
+struct NotedLayouts {
+  LayoutRows before;  // the note last before `lsn`
+  LayoutRows latest;  // the table's last note (the caller checks it against the catalog now)
+};
+// nullopt: no trigger dblogd trusts, no layouts table as the script makes it (of dblog_ddl's
+// owner, no other role allowed more than SELECT), or no privilege to read it. First waits (up
+// to 10 s, then nullopt and a warning) until transaction `xid` (64-bit; 0: none) is visible to
+// a new snapshot: the walsender may send a transaction a moment before its commit is visible,
+// and a note of its own DDL must be read. (With dblogd's walsender a synchronous standby, that
+// commit waits for dblogd, which goes on without the notes after the 10 s.)
+std::optional<NotedLayouts> NotedLayout(pg::Connection& sql, std::uint32_t oid,
+                                        std::uint64_t lsn, std::uint64_t xid);
 
 // In a transaction of its own: installs (or replaces) the trigger. Needs a role that may create
 // event triggers.

@@ -17,12 +17,14 @@
 -- consumer converges with nothing run by hand, as the extension's event trigger does.
 --
 -- It also keeps each such table's columns (dblog_ddl.layouts), which pgoutput's Relation
--- message leaves without attnums: noted at the end of every ALTER TABLE, and when a table
--- enters a dblog publication or this file is run, with the WAL insert position then. A layout
+-- message leaves without attnums: noted at the end of every ALTER TABLE (and ALTER TYPE of a
+-- typed table's type, CREATE TABLE of a partition), and when a table enters a dblog publication
+-- or this file is run, with the WAL insert position then ("not known" when it cannot be). A layout
 -- DDL holds the table's ACCESS EXCLUSIVE lock from its catalog change to its commit, so no
 -- other transaction writes the table in between: a change at LSN P was written under the
 -- layout of the last note before P (the DDL's own later changes come after its note). dblogd
--- maps a Relation message through that note (docs/pgoutput.md, "Identity across DDL"), so a
+-- maps a Relation message through that note while the last note is the catalog (docs/pgoutput.md,
+-- "Identity across DDL"), so a
 -- column dropped, added again or retyped before dblogd read the table's earlier changes keeps
 -- its attnum, as the extension's historic catalog gives it.
 --
@@ -177,7 +179,7 @@ $$;
 -- sidecar/pgoutput/translate.cc when dblogd prints this file): a JSON array of its rows, each
 -- an array of its 13 cells as libpq's text (NULL as null), in attnum order; NULL for no table.
 CREATE OR REPLACE FUNCTION dblog_ddl.layout_of(pg_catalog.oid) RETURNS pg_catalog.jsonb
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp SET quote_all_identifiers = off
 AS $layout$
   SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(
            r.c0::pg_catalog.text, r.c1::pg_catalog.text, r.c2::pg_catalog.text,
@@ -216,6 +218,20 @@ BEGIN
 END
 $$;
 
+-- A note that says "not known from here on" (columns NULL), written when a layout could not
+-- be noted: an older note must not map what comes after (dblogd falls back to the catalog).
+CREATE OR REPLACE FUNCTION dblog_ddl.note_unknown(tbl pg_catalog.oid) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  INSERT INTO dblog_ddl.layouts (table_oid, at_lsn, columns)
+  VALUES (tbl, pg_catalog.pg_current_wal_insert_lsn(), NULL);
+EXCEPTION WHEN OTHERS THEN
+  RAISE WARNING 'dblog: the DDL trigger could not note that the columns of % are not known: %',
+    tbl, SQLERRM;
+END
+$$;
+
 -- ddl_command_end: the layout of every table an ALTER TABLE changed (and the tables under it),
 -- and of every table a CREATE or ALTER PUBLICATION put into a publication; each on its own, a
 -- failure a WARNING (dblogd then maps that table by the catalog alone, as without the trigger).
@@ -228,9 +244,20 @@ BEGIN
   FOR t IN
     SELECT DISTINCT tree.relid
       FROM pg_catalog.pg_event_trigger_ddl_commands() c,
-           LATERAL (SELECT c.objid
+           LATERAL (SELECT c.objid  -- a table altered, or created (a partition of one)
                      WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-                       AND c.command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE'
+                       AND c.command_tag OPERATOR(pg_catalog.=) ANY ('{ALTER TABLE,CREATE TABLE}')
+                    UNION ALL
+                    SELECT tt.oid FROM pg_catalog.pg_class tt  -- typed tables: ALTER TYPE CASCADE
+                     WHERE c.command_tag OPERATOR(pg_catalog.=) 'ALTER TYPE'
+                       AND tt.reloftype OPERATOR(pg_catalog.=) ANY (
+                             SELECT c.objid WHERE c.classid OPERATOR(pg_catalog.=)
+                                                    'pg_catalog.pg_type'::pg_catalog.regclass
+                             UNION ALL  -- ADD/DROP/ALTER ATTRIBUTE: the composite's pg_class row
+                             SELECT ct.reltype FROM pg_catalog.pg_class ct
+                              WHERE c.classid OPERATOR(pg_catalog.=)
+                                      'pg_catalog.pg_class'::pg_catalog.regclass
+                                AND ct.oid OPERATOR(pg_catalog.=) c.objid)
                     UNION ALL
                     SELECT pr.prrelid FROM pg_catalog.pg_publication_rel pr
                      WHERE (c.classid OPERATOR(pg_catalog.=)
@@ -247,8 +274,12 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
       RAISE WARNING 'dblog: the DDL trigger could not note the columns of %: %',
         t.relid::pg_catalog.regclass, SQLERRM;
+      PERFORM dblog_ddl.note_unknown(t.relid);
     END;
   END LOOP;
+EXCEPTION WHEN OTHERS THEN
+  RAISE WARNING 'dblog: the DDL trigger could not note the columns of the tables this statement '
+                'changed: %', SQLERRM;
 END
 $$;
 
@@ -288,7 +319,9 @@ DECLARE
   cmd record;
   t record;
 BEGIN
-  PERFORM dblog_ddl.note_layouts();  -- its own failures are WARNINGs
+  -- first, and outside the block below, whose failure would undo the notes with it
+  PERFORM dblog_ddl.note_layouts();
+  BEGIN
   FOR cmd IN
     SELECT DISTINCT c.command_tag, c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c
      WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -372,10 +405,11 @@ BEGIN
       ON CONFLICT (enum_row) DO UPDATE SET label = EXCLUDED.label;
     END IF;
   END LOOP;
-EXCEPTION WHEN OTHERS THEN
-  RAISE WARNING 'dblog: the DDL trigger could not note the tables this statement changed: %',
-    SQLERRM
-    USING HINT = 'Repair them by hand: SELECT dblog.repair(''<table>'')';
+  EXCEPTION WHEN OTHERS THEN
+    RAISE WARNING 'dblog: the DDL trigger could not note the tables this statement changed: %',
+      SQLERRM
+      USING HINT = 'Repair them by hand: SELECT dblog.repair(''<table>'')';
+  END;
 END
 $$;
 
@@ -384,6 +418,7 @@ DROP FUNCTION IF EXISTS dblog_ddl.on_ddl_start();
 REVOKE ALL ON FUNCTION dblog_ddl.note(pg_catalog.oid, pg_catalog.text),
   dblog_ddl.tree(pg_catalog.oid), dblog_ddl.published(pg_catalog.oid),
   dblog_ddl.layout_of(pg_catalog.oid), dblog_ddl.note_layout(pg_catalog.oid),
+  dblog_ddl.note_unknown(pg_catalog.oid),
   dblog_ddl.note_layouts(), dblog_ddl.on_rewrite(), dblog_ddl.on_ddl_end() FROM PUBLIC;
 
 DROP EVENT TRIGGER IF EXISTS dblog_ddl_rewrite;
@@ -391,7 +426,7 @@ DROP EVENT TRIGGER IF EXISTS dblog_ddl_end;
 CREATE EVENT TRIGGER dblog_ddl_rewrite ON table_rewrite
   EXECUTE FUNCTION dblog_ddl.on_rewrite();
 CREATE EVENT TRIGGER dblog_ddl_end ON ddl_command_end
-  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TYPE', 'CREATE PUBLICATION',
+  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TYPE', 'CREATE TABLE', 'CREATE PUBLICATION',
                'ALTER PUBLICATION')
   EXECUTE FUNCTION dblog_ddl.on_ddl_end();
 
@@ -413,6 +448,7 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
       RAISE WARNING 'dblog: could not note the columns of %: %', t.relid::pg_catalog.regclass,
         SQLERRM;
+      PERFORM dblog_ddl.note_unknown(t.relid);
     END;
   END LOOP;
 END

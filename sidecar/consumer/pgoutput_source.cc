@@ -279,16 +279,28 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
         // make the message's columns other than the live ones by position: checked here too.
         if (const std::string drift = PublicationDrift(sql()); !drift.empty())
           throw pgoutput::TranslateError(drift);
+        // the layout the DDL trigger noted last before the change (docs/pgoutput.md, "Identity
+        // across DDL"), read first: it waits until the change's transaction is visible, so that
+        // the catalog read next is at least as new
+        const std::optional<NotedLayouts> noted = NotedLayout(sql(), r.oid, lsn, xid);
         pgoutput::CatalogAt at;
         at.now = pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(sql(), r.oid));
-        // the layout the DDL trigger noted last before the change (docs/pgoutput.md, "Identity
-        // across DDL"); a note that does not parse is no note
+        if (!noted || noted->before.empty()) return at;
         try {
-          if (auto rows = NotedLayout(sql(), r.oid, lsn, xid))
-            at.then = pgoutput::ParseRelationRows(r.oid, *rows);
-        } catch (const pgoutput::TranslateError& e) {
-          log::Warn("pgoutput_layout_unreadable", {{"table_oid", r.oid},
-                                                   {"error", e.what()}});
+          // the notes are complete only while the last one is the catalog now: a layout change
+          // the trigger did not see (DDL while event triggers do not fire, a column dropped by
+          // a DROP ... CASCADE) would leave an older note to map what came after it
+          if (!pgoutput::SameLayout(pgoutput::ParseRelationRows(r.oid, noted->latest), at.now)) {
+            log::Warn("pgoutput_layouts_behind",
+                      {{"table_oid", r.oid},
+                       {"message", "the DDL trigger's last note of the table is not its catalog: "
+                                   "a change of its columns was not noted; mapped by the catalog "
+                                   "alone"}});
+            return at;
+          }
+          at.then = pgoutput::ParseRelationRows(r.oid, noted->before);
+        } catch (const pgoutput::TranslateError& e) {  // a note that does not parse is none
+          log::Warn("pgoutput_layout_unreadable", {{"table_oid", r.oid}, {"error", e.what()}});
         }
         return at;
       },

@@ -152,8 +152,11 @@ void CheckPgoutputMode(const config::Config& config, pg::Connection& sql, Report
                                       "to it, or have an administrator create it "
                                       "(docs/pgoutput.md)");
   const DdlTriggerState ddl = ReadDdlTriggerState(sql);
-  if (ddl == DdlTriggerState::kInstalled)
-    report.Ok("ddl_trigger", "installed: DDL that changes rows without writing them is repaired");
+  if (ddl == DdlTriggerState::kInstalled && !DdlTriggerKeepsLayouts(sql))
+    report.Warn("ddl_trigger", kDdlTriggerWithoutLayouts);
+  else if (ddl == DdlTriggerState::kInstalled)
+    report.Ok("ddl_trigger", "installed: DDL that changes rows without writing them is repaired, "
+                             "columns changed behind the stream are mapped");
   else if (ddl == DdlTriggerState::kAbsent && role.bool_value(0, 1))
     report.Ok("ddl_trigger", "dblogd will install it (its role is a superuser)");
   else

@@ -198,6 +198,19 @@ dblog::v1::Relation MappedRelation(const Relation& r, const CatalogRelation& cat
   return rel;
 }
 
+bool SameLayout(const CatalogRelation& a, const CatalogRelation& b) {
+  if (a.oid != b.oid || a.replica_identity != b.replica_identity ||
+      a.key_columns != b.key_columns || a.columns.size() != b.columns.size())
+    return false;
+  for (std::size_t i = 0; i < a.columns.size(); ++i) {
+    const CatalogColumn &x = a.columns[i], &y = b.columns[i];
+    if (x.attnum != y.attnum || x.name != y.name || x.type_oid != y.type_oid ||
+        x.typmod != y.typmod)
+      return false;
+  }
+  return true;
+}
+
 const CatalogRelation& CatalogFor(const Relation& r, const CatalogAt& at) {
   if (!at.then || at.then->oid != r.oid || at.then->columns.size() != r.columns.size())
     return at.now;
@@ -246,7 +259,14 @@ Translator::Table& Translator::TableOf(std::uint32_t oid, const char* what, std:
                          ", which no Relation message announced");
   if (it->second.announced) {
     const Relation& r = *it->second.announced;
-    const CatalogAt at = catalog_(r, lsn, in_txn_ ? begin_.xid() : 0);
+    CatalogAt at = catalog_(r, lsn, in_txn_ ? begin_.xid() : 0);
+    if (at.then) {
+      for (CatalogColumn& then : at.then->columns)
+        for (const CatalogColumn& now : at.now.columns)
+          if (now.attnum == then.attnum && now.type_oid == then.type_oid &&
+              now.typmod == then.typmod)
+            then.type_name = now.type_name;
+    }
     it->second.relation = MappedRelation(r, CatalogFor(r, at), &it->second.kinds);
     it->second.announced.reset();
   }

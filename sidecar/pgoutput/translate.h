@@ -107,9 +107,15 @@ struct CatalogAt {
   std::optional<CatalogRelation> then;
 };
 
+// Whether two readings of a table have the same live columns (attnum, name, type, typmod), key
+// and replica identity: the DDL trigger's last note of a table against its catalog now.
+bool SameLayout(const CatalogRelation& a, const CatalogRelation& b);
+
 // The catalog the message is mapped through: `then` when it lists the message's columns by
 // position (names, types and typmods), which makes its attnums the ones the change was written
 // with, whatever was dropped, added or retyped since; `now` otherwise (MappedRelation's rules).
+// (The Translator gives `then` the catalog's type names where a column kept its type: a type
+// renamed since, which takes no lock on the table and is not noted, prints as it does now.)
 const CatalogRelation& CatalogFor(const Relation& message, const CatalogAt& at);
 
 class Translator {
