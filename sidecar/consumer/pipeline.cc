@@ -677,6 +677,11 @@ void Pipeline::OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end,
   pgoutput_events_.clear();
   try {
     pgoutput_->Translate(wal_start, payload, &pgoutput_events_);
+  } catch (const pg::Error& e) {
+    // A query the mapping runs failed (the connection lost, a timeout, a lock): nothing is
+    // wrong with the stream; reconnect and decode the message again.
+    SourceLost(std::string("reading the catalog for the pgoutput stream: ") + e.what());
+    return;
   } catch (const std::exception& e) {
     // A message this mode cannot map (a table whose catalog no longer describes what pgoutput
     // sent, after DDL): retrying decodes the same message again. Stop with the reason.
