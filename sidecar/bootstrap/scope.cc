@@ -46,16 +46,7 @@ const char* const kScopeCandidatesWhere =
 
 std::vector<std::vector<std::optional<std::string>>> CatalogRows(pg::Connection& conn,
                                                                 std::uint32_t oid) {
-  pg::Result res = conn.ExecParams(pgoutput::kRelationQuery, {std::to_string(oid)});
-  std::vector<std::vector<std::optional<std::string>>> rows;
-  for (int i = 0; i < res.ntuples(); ++i) {
-    auto& row = rows.emplace_back();
-    for (int j = 0; j < res.nfields(); ++j) {
-      const auto v = res.optional_value(i, j);
-      row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
-    }
-  }
-  return rows;
+  return conn.ExecParams(pgoutput::kRelationQuery, {std::to_string(oid)}).text_rows();
 }
 
 dblog::v1::Relation DescribeTableFromCatalog(pg::Connection& conn, std::uint32_t oid,

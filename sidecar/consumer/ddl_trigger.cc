@@ -119,15 +119,7 @@ LayoutRows LayoutRowsOf(pg::Connection& sql, const std::string& which,
           "       pg_catalog.jsonb_array_elements(l.columns) WITH ORDINALITY AS e(r, i)"
           " ORDER BY e.i",
       params);
-  LayoutRows rows;
-  for (int i = 0; i < res.ntuples(); ++i) {
-    auto& row = rows.emplace_back();
-    for (int j = 0; j < res.nfields(); ++j) {
-      const auto v = res.optional_value(i, j);
-      row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
-    }
-  }
-  return rows;
+  return res.text_rows();
 }
 
 }  // namespace

@@ -117,6 +117,18 @@ std::optional<std::string_view> Result::optional_value(int row, int col) const {
                           static_cast<std::size_t>(PQgetlength(result_.get(), row, col)));
 }
 
+std::vector<std::vector<std::optional<std::string>>> Result::text_rows() const {
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  for (int i = 0; i < ntuples(); ++i) {
+    auto& row = rows.emplace_back();
+    for (int j = 0; j < nfields(); ++j) {
+      const auto v = optional_value(i, j);
+      row.push_back(v ? std::optional<std::string>(*v) : std::nullopt);
+    }
+  }
+  return rows;
+}
+
 int Result::column(std::string_view name) const {
   // Not PQfnumber: it case-folds and parses quotes, we want the name exactly as returned.
   for (int c = 0; c < nfields(); ++c)

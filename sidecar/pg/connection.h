@@ -84,6 +84,9 @@ class Result {
   std::uint64_t u64_value(int row, int col) const;
   std::int64_t i64_value(int row, int col) const;
 
+  // Every row as owned text cells (nullopt for SQL NULL): for results that outlive this Result.
+  std::vector<std::vector<std::optional<std::string>>> text_rows() const;
+
   // Column lookup by name (exact match); throws std::out_of_range for an unknown name.
   int column(std::string_view name) const;
   std::string_view value(int row, std::string_view column_name) const {

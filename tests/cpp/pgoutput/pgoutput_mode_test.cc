@@ -185,6 +185,17 @@ class PgoutputModeTest : public ::testing::TestWithParam<int> {
            " user=" + kRole + " dbname=postgres target_session_attrs=read-write";
   }
 
+  // dblogd started, its bootstrap and the stream up to now read into `replay`, then stopped.
+  void StreamedThenStopped(Replay& replay, const std::vector<std::string>& flags = {}) {
+    StartDblogd(std::string(kSchema) + ".*", flags);
+    {
+      auto c = Connect();
+      ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
+      ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
+    }
+    dblogd_->Stop();
+  }
+
   // app.a (id int PRIMARY KEY, v text) with `rows` rows 'v1'.., and app.sentinel.
   void CreateTableAAndSentinel(int rows) {
     const std::string s = kSchema;
@@ -823,14 +834,8 @@ TEST_P(PgoutputModeTest, AWindowChosenAsADeadlockVictimIsReadAgain) {
 TEST_P(PgoutputModeTest, RepairRequestedWhileDblogdIsDownRuns) {
   const std::string s = kSchema;
   CreateTableAAndSentinel(1000);
-  StartDblogd(s + ".*", {"--chunk-size=300"});
   Replay replay;
-  {
-    auto c = Connect();
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-  }
-  dblogd_->Stop();
+  ASSERT_NO_FATAL_FAILURE(StreamedThenStopped(replay, {"--chunk-size=300"}));
   EraseEvery(replay, "a", 3);
   const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
   db_->exec("UPDATE " + s + ".a SET v = 'after' WHERE id % 10 = 0");
@@ -847,14 +852,8 @@ TEST_P(PgoutputModeTest, RepairRequestedWhileDblogdIsDownRuns) {
 TEST_P(PgoutputModeTest, RepairRequestedBeforeTheSlotWasRecreatedRuns) {
   const std::string s = kSchema;
   CreateTableAAndSentinel(1000);
-  StartDblogd(s + ".*", {"--chunk-size=300"});
-  {
-    Replay first;
-    auto c = Connect();
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, first, 0));
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, first, Sentinel()));
-  }
-  dblogd_->Stop();
+  Replay first;
+  ASSERT_NO_FATAL_FAILURE(StreamedThenStopped(first, {"--chunk-size=300"}));
   const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");
   DropSlot();
   StartDblogd(s + ".*", {"--chunk-size=300"});
@@ -1318,14 +1317,8 @@ TEST_P(PgoutputModeTest, DdlDuringTheBootstrapRedoesItInsteadOfLosingOrSwappingR
 TEST_P(PgoutputModeTest, ColumnsRenamedOrAddedRightAfterAChangeAreMappedByAttnum) {
   const std::string s = kSchema;
   CreateTableAAndSentinel(10);
-  StartDblogd();
   Replay replay;
-  {
-    auto c = Connect();
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-  }
-  dblogd_->Stop();
+  ASSERT_NO_FATAL_FAILURE(StreamedThenStopped(replay));
   db_->exec("INSERT INTO " + s + ".a VALUES (11, 'before')");
   db_->exec("ALTER TABLE " + s + ".a RENAME COLUMN v TO v2");
   db_->exec("INSERT INTO " + s + ".a VALUES (12, 'renamed')");
@@ -1548,14 +1541,8 @@ TEST_P(PgoutputModeTest, ColumnsDroppedAddedAgainOrRetypedBehindTheStreamKeepThe
   db_->exec("CREATE TABLE " + s + ".a (id int PRIMARY KEY, v text, n varchar(10))");
   db_->exec("CREATE TABLE " + s + ".sentinel (id int PRIMARY KEY)");
   db_->exec("INSERT INTO " + s + ".a SELECT g, 'v' || g, g FROM generate_series(1, 10) g");
-  StartDblogd();
   Replay replay;
-  {
-    auto c = Connect();
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
-    ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, Sentinel()));
-  }
-  dblogd_->Stop();
+  ASSERT_NO_FATAL_FAILURE(StreamedThenStopped(replay));
   EXPECT_EQ(admin.scalar("SELECT count(*) FROM dblog_ddl.layouts WHERE table_oid = '" + s +
                          ".a'::regclass"),
             "1")
