@@ -285,7 +285,7 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
         const std::optional<NotedLayouts> noted = NotedLayout(sql(), r.oid, lsn, xid);
         pgoutput::CatalogAt at;
         at.now = pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(sql(), r.oid));
-        if (!noted || noted->before.empty()) return at;
+        if (!noted || noted->before.empty() || noted->latest.empty()) return at;  // "not known"
         try {
           // the notes are complete only while the last one is the catalog now: a layout change
           // the trigger did not see (DDL while event triggers do not fire, a column dropped by
