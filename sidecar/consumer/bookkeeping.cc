@@ -257,7 +257,7 @@ DdlTriggerState Bookkeeping::EnsureDdlTrigger() {
   ddl_taken_ready_ = true;
   DdlTriggerState state = ReadDdlTriggerState(sql);
   // absent, or installed by an older dblogd (no layouts): a superuser dblogd (re)installs it
-  const bool outdated = state == DdlTriggerState::kInstalled && !DdlTriggerKeepsLayouts(sql);
+  const bool outdated = state == DdlTriggerState::kInstalled && !DdlTriggerHasLayouts(sql);
   if ((state == DdlTriggerState::kAbsent || outdated) &&
       sql.Exec("SELECT rolsuper FROM pg_catalog.pg_roles"
                " WHERE rolname OPERATOR(pg_catalog.=) CURRENT_USER")
@@ -276,7 +276,9 @@ DdlTriggerState Bookkeeping::EnsureDdlTrigger() {
               {{"consumer", consumer_.name}, {"reason", DdlTriggerProblem(state)}});
   else if (!DdlTriggerKeepsLayouts(sql))
     log::Warn("ddl_trigger_outdated",
-              {{"consumer", consumer_.name}, {"reason", kDdlTriggerWithoutLayouts}});
+              {{"consumer", consumer_.name},
+               {"reason", DdlTriggerHasLayouts(sql) ? kDdlLayoutsUntrusted
+                                                    : kDdlTriggerWithoutLayouts}});
   return state;
 }
 

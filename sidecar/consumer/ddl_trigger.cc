@@ -3,7 +3,6 @@
 
 #include "consumer/ddl_trigger_sql.h"  // generated from consumer/ddl_trigger.sql
 #include "common/lsn.h"
-#include "log/log.h"
 #include "pgoutput/translate.h"
 
 #include <chrono>
@@ -84,8 +83,15 @@ constexpr const char* kLayoutsTrusted =
     "           AND c.relkind OPERATOR(pg_catalog.=) 'r'"
     "           AND c.relowner OPERATOR(pg_catalog.=) n.nspowner"
     "           AND NOT c.relrowsecurity"
+    "           AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')"
+    "           AND pg_catalog.has_table_privilege(c.oid, 'SELECT')"
     "           AND NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(c.relacl) AS a"
     "                            WHERE a.grantee OPERATOR(pg_catalog.<>) c.relowner"
+    "                              AND a.privilege_type OPERATOR(pg_catalog.<>) 'SELECT')"
+    "           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute att,"  // column grants
+    "                                  pg_catalog.aclexplode(att.attacl) AS a"
+    "                            WHERE att.attrelid OPERATOR(pg_catalog.=) c.oid"
+    "                              AND a.grantee OPERATOR(pg_catalog.<>) c.relowner"
     "                              AND a.privilege_type OPERATOR(pg_catalog.<>) 'SELECT'))";
 
 }  // namespace
@@ -95,6 +101,17 @@ const char* const kDdlTriggerWithoutLayouts =
     "retyped before dblogd read the table's earlier changes stops the consumer; an administrator "
     "runs dblogd --ddl-trigger-sql | psql -v ON_ERROR_STOP=1 <the source database> again "
     "(docs/pgoutput.md, Identity across DDL)";
+
+const char* const kDdlLayoutsUntrusted =
+    "dblog_ddl.layouts is not as the DDL trigger's script makes it (another owner than the "
+    "schema's, row security, another role granted more than SELECT on it or a column of it, or "
+    "no SELECT for dblogd's role): dblogd ignores the layouts, so a column dropped or retyped "
+    "before dblogd read the table's earlier changes stops the consumer; its owner fixes the "
+    "grants (docs/pgoutput.md, Identity across DDL)";
+
+bool DdlTriggerHasLayouts(pg::Connection& sql) {
+  return !sql.Exec("SELECT pg_catalog.to_regclass('dblog_ddl.layouts')").is_null(0, 0);
+}
 
 bool DdlTriggerKeepsLayouts(pg::Connection& sql) {
   return sql.Exec(std::string("SELECT ") + kLayoutsTrusted).bool_value(0, 0);
@@ -116,7 +133,10 @@ LayoutRows LayoutRowsOf(pg::Connection& sql, const std::string& which,
       "  FROM (SELECT l.columns FROM dblog_ddl.layouts l"
       "         WHERE l.table_oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid " + which +
           "         ORDER BY l.at_lsn DESC, l.id DESC LIMIT 1) AS l,"
-          "       pg_catalog.jsonb_array_elements(l.columns) WITH ORDINALITY AS e(r, i)"
+          "       pg_catalog.jsonb_array_elements(CASE WHEN pg_catalog.jsonb_typeof(l.columns)"
+          "                                  OPERATOR(pg_catalog.=) 'array' THEN l.columns END)"
+          "         WITH ORDINALITY AS e(r, i)"
+          " WHERE pg_catalog.jsonb_typeof(e.r) OPERATOR(pg_catalog.=) 'array'"
           " ORDER BY e.i",
       params);
   return res.text_rows();
@@ -124,39 +144,31 @@ LayoutRows LayoutRowsOf(pg::Connection& sql, const std::string& which,
 
 }  // namespace
 
-std::optional<NotedLayouts> NotedLayout(pg::Connection& sql, std::uint32_t oid,
-                                        std::uint64_t lsn, std::uint64_t xid) {
+void WaitUntilVisible(pg::Connection& sql, std::uint64_t xid) {
+  if (xid == 0) return;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    pg::Result r = sql.ExecParams(
-        "SELECT $1::pg_catalog.int8 OPERATOR(pg_catalog.=) 0 OR pg_catalog.pg_visible_in_snapshot("
-        "         $1::pg_catalog.text::pg_catalog.xid8, pg_catalog.pg_current_snapshot()), " +
-            std::string(kLayoutsTrusted),
-        {std::to_string(xid)});
-    if (!r.bool_value(0, 1)) return std::nullopt;
-    if (r.bool_value(0, 0)) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      log::Warn("pgoutput_layout_not_visible",
-                {{"table_oid", oid}, {"xid", xid},
-                 {"message", "the transaction the walsender sent is not visible after 10 s (is "
-                             "dblogd's walsender a synchronous standby?): its table is mapped "
-                             "by the catalog alone"}});
-      return std::nullopt;
-    }
+  while (!sql.ExecParams("SELECT pg_catalog.pg_visible_in_snapshot($1::pg_catalog.xid8,"
+                         "                                        pg_catalog.pg_current_snapshot())",
+                         {std::to_string(xid)})
+              .bool_value(0, 0)) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw LayoutWaitTimeout("transaction " + std::to_string(xid) +
+                              " was sent by the walsender but is not visible after 10 s (is "
+                              "dblogd's walsender a synchronous standby? its commit would wait "
+                              "for dblogd)");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+std::optional<NotedLayouts> NotedLayout(pg::Connection& sql, std::uint32_t oid,
+                                        std::uint64_t lsn) {
   // trusted only as a whole: the table's owner owns the schema, its functions and the triggers
-  if (ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled) return std::nullopt;
-  NotedLayouts noted;
-  try {
-    noted.before = LayoutRowsOf(
-        sql, "AND l.at_lsn OPERATOR(pg_catalog.<) $2::pg_catalog.pg_lsn",
-        {std::to_string(oid), common::FormatLsn(lsn)});
-    noted.latest = LayoutRowsOf(sql, "", {std::to_string(oid)});
-  } catch (const pg::Error& e) {
-    if (e.sqlstate() != "42501") throw;  // its SELECT (or the schema's USAGE) revoked
+  if (!DdlTriggerKeepsLayouts(sql) || ReadDdlTriggerState(sql) != DdlTriggerState::kInstalled)
     return std::nullopt;
-  }
+  NotedLayouts noted;
+  noted.before = LayoutRowsOf(sql, "AND l.at_lsn OPERATOR(pg_catalog.<) $2::pg_catalog.pg_lsn",
+                              {std::to_string(oid), common::FormatLsn(lsn)});
+  noted.latest = LayoutRowsOf(sql, "", {std::to_string(oid)});
   return noted;
 }
 

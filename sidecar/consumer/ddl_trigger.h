@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,23 @@ DdlTriggerState ReadDdlTriggerState(pg::Connection& sql);
 // For people: what the state means and what to do about it ("" when installed).
 std::string DdlTriggerProblem(DdlTriggerState state);
 
-// Whether dblog_ddl.layouts exists as the script makes it (an ordinary table of dblog_ddl's
-// owner, without row security): a trigger an older dblogd installed keeps none.
+// Whether dblog_ddl.layouts exists (a trigger an older dblogd installed keeps none), and whether
+// dblogd trusts it (NotedLayout's rules).
+bool DdlTriggerHasLayouts(pg::Connection& sql);
 bool DdlTriggerKeepsLayouts(pg::Connection& sql);
-// For people, when an installed trigger keeps no layouts.
+// For people: an installed trigger without layouts, or with layouts dblogd does not trust.
 extern const char* const kDdlTriggerWithoutLayouts;
+extern const char* const kDdlLayoutsUntrusted;
+
+// Waits (up to 10 s) until transaction `xid` (64-bit; 0: none) is visible to a new snapshot:
+// the walsender may send a transaction a moment before its commit is visible, and what its own
+// DDL wrote (the catalog, a layout note) must be read. Throws LayoutWaitTimeout after 10 s
+// (dblogd's walsender a synchronous standby, whose commit waits for dblogd?).
+class LayoutWaitTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+void WaitUntilVisible(pg::Connection& sql, std::uint64_t xid);
 
 // What the DDL trigger noted of table `oid` (dblog_ddl.layouts), as rows of kRelationQuery (text
 // cells, nullopt for NULL); empty when there is no such note or it says "not known".
@@ -39,14 +52,13 @@ struct NotedLayouts {
   LayoutRows before;  // the note last before `lsn`
   LayoutRows latest;  // the table's last note (the caller checks it against the catalog now)
 };
-// nullopt: no trigger dblogd trusts, no layouts table as the script makes it (of dblog_ddl's
-// owner, no other role allowed more than SELECT), or no privilege to read it. First waits (up
-// to 10 s, then nullopt and a warning) until transaction `xid` (64-bit; 0: none) is visible to
-// a new snapshot: the walsender may send a transaction a moment before its commit is visible,
-// and a note of its own DDL must be read. (With dblogd's walsender a synchronous standby, that
-// commit waits for dblogd, which goes on without the notes after the 10 s.)
+// nullopt: no trigger dblogd trusts, or no layouts table it trusts (dblog_ddl's owner's, no
+// row security, no other role granted more than SELECT on it or a column of it, readable by
+// dblogd's role). Run it in the caller's REPEATABLE READ transaction with the catalog's read,
+// after WaitUntilVisible: one snapshot, in which a DDL's note and its catalog change commit
+// together.
 std::optional<NotedLayouts> NotedLayout(pg::Connection& sql, std::uint32_t oid,
-                                        std::uint64_t lsn, std::uint64_t xid);
+                                        std::uint64_t lsn);
 
 // In a transaction of its own: installs (or replaces) the trigger. Needs a role that may create
 // event triggers.

@@ -239,25 +239,24 @@ CREATE OR REPLACE FUNCTION dblog_ddl.note_layouts() RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  t record;
+  rels pg_catalog.oid[];
+  rel pg_catalog.oid;
 BEGIN
-  FOR t IN
-    SELECT DISTINCT tree.relid
+  -- which tables, in a block of its own: a failure later must not undo the notes written
+  BEGIN
+    SELECT pg_catalog.array_agg(DISTINCT tree.relid) INTO rels
       FROM pg_catalog.pg_event_trigger_ddl_commands() c,
            LATERAL (SELECT c.objid  -- a table altered, or created (a partition of one)
                      WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
                        AND c.command_tag OPERATOR(pg_catalog.=) ANY ('{ALTER TABLE,CREATE TABLE}')
                     UNION ALL
-                    SELECT tt.oid FROM pg_catalog.pg_class tt  -- typed tables: ALTER TYPE CASCADE
+                    -- typed tables: ALTER TYPE ... ADD/DROP/ALTER/RENAME ATTRIBUTE (CASCADE)
+                    -- reports the composite's pg_class row
+                    SELECT tt.oid FROM pg_catalog.pg_class ct, pg_catalog.pg_class tt
                      WHERE c.command_tag OPERATOR(pg_catalog.=) 'ALTER TYPE'
-                       AND tt.reloftype OPERATOR(pg_catalog.=) ANY (
-                             SELECT c.objid WHERE c.classid OPERATOR(pg_catalog.=)
-                                                    'pg_catalog.pg_type'::pg_catalog.regclass
-                             UNION ALL  -- ADD/DROP/ALTER ATTRIBUTE: the composite's pg_class row
-                             SELECT ct.reltype FROM pg_catalog.pg_class ct
-                              WHERE c.classid OPERATOR(pg_catalog.=)
-                                      'pg_catalog.pg_class'::pg_catalog.regclass
-                                AND ct.oid OPERATOR(pg_catalog.=) c.objid)
+                       AND c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                       AND ct.oid OPERATOR(pg_catalog.=) c.objid
+                       AND tt.reloftype OPERATOR(pg_catalog.=) ct.reltype
                     UNION ALL
                     SELECT pr.prrelid FROM pg_catalog.pg_publication_rel pr
                      WHERE (c.classid OPERATOR(pg_catalog.=)
@@ -267,19 +266,20 @@ BEGIN
                               'pg_catalog.pg_publication'::pg_catalog.regclass
                             AND c.command_tag OPERATOR(pg_catalog.=) 'CREATE PUBLICATION'
                             AND pr.prpubid OPERATOR(pg_catalog.=) c.objid)) AS o(relid),
-           LATERAL dblog_ddl.tree(o.relid) AS tree(relid)
-  LOOP
+           LATERAL dblog_ddl.tree(o.relid) AS tree(relid);
+  EXCEPTION WHEN OTHERS THEN
+    RAISE WARNING 'dblog: the DDL trigger could not find the tables whose columns to note: %',
+      SQLERRM;
+    RETURN;
+  END;
+  FOREACH rel IN ARRAY COALESCE(rels, '{}') LOOP
     BEGIN
-      PERFORM dblog_ddl.note_layout(t.relid);
+      PERFORM dblog_ddl.note_layout(rel);
     EXCEPTION WHEN OTHERS THEN
-      RAISE WARNING 'dblog: the DDL trigger could not note the columns of %: %',
-        t.relid::pg_catalog.regclass, SQLERRM;
-      PERFORM dblog_ddl.note_unknown(t.relid);
+      RAISE WARNING 'dblog: the DDL trigger could not note the columns of %: %', rel, SQLERRM;
+      PERFORM dblog_ddl.note_unknown(rel);
     END;
   END LOOP;
-EXCEPTION WHEN OTHERS THEN
-  RAISE WARNING 'dblog: the DDL trigger could not note the columns of the tables this statement '
-                'changed: %', SQLERRM;
 END
 $$;
 
@@ -324,7 +324,11 @@ BEGIN
   BEGIN
   FOR cmd IN
     SELECT DISTINCT c.command_tag, c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c
-     WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+     WHERE (c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+            -- not a temporary or unlogged table (never published; maybe a read-only transaction)
+            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class x
+                             WHERE x.oid OPERATOR(pg_catalog.=) c.objid
+                               AND x.relpersistence OPERATOR(pg_catalog.<>) 'p'))
         OR c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
   LOOP
     IF cmd.command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' THEN

@@ -279,12 +279,26 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
         // make the message's columns other than the live ones by position: checked here too.
         if (const std::string drift = PublicationDrift(sql()); !drift.empty())
           throw pgoutput::TranslateError(drift);
+        // The change's transaction visible first (its own DDL with it), then in one snapshot
         // the layout the DDL trigger noted last before the change (docs/pgoutput.md, "Identity
-        // across DDL"), read first: it waits until the change's transaction is visible, so that
-        // the catalog read next is at least as new
-        const std::optional<NotedLayouts> noted = NotedLayout(sql(), r.oid, lsn, xid);
+        // across DDL"), its last note and the catalog: a DDL's note and its catalog change
+        // commit together.
+        WaitUntilVisible(sql(), xid);
+        std::optional<NotedLayouts> noted;
         pgoutput::CatalogAt at;
-        at.now = pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(sql(), r.oid));
+        pg::Connection& conn = sql();
+        conn.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        try {
+          noted = NotedLayout(conn, r.oid, lsn);
+          at.now = pgoutput::ParseRelationRows(r.oid, bootstrap::CatalogRows(conn, r.oid));
+          conn.Exec("COMMIT");
+        } catch (...) {
+          try {
+            conn.Exec("ROLLBACK");
+          } catch (...) {
+          }
+          throw;
+        }
         if (!noted || noted->before.empty() || noted->latest.empty()) return at;  // "not known"
         try {
           // the notes are complete only while the last one is the catalog now: a layout change

@@ -2,6 +2,7 @@
 #include "consumer/pipeline.h"
 
 #include "bootstrap/scope.h"
+#include "consumer/ddl_trigger.h"
 #include "consumer/scope_changes.h"
 #include "consumer/watermark.h"
 #include "log/log.h"
@@ -677,12 +678,23 @@ void Pipeline::OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end,
   pgoutput_events_.clear();
   try {
     pgoutput_->Translate(wal_start, payload, &pgoutput_events_);
-  } catch (const pg::Error& e) {
-    // A query the mapping runs failed (the connection lost, a timeout, a lock): nothing is
-    // wrong with the stream; reconnect and decode the message again.
-    SourceLost(std::string("reading the catalog for the pgoutput stream: ") + e.what());
-    return;
   } catch (const std::exception& e) {
+    if (dynamic_cast<const pg::Error*>(&e) || dynamic_cast<const LayoutWaitTimeout*>(&e)) {
+      // A query the mapping runs failed (the connection lost, a timeout, a lock), or the
+      // change's transaction stayed invisible: nothing is known to be wrong with the stream;
+      // reconnect and decode the message again, and tell the consumer if it keeps failing.
+      mapping_failures_ = wal_start == mapping_failed_at_ ? mapping_failures_ + 1 : 1;
+      mapping_failed_at_ = wal_start;
+      if (mapping_failures_ < 5) {
+        SourceLost(std::string("mapping a pgoutput message: ") + e.what());
+        return;
+      }
+      Fail(Error::SOURCE_ERROR,
+           std::string("the pgoutput stream cannot go on: mapping the message at ") +
+               common::FormatLsn(wal_start) + " failed " + std::to_string(mapping_failures_) +
+               " times in a row: " + e.what() + " (docs/pgoutput.md, Identity across DDL)");
+      return;
+    }
     // A message this mode cannot map (a table whose catalog no longer describes what pgoutput
     // sent, after DDL): retrying decodes the same message again. Stop with the reason.
     Fail(Error::SOURCE_ERROR,

@@ -196,6 +196,10 @@ class Pipeline : public server::Consumer,
   // pgoutput mode (--source-plugin pgoutput) only: the publication and the stream's decoding.
   std::unique_ptr<PgoutputSource> pgoutput_;
   std::vector<dblog::v1::Event> pgoutput_events_;
+  // pgoutput mode: the message whose mapping failed on a database error, and how many times in
+  // a row (reconnects replay it; after a few the consumer is told)
+  std::uint64_t mapping_failed_at_ = 0;
+  int mapping_failures_ = 0;
 };
 
 // Consumers that no --consumer names but that have a slot (plugin dblog, named dblog_<name>,

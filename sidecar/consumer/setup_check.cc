@@ -153,7 +153,8 @@ void CheckPgoutputMode(const config::Config& config, pg::Connection& sql, Report
                                       "(docs/pgoutput.md)");
   const DdlTriggerState ddl = ReadDdlTriggerState(sql);
   if (ddl == DdlTriggerState::kInstalled && !DdlTriggerKeepsLayouts(sql))
-    report.Warn("ddl_trigger", kDdlTriggerWithoutLayouts);
+    report.Warn("ddl_trigger", DdlTriggerHasLayouts(sql) ? kDdlLayoutsUntrusted
+                                                         : kDdlTriggerWithoutLayouts);
   else if (ddl == DdlTriggerState::kInstalled)
     report.Ok("ddl_trigger", "installed: DDL that changes rows without writing them is repaired, "
                              "columns changed behind the stream are mapped");

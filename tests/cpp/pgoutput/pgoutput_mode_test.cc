@@ -1740,6 +1740,15 @@ TEST_P(PgoutputModeTest, DdlChangingRowsWithoutWritingThemIsRepairedThroughTheDd
   admin.exec(sql);
   EXPECT_NE(check().first.find("ok    ddl_trigger                 installed"), std::string::npos)
       << check().first;
+  // another role allowed to write a column of the layouts: not trusted, and said
+  admin.exec(std::string("GRANT UPDATE (columns) ON dblog_ddl.layouts TO ") + kRole);
+  EXPECT_NE(check().first.find("warn  ddl_trigger                 dblog_ddl.layouts is not as "
+                               "the DDL trigger's script makes it"),
+            std::string::npos)
+      << check().first;
+  admin.exec(std::string("REVOKE UPDATE (columns) ON dblog_ddl.layouts FROM ") + kRole);
+  EXPECT_NE(check().first.find("ok    ddl_trigger                 installed"), std::string::npos)
+      << check().first;
   // no role but the administrator writes a note, or runs what the triggers call
   for (const std::string& forge :
        {"INSERT INTO dblog_ddl.changed_tables (table_oid, reason) VALUES ('" + s +
@@ -1750,6 +1759,7 @@ TEST_P(PgoutputModeTest, DdlChangingRowsWithoutWritingThemIsRepairedThroughTheDd
             ".c'::regclass, '0/0', '[]')",
         std::string("UPDATE dblog_ddl.layouts SET columns = NULL"),
         "SELECT dblog_ddl.note_layout('" + s + ".c'::regclass)",
+        "SELECT dblog_ddl.note_unknown('" + s + ".c'::regclass)",
         std::string("SELECT dblog_ddl.note_layouts()")}) {
     EXPECT_THROW(db_->exec(forge), std::exception) << forge;
   }
