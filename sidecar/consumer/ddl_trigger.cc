@@ -144,12 +144,20 @@ LayoutRows LayoutRowsOf(pg::Connection& sql, const std::string& which,
 
 }  // namespace
 
-void WaitUntilVisible(pg::Connection& sql, std::uint64_t xid) {
+void WaitUntilVisible(pg::Connection& sql, std::uint64_t xid, std::uint32_t oid) {
   if (xid == 0) return;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // A DDL holds its ACCESS EXCLUSIVE lock on the table until after its commit is visible: with
+  // none held, whatever the transaction did to the table's definition is visible already (the
+  // common case: no wait, also while a commit waits for a synchronous standby).
   while (!sql.ExecParams("SELECT pg_catalog.pg_visible_in_snapshot($1::pg_catalog.xid8,"
-                         "                                        pg_catalog.pg_current_snapshot())",
-                         {std::to_string(xid)})
+                         "                                        pg_catalog.pg_current_snapshot())"
+                         "    OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l"
+                         "                    WHERE l.locktype OPERATOR(pg_catalog.=) 'relation'"
+                         "                      AND l.relation OPERATOR(pg_catalog.=) $2::pg_catalog.oid"
+                         "                      AND l.mode OPERATOR(pg_catalog.=) 'AccessExclusiveLock'"
+                         "                      AND l.granted)",
+                         {std::to_string(xid), std::to_string(oid)})
               .bool_value(0, 0)) {
     if (std::chrono::steady_clock::now() > deadline)
       throw LayoutWaitTimeout("transaction " + std::to_string(xid) +

@@ -35,15 +35,17 @@ bool DdlTriggerKeepsLayouts(pg::Connection& sql);
 extern const char* const kDdlTriggerWithoutLayouts;
 extern const char* const kDdlLayoutsUntrusted;
 
-// Waits (up to 10 s) until transaction `xid` (64-bit; 0: none) is visible to a new snapshot:
-// the walsender may send a transaction a moment before its commit is visible, and what its own
-// DDL wrote (the catalog, a layout note) must be read. Throws LayoutWaitTimeout after 10 s
-// (dblogd's walsender a synchronous standby, whose commit waits for dblogd?).
+// Waits (up to 10 s) until transaction `xid` (64-bit; 0: none) is visible to a new snapshot,
+// when an ACCESS EXCLUSIVE lock on table `oid` is held (a DDL on it not visible yet): the
+// walsender may send a transaction before its commit is visible (a moment, or while the commit
+// waits for a synchronous standby), and what its own DDL wrote (the catalog, a layout note)
+// must be read. Throws LayoutWaitTimeout after 10 s (dblogd's walsender a synchronous standby,
+// whose commit waits for dblogd?).
 class LayoutWaitTimeout : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-void WaitUntilVisible(pg::Connection& sql, std::uint64_t xid);
+void WaitUntilVisible(pg::Connection& sql, std::uint64_t xid, std::uint32_t oid);
 
 // What the DDL trigger noted of table `oid` (dblog_ddl.layouts), as rows of kRelationQuery (text
 // cells, nullopt for NULL); empty when there is no such note or it says "not known".

@@ -283,7 +283,7 @@ void PgoutputSource::StartStream(std::function<pg::Connection&()> sql,
         // the layout the DDL trigger noted last before the change (docs/pgoutput.md, "Identity
         // across DDL"), its last note and the catalog: a DDL's note and its catalog change
         // commit together.
-        WaitUntilVisible(sql(), xid);
+        WaitUntilVisible(sql(), xid, r.oid);
         std::optional<NotedLayouts> noted;
         pgoutput::CatalogAt at;
         pg::Connection& conn = sql();
