@@ -135,6 +135,7 @@ class Client::Impl {
   void Handshake();
   bool NextRef(ItemRef& item);
   bool HasBufferedItems();
+  bool WaitForItems(std::chrono::milliseconds max);
   void Ack(const Position& position);
   const dblog::v1::Welcome& welcome() const { return reader_.welcome(); }
   std::uint64_t received_through() const { return reader_.received_through(); }
@@ -174,6 +175,15 @@ class Client::Impl {
 
   void Write(const std::string& bytes, Deadline deadline, bool interruptible,
              const std::string& what);
+  // The socket's read: started once (StartRead), finished by ReadSome, possibly after a
+  // WaitForItems that timed out left it pending.
+  struct PendingRead {
+    bool pending = false;
+    bool done = false;
+    boost::system::error_code result;
+    std::size_t received = 0;
+  };
+  void StartRead();
   std::size_t ReadSome(Deadline deadline, const std::string& what);
   bool ReadMessage(ServerMessage& message, Deadline deadline, const std::string& what);
 
@@ -186,6 +196,7 @@ class Client::Impl {
   std::optional<asio::ssl::stream<tcp::socket&>> tls_;
   StreamReader reader_;  // frames, items and their checks
   std::vector<char> read_buffer_;
+  PendingRead read_;
   std::optional<Position> last_ack_;
   State state_ = State::kOpen;
 };
@@ -200,10 +211,14 @@ void Client::Impl::Run(const bool& done, Deadline deadline, bool interruptible,
       Abort(done, cancel);
       throw Interrupted();
     }
+    // One handler at a time until ours ran: a read WaitForItems left pending is work too,
+    // and must not keep a write waiting for it.
     if (deadline) {
-      io_.run_until(*deadline);
+      while (!done && io_.run_one_until(*deadline) > 0) {
+      }
     } else {
-      io_.run();
+      while (!done && io_.run_one() > 0) {
+      }
     }
     if (done) return;
     if (interruptible && IsInterrupted()) {
@@ -243,27 +258,45 @@ void Client::Impl::Write(const std::string& bytes, Deadline deadline, bool inter
   if (result) ThrowTransport(what, result);
 }
 
-std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
-  bool done = false;
-  boost::system::error_code result;
-  std::size_t received = 0;
-  auto on_read = [&](const boost::system::error_code& ec, std::size_t n) {
-    result = ec;
-    received = n;
-    done = true;
+void Client::Impl::StartRead() {
+  if (read_.pending) return;
+  read_ = PendingRead{};
+  read_.pending = true;
+  auto on_read = [this](const boost::system::error_code& ec, std::size_t n) {
+    read_.result = ec;
+    read_.received = n;
+    read_.done = true;
   };
   if (tls_) {
     tls_->async_read_some(asio::buffer(read_buffer_), on_read);
   } else {
     socket_.async_read_some(asio::buffer(read_buffer_), on_read);
   }
-  Run(done, deadline, /*interruptible=*/true, what, [this] { CancelSocket(); });
+}
+
+std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
+  StartRead();  // or the one WaitForItems left pending
+  Run(read_.done, deadline, /*interruptible=*/true, what, [this] { CancelSocket(); });
+  read_.pending = false;
+  const boost::system::error_code result = read_.result;
   // dblogd closes TLS connections without close_notify: a truncated TLS stream is an end like
   // any other, and a frame cut in half is still caught by the decoder.
   if (result == asio::error::eof || result == asio::ssl::error::stream_truncated) return 0;
   if (result) ThrowTransport(what, result);
-  reader_.Feed(read_buffer_.data(), received);
-  return received;
+  reader_.Feed(read_buffer_.data(), read_.received);
+  return read_.received;
+}
+
+bool Client::Impl::WaitForItems(std::chrono::milliseconds max) {
+  if (state_ != State::kOpen || reader_.HasBufferedItems()) return true;
+  StartRead();
+  // The read stays pending when nothing came: the next NextRef goes on with it (never
+  // cancelled, so a TLS record half received is not lost).
+  const Clock::time_point deadline = Clock::now() + max;
+  io_.restart();
+  while (!read_.done && !IsInterrupted() && io_.run_one_until(deadline) > 0) {
+  }
+  return read_.done || IsInterrupted();
 }
 
 // The next frame, parsed. False when the server closed the connection between frames.
@@ -471,6 +504,7 @@ bool Client::Next(Item& item) {
   return true;
 }
 bool Client::HasBufferedItems() const { return impl_->HasBufferedItems(); }
+bool Client::WaitForItems(std::chrono::milliseconds max) { return impl_->WaitForItems(max); }
 std::uint64_t Client::received_through() const { return impl_->received_through(); }
 void Client::Ack(const Position& position) { impl_->Ack(position); }
 

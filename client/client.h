@@ -174,6 +174,11 @@ class Client {
   // True when Next can return an item without reading the socket (the rest of an EventBatch,
   // or a complete frame already received). A writer can flush its output when this is false.
   bool HasBufferedItems() const;
+  // Waits at most `max` for the server to send something. True when NextRef can go on without
+  // waiting for the server (an item buffered, bytes arrived, the connection ended or failed,
+  // or an interrupt: NextRef then reports it); false when nothing came. Nothing is lost or
+  // cancelled by a false return: a consumer can do its idle work, then call NextRef.
+  bool WaitForItems(std::chrono::milliseconds max);
 
   // Sends Ack{position}: everything at or before it is durably processed. Acks must not go
   // backwards: an older position than the last one acked throws std::invalid_argument and

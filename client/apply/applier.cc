@@ -22,6 +22,7 @@ namespace {
 
 constexpr char kBeginStatement[] = "dblog_apply_begin";
 constexpr char kCommitStatement[] = "dblog_apply_commit";
+constexpr char kDurableStatement[] = "dblog_apply_durable";
 constexpr std::uint64_t kMissingRowsLogged = 100;  // one line each; then one per 1000
 constexpr std::size_t kCopyBufferBytes = 4u << 20;
 
@@ -47,12 +48,28 @@ Applier::Applier(PgConnection target, ApplierOptions options, Log log)
 
 std::optional<Position> Applier::Start() {
   const std::optional<Position> position = store_.Open();
+  // Transactions commit without waiting for their WAL to be flushed (as a subscription's apply
+  // worker does); a durable commit every so often (WaitForCommits) flushes everything before
+  // it, and only that advances durable(). Durable commits use the session's own level (a
+  // synchronous standby's confirmation included), at least 'local'.
+  const std::string level =
+      target_
+          .Query("SELECT pg_catalog.current_setting('synchronous_commit')", {},
+                 "reading synchronous_commit")
+          .get(0, 0);
+  durable_level_ = level == "off" ? "local" : level;
+  target_.Exec("SET synchronous_commit = off", "setting synchronous_commit");
   store_.StartPipeline();
   // Prepared too: a stream of one-row transactions runs them as often as anything else.
   target_.SendPrepare(kBeginStatement, "BEGIN", 0, "preparing BEGIN");
   target_.SendPrepare(kCommitStatement, "COMMIT", 0, "preparing COMMIT");
+  target_.SendPrepare(kDurableStatement,
+                      "SELECT pg_catalog.set_config('synchronous_commit', $1, true)", 1,
+                      "preparing the durable commit's setting");
   had_position_ = position.has_value();
   durable_ = position;
+  committed_ = position;
+  sent_ = position;
   last_position_ = position;
   return position;
 }
@@ -369,7 +386,15 @@ void Applier::OnChunkEnd(const dblog::v1::ChunkEnd& end) {
 }
 
 void Applier::OnPositionOnly(const Position& position) {
-  target_.SendMarker([this, position] { MarkDurable(position); });
+  target_.SendMarker([this, position] {
+    // Needs nothing written: durable as soon as every commit before it is.
+    const bool all_durable =
+        committed_.has_value() == durable_.has_value() &&
+        (!committed_ || client::ComparePositions(*committed_, *durable_) == 0);
+    MarkCommitted(position);
+    if (all_durable) MarkDurable(position);
+  });
+  sent_ = position;
   AckableSent();
 }
 
@@ -600,19 +625,34 @@ void Applier::BeginTarget() {
   bootstrap_rows_in_txn_ = 0;
 }
 
-void Applier::CommitTarget(const Position& position) {
+void Applier::CommitTarget(const Position& position, bool counted) {
   FlushBatch();
   store_.SendPosition(position);
+  const bool durable = durable_requested_;
+  if (durable) {
+    target_.SendPrepared(kDurableStatement, {durable_level_},
+                         "setting the durable commit's synchronous_commit");
+    ++stats_.statements;
+  }
   target_.SendPrepared(kCommitStatement, {},
                        "committing the transaction of " + client::FormatPosition(position));
   ++stats_.statements;
-  target_.SendSync([this, position] {
-    ++stats_.transactions;
-    MarkDurable(position);
+  target_.SendSync([this, position, durable, counted] {
+    if (counted) ++stats_.transactions;
+    MarkCommitted(position);
+    // Its commit record was flushed (and confirmed as the session's level asks), and with it
+    // every transaction committed before it.
+    if (durable) MarkDurable(position);
   });
   target_txn_open_ = false;
+  durable_requested_ = false;
   bootstrap_rows_in_txn_ = 0;
+  sent_ = position;
   AckableSent();
+}
+
+void Applier::MarkCommitted(const Position& position) {
+  if (!committed_ || client::ComparePositions(position, *committed_) > 0) committed_ = position;
 }
 
 void Applier::MarkDurable(const Position& position) {
@@ -621,9 +661,29 @@ void Applier::MarkDurable(const Position& position) {
 
 void Applier::AckableSent() { ackable_sent_ = target_.queued_total(); }
 
+bool Applier::DurableBehind() const {
+  return sent_ && (!durable_ || client::ComparePositions(*sent_, *durable_) > 0);
+}
+
+void Applier::SendDurableCommit() {
+  if (!DurableBehind()) return;
+  if (target_txn_open_) {
+    durable_requested_ = true;  // the open transaction's commit will do
+    return;
+  }
+  // A transaction of its own that writes the stored position again (a commit that wrote
+  // nothing would flush nothing).
+  BeginTarget();
+  durable_requested_ = true;
+  CommitTarget(*sent_, /*counted=*/false);
+}
+
 void Applier::Poll() { target_.Poll(); }
 
-void Applier::WaitForCommits() { target_.DrainThrough(ackable_sent_); }
+void Applier::WaitForCommits() {
+  SendDurableCommit();
+  target_.DrainThrough(ackable_sent_);
+}
 
 void Applier::Stop() {
   batch_ = Batch{};
@@ -632,8 +692,10 @@ void Applier::Stop() {
   if (target_txn_open_) {
     Send("ROLLBACK", {}, "rolling back the open target transaction");
     target_txn_open_ = false;
+    durable_requested_ = false;
     target_.SendSync();
   }
+  SendDurableCommit();  // so that the last acknowledgement covers every commit
   target_.Drain();
 }
 

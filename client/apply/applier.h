@@ -8,9 +8,14 @@
 //  - Bootstrap rows (READ between BootstrapBegin and BootstrapEnd) are committed in batches of
 //    bootstrap_commit_rows, each storing the position of its last row; BootstrapEnd commits the
 //    rest with its own position.
-//  - durable() is the latest position whose effects are committed in the target (or that needed
-//    nothing: messages, heartbeats between transactions). Only that may be acknowledged to
-//    dblogd; on restart Start() returns the stored position for Hello.resume_after.
+//  - Target transactions commit with synchronous_commit off (as a subscription's apply worker
+//    does): a commit does not wait for its WAL to reach disk. WaitForCommits makes them durable
+//    with one commit at the session's own synchronous_commit level (at least local): the open
+//    transaction's, or one of its own that stores the last position again. Its flush covers
+//    every commit before it; a crash of the target loses at most what came after.
+//  - durable() is the latest position whose effects are durable in the target that way (or that
+//    needed nothing: messages, heartbeats between transactions). Only that may be acknowledged
+//    to dblogd; on restart Start() returns the stored position for Hello.resume_after.
 //  - A restarted BootstrapBegin, or any BootstrapBegin of a consumer that applied here before
 //    (a stored position, or tables listed in dblog_apply.tables), first TRUNCATEs the tables
 //    listed for the consumer and clears the stored position, in the bootstrap's first target
@@ -144,7 +149,9 @@ class Applier {
   // Handles target results that have arrived, without blocking.
   void Poll();
   // Blocks until every commit sent so far is confirmed (not the statements of an open
-  // transaction after it): call before waiting on the network, then acknowledge durable().
+  // transaction after it), and makes them durable (a durable commit; inside an open transaction,
+  // its commit will be the durable one): call before waiting on the network, then acknowledge
+  // durable().
   void WaitForCommits();
   // Ends cleanly: rolls back an open target transaction (its source transaction comes again
   // after a restart) and waits for everything before it.
@@ -163,6 +170,9 @@ class Applier {
   void SourceWentBack(std::uint64_t consistent_point) { store_.RecordWentBack(consistent_point); }
 
   const std::optional<dblog::v1::Position>& durable() const { return durable_; }
+  // A position was applied (or needed nothing) that is not durable yet: WaitForCommits would
+  // advance durable().
+  bool durable_behind() const { return DurableBehind(); }
   const ApplierStats& stats() const { return stats_; }
   bool in_source_transaction() const { return source_txn_open_ || bootstrap_open_; }
 
@@ -247,7 +257,12 @@ class Applier {
 
   void Register(Table& table);
   void BeginTarget();
-  void CommitTarget(const dblog::v1::Position& position);
+  // counted: a source transaction's (stats().transactions), not a durable commit's own
+  void CommitTarget(const dblog::v1::Position& position, bool counted = true);
+  // Unless every position sent is durable already: makes the next commit durable (the open
+  // transaction's, or one of its own that stores the last position sent again).
+  void SendDurableCommit();
+  bool DurableBehind() const;  // a position was sent that is not durable yet
   void ClearForBootstrap(bool restarted);
   // SchemaError: registered table `name` (oid `registered`) is another table (oid `now`).
   [[noreturn]] void RefuseUnregistered(const TargetName& name, std::uint32_t registered,
@@ -273,6 +288,7 @@ class Applier {
   void FlushCopy();
   void Send(const std::string& sql, const Params& params, const std::string& what,
             PgConnection::Check check = nullptr);
+  void MarkCommitted(const dblog::v1::Position& position);
   void MarkDurable(const dblog::v1::Position& position);
   void AckableSent();
 
@@ -298,7 +314,14 @@ class Applier {
   CopyBuffer copy_;
   Chunk chunk_;
   std::optional<dblog::v1::Position> last_position_;  // of the last positioned event applied
+  // Positions: the last sent (a commit, or one that needs nothing), the last whose commit
+  // succeeded (flushed or not: sessions commit with synchronous_commit off), the last flushed
+  // (a durable commit at durable_level_ succeeded at or after it).
+  std::optional<dblog::v1::Position> sent_;
+  std::optional<dblog::v1::Position> committed_;
   std::optional<dblog::v1::Position> durable_;
+  std::string durable_level_;       // synchronous_commit of a durable commit
+  bool durable_requested_ = false;  // the open target transaction commits durably
   // the oids of the target tables the open bootstrap cleared: empty until it fills them
   std::set<std::uint32_t> cleared_;
   std::uint64_t ackable_sent_ = 0;  // pipeline entries sent when the last ackable point was

@@ -429,6 +429,14 @@ void ApplyRun::ApplyStream(client::Client& stream) {
         applier.Poll();
       }
       Acknowledge(stream);
+      // What was committed since is made durable and acknowledged once the stream has been
+      // quiet for kAckWait, not at the next heartbeat (seconds later): the slot and the
+      // consumer's bootstrap_state follow the target promptly.
+      if (applier.durable_behind() && !stream.WaitForItems(kAckWait)) {
+        applier.WaitForCommits();
+        last_wait = std::chrono::steady_clock::now();
+        Acknowledge(stream);
+      }
     }
     if (!stream.NextRef(item)) return;
     if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {

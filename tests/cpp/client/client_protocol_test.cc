@@ -319,6 +319,38 @@ TEST(ClientStream, HasBufferedItemsSaysWhetherNextWouldBlock) {
   EXPECT_FALSE(client.HasBufferedItems());
 }
 
+// WaitForItems: false when nothing came within its time (the read stays pending: an Ack goes out
+// at once meanwhile, and the next item is not lost), true as soon as something arrives.
+TEST(ClientStream, WaitForItemsWaitsAtMostItsTimeAndLosesNothing) {
+  FakeServer server([](FakeConnection& connection) {
+    ASSERT_TRUE(Welcome(connection));
+    connection.Send(BatchMessage(
+        {BeginEvent(0x1000, 7, kTime, 0x1030), CommitEvent(0x1000, 1, 7, kTime, 0x1030)}));
+    ClientMessage ack;  // nothing more is sent before the client acks
+    ASSERT_TRUE(connection.Read(&ack));
+    EXPECT_EQ(ack.ack().position().commit_lsn(), 0x1000u);
+    std::this_thread::sleep_for(2s);
+    connection.Send(HeartbeatMessage(0x2000, 0));
+    connection.WaitForEof();
+  });
+  Client client = Client::Connect(Options(server.port()));
+  Item item;
+  ASSERT_TRUE(client.Next(item));
+  ASSERT_TRUE(client.Next(item));
+  EXPECT_FALSE(client.HasBufferedItems());
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(client.WaitForItems(50ms));  // the server waits for the ack
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  // With the read left pending, an Ack is not held up by it.
+  start = std::chrono::steady_clock::now();
+  client.Ack(*Client::PositionOf(std::get<StreamEvent>(item)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  EXPECT_TRUE(client.WaitForItems(5s));  // the heartbeat, 2 s after the ack
+  ASSERT_TRUE(client.Next(item));
+  ASSERT_TRUE(std::holds_alternative<dblog::v1::Heartbeat>(item));
+  EXPECT_EQ(std::get<dblog::v1::Heartbeat>(item).position().commit_lsn(), 0x2000u);
+}
+
 TEST(ClientStream, FramesSplitIntoSingleBytesAreReassembled) {
   FakeServer server([](FakeConnection& connection) {
     ASSERT_TRUE(Welcome(connection));
