@@ -85,6 +85,31 @@ def psql(conninfo, sql, timeout=3600):
     return r.stdout.strip()
 
 
+class Session:
+    """One long-lived psql for the polls (a psql per poll, every 20 ms, cost a fifth of the
+    machine's two cores): a query, then a line only this session prints, read back through
+    a pipe."""
+
+    def __init__(self, conninfo):
+        self.proc = subprocess.Popen(["psql", "-X", "-q", "-At", "-d", conninfo],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
+
+    def query(self, sql):
+        self.proc.stdin.write(sql.rstrip().rstrip(";") + ";\n\\echo __poll_end__\n")
+        self.proc.stdin.flush()
+        out = []
+        for line in self.proc.stdout:
+            if line.rstrip("\n") == "__poll_end__":
+                return "\n".join(out).strip()
+            out.append(line.rstrip("\n"))
+        raise RuntimeError("psql session ended: " + "\n".join(out))
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
 def wait_for(what, check, timeout=1800, every=0.02):
     deadline = time.monotonic() + timeout
     while not check():
@@ -107,6 +132,7 @@ class Bench:
         subprocess.run([PG_CLUSTER, "restart", self.dir], check=True, capture_output=True)
         self.marker = 0
         self.procs = []
+        self.sessions = {}
         ddl = (TABLE_DDL.format(name="ap.t") +
                "CREATE TABLE ap.marker (id bigint PRIMARY KEY);")
         self.ddl = "CREATE SCHEMA ap;" + ddl
@@ -118,6 +144,7 @@ class Bench:
         psql(self.src, "CHECKPOINT")
 
     def target(self, name):
+        self.end_sessions()
         psql(self.src, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         psql(self.src, f"CREATE DATABASE {name}")
         conninfo = self.src.replace("dbname=postgres", f"dbname={name}")
@@ -129,8 +156,20 @@ class Bench:
         psql(self.src, f"INSERT INTO ap.marker VALUES ({self.marker})")
         return self.marker
 
+    def poll(self, conninfo, sql):
+        """A query of a wait, through the database's long-lived session."""
+        if conninfo not in self.sessions:
+            self.sessions[conninfo] = Session(conninfo)
+        return self.sessions[conninfo].query(sql)
+
     def has_marker(self, target, marker):
-        return psql(target, f"SELECT EXISTS (SELECT FROM ap.marker WHERE id = {marker})") == "t"
+        return self.poll(target,
+                         f"SELECT EXISTS (SELECT FROM ap.marker WHERE id = {marker})") == "t"
+
+    def end_sessions(self):
+        for session in self.sessions.values():
+            session.close()
+        self.sessions = {}
 
     def workload(self, kind):
         n = self.rows
@@ -176,8 +215,8 @@ class Bench:
         res = {}
 
         def ready():
-            return psql(target, "SELECT count(*) = 2 AND bool_and(srsubstate = 'r') "
-                                "FROM pg_subscription_rel") == "t"
+            return self.poll(target, "SELECT count(*) = 2 AND bool_and(srsubstate = 'r') "
+                                     "FROM pg_subscription_rel") == "t"
 
         def copy_done():
             if not ready():
@@ -236,8 +275,8 @@ class Bench:
             # A marker committed once the slot exists comes after BootstrapEnd in the stream
             # (the consumer's bootstrap_state turns done only when dblog apply acknowledged it,
             # which an idle stream does at the next heartbeat).
-            if psql(self.src, "SELECT consistent_point IS NOT NULL FROM dblog.consumers "
-                              f"WHERE name = '{consumer}'") != "t":
+            if self.poll(self.src, "SELECT consistent_point IS NOT NULL FROM dblog.consumers "
+                                   f"WHERE name = '{consumer}'") != "t":
                 return False
             if not hasattr(copy_done, "marker"):
                 copy_done.marker = self.commit_marker()
@@ -258,6 +297,7 @@ class Bench:
         return res
 
     def stop(self):
+        self.end_sessions()
         for p in self.procs:
             if p.poll() is None:
                 p.kill()

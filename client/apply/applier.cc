@@ -20,11 +20,11 @@ using dblog::v1::Value;
 
 namespace {
 
-constexpr char kBeginStatement[] = "dblog_apply_begin";
-constexpr char kCommitStatement[] = "dblog_apply_commit";
 constexpr char kDurableStatement[] = "dblog_apply_durable";
 constexpr std::uint64_t kMissingRowsLogged = 100;  // one line each; then one per 1000
-constexpr std::size_t kCopyBufferBytes = 4u << 20;
+// A COPY's rows go out in pieces of this size while the next are read: the server inserts one
+// piece while dblog apply reads the next.
+constexpr std::size_t kCopyPieceBytes = 256u << 10;
 
 bool HasUnchanged(const Row& row) {
   for (const Value& v : row.values())
@@ -60,9 +60,6 @@ std::optional<Position> Applier::Start() {
   durable_level_ = level == "off" ? "local" : level;
   target_.Exec("SET synchronous_commit = off", "setting synchronous_commit");
   store_.StartPipeline();
-  // Prepared too: a stream of one-row transactions runs them as often as anything else.
-  target_.SendPrepare(kBeginStatement, "BEGIN", 0, "preparing BEGIN");
-  target_.SendPrepare(kCommitStatement, "COMMIT", 0, "preparing COMMIT");
   target_.SendPrepare(kDurableStatement,
                       "SELECT pg_catalog.set_config('synchronous_commit', $1, true)", 1,
                       "preparing the durable commit's setting");
@@ -611,6 +608,7 @@ void Applier::PrepareTable(Table& table) {
 
 void Applier::Register(Table& table) {
   if (table.registered) return;
+  FlushCopy();  // another table's COPY may be open
   store_.Register(table.target, table.target_oid);
   table.registered = true;
 }
@@ -619,8 +617,7 @@ void Applier::Register(Table& table) {
 
 void Applier::BeginTarget() {
   if (target_txn_open_) return;
-  target_.SendPrepared(kBeginStatement, {}, "starting a target transaction");
-  ++stats_.statements;
+  target_.BeginTransaction();  // no statement: pg.h, "transactions"
   target_txn_open_ = true;
   bootstrap_rows_in_txn_ = 0;
 }
@@ -630,14 +627,12 @@ void Applier::CommitTarget(const Position& position, bool counted) {
   store_.SendPosition(position);
   const bool durable = durable_requested_;
   if (durable) {
+    target_.RequireTransactionBlock();  // where a local setting is a transaction's for sure
     target_.SendPrepared(kDurableStatement, {durable_level_},
                          "setting the durable commit's synchronous_commit");
     ++stats_.statements;
   }
-  target_.SendPrepared(kCommitStatement, {},
-                       "committing the transaction of " + client::FormatPosition(position));
-  ++stats_.statements;
-  target_.SendSync([this, position, durable, counted] {
+  target_.CommitTransaction([this, position, durable, counted] {
     if (counted) ++stats_.transactions;
     MarkCommitted(position);
     // Its commit record was flushed (and confirmed as the session's level asks), and with it
@@ -687,13 +682,13 @@ void Applier::WaitForCommits() {
 
 void Applier::Stop() {
   batch_ = Batch{};
+  if (copy_.open) target_.CopyAbort();  // its rows go with the transaction
   copy_ = CopyBuffer{};
   chunk_ = Chunk{};
   if (target_txn_open_) {
-    Send("ROLLBACK", {}, "rolling back the open target transaction");
+    target_.RollbackTransaction();
     target_txn_open_ = false;
     durable_requested_ = false;
-    target_.SendSync();
   }
   SendDurableCommit();  // so that the last acknowledgement covers every commit
   target_.Drain();
@@ -742,7 +737,7 @@ void Applier::Delete(Table& table, const Row& key) {
 void Applier::AddToBatch(Table& table, BatchKind kind,
                          std::vector<std::optional<std::string>> values) {
   const std::uint32_t oid = table.relation.oid();
-  if (!copy_.data.empty()) FlushCopy();
+  FlushCopy();
   if (batch_.kind != kind || batch_.oid != oid) {
     SendBatch();
     batch_.kind = kind;
@@ -779,8 +774,10 @@ void Applier::AddToCopy(Table& table, const Row& row) {
                       std::to_string(row.values_size()) + " values for " +
                       std::to_string(table.relation.columns_size()) + " columns");
   SendBatch();
-  if (copy_.oid != table.relation.oid()) {
-    FlushCopy();
+  if (copy_.open && copy_.oid != table.relation.oid()) FlushCopy();
+  if (!copy_.open) {
+    target_.CopyBegin(table.copy_sql, "copying rows into " + table.target.Display());
+    copy_.open = true;
     copy_.oid = table.relation.oid();
   }
   for (int i = 0; i < row.values_size(); ++i) {
@@ -789,19 +786,18 @@ void Applier::AddToCopy(Table& table, const Row& row) {
   }
   copy_.data.push_back('\n');
   ++copy_.rows;
-  if (copy_.data.size() >= kCopyBufferBytes) FlushCopy();
+  if (copy_.data.size() >= kCopyPieceBytes) {
+    target_.CopyPut(copy_.data);
+    copy_.data.clear();
+  }
 }
 
 void Applier::FlushCopy() {
-  if (copy_.data.empty()) return;
-  Table& table = tables_.at(copy_.oid);
-  const std::uint64_t copied = target_.CopyIn(
-      table.copy_sql, copy_.data,
-      "copying " + std::to_string(copy_.rows) + " rows into " + table.target.Display());
-  stats_.rows_written += copied;
+  if (!copy_.open) return;
+  target_.CopyPut(copy_.data);
+  stats_.rows_written += target_.CopyEnd();
   ++stats_.statements;
-  copy_.data.clear();
-  copy_.rows = 0;
+  copy_ = CopyBuffer{};
 }
 
 void Applier::FlushBatch() {

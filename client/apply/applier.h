@@ -38,7 +38,9 @@
 // collation the chunk's range deletion is skipped (logged, counted), never guessed.
 //
 // Batching: bootstrap rows of a table that was empty when the bootstrap reached it go in with
-// COPY (the connection leaves pipeline mode for it), in buffers of a few MB. Otherwise
+// COPY (the connection leaves pipeline mode for it), one COPY per run of a table's rows within
+// a target transaction, its rows sent in pieces of 256 kB as they are read (the server inserts
+// one piece while the next is read); anything else sent ends the COPY first. Otherwise
 // consecutive upserts (or deletes) of one table are collected and sent as one
 // statement whose values travel as one text[] per column, cast to the column types by
 // unnest(...) (one prepared statement per table, whatever the batch size; a batch of one row
@@ -47,7 +49,7 @@
 // batch_bytes reached) sends the batch first, so statements run in stream order. Statements
 // go through libpq's pipeline mode: nothing waits for the server except where a result is
 // needed (catalog checks), so a stream of small transactions costs no round trip each.
-// Memory: one batch or COPY buffer, the unanswered statements (bounded in pg.h) and, in a range
+// Memory: one batch or COPY piece, the unanswered statements (bounded in pg.h) and, in a range
 // chunk, the chunk's keys. A source transaction of any size streams through.
 //
 // Schema changes: a table's changed Relation is followed by identity (relation_map.h) at the
@@ -201,8 +203,9 @@ class Applier {
   };
 
   struct CopyBuffer {
+    bool open = false;   // a COPY into table oid is running on the target connection
     std::uint32_t oid = 0;
-    std::string data;  // COPY text format
+    std::string data;    // COPY text format, not sent yet (up to kCopyPieceBytes)
     std::size_t rows = 0;
   };
 

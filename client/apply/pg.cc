@@ -155,6 +155,7 @@ void PgConnection::StartPipeline() {
 }
 
 void PgConnection::SendQueueFull() {
+  NotCopying("sending a statement");
   if (statements_in_flight_ < kMaxInFlight) return;
   DrainTo(kDrainInFlightTo);
 }
@@ -194,9 +195,39 @@ void PgConnection::SendQuery(const std::string& sql, const Params& params, const
 }
 
 void PgConnection::SendSync(std::function<void()> on_synced) {
+  RequireTransactionBlock();  // a sync inside an implicit transaction would commit it
+  SyncNow(std::move(on_synced));
+}
+
+void PgConnection::SyncNow(std::function<void()> on_synced) {
+  NotCopying("sending a sync");
   if (PQpipelineSync(conn_.get()) != 1) Fail(nullptr, "sending a pipeline sync");
   queue_.push_back({Kind::kSync, "sync", nullptr, std::move(on_synced)});
   flush_requested_ = true;  // a sync makes the server flush
+}
+
+void PgConnection::BeginTransaction() {
+  if (transaction_ == Transaction::kNone) transaction_ = Transaction::kImplicit;
+}
+
+void PgConnection::RequireTransactionBlock() {
+  if (transaction_ != Transaction::kImplicit) return;
+  transaction_ = Transaction::kBlock;
+  SendQuery("BEGIN", {}, "starting a target transaction");
+}
+
+void PgConnection::CommitTransaction(std::function<void()> on_committed) {
+  if (transaction_ == Transaction::kBlock) SendQuery("COMMIT", {}, "committing");
+  transaction_ = Transaction::kNone;
+  SyncNow(std::move(on_committed));
+}
+
+void PgConnection::RollbackTransaction() {
+  RequireTransactionBlock();
+  if (transaction_ == Transaction::kBlock)
+    SendQuery("ROLLBACK", {}, "rolling back the open target transaction");
+  transaction_ = Transaction::kNone;
+  SyncNow(nullptr);
 }
 
 void PgConnection::SendMarker(std::function<void()> on_reached) {
@@ -280,30 +311,57 @@ void PgConnection::Poll() {
 
 void PgConnection::Drain() { DrainTo(0); }
 
-std::uint64_t PgConnection::CopyIn(const std::string& sql, std::string_view data,
-                                   const std::string& what) {
-  const bool was_pipeline = pipeline_;
-  if (was_pipeline) {
+void PgConnection::NotCopying(const char* what) const {
+  if (copying_)
+    throw std::logic_error(std::string(what) + " while a COPY is open (" + copy_what_ + ")");
+}
+
+void PgConnection::CopyBegin(const std::string& sql, const std::string& what) {
+  NotCopying("starting a COPY");
+  RequireTransactionBlock();  // the COPY's simple query would commit an implicit transaction
+  copy_left_pipeline_ = pipeline_;
+  if (pipeline_) {
     Drain();
     if (PQexitPipelineMode(conn_.get()) != 1) Fail(nullptr, what + ": leaving pipeline mode");
     pipeline_ = false;
   }
   PgResult start(PQexec(conn_.get(), sql.c_str()));
   if (start.status() != PGRES_COPY_IN) Fail(start.raw(), what);
+  copying_ = true;
+  copy_what_ = what;
+}
+
+void PgConnection::CopyPut(std::string_view data) {
   constexpr std::size_t kPiece = 1 << 20;
   for (std::size_t at = 0; at < data.size(); at += kPiece) {
     const std::size_t n = std::min(kPiece, data.size() - at);
-    if (PQputCopyData(conn_.get(), data.data() + at, static_cast<int>(n)) != 1) Fail(nullptr, what);
+    if (PQputCopyData(conn_.get(), data.data() + at, static_cast<int>(n)) != 1)
+      Fail(nullptr, copy_what_);
   }
-  if (PQputCopyEnd(conn_.get(), nullptr) != 1) Fail(nullptr, what);
+}
+
+std::uint64_t PgConnection::CopyEnd() {
+  if (PQputCopyEnd(conn_.get(), nullptr) != 1) Fail(nullptr, copy_what_);
   PgResult done(PQgetResult(conn_.get()));
-  if (done.status() != PGRES_COMMAND_OK) Fail(done.raw(), what);
+  if (done.status() != PGRES_COMMAND_OK) Fail(done.raw(), copy_what_);
   const std::uint64_t rows = done.affected();
   while (PgResult extra{PQgetResult(conn_.get())}) {
-    if (extra.status() != PGRES_COMMAND_OK) Fail(extra.raw(), what);
+    if (extra.status() != PGRES_COMMAND_OK) Fail(extra.raw(), copy_what_);
   }
-  if (was_pipeline) StartPipeline();
+  copying_ = false;
+  if (copy_left_pipeline_) StartPipeline();
   return rows;
+}
+
+void PgConnection::CopyAbort() {
+  if (!copying_) return;
+  copying_ = false;
+  if (PQputCopyEnd(conn_.get(), "dblog apply stopped") == 1) {
+    while (PgResult r{PQgetResult(conn_.get())}) {
+      // the COPY's error: expected
+    }
+  }
+  if (copy_left_pipeline_) StartPipeline();
 }
 
 void PgConnection::DrainThrough(std::uint64_t count) {

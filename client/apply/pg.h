@@ -117,10 +117,35 @@ class PgConnection {
   // Sends a statement and waits for its result (everything queued before it is checked first).
   PgResult QueryNow(const std::string& sql, const Params& params, const std::string& what);
 
-  // Runs `sql` (a COPY .. FROM STDIN) with `data` as its input, in the open transaction if
-  // any. COPY cannot run in pipeline mode: everything queued is processed first, the
-  // connection leaves pipeline mode for the COPY and enters it again. Returns rows copied.
-  std::uint64_t CopyIn(const std::string& sql, std::string_view data, const std::string& what);
+  // ---- transactions, in pipeline mode ----
+  // Opens a transaction without a statement: what follows runs in the extended protocol's
+  // implicit transaction, which the sync of CommitTransaction commits (two statements fewer
+  // per transaction than BEGIN .. COMMIT). Anything that needs a sync point while it is open
+  // (SendSync, QueryNow, Exec, Query, CopyIn) first sends BEGIN, which turns it into a
+  // transaction block holding what ran before (PostgreSQL's BeginTransactionBlock of a
+  // started transaction), so that the sync does not commit half of it. A statement that fails
+  // rolls the transaction back either way.
+  void BeginTransaction();
+  // Makes the open transaction a transaction block now (BEGIN), if it is not one yet.
+  void RequireTransactionBlock();
+  // Ends it: COMMIT when it became a block, then the sync; `on_committed` runs once every
+  // statement before it succeeded (as SendSync's callback).
+  void CommitTransaction(std::function<void()> on_committed);
+  // Rolls it back (as a block: no warning), then a sync.
+  void RollbackTransaction();
+  bool in_transaction() const { return transaction_ != Transaction::kNone; }
+
+  // A COPY .. FROM STDIN streamed in pieces, in the open transaction if any. COPY cannot run
+  // in pipeline mode: CopyBegin processes everything queued, leaves pipeline mode and starts
+  // it; CopyPut sends rows as the caller produces them, so the server inserts them while the
+  // caller reads the next ones; CopyEnd finishes it (returns the rows copied) and enters
+  // pipeline mode again; CopyAbort ends it with an error (the transaction is then aborted).
+  // Nothing else may be sent while a COPY is open (std::logic_error).
+  void CopyBegin(const std::string& sql, const std::string& what);
+  void CopyPut(std::string_view data);
+  std::uint64_t CopyEnd();
+  void CopyAbort();
+  bool copying() const { return copying_; }
 
   // Processes results that have arrived, without blocking.
   void Poll();
@@ -141,6 +166,7 @@ class PgConnection {
 
  private:
   enum class Kind { kStatement, kSync, kMarker };
+  enum class Transaction { kNone, kImplicit, kBlock };
   struct Pending {
     Kind kind;
     std::string what;
@@ -163,6 +189,12 @@ class PgConnection {
   std::size_t statements_in_flight_ = 0;
   std::uint64_t processed_ = 0;
   bool flush_requested_ = true;  // nothing sent since the last flush request or sync
+  Transaction transaction_ = Transaction::kNone;
+  bool copying_ = false;
+  bool copy_left_pipeline_ = false;
+  std::string copy_what_;
+  void NotCopying(const char* what) const;  // std::logic_error while a COPY is open
+  void SyncNow(std::function<void()> on_synced);  // SendSync without the transaction check
 };
 
 }  // namespace dblog::apply

@@ -708,6 +708,29 @@ TEST_F(ApplierTest, HeartbeatsAndMessagesBetweenTransactionsBecomeDurable) {
   EXPECT_EQ(Items(), "1:v1:-1 ");  // the open transaction was rolled back
 }
 
+// A source transaction is one target transaction, also when a table it meets midway needs the
+// target's catalog (queries that wait for their answers, a sync point in the pipeline):
+// transactions open without BEGIN (the sync commits them) and become a block before such a
+// sync, so that it commits nothing. Here the second table does not fit: the change before it
+// is rolled back with the rest.
+TEST_F(ApplierTest, ATransactionStaysWholeAcrossTheCatalogQueriesOfATableItMeets) {
+  auto applier = NewApplier();
+  StreamBuilder s;
+  SeedItems(*applier, s, 1);
+  target_->exec("CREATE TABLE src.misfit (id integer PRIMARY KEY, needed text NOT NULL)");
+  s.Relation(MakeRelation(1003, "src", "misfit", {{"id", "integer", 23, true}}, {0}));
+  s.Begin();
+  s.Insert(kItems, MakeRow({Int(2), Text("v2"), Null()}));
+  s.Insert(1003, MakeRow({Int(1)}));
+  s.Commit();
+  EXPECT_THROW(Run(*applier, s), SchemaError);
+  applier.reset();
+  EXPECT_EQ(Items(), "1:v1:-1 ");
+  applier = NewApplier();
+  ASSERT_TRUE(stored_);
+  EXPECT_EQ(Stored(), Pos(*stored_));  // the seed's: nothing of the failed transaction
+}
+
 TEST_F(ApplierTest, MismatchedTargetTablesFailBeforeAnythingIsApplied) {
   ApplierOptions options;
   options.consumer = "unit";
