@@ -676,6 +676,9 @@ void Applier::SendDurableCommit() {
 void Applier::Poll() { target_.Poll(); }
 
 void Applier::WaitForCommits() {
+  // A COPY is not left open while the caller waits for the stream (a target's
+  // statement_timeout would count the wait).
+  FlushCopy();
   SendDurableCommit();
   target_.DrainThrough(ackable_sent_);
 }
@@ -690,6 +693,7 @@ void Applier::Stop() {
     target_txn_open_ = false;
     durable_requested_ = false;
   }
+  target_.Drain();  // an earlier failure throws here, before anything else is committed
   SendDurableCommit();  // so that the last acknowledgement covers every commit
   target_.Drain();
 }

@@ -152,8 +152,8 @@ class Applier {
   void Poll();
   // Blocks until every commit sent so far is confirmed (not the statements of an open
   // transaction after it), and makes them durable (a durable commit; inside an open transaction,
-  // its commit will be the durable one): call before waiting on the network, then acknowledge
-  // durable().
+  // its commit will be the durable one), and ends an open COPY: call before waiting on the
+  // network, then acknowledge durable().
   void WaitForCommits();
   // Ends cleanly: rolls back an open target transaction (its source transaction comes again
   // after a restart) and waits for everything before it.
@@ -175,6 +175,8 @@ class Applier {
   // A position was applied (or needed nothing) that is not durable yet: WaitForCommits would
   // advance durable().
   bool durable_behind() const { return DurableBehind(); }
+  // A bootstrap's COPY is open on the target connection (WaitForCommits ends it).
+  bool copying() const { return copy_.open; }
   const ApplierStats& stats() const { return stats_; }
   bool in_source_transaction() const { return source_txn_open_ || bootstrap_open_; }
 

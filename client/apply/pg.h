@@ -124,7 +124,9 @@ class PgConnection {
   // (SendSync, QueryNow, Exec, Query, CopyIn) first sends BEGIN, which turns it into a
   // transaction block holding what ran before (PostgreSQL's BeginTransactionBlock of a
   // started transaction), so that the sync does not commit half of it. A statement that fails
-  // rolls the transaction back either way.
+  // rolls the transaction back, but unlike a block's failure, the next sync ends the error:
+  // transactions sent after it run and commit. The applier chains them (each stores its
+  // position only over the previous one's: ProgressStore::SendPosition), so they fail too.
   void BeginTransaction();
   // Makes the open transaction a transaction block now (BEGIN), if it is not one yet.
   void RequireTransactionBlock();

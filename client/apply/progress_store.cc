@@ -50,6 +50,7 @@ std::optional<Position> ProgressStore::Open() {
       {consumer_}, "creating the consumer's progress row");
   RecordMissingOids();
   const std::optional<Position> position = ReadPosition();
+  chain_ = position;
   ReadRegisteredTables();
   ReadMappings();
   ReadWentBack();
@@ -203,11 +204,27 @@ void ProgressStore::ReadMappings() {
 
 void ProgressStore::StartPipeline() {
   target_.StartPipeline();
-  target_.SendPrepare(kProgressStatement,
-                      "UPDATE " + Table("progress") +
-                          " SET commit_lsn = $2::pg_lsn, seq = $3::bigint,"
-                          " updated_at = now() WHERE consumer = $1",
-                      3, "preparing the progress update");
+  // The position written only over the one the previous position statement wrote ($4, $5;
+  // NULL: none), else an error in the server: transactions in the pipeline commit at their
+  // syncs without waiting for each other, and one that follows a transaction that failed (and
+  // rolled back) must not commit, or the target would store a position past what it lacks.
+  target_.SendPrepare(
+      kProgressStatement,
+      "WITH u AS (UPDATE " + Table("progress") +
+          " SET commit_lsn = $2::pg_catalog.pg_lsn, seq = $3::pg_catalog.int8,"
+          " updated_at = pg_catalog.now() WHERE consumer OPERATOR(pg_catalog.=) $1 AND"
+          " CASE WHEN $4::pg_catalog.pg_lsn IS NULL THEN commit_lsn IS NULL"
+          " ELSE commit_lsn OPERATOR(pg_catalog.=) $4::pg_catalog.pg_lsn AND"
+          " seq OPERATOR(pg_catalog.=) $5::pg_catalog.int8 END RETURNING 1)"
+          // The error: a cast of the message, over the CTE's row count so that the planner
+          // cannot fold it into an error at planning time.
+          " SELECT CASE WHEN c.n OPERATOR(pg_catalog.=) 1 THEN 1"
+          " ELSE ('dblog apply: the stored position of consumer ' OPERATOR(pg_catalog.||) $1"
+          " OPERATOR(pg_catalog.||) ' is not the one before this transaction (an earlier"
+          " transaction failed, or the progress row was changed or deleted; rows: '"
+          " OPERATOR(pg_catalog.||) c.n::pg_catalog.text OPERATOR(pg_catalog.||) ')')"
+          "::pg_catalog.int4 END FROM (SELECT pg_catalog.count(*) AS n FROM u) AS c",
+      5, "preparing the progress update");
   target_.SendPrepare(kRegisterStatement,
                       "INSERT INTO " + Table("tables") +
                           " (consumer, table_schema, table_name, target_oid)"
@@ -216,25 +233,32 @@ void ProgressStore::StartPipeline() {
                       4, "preparing the table registration");
 }
 
-void ProgressStore::SendPosition(const Position& position) {
+void ProgressStore::SendStored(const std::optional<Position>& position, const std::string& what) {
   const std::string consumer = consumer_, progress = Table("progress");
-  target_.SendPrepared(
-      kProgressStatement,
-      {consumer, client::FormatLsn(position.commit_lsn()), std::to_string(position.seq())},
-      "storing the position " + client::FormatPosition(position),
-      [consumer, progress](const PgResult& r) {
-        if (r.affected() != 1)
-          throw TargetError("the progress row of consumer " + consumer + " in " + progress +
-                                " is gone: refusing to apply without recording positions",
-                            "");
-      });
+  Params params{consumer, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+  if (position) {
+    params[1] = client::FormatLsn(position->commit_lsn());
+    params[2] = std::to_string(position->seq());
+  }
+  if (chain_) {
+    params[3] = client::FormatLsn(chain_->commit_lsn());
+    params[4] = std::to_string(chain_->seq());
+  }
+  target_.SendPrepared(kProgressStatement, params, what, [consumer, progress](const PgResult& r) {
+    if (r.rows() != 1)
+      throw TargetError("the progress row of consumer " + consumer + " in " + progress +
+                            " is gone: refusing to apply without recording positions",
+                        "");
+  });
+  chain_ = position;
+}
+
+void ProgressStore::SendPosition(const Position& position) {
+  SendStored(position, "storing the position " + client::FormatPosition(position));
 }
 
 void ProgressStore::SendClearPosition() {
-  target_.SendQuery(
-      "UPDATE " + Table("progress") +
-          " SET commit_lsn = NULL, seq = NULL, updated_at = now() WHERE consumer = $1",
-      {consumer_}, "clearing the stored position for a new bootstrap");
+  SendStored(std::nullopt, "clearing the stored position for a new bootstrap");
 }
 
 bool ProgressStore::registered(const TargetName& table, std::uint32_t oid) const {

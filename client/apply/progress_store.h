@@ -50,9 +50,12 @@ class ProgressStore {
   void StartPipeline();
 
   // ---- in the open target transaction ----
-  // The UPDATE of the consumer's position; a missing progress row fails (TargetError).
+  // The UPDATE of the consumer's position. It fails in the server unless the row holds what
+  // the previous one of these statements wrote (or Open() read): a transaction sent after one
+  // that failed rolls back too, though the pipeline's sync between them let it run. A missing
+  // progress row fails as well.
   void SendPosition(const dblog::v1::Position& position);
-  // A new bootstrap: no position until its first commit.
+  // A new bootstrap: no position until its first commit (chained the same way).
   void SendClearPosition();
   // `table` is listed, as table oid `oid`.
   bool registered(const TargetName& table, std::uint32_t oid) const;
@@ -99,6 +102,9 @@ class ProgressStore {
   std::string consumer_;
   Log log_;
   Registered registered_;
+  // What the progress row holds once everything sent so far committed (SendStored's chain).
+  std::optional<dblog::v1::Position> chain_;
+  void SendStored(const std::optional<dblog::v1::Position>& position, const std::string& what);
   std::unordered_map<std::uint32_t, RelationMapping> mappings_;
   bool went_back_ = false;              // a reconciles row: the source went back
   std::set<std::uint32_t> followed_;    // relations followed since

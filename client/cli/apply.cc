@@ -431,8 +431,8 @@ void ApplyRun::ApplyStream(client::Client& stream) {
       Acknowledge(stream);
       // What was committed since is made durable and acknowledged once the stream has been
       // quiet for kAckWait, not at the next heartbeat (seconds later): the slot and the
-      // consumer's bootstrap_state follow the target promptly.
-      if (applier.durable_behind() && !stream.WaitForItems(kAckWait)) {
+      // consumer's bootstrap_state follow the target promptly. An open COPY ends then too.
+      if ((applier.durable_behind() || applier.copying()) && !stream.WaitForItems(kAckWait)) {
         applier.WaitForCommits();
         last_wait = std::chrono::steady_clock::now();
         Acknowledge(stream);

@@ -731,6 +731,34 @@ TEST_F(ApplierTest, ATransactionStaysWholeAcrossTheCatalogQueriesOfATableItMeets
   EXPECT_EQ(Stored(), Pos(*stored_));  // the seed's: nothing of the failed transaction
 }
 
+// Transactions go to the target one after the other without waiting for each other's results,
+// each committed by its own sync; when one fails (here a CHECK the target has), those sent after
+// it must not commit: each stores its position only over the previous one's, in the server.
+// Without that, the second transaction committed and stored its position past the failed one,
+// which the next start would then skip for good.
+TEST_F(ApplierTest, NothingSentAfterATransactionThatFailedCommits) {
+  target_->exec("CREATE SCHEMA src; CREATE TABLE src.items (id integer PRIMARY KEY,"
+                " v text CHECK (v <> 'bad'), body text)");
+  auto applier = NewApplier();
+  StreamBuilder s;
+  SeedItems(*applier, s, 1);
+  const std::string seeded = Stored();
+  s.Begin();
+  s.Insert(kItems, MakeRow({Int(2), Text("bad"), Null()}));
+  s.Commit();
+  s.Begin();
+  s.Insert(kItems, MakeRow({Int(3), Text("fine"), Null()}));
+  s.Commit();
+  EXPECT_THROW(Run(*applier, s), TargetError);
+  try {
+    applier->Release();  // as dblog apply does after an error: it must commit nothing either
+  } catch (const TargetError&) {
+  }
+  applier.reset();
+  EXPECT_EQ(Items(), "1:v1:-1 ");
+  EXPECT_EQ(Stored(), seeded);
+}
+
 TEST_F(ApplierTest, MismatchedTargetTablesFailBeforeAnythingIsApplied) {
   ApplierOptions options;
   options.consumer = "unit";
@@ -970,7 +998,11 @@ TEST(ApplierDurabilityTest, OnlyWhatACrashOfTheTargetKeepsIsDurable) {
     s.events.clear();
   };
   commit(1);
+  PgConn look_before(cluster.conninfo());
+  const std::string written = look_before.scalar("SELECT pg_current_wal_insert_lsn()");
   applier->WaitForCommits();
+  // the durable commit flushed the WAL (the WAL writer waits 10 s: it did not)
+  EXPECT_EQ(look_before.scalar("SELECT pg_current_wal_flush_lsn() >= '" + written + "'"), "t");
   const auto first = s.LastPosition();
   ASSERT_TRUE(applier->durable());
   EXPECT_EQ(client::FormatPosition(*applier->durable()), client::FormatPosition(first));
