@@ -618,6 +618,7 @@ void Applier::Register(Table& table) {
 void Applier::BeginTarget() {
   if (target_txn_open_) return;
   target_.BeginTransaction();  // no statement: pg.h, "transactions"
+  store_.TransactionBegins();
   target_txn_open_ = true;
   bootstrap_rows_in_txn_ = 0;
 }
@@ -690,6 +691,7 @@ void Applier::Stop() {
   chunk_ = Chunk{};
   if (target_txn_open_) {
     target_.RollbackTransaction();
+    store_.TransactionRolledBack();
     target_txn_open_ = false;
     durable_requested_ = false;
   }

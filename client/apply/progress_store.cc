@@ -208,22 +208,22 @@ void ProgressStore::StartPipeline() {
   // NULL: none), else an error in the server: transactions in the pipeline commit at their
   // syncs without waiting for each other, and one that follows a transaction that failed (and
   // rolled back) must not commit, or the target would store a position past what it lacks.
+  // The error is a cast of a message that names the row's value (so that the planner cannot
+  // fold it into an error at planning time), in the SET of a plain UPDATE: a CTE that counted
+  // the rows cost a fifth more per one-row transaction.
   target_.SendPrepare(
       kProgressStatement,
-      "WITH u AS (UPDATE " + Table("progress") +
-          " SET commit_lsn = $2::pg_catalog.pg_lsn, seq = $3::pg_catalog.int8,"
-          " updated_at = pg_catalog.now() WHERE consumer OPERATOR(pg_catalog.=) $1 AND"
-          " CASE WHEN $4::pg_catalog.pg_lsn IS NULL THEN commit_lsn IS NULL"
+      "UPDATE " + Table("progress") +
+          " SET commit_lsn = $2::pg_catalog.pg_lsn, updated_at = pg_catalog.now(),"
+          " seq = CASE WHEN CASE WHEN $4::pg_catalog.pg_lsn IS NULL THEN commit_lsn IS NULL"
           " ELSE commit_lsn OPERATOR(pg_catalog.=) $4::pg_catalog.pg_lsn AND"
-          " seq OPERATOR(pg_catalog.=) $5::pg_catalog.int8 END RETURNING 1)"
-          // The error: a cast of the message, over the CTE's row count so that the planner
-          // cannot fold it into an error at planning time.
-          " SELECT CASE WHEN c.n OPERATOR(pg_catalog.=) 1 THEN 1"
+          " seq OPERATOR(pg_catalog.=) $5::pg_catalog.int8 END THEN $3::pg_catalog.int8"
           " ELSE ('dblog apply: the stored position of consumer ' OPERATOR(pg_catalog.||) $1"
           " OPERATOR(pg_catalog.||) ' is not the one before this transaction (an earlier"
-          " transaction failed, or the progress row was changed or deleted; rows: '"
-          " OPERATOR(pg_catalog.||) c.n::pg_catalog.text OPERATOR(pg_catalog.||) ')')"
-          "::pg_catalog.int4 END FROM (SELECT pg_catalog.count(*) AS n FROM u) AS c",
+          " transaction failed, or the progress row was changed; it holds '"
+          " OPERATOR(pg_catalog.||) coalesce(commit_lsn::pg_catalog.text, 'none')"
+          " OPERATOR(pg_catalog.||) ')')::pg_catalog.int8 END"
+          " WHERE consumer OPERATOR(pg_catalog.=) $1",
       5, "preparing the progress update");
   target_.SendPrepare(kRegisterStatement,
                       "INSERT INTO " + Table("tables") +
@@ -245,7 +245,7 @@ void ProgressStore::SendStored(const std::optional<Position>& position, const st
     params[4] = std::to_string(chain_->seq());
   }
   target_.SendPrepared(kProgressStatement, params, what, [consumer, progress](const PgResult& r) {
-    if (r.rows() != 1)
+    if (r.affected() != 1)
       throw TargetError("the progress row of consumer " + consumer + " in " + progress +
                             " is gone: refusing to apply without recording positions",
                         "");

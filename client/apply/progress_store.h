@@ -57,6 +57,10 @@ class ProgressStore {
   void SendPosition(const dblog::v1::Position& position);
   // A new bootstrap: no position until its first commit (chained the same way).
   void SendClearPosition();
+  // A target transaction begins; one rolled back takes its position statements with it, so the
+  // chain goes back to what the row held at its beginning.
+  void TransactionBegins() { chain_at_begin_ = chain_; }
+  void TransactionRolledBack() { chain_ = chain_at_begin_; }
   // `table` is listed, as table oid `oid`.
   bool registered(const TargetName& table, std::uint32_t oid) const;
   // (schema, name) in the target -> the table's oid as registered (0: not recorded).
@@ -104,6 +108,7 @@ class ProgressStore {
   Registered registered_;
   // What the progress row holds once everything sent so far committed (SendStored's chain).
   std::optional<dblog::v1::Position> chain_;
+  std::optional<dblog::v1::Position> chain_at_begin_;
   void SendStored(const std::optional<dblog::v1::Position>& position, const std::string& what);
   std::unordered_map<std::uint32_t, RelationMapping> mappings_;
   bool went_back_ = false;              // a reconciles row: the source went back

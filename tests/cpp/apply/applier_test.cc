@@ -998,6 +998,7 @@ TEST(ApplierDurabilityTest, OnlyWhatACrashOfTheTargetKeepsIsDurable) {
     s.events.clear();
   };
   commit(1);
+  while (applier->stats().transactions < 1) applier->Poll();  // its WAL is written: read after
   PgConn look_before(cluster.conninfo());
   const std::string written = look_before.scalar("SELECT pg_current_wal_insert_lsn()");
   applier->WaitForCommits();
