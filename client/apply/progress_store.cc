@@ -209,8 +209,7 @@ void ProgressStore::StartPipeline() {
   // syncs without waiting for each other, and one that follows a transaction that failed (and
   // rolled back) must not commit, or the target would store a position past what it lacks.
   // The error is a cast of a message that names the row's value (so that the planner cannot
-  // fold it into an error at planning time), in the SET of a plain UPDATE: a CTE that counted
-  // the rows cost a fifth more per one-row transaction.
+  // fold it into an error at planning time), in the SET of a plain UPDATE (no CTE).
   target_.SendPrepare(
       kProgressStatement,
       "UPDATE " + Table("progress") +
