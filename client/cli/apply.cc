@@ -1,9 +1,10 @@
 // client/cli/apply.cc: `dblog apply` (see apply.h).
 //
 // The loop: read an event, hand it to the Applier (which sends SQL through a pipeline without
-// waiting), and acknowledge Applier::durable() whenever it moves. Before blocking on the
-// network the loop waits for the commits already sent, so a quiet stream is acknowledged
-// promptly while a busy one never waits for the target between events.
+// waiting), and acknowledge Applier::durable() whenever it moves. Commits are made durable
+// (WaitForCommits: one durable commit) every kAckWait while the stream is busy and once it has
+// been quiet for kAckWait, so a quiet stream is acknowledged promptly while a busy one never
+// waits for the target between events.
 #include "client/cli/apply.h"
 
 #include <sys/resource.h>
@@ -24,7 +25,8 @@ using dblog::v1::StreamEvent;
 
 namespace {
 
-// How often a busy stream waits for the target's commits before reading on (see RunApply).
+// How often a busy stream makes the target's commits durable before reading on, and how long a
+// quiet one waits for more before it does (see ApplyStream).
 constexpr std::chrono::milliseconds kAckWait{200};
 
 po::options_description ApplyFlags() {
@@ -82,7 +84,9 @@ std::string ApplyHelp() {
           "position in dblog_apply.progress (dblog_apply: --bookkeeping-schema); on start\n"
           "the stored position is where the stream resumes, so every change is applied\n"
           "exactly once whatever was killed when. A position is acknowledged to dblogd only\n"
-          "after the target committed it.\n"
+          "once the target's commit of it is durable (transactions commit with\n"
+          "synchronous_commit off; every 200 ms one commit at the session's own level\n"
+          "flushes them).\n"
           "\n"
           "The target tables are a mirror of the source's, not a place for other data:\n"
           "  - a row with a key the source sends is overwritten (upsert), and a source\n"
@@ -417,10 +421,9 @@ void ApplyRun::ApplyStream(client::Client& stream) {
   auto last_wait = std::chrono::steady_clock::now();
   for (;;) {
     if (!stream.HasBufferedItems()) {
-      // About to block on the network. Waiting for the target's commits costs a round trip
-      // and the overlap of both sides, so a busy stream only does it every kAckWait; the
-      // rest of the time whatever has committed is acknowledged without waiting. A quiet
-      // stream gets a heartbeat, which waits (below): acks lag by at most one of them.
+      // About to block on the network. Making the target's commits durable costs a round
+      // trip, a flush and the overlap of both sides, so a busy stream only does it every
+      // kAckWait; the rest of the time whatever is durable already is acknowledged.
       const auto now = std::chrono::steady_clock::now();
       if (now - last_wait >= kAckWait) {
         applier.WaitForCommits();
