@@ -657,12 +657,12 @@ void Applier::MarkDurable(const Position& position) {
 
 void Applier::AckableSent() { ackable_sent_ = target_.queued_total(); }
 
-bool Applier::DurableBehind() const {
+bool Applier::durable_behind() const {
   return sent_ && (!durable_ || client::ComparePositions(*sent_, *durable_) > 0);
 }
 
 void Applier::SendDurableCommit() {
-  if (!DurableBehind()) return;
+  if (!durable_behind()) return;
   if (target_txn_open_) {
     durable_requested_ = true;  // the open transaction's commit will do
     return;

@@ -174,7 +174,7 @@ class Applier {
   const std::optional<dblog::v1::Position>& durable() const { return durable_; }
   // A position was applied (or needed nothing) that is not durable yet: WaitForCommits would
   // advance durable().
-  bool durable_behind() const { return DurableBehind(); }
+  bool durable_behind() const;
   // A bootstrap's COPY is open on the target connection (WaitForCommits ends it).
   bool copying() const { return copy_.open; }
   const ApplierStats& stats() const { return stats_; }
@@ -267,7 +267,6 @@ class Applier {
   // Unless every position sent is durable already: makes the next commit durable (the open
   // transaction's, or one of its own that stores the last position sent again).
   void SendDurableCommit();
-  bool DurableBehind() const;  // a position was sent that is not durable yet
   void ClearForBootstrap(bool restarted);
   // SchemaError: registered table `name` (oid `registered`) is another table (oid `now`).
   [[noreturn]] void RefuseUnregistered(const TargetName& name, std::uint32_t registered,
