@@ -5,11 +5,13 @@ Needs a cluster prepared as bench/run.sh prepares it (PG* and DBLOG_TEST_* expor
 settings appended); DBLOG_KEEP_CLUSTER=1 bench/run.sh --only repair leaves one running, or:
 
   python3 bench/profile.py --dblogd BUILD/sidecar/dblogd \\
-      --consumer BUILD/bench/dblog_bench_consumer --workload bulk|oltp|bootstrap [--size N] \\
-      [--perf] [--flags "--copy-workers=2"] [--preload /usr/lib/x86_64-linux-gnu/libjemalloc.so.2]
+      --consumer BUILD/bench/dblog_bench_consumer --workload bulk|oltp|bootstrap|repair [--size N] \\
+      [--perf] [--flags "--copy-workers=2"] [--preload /usr/lib/x86_64-linux-gnu/libjemalloc.so.2] \\
+      [--load-clients 2]
 
 It prepares the workload (bulk: N row changes in 3 transactions; oltp: N transactions of 1-5
-rows; bootstrap: a table of N rows), then runs dblogd and the bench consumer on it once while
+rows; bootstrap: a table of N rows; repair: a whole-table repair of a table of N rows, with
+--load-clients the repair section's pgbench updates running throughout), then runs dblogd and the bench consumer on it once while
 sampling every 50 ms the CPU time of the server processes serving it (walsender or copy
 backends), dblogd and the consumer: a timeline showing which of them is busy when (a pipeline on
 2 cores is only as fast as its serial parts). It prints CPU seconds and context switches per
@@ -53,7 +55,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dblogd", required=True)
     p.add_argument("--consumer", required=True)
-    p.add_argument("--workload", default="bulk", choices=["bulk", "oltp", "bootstrap"])
+    p.add_argument("--workload", default="bulk", choices=["bulk", "oltp", "bootstrap", "repair"])
     p.add_argument("--size", type=int)
     p.add_argument("--perf", action="store_true")
     p.add_argument("--outdir", default="/tmp/dblog-profile")
@@ -62,6 +64,9 @@ def main():
     p.add_argument("--reuse", action="store_true", help="bootstrap: keep an existing bench.big")
     p.add_argument("--ack-every", type=int, default=0,
                    help="consumer: ack every Nth commit (0: the last one, when caught up)")
+    p.add_argument("--load-clients", type=int, default=0,
+                   help="repair: pgbench clients running the repair section's updates, "
+                        "unthrottled, from 2 s before the request to the end")
     a = p.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     if a.preload:
@@ -94,6 +99,18 @@ def main():
         harness.sql(f"SELECT 1 FROM pg_create_logical_replication_slot('dblog_{name}', 'dblog')")
         expect = workloads.gen_oltp(a.size or 100_000, 100000)()
         workloads.next_marker()
+    elif a.workload == "repair":
+        n = a.size or 1_000_000
+        have = harness.sql("SELECT count(*) FROM bench.r" if harness.sql(
+            "SELECT to_regclass('bench.r') IS NOT NULL") == "t" else "SELECT 0")
+        if not (a.reuse and int(have) == n):
+            harness.sql("DROP TABLE IF EXISTS bench.r;"
+                        + workloads.TABLE_DDL.format(name="bench.r")
+                        + f"INSERT INTO bench.r SELECT {workloads.row_expr('i')} FROM "
+                        f"generate_series(1::bigint, {n}) i; VACUUM ANALYZE bench.r; CHECKPOINT;")
+        expect = n
+        flags = [f"--consumer={name}=bench.r", "--bootstrap=false"]
+        until = "repair"
     else:
         n = a.size or 5_000_000
         have = harness.sql("SELECT to_regclass('bench.big') IS NOT NULL")
@@ -117,10 +134,28 @@ def main():
                                 stderr=subprocess.DEVNULL)
         time.sleep(0.5)
     cmd = [a.consumer, "--port", str(d.port), "--consumer", name]
-    cmd += ["--until-bootstrap-end"] if until == "bootstrap" else ["--until-marker", until]
-    cmd += ["--expect-changes", str(expect), "--ack-every", str(a.ack_every)]
+    if until == "repair":
+        cmd += ["--until-repair-done", "--ready"]
+    else:
+        cmd += ["--until-bootstrap-end"] if until == "bootstrap" else ["--until-marker", until]
+        cmd += ["--expect-changes", str(expect)]
+    cmd += ["--ack-every", str(a.ack_every)]
+    load = None
+    if until == "repair" and a.load_clients:
+        script = os.path.join(a.outdir, "repair.pgbench")
+        with open(script, "w") as f:
+            f.write(workloads.REPAIR_SCRIPT)
+        load = subprocess.Popen([harness.tool("pgbench"), "-n", "-c", str(a.load_clients), "-j",
+                                 str(a.load_clients), "-T", "3600", "-D", f"n={expect}", "-f",
+                                 script, os.environ["PGDATABASE"]],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(2)
     t0 = time.monotonic()
     cons = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if until == "repair":
+        cons.stderr.readline()  # --ready: "ready" once the consumer has its Welcome
+        t0 = time.monotonic()
+        harness.sql(f"SELECT dblog.repair('bench.r', '{name}');")
     server_pids = {}  # pid -> last CPU seen
     fixed = {"dblogd": d.proc.pid, "consumer": cons.pid}
     last = {k: cpu_of(v) for k, v in fixed.items()}
@@ -157,6 +192,8 @@ def main():
     wall = time.monotonic() - t0
     stop.set()
     th.join()
+    if load:
+        harness.interrupt(load, 30)
     if perf:
         perf.send_signal(2)
         perf.wait()

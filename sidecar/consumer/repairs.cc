@@ -771,12 +771,12 @@ void Repairs::TakeAskedKeys(const RepairRequest& r, ChunkRead& w, const pg::Resu
 }
 
 void Repairs::TakeRangeRows(const RepairRequest& r, ChunkRead& w, const pg::Result& rows) {
+  w.chunk.rows.reserve(static_cast<std::size_t>(rows.ntuples()));
   for (int i = 0; i < rows.ntuples(); ++i) {
-    std::string key_bytes(rows.value(i, 0));
-    w.chunk.rows.emplace_back(key_bytes, std::string(rows.value(i, 1)));
-    w.bytes += key_bytes.size() + w.chunk.rows.back().second.size();
-    w.last_key_bytes = std::move(key_bytes);
+    w.chunk.rows.emplace_back(std::string(rows.value(i, 0)), std::string(rows.value(i, 1)));
+    w.bytes += w.chunk.rows.back().first.size() + w.chunk.rows.back().second.size();
   }
+  if (!w.chunk.rows.empty()) w.last_key_bytes = w.chunk.rows.back().first;
   w.last = rows.ntuples() < w.chunk_size;
   if (rows.ntuples() > 0) {
     // ["v1", "v2", ...]: as jsonb_build_array(k1::text, ...) would write it
@@ -818,7 +818,9 @@ void Repairs::CloseWindow() {
     out.redo = true;
     out.reason = "the table was rewritten between the chunk's snapshot and its lock";
   } else {
-    out = w.window.Close(w.read->chunk, txlog_, current_commit_lsn_, !config_.plain_windows);
+    // the chunk's rows move into the outcome: nothing reads w.read->chunk after this
+    out = w.window.Close(std::move(w.read->chunk), txlog_, current_commit_lsn_,
+                         !config_.plain_windows);
   }
   if (out.redo || !same_request) {
     // Fail closed: nothing of this chunk is emitted; it is read again under a new window, and
@@ -1194,13 +1196,13 @@ void Repairs::TakeCatalogRows(const RepairRequest& r, ChunkRead& w, const pg::Re
     w.last = rows.ntuples() < KeysPerChunk(w.chunk_size, n) || w.keys_covered >= w.total_keys;
     return;
   }
+  w.chunk.rows.reserve(static_cast<std::size_t>(rows.ntuples()));
   for (int i = 0; i < rows.ntuples(); ++i) {
     read_row(i, 0);
-    std::string key_bytes = emit::KeyBytes(w.relation, row);
-    w.chunk.rows.emplace_back(key_bytes, row.SerializeAsString());
-    w.bytes += key_bytes.size() + w.chunk.rows.back().second.size();
-    w.last_key_bytes = std::move(key_bytes);
+    w.chunk.rows.emplace_back(emit::KeyBytes(w.relation, row), row.SerializeAsString());
+    w.bytes += w.chunk.rows.back().first.size() + w.chunk.rows.back().second.size();
   }
+  if (!w.chunk.rows.empty()) w.last_key_bytes = w.chunk.rows.back().first;
   w.last = rows.ntuples() < w.chunk_size;
   if (rows.ntuples() > 0) {
     // the last row's key values as their output text, where the next chunk resumes

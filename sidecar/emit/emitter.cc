@@ -431,6 +431,7 @@ void Emitter::RememberRelation(const dblog::v1::Relation& rel) {
   if (bytes == state.latest_bytes) return;
   state.latest = rel;
   state.latest_bytes = std::move(bytes);
+  state.latest_sent = state.latest_bytes == state.sent_bytes;
 }
 
 const dblog::v1::Relation& Emitter::KnownRelation(std::uint32_t oid, const char* what) const {
@@ -510,9 +511,10 @@ void Emitter::Advance(Position pos, const char* what) {
 
 void Emitter::SendRelation(std::uint32_t oid) {
   RelationState& state = relations_.at(oid);
-  if (state.sent_bytes == state.latest_bytes) return;
+  if (state.latest_sent) return;  // per row: a flag, not a comparison of the two definitions
   AppendBytes(StreamEvent::kRelation, state.latest_bytes);
   state.sent_bytes = state.latest_bytes;
+  state.latest_sent = true;
 }
 
 // A READ Change laid out as a log Change is (fields in number order), with the row's bytes

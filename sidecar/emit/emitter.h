@@ -149,6 +149,7 @@ class Emitter {
     dblog::v1::Relation latest;  // the latest definition seen: key_columns come from here
     std::string latest_bytes;
     std::string sent_bytes;  // what the consumer was last sent; empty: nothing yet
+    bool latest_sent = false;  // latest_bytes == sent_bytes, kept when either changes
   };
 
   void OnBegin(const dblog::v1::Begin& begin);

@@ -141,8 +141,8 @@ void Window::Touch(std::uint32_t relation, const std::string& key,
   if (opened_ && relation == relation_) AddTouch(touched_, key, unchanged);
 }
 
-Window::Outcome Window::Close(const Chunk& chunk, const TransactionLog& log,
-                              std::uint64_t high_lsn, bool widen) const {
+Window::Outcome Window::Close(Chunk chunk, const TransactionLog& log, std::uint64_t high_lsn,
+                              bool widen) const {
   Outcome out;
   // key -> columns none of its events carried, among the events in the window and (widened)
   // those of transactions the snapshot does not see, committed up to the high watermark
@@ -152,18 +152,22 @@ Window::Outcome Window::Close(const Chunk& chunk, const TransactionLog& log,
     out.reason = "a transaction the chunk's snapshot did not see is no longer in memory";
     return out;
   }
+  // the rows are moved out of the chunk (this runs per repaired row: no copy, and the set of
+  // keys read only for a key-list chunk, the one kind that asks for keys)
   std::set<std::string> present;
-  for (const auto& [key, row] : chunk.rows) {
-    present.insert(key);
+  const bool asked = !chunk.asked_keys.empty();
+  out.rows.reserve(chunk.rows.size());
+  for (auto& [key, row] : chunk.rows) {
+    if (asked) present.insert(key);
     auto it = dropped.find(key);
     if (it == dropped.end()) {
-      out.rows.push_back(row);
+      out.rows.push_back(std::move(row));
     } else if (widen && !it->second.empty()) {
       // Every transaction that wrote this key and that the snapshot misses is among those
       // events (in the window, or widened), and none of them carried these columns: none
       // changed them, so the chunk's values of them are the source's at the high watermark,
       // while the sink may hold a damaged value that the events' "keep yours" kept.
-      out.fills.push_back({row, it->second});
+      out.fills.push_back({std::move(row), it->second});
     }
   }
   for (const std::string& key : chunk.asked_keys)

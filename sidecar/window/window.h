@@ -128,8 +128,9 @@ class Window {
   void Open() { opened_ = true; }  // the low watermark came out of the log
   // A log event between the low and the high watermark; `unchanged` as TransactionLog::Touch.
   void Touch(std::uint32_t relation, const std::string& key, const std::vector<int>& unchanged = {});
-  // At the high watermark. widen=false is the plain DBLog window (for tests only).
-  Outcome Close(const Chunk& chunk, const TransactionLog& log, std::uint64_t high_lsn,
+  // At the high watermark. widen=false is the plain DBLog window (for tests only). The
+  // surviving rows are moved out of `chunk` (pass it moved when it is not needed after).
+  Outcome Close(Chunk chunk, const TransactionLog& log, std::uint64_t high_lsn,
                 bool widen = true) const;
 
  private:

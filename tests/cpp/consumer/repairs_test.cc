@@ -257,27 +257,34 @@ class RepairWindowTest : public RepairsTest {
 
   // Runs the io loop until `n` low watermarks were written (the reads are on the reader's
   // thread), or 10 s passed; then half a second more, in which no more may come.
+  // Runs the reader until n windows have both their watermarks written (a chunk is handed over
+  // before its high watermark: each of those windows has its chunk), then half a second more.
   std::vector<std::string> RunUntilLowMarkers(std::size_t n) {
     std::vector<std::string> ids;
+    std::size_t highs = 0;
     for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-         ids.size() < n && std::chrono::steady_clock::now() < until;) {
+         (ids.size() < n || highs < n) && std::chrono::steady_clock::now() < until;) {
       io_.restart();
       io_.run_for(std::chrono::milliseconds(100));
-      for (std::string& id : LowMarkers()) ids.push_back(std::move(id));
+      for (std::string& id : LowMarkers(&highs)) ids.push_back(std::move(id));
     }
     io_.restart();
     io_.run_for(std::chrono::milliseconds(500));
-    for (std::string& id : LowMarkers()) ids.push_back(std::move(id));
+    for (std::string& id : LowMarkers(&highs)) ids.push_back(std::move(id));
     return ids;
   }
 
-  // The low watermarks written since the last call, in the log's order.
-  std::vector<std::string> LowMarkers() {
+  // The low watermarks written since the last call, in the log's order; `highs` counts the high
+  // ones.
+  std::vector<std::string> LowMarkers(std::size_t* highs = nullptr) {
     std::vector<std::string> ids;
     for (const test::Row& row : db_->exec(
              "SELECT data FROM pg_logical_slot_get_changes('probe', NULL, NULL)"
-             " WHERE data LIKE 'message:%dblog.watermark/search%content:lo:%'"))
-      ids.push_back(row[0]->substr(row[0]->find("content:lo:") + 11));
+             " WHERE data LIKE 'message:%dblog.watermark/search%content:__:%'")) {
+      const std::size_t low = row[0]->find("content:lo:");
+      if (low != std::string::npos) ids.push_back(row[0]->substr(low + 11));
+      else if (highs) ++*highs;
+    }
     return ids;
   }
 
