@@ -40,7 +40,12 @@ Applier::Applier(PgConnection target, ApplierOptions options, Log log)
     : target_(std::move(target)),
       options_(std::move(options)),
       log_(std::move(log)),
-      store_(target_, options_.bookkeeping_schema, options_.consumer, log_) {
+      store_(target_, options_.bookkeeping_schema, options_.consumer, log_),
+      target_tables_(target_, store_,
+                     TargetTablesOptions{options_.consumer, options_.bookkeeping_schema,
+                                         options_.create_tables, options_.allow_lossy_columns,
+                                         options_.dropped_columns},
+                     [this](const std::string& line) { log_(line); }) {
   if (!log_) log_ = [](const std::string&) {};
   if (options_.batch_rows == 0) options_.batch_rows = 1;
   if (options_.bootstrap_commit_rows == 0) options_.bootstrap_commit_rows = 1;
@@ -301,12 +306,13 @@ void Applier::ClearForBootstrap(bool restarted) {
   cleared_.clear();
   for (const auto& [table, registered_oid] : store_.registered_tables()) {
     const TargetName name{table.first, table.second};
-    const std::uint32_t oid = TargetTableOid(name);
+    const std::uint32_t oid = target_tables_.Oid(name);
     if (oid == 0) continue;
     if (registered_oid != 0 && oid != registered_oid) RefuseUnregistered(name, registered_oid, oid);
     existing.push_back(table);
     cleared_.insert(oid);
   }
+  stats_.catalog_reads = target_tables_.catalog_reads();
   std::string names;
   for (const auto& [schema, name] : existing)
     names += (names.empty() ? "" : ", ") + QualifiedName(schema, name);
@@ -410,169 +416,18 @@ Applier::Table& Applier::TableFor(std::uint32_t oid, const char* what) {
   return it->second;
 }
 
-std::uint32_t Applier::TargetTableOid(const TargetName& name) {
-  PgResult r = target_.Query(
-      "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-      " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
-      {name.schema, name.name}, "looking up target table " + name.Display());
-  return r.rows() == 0 ? 0 : static_cast<std::uint32_t>(std::stoul(r.get(0, 0)));
-}
-
-void Applier::CheckMappedTable(std::uint32_t oid, const RelationMapping& mapping,
-                               const TargetName& name) {
-  if (mapping.target_oid == 0) return;  // recorded by an older dblog apply: trusted by name
-  const std::uint32_t now = TargetTableOid(name);
-  if (now == 0 || now == mapping.target_oid) return;
-  const std::string fix =
-      "UPDATE " + store_.Table("relations") +
-      " SET target_oid = NULL WHERE consumer = " + target_.QuoteLiteral(options_.consumer) +
-      " AND relation_oid = " + std::to_string(oid);
-  throw SchemaError(
-      DisplayName(options_.bookkeeping_schema, "relations") + " maps source relation oid " +
-      std::to_string(oid) + " of consumer " + options_.consumer + " to target table " +
-      mapping.target.Display() + ", recorded as table oid " + std::to_string(mapping.target_oid) +
-      ", but " + name.Display() + " in the target is table oid " + std::to_string(now) +
-      ": not the table dblog apply created or adopted for it, so it is neither renamed nor"
-      " altered. Nothing of this source transaction was applied and the stored position was"
-      " not advanced. If " +
-      name.Display() +
-      " is the right table (recreated, or the target"
-      " restored from a dump), run " +
-      fix +
-      " (it is adopted by name at the next start);"
-      " otherwise fix or delete that row");
-}
-
-void Applier::MoveAside(const TargetName& name, std::uint32_t except) {
-  for (auto& [oid, mapping] : store_.mappings()) {
-    if (oid == except || mapping.target != name) continue;
-    const TargetName aside{name.schema, AsideName(name.name, oid)};
-    CheckMappedTable(oid, mapping, name);  // the table there is that relation's
-    if (TargetTableExists(name)) {
-      target_.Exec("ALTER TABLE " + name.Quoted() + " RENAME TO " + QuoteIdent(aside.name),
-                   "renaming target table " + name.Display() + " to " + aside.Display());
-      store_.MoveRegistration(name, aside);
-    }
-    log_("target table " + name.Display() + " was applied from source relation oid " +
-         std::to_string(oid) + ", and the source now has another table of that name (oid " +
-         std::to_string(except) + "): renamed it to " + aside.Display() +
-         " (if the source dropped that table, drop it; if the source renamed it, it follows at"
-         " that table's next change)");
-    RelationMapping moved = mapping;
-    moved.target = aside;
-    const std::uint32_t moved_oid = oid;
-    store_.SaveMapping(moved_oid, moved);
-    if (const auto t = tables_.find(moved_oid); t != tables_.end()) t->second.prepared = false;
-    return;  // one oid per target name
-  }
-}
-
-void Applier::RenameTargetTable(std::uint32_t oid, const std::string& source,
-                                const RelationMapping& mapping, const TargetName& to) {
-  const TargetName from = mapping.target;
-  if (!TargetTableExists(from)) {
-    if (TargetTableExists(to)) {
-      CheckMappedTable(oid, mapping, to);  // renamed in the target already, by hand
-      log_("the source renamed " + from.Display() + " (relation oid " + std::to_string(oid) +
-           ") to " + source + "; target table " + to.Display() + " already has the new name");
-      store_.MoveRegistration(from, to);
-      return;
-    }
-    throw SchemaError("the source renamed the table applied into target table " + from.Display() +
-                      " (relation oid " + std::to_string(oid) + ") to " + source + ", and " +
-                      from.Display() +
-                      " is not in the target: restore it (or rename it to " + to.Display() +
-                      " yourself), then start dblog apply again; nothing of this source"
-                      " transaction was applied and the stored position was not advanced");
-  }
-  MoveAside(to, oid);
-  if (TargetTableExists(to))
-    throw SchemaError("the source renamed the table applied into target table " + from.Display() +
-                      " (relation oid " + std::to_string(oid) + ") to " + source +
-                      ", and the target already has a table " + to.Display() +
-                      " that this consumer did not apply into: rename or drop it, then start dblog"
-                      " apply again; nothing of this source transaction was applied and the"
-                      " stored position was not advanced");
-  TargetName at = from;
-  if (from.name != to.name) {
-    target_.Exec("ALTER TABLE " + from.Quoted() + " RENAME TO " + QuoteIdent(to.name),
-                 "renaming target table " + from.Display() + " to " + to.name);
-    at.name = to.name;
-  }
-  if (from.schema != to.schema) {
-    if (options_.create_tables)
-      target_.Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(to.schema),
-                   "creating target schema " + to.schema);
-    target_.Exec("ALTER TABLE " + at.Quoted() + " SET SCHEMA " + QuoteIdent(to.schema),
-                 "moving target table " + at.Display() + " to schema " + to.schema);
-  }
-  store_.MoveRegistration(from, to);
-  log_("renamed target table " + from.Display() + " to " + to.Display() + ": the source renamed" +
-       " relation oid " + std::to_string(oid) + " to " + source);
-}
-
-RelationMapping Applier::FollowIdentity(Table& table) {
-  const Relation& rel = table.relation;
-  const std::uint32_t oid = rel.oid();
-  const std::string source = DisplayName(rel.schema(), rel.name());
-  std::vector<MappedColumn> before;
-  // A column type the target cannot follow without loss is followed emptied where the target's
-  // values are about to be written again anyway (relation_map.h): in a table the open bootstrap
-  // cleared (by its oid: a failover during a bootstrap, whose redone bootstrap can meet attnums
-  // the lost history gave to other columns), and at the first sight of each relation after a
-  // reconcile, whose repairs rewrite every row; a later Relation is the live source's again.
-  bool went_back = store_.Follow(oid);
-  if (const auto it = store_.mappings().find(oid); it == store_.mappings().end()) {
-    MoveAside(table.target, oid);  // first sight: adopted by name
-  } else {
-    before = it->second.columns;
-    went_back = went_back || (bootstrap_open_ && it->second.target_oid != 0 &&
-                              cleared_.count(it->second.target_oid) > 0);
-    CheckMappedTable(oid, it->second, it->second.target);  // before following it
-    if (it->second.target != table.target) RenameTargetTable(oid, source, it->second, table.target);
-  }
-  RelationMapping mapping{table.target, ColumnsOf(rel)};
-  if (before.empty() || !TargetTableExists(table.target)) return mapping;
-  std::map<std::string, std::string> types;
-  PgResult r = target_.Query(
-      "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)"
-      " FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
-      " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-      " WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
-      {table.target.schema, table.target.name},
-      "reading the columns of target table " + table.target.Display());
-  for (int i = 0; i < r.rows(); ++i) types[r.get(i, 0)] = r.get(i, 1);
-  const ColumnPlan plan = PlanColumns(before, rel, table.target, types, options_.dropped_columns,
-                                      options_.allow_lossy_columns, went_back);
-  for (const std::string& statement : plan.statements)
-    target_.Exec(statement, "following a schema change of " + source +
-                                " in target table " + table.target.Display());
-  for (const std::string& note : plan.notes) log_(note);
-  for (const std::string& column : plan.added)
-    log_("note: the source added column " + column + " to " + source +
-         ": rows it does not write again keep NULL in target table " + table.target.Display() +
-         " (also when the source filled them with a default); when it did, restore them with: " +
-         client::RepairTableCall(rel, options_.consumer));
-  mapping.columns = plan.columns;
-  return mapping;
-}
-
 void Applier::PrepareTable(Table& table) {
   FlushBatch();
-  RelationMapping mapping = FollowIdentity(table);
-  const TargetTableFit fit = PrepareTargetTable(
-      target_, table.relation, table.target,
-      TargetTableOptions{options_.create_tables, options_.allow_lossy_columns}, log_);
-  table.same_types = fit.same_types;
-  table.target_oid = fit.oid;
-  mapping.target_oid = fit.oid;
-  for (const LossyColumn& column : fit.lossy) {
-    std::string message = DescribeLossyColumn(table.target, column);
-    if (!lossy_warned_.insert(message).second) continue;  // once per column (and types)
-    log_("warning: " + message +
-         ": it cannot hold every value of the source's type; values are rounded, truncated or"
-         " refused as PostgreSQL's assignment cast does (--allow-lossy-columns)");
-  }
+  TargetTables::Prepared prepared = target_tables_.Prepare(
+      table.relation, table.target, [this](std::uint32_t target_oid) {
+        return bootstrap_open_ && cleared_.count(target_oid) > 0;
+      });
+  for (const std::uint32_t moved : prepared.moved_aside)
+    if (const auto t = tables_.find(moved); t != tables_.end()) t->second.prepared = false;
+  const RelationMapping& mapping = prepared.mapping;
+  stats_.catalog_reads = target_tables_.catalog_reads();
+  table.same_types = prepared.fit.same_types;
+  table.target_oid = prepared.fit.oid;
   const Relation& rel = table.relation;
   table.byte_equal_keys = ByteEqualKeys(rel);
   if (table.generation > 0) {

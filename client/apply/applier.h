@@ -53,9 +53,9 @@
 // chunk, the chunk's keys. A source transaction of any size streams through.
 //
 // Schema changes: a table's changed Relation is followed by identity (relation_map.h) at the
-// table's next use, in the target transaction of the source transaction that carries it; a
-// change that cannot be applied safely throws SchemaError before anything of that transaction
-// is committed.
+// table's next use, in the target transaction of the source transaction that carries it
+// (TargetTables, target_tables.h, reads the target's catalog and runs the DDL); a change that
+// cannot be applied safely throws SchemaError before anything of that transaction is committed.
 //
 // Owns: the target connection, the order and batching of what is sent, the per-table prepared
 // statements. The statements' text is statements.h's; the dblog_apply schema and the advisory
@@ -80,6 +80,7 @@
 #include "client/apply/sql_text.h"
 #include "client/apply/statements.h"
 #include "client/apply/target_schema.h"
+#include "client/apply/target_tables.h"
 #include "dblog/v1/consumer.pb.h"
 
 namespace dblog::apply {
@@ -115,6 +116,9 @@ struct ApplierStats {
   // range chunks whose deletion was skipped: a key column's collation (ChunkBegin.
   // key_collations) is not available in the target, so it cannot tell which rows are in range
   std::uint64_t range_deletes_skipped = 0;
+  // queries of the target's catalog (target_tables.h: one per table prepared, and one more after
+  // each change made to it)
+  std::uint64_t catalog_reads = 0;
 
   ApplierStats& operator+=(const ApplierStats& o) {
     transactions += o.transactions;
@@ -126,6 +130,7 @@ struct ApplierStats {
     statements += o.statements;
     missing_rows += o.missing_rows;
     range_deletes_skipped += o.range_deletes_skipped;
+    catalog_reads += o.catalog_reads;
     return *this;
   }
 };
@@ -244,21 +249,6 @@ class Applier {
 
   Table& TableFor(std::uint32_t oid, const char* what);
   void PrepareTable(Table& table);
-  // Changes the target to the table's Relation as identified by oid and attnums (relation_map.h)
-  // and returns the mapping to store once the table fits.
-  RelationMapping FollowIdentity(Table& table);
-  // Follows a source rename of relation `oid` from `mapping.target` to `to`.
-  void RenameTargetTable(std::uint32_t oid, const std::string& source,
-                         const RelationMapping& mapping, const TargetName& to);
-  // Renames the target table `name` to <name>_dblog_<oid> when another relation oid than
-  // `except` is mapped to it.
-  void MoveAside(const TargetName& name, std::uint32_t except);
-  // The oid of the target relation `name`, 0 when there is none.
-  std::uint32_t TargetTableOid(const TargetName& name);
-  bool TargetTableExists(const TargetName& name) { return TargetTableOid(name) != 0; }
-  // SchemaError unless `name` is the table recorded for relation `oid` (mapping.target_oid)
-  // or holds no table; a mapping without a recorded oid passes.
-  void CheckMappedTable(std::uint32_t oid, const RelationMapping& mapping, const TargetName& name);
 
   void Register(Table& table);
   void BeginTarget();
@@ -303,8 +293,8 @@ class Applier {
   ApplierOptions options_;
   Log log_;
   ProgressStore store_;  // dblog_apply: position, tables written, mapping; the advisory lock
+  TargetTables target_tables_;  // the target's catalog, and the DDL that follows the source
   std::unordered_map<std::uint32_t, Table> tables_;
-  std::set<std::string> lossy_warned_;                        // lossy columns already warned about
   std::map<std::string, std::optional<std::string>> collations_;  // TargetCollation's answers
   bool had_position_ = false;
 

@@ -4,7 +4,7 @@
 //
 // Owns: the PGconn, the queue of statements sent but not yet answered, and turning failed
 // results into TargetError (the statement's description plus the server's words). Does not own:
-// what the SQL means (applier.cc, target_schema.cc).
+// what the SQL means (applier.cc, target_tables.cc, progress_store.cc).
 //
 // This is deliberately not sidecar/pg/: client/ depends only on consumer.proto and libpq, never
 // on the daemon's internals.

@@ -19,7 +19,7 @@
 //    unless allow_lossy_columns, or unless the source went back (a failover reconciled, below)
 //    and the target column held every value of the source's previous type: then it takes the
 //    new type empty;
-//  - a new column: left to PrepareTargetTable (--create-tables adds it).
+//  - a new column: left to TargetTables::Prepare (--create-tables adds it).
 // A relation seen for the first time (a target made before this mapping existed, or a new
 // table) is adopted by name. A target name that another relation oid is mapped to (the source
 // dropped that table and created another of the same name, or renamed it and reused its name
@@ -31,8 +31,8 @@
 // (dblog apply saw Welcome.reconcile, or the table is one a redone bootstrap cleared) a target
 // column as dblog apply keeps it (one that held every value of the source's previous type) is
 // changed to the new type USING NULL instead of stopping the target.
-// Owns: the mapping's planning (pure: PlanColumns) and its storage statements. The applier
-// runs them.
+// Owns: the mapping's planning (pure: PlanColumns) and its storage statements. TargetTables
+// (target_tables.h) runs the plans.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
-// client/apply/target_schema.cc: target table creation and checks (see target_schema.h).
+// client/apply/target_schema.cc: the target table's DDL text and checks (see target_schema.h).
 #include "client/apply/target_schema.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "client/apply/column_types.h"
@@ -17,6 +18,8 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return out;
 }
 
+}  // namespace
+
 std::vector<std::string> SourceKeyNames(const dblog::v1::Relation& relation) {
   std::vector<std::string> out;
   for (const std::uint32_t k : relation.key_columns()) {
@@ -28,8 +31,6 @@ std::vector<std::string> SourceKeyNames(const dblog::v1::Relation& relation) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string DisplayName(std::string_view schema, std::string_view name) {
   std::string qualified(schema);
@@ -66,77 +67,6 @@ std::string DescribeLossyColumn(const TargetName& name, const LossyColumn& colum
          ", the source's is " + column.source_type;
 }
 
-namespace {
-
-std::optional<std::string> FindTargetTable(PgConnection& target, const TargetName& name) {
-  PgResult r = target.Query(
-      "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-      " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2"
-      " AND c.relkind IN ('r', 'p')",
-      {name.schema, name.name}, "looking up target table " + name.Display());
-  return r.get_optional(0, 0);
-}
-
-TargetColumns ReadTargetColumns(PgConnection& target, const std::string& oid,
-                                const std::string& display) {
-  TargetColumns columns;
-  PgResult r = target.Query(
-      "SELECT attname, pg_catalog.format_type(atttypid, atttypmod), attnotnull, atthasdef,"
-      " attgenerated <> '', attidentity <> '' FROM pg_catalog.pg_attribute"
-      " WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
-      {oid}, "reading the columns of target table " + display);
-  for (int i = 0; i < r.rows(); ++i) {
-    columns[r.get(i, 0)] = TargetColumn{r.get(i, 1), r.get(i, 2) == "t", r.get(i, 3) == "t",
-                                        r.get(i, 4) == "t", r.get(i, 5) == "t"};
-  }
-  return columns;
-}
-
-// --create-tables: adds the source's columns the target table lacks. True when it added one.
-bool AddMissingColumns(PgConnection& target, const dblog::v1::Relation& relation,
-                       const TargetName& name, const TargetColumns& columns,
-                       const std::function<void(const std::string&)>& log) {
-  const std::string display = name.Display();
-  bool added = false;
-  for (const auto& c : relation.columns()) {
-    if (columns.count(c.name())) continue;
-    // Nullable: the rows already there have no value for it until the stream brings one.
-    target.Exec("ALTER TABLE " + name.Quoted() + " ADD COLUMN IF NOT EXISTS " +
-                    QuoteIdent(c.name()) + " " + c.type_name(),
-                "adding column " + c.name() + " to target table " + display);
-    log("added column " + c.name() + " " + c.type_name() + " to target table " + display);
-    added = true;
-  }
-  return added;
-}
-
-// The unique indexes of the target table (not partial), the primary key first.
-std::vector<UniqueIndex> ReadUniqueIndexes(PgConnection& target, const std::string& oid,
-                                           const std::string& display) {
-  // One row per (index, column) in index order.
-  PgResult r = target.Query(
-      "SELECT i.indexrelid, i.indisprimary, a.attname FROM pg_catalog.pg_index i"
-      " CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
-      " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
-      " WHERE i.indrelid = $1::oid AND i.indisunique AND i.indisvalid AND i.indpred IS NULL"
-      " ORDER BY i.indisprimary DESC, i.indexrelid, k.ord",
-      {oid}, "reading the unique indexes of target table " + display);
-  std::map<std::string, UniqueIndex> indexes;
-  std::vector<std::string> order;
-  for (int i = 0; i < r.rows(); ++i) {
-    const std::string id = r.get(i, 0);
-    if (!indexes.count(id)) order.push_back(id);
-    UniqueIndex& index = indexes[id];
-    index.primary = r.get(i, 1) == "t";
-    // attnum 0 (an expression) has no attribute: such an index cannot be the conflict target.
-    index.columns.push_back(r.is_null(i, 2) ? std::string() : r.get(i, 2));
-  }
-  std::vector<UniqueIndex> out;
-  for (const auto& id : order) out.push_back(std::move(indexes[id]));
-  return out;
-}
-
-}  // namespace
 
 TargetTableFit CheckTargetColumns(const dblog::v1::Relation& relation, const TargetColumns& columns,
                                   const TargetTableOptions& options, const std::string& display) {
@@ -196,37 +126,6 @@ void CheckConflictTarget(const std::vector<UniqueIndex>& indexes,
                       ") differs from the source's key (" + JoinNames(key) + ")");
   throw SchemaError("target table " + display + " has no primary key or unique index on (" +
                     JoinNames(key) + "), the source's key");
-}
-
-TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
-                                  const TargetName& name, const TargetTableOptions& options,
-                                  const std::function<void(const std::string&)>& log) {
-  const std::string display = name.Display();
-  const std::vector<std::string> key = SourceKeyNames(relation);
-  if (key.empty())
-    throw SchemaError("source table " + DisplayName(relation.schema(), relation.name()) +
-                      " arrived without key columns");
-
-  std::optional<std::string> oid = FindTargetTable(target, name);
-  if (!oid && options.create) {
-    target.Exec("CREATE SCHEMA IF NOT EXISTS " + QuoteIdent(name.schema),
-                "creating target schema " + name.schema);
-    target.Exec(CreateTableSql(relation, name), "creating target table " + display);
-    log("created target table " + display);
-    oid = FindTargetTable(target, name);
-  }
-  if (!oid)
-    throw SchemaError("target table " + display + " does not exist (source table " +
-                      DisplayName(relation.schema(), relation.name()) +
-                      "); create it or run with --create-tables");
-
-  TargetColumns columns = ReadTargetColumns(target, *oid, display);
-  if (options.create && AddMissingColumns(target, relation, name, columns, log))
-    columns = ReadTargetColumns(target, *oid, display);
-  TargetTableFit fit = CheckTargetColumns(relation, columns, options, display);
-  CheckConflictTarget(ReadUniqueIndexes(target, *oid, display), key, display);
-  fit.oid = static_cast<std::uint32_t>(std::stoul(*oid));
-  return fit;
 }
 
 }  // namespace dblog::apply

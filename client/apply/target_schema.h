@@ -9,19 +9,17 @@
 // left out (nullable or with a default), and it has a primary key or a unique index (not
 // partial, no expressions) over exactly the source's key columns (the ON CONFLICT target).
 // A misfit throws SchemaError naming the table and the column.
-// Owns: the schema mapping, the DDL for --create-tables and the catalog checks. Runs its
-// queries synchronously (PgConnection::Query).
+// Owns: the schema mapping (--schema-map), the CREATE TABLE text of --create-tables and the
+// checks of a target table's catalog. Pure: target_tables.h reads the catalog and runs the DDL.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "client/apply/pg.h"
 #include "dblog/v1/change.pb.h"
 
 namespace dblog::apply {
@@ -82,16 +80,12 @@ struct TargetTableFit {
   std::uint32_t oid = 0;  // the target table's
 };
 
-// Creates (options.create: schema, table, missing columns) and checks the target table for
-// `relation`. `log` gets one line per change made to the target's schema. Lossy columns throw
-// SchemaError naming each (table, column, source type, target type) and the flag, unless
-// options.allow_lossy_columns: then they are returned, for the caller to warn about.
-TargetTableFit PrepareTargetTable(PgConnection& target, const dblog::v1::Relation& relation,
-                                  const TargetName& name, const TargetTableOptions& options,
-                                  const std::function<void(const std::string&)>& log);
+// The names of `relation`'s key columns, in key order; SchemaError for a key position outside
+// its columns.
+std::vector<std::string> SourceKeyNames(const dblog::v1::Relation& relation);
 
-// The checks PrepareTargetTable makes of what it read from the target's catalog, pure (for
-// tests); each throws SchemaError naming `display`, the target table.
+// The checks of what target_tables.h read from the target's catalog; each throws SchemaError
+// naming `display`, the target table.
 struct TargetColumn {
   std::string type;  // format_type(atttypid, atttypmod)
   bool not_null = false;

@@ -109,7 +109,7 @@ TEST(PlanColumns, TypeChangesWidenTheTargetOrStop) {
   // integer -> text: neither holds the other losslessly by the classifier: stops
   EXPECT_THROW(Plan(kBefore, {{1, "id", "integer"}, {2, "v", "text"}, {3, "n", "text"}}),
                SchemaError);
-  // unless lossy columns are allowed (PrepareTargetTable warns then)
+  // unless lossy columns are allowed (TargetTables::Prepare warns then)
   EXPECT_NO_THROW(PlanColumns(kBefore, Rel({{1, "id", "integer"}, {2, "v", "text"}, {3, "n", "text"}}),
                               kTable, Types(kBefore), DroppedColumns::kDrop, true));
 }
