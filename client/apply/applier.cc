@@ -418,14 +418,21 @@ Applier::Table& Applier::TableFor(std::uint32_t oid, const char* what) {
 
 void Applier::PrepareTable(Table& table) {
   FlushBatch();
-  TargetTables::Prepared prepared = target_tables_.Prepare(
-      table.relation, table.target, [this](std::uint32_t target_oid) {
-        return bootstrap_open_ && cleared_.count(target_oid) > 0;
-      });
-  for (const std::uint32_t moved : prepared.moved_aside)
-    if (const auto t = tables_.find(moved); t != tables_.end()) t->second.prepared = false;
+  struct CountReads {  // also when Prepare throws
+    Applier& applier;
+    ~CountReads() { applier.stats_.catalog_reads = applier.target_tables_.catalog_reads(); }
+  } count_reads{*this};
+  const TargetTables::Prepared prepared = target_tables_.Prepare(
+      table.relation, table.target,
+      TargetTables::Host{
+          [this](std::uint32_t target_oid) {
+            return bootstrap_open_ && cleared_.count(target_oid) > 0;
+          },
+          [this](std::uint32_t relation_oid) {
+            if (const auto t = tables_.find(relation_oid); t != tables_.end())
+              t->second.prepared = false;
+          }});
   const RelationMapping& mapping = prepared.mapping;
-  stats_.catalog_reads = target_tables_.catalog_reads();
   table.same_types = prepared.fit.same_types;
   table.target_oid = prepared.fit.oid;
   const Relation& rel = table.relation;

@@ -116,8 +116,8 @@ struct ApplierStats {
   // range chunks whose deletion was skipped: a key column's collation (ChunkBegin.
   // key_collations) is not available in the target, so it cannot tell which rows are in range
   std::uint64_t range_deletes_skipped = 0;
-  // queries of the target's catalog (target_tables.h: one per table prepared, and one more after
-  // each change made to it)
+  // queries of the target's catalog (target_tables.h: one per table name a preparation, or a
+  // bootstrap clearing its tables, looks at, and one more after each change made to the table)
   std::uint64_t catalog_reads = 0;
 
   ApplierStats& operator+=(const ApplierStats& o) {

@@ -174,7 +174,7 @@ void ColumnPlanner::TypesChanged(bool allow_lossy_columns, bool source_went_back
     const dblog::v1::Column& c = *it->second;
     if (b.type == c.type_name()) continue;
     const auto t = names_.find(c.name());
-    if (t == names_.end()) continue;  // a new column to the target: PrepareTargetTable
+    if (t == names_.end()) continue;  // a new column to the target: TargetTables::Prepare
     const std::string target_type = t->second;
     if (ClassifyConversion(c.type_name(), target_type) != Conversion::kLossy) {
       plan_.notes.push_back("column " + c.name() + " of " + source_ + " changed type from " +
@@ -208,7 +208,7 @@ void ColumnPlanner::TypesChanged(bool allow_lossy_columns, bool source_went_back
       names_[c.name()] = c.type_name();
       continue;
     }
-    if (allow_lossy_columns) continue;  // PrepareTargetTable warns about it
+    if (allow_lossy_columns) continue;  // TargetTables::Prepare warns about it
     throw SchemaError("the source changed the type of column " + c.name() + " of " + source_ +
                       " from " + b.type + " to " + c.type_name() + "; target column " + display_ +
                       "." + c.name() + " is " + target_type +
@@ -224,7 +224,7 @@ void ColumnPlanner::TypesChanged(bool allow_lossy_columns, bool source_went_back
 }
 
 ColumnPlan ColumnPlanner::Finish() {
-  // New columns (added by PrepareTargetTable with --create-tables).
+  // New columns (added by TargetTables::Prepare with --create-tables).
   if (!before_.empty())
     for (const auto& c : relation_.columns())
       if (!known_.count(c.attnum())) plan_.added.push_back(c.name());

@@ -12,7 +12,8 @@ namespace {
 // table), 'c' a column (name, type, not null, has default, generated, identity), 'i' an index
 // column (index oid, primary, the column's name or NULL for an expression) of the unique
 // indexes that are valid and not partial, the primary key first, then by index oid, each
-// index's columns in order. Columns 9-11 only order the rows.
+// index's key columns in order (an INCLUDE column plays no part in ON CONFLICT's inference).
+// Columns 9-11 only order the rows.
 constexpr const char* kCatalogQuery =
     "WITH r AS (SELECT c.oid, c.relkind FROM pg_catalog.pg_class c"
     " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
@@ -39,6 +40,7 @@ constexpr const char* kCatalogQuery =
     " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid"
     "   AND a.attnum OPERATOR(pg_catalog.=) k.attnum"
     " WHERE i.indisunique AND i.indisvalid AND i.indpred IS NULL"
+    "   AND k.ord OPERATOR(pg_catalog.<=) i.indnkeyatts"  // not its INCLUDE columns
     " ORDER BY 1 DESC, 9, 10, 11";
 
 }  // namespace
@@ -80,16 +82,20 @@ void TargetTables::Change(const std::string& sql, const std::string& what) {
 }
 
 std::uint32_t TargetTables::Oid(const TargetName& name) {
-  read_.clear();
-  return Read(name).oid;
+  PgResult r = target_.Query(
+      "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+      " ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+      " WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.=) $2",
+      {name.schema, name.name}, "looking up target table " + name.Display());
+  ++catalog_reads_;
+  return r.rows() == 0 ? 0 : static_cast<std::uint32_t>(std::stoul(r.get(0, 0)));
 }
 
 TargetTables::Prepared TargetTables::Prepare(const dblog::v1::Relation& relation,
-                                             const TargetName& name,
-                                             const std::function<bool(std::uint32_t)>& cleared) {
+                                             const TargetName& name, const Host& host) {
   read_.clear();  // what another transaction (or a person) did since is read anew
   Prepared out;
-  out.mapping = FollowIdentity(relation, name, cleared, &out.moved_aside);
+  out.mapping = FollowIdentity(relation, name, host);
   out.fit = Fit(relation, name);
   out.mapping.target_oid = out.fit.oid;
   for (const LossyColumn& column : out.fit.lossy) {
@@ -127,8 +133,7 @@ void TargetTables::CheckMappedTable(std::uint32_t oid, const RelationMapping& ma
       " otherwise fix or delete that row");
 }
 
-void TargetTables::MoveAside(const TargetName& name, std::uint32_t except,
-                             std::vector<std::uint32_t>* moved_aside) {
+void TargetTables::MoveAside(const TargetName& name, std::uint32_t except, const Host& host) {
   for (auto& [oid, mapping] : store_.mappings()) {
     if (oid == except || mapping.target != name) continue;
     const TargetName aside{name.schema, AsideName(name.name, oid)};
@@ -147,14 +152,14 @@ void TargetTables::MoveAside(const TargetName& name, std::uint32_t except,
     moved.target = aside;
     const std::uint32_t moved_oid = oid;
     store_.SaveMapping(moved_oid, moved);
-    moved_aside->push_back(moved_oid);
+    host.moved_aside(moved_oid);
     return;  // one oid per target name
   }
 }
 
 void TargetTables::RenameTargetTable(std::uint32_t oid, const std::string& source,
                                      const RelationMapping& mapping, const TargetName& to,
-                                     std::vector<std::uint32_t>* moved_aside) {
+                                     const Host& host) {
   const TargetName from = mapping.target;
   if (Read(from).oid == 0) {
     if (Read(to).oid != 0) {
@@ -171,7 +176,7 @@ void TargetTables::RenameTargetTable(std::uint32_t oid, const std::string& sourc
                       " yourself), then start dblog apply again; nothing of this source"
                       " transaction was applied and the stored position was not advanced");
   }
-  MoveAside(to, oid, moved_aside);
+  MoveAside(to, oid, host);
   if (Read(to).oid != 0)
     throw SchemaError("the source renamed the table applied into target table " + from.Display() +
                       " (relation oid " + std::to_string(oid) + ") to " + source +
@@ -198,9 +203,7 @@ void TargetTables::RenameTargetTable(std::uint32_t oid, const std::string& sourc
 }
 
 RelationMapping TargetTables::FollowIdentity(const dblog::v1::Relation& rel,
-                                             const TargetName& name,
-                                             const std::function<bool(std::uint32_t)>& cleared,
-                                             std::vector<std::uint32_t>* moved_aside) {
+                                             const TargetName& name, const Host& host) {
   const std::uint32_t oid = rel.oid();
   const std::string source = DisplayName(rel.schema(), rel.name());
   std::vector<MappedColumn> before;
@@ -211,20 +214,22 @@ RelationMapping TargetTables::FollowIdentity(const dblog::v1::Relation& rel,
   // reconcile, whose repairs rewrite every row; a later Relation is the live source's again.
   bool went_back = store_.Follow(oid);
   if (const auto it = store_.mappings().find(oid); it == store_.mappings().end()) {
-    MoveAside(name, oid, moved_aside);  // first sight: adopted by name
+    MoveAside(name, oid, host);  // first sight: adopted by name
   } else {
     before = it->second.columns;
-    went_back = went_back || (it->second.target_oid != 0 && cleared(it->second.target_oid));
+    went_back = went_back || (it->second.target_oid != 0 && host.cleared(it->second.target_oid));
     CheckMappedTable(oid, it->second, it->second.target);  // before following it
     if (it->second.target != name)
-      RenameTargetTable(oid, source, it->second, name, moved_aside);
+      RenameTargetTable(oid, source, it->second, name, host);
   }
   RelationMapping mapping{name, ColumnsOf(rel)};
   if (before.empty()) return mapping;
-  const Catalog& catalog = Read(name);
-  if (catalog.oid == 0) return mapping;
-  std::map<std::string, std::string> types;
-  for (const auto& [column, c] : catalog.columns) types[column] = c.type;
+  std::map<std::string, std::string> types;  // copied: the plan's statements change the catalog
+  {
+    const Catalog& catalog = Read(name);
+    if (catalog.oid == 0) return mapping;
+    for (const auto& [column, c] : catalog.columns) types[column] = c.type;
+  }
   const ColumnPlan plan = PlanColumns(before, rel, name, types, options_.dropped_columns,
                                       options_.allow_lossy_columns, went_back);
   for (const std::string& statement : plan.statements)

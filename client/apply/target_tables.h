@@ -52,22 +52,25 @@ class TargetTables {
   struct Prepared {
     RelationMapping mapping;  // to store (ProgressStore::SaveMapping) unless it is stored as is
     TargetTableFit fit;
-    // Relation oids whose target table was moved aside to make room: prepared again at their
-    // next use.
-    std::vector<std::uint32_t> moved_aside;
   };
-  // Makes target table `name` take `relation` (see above). `cleared(target_oid)`: that target
-  // table was emptied by the open bootstrap, so a column type it cannot follow without loss is
-  // followed emptied (relation_map.h, source_went_back). Throws SchemaError (nothing of the
+  // What Prepare needs of the applier's state, and tells it at once.
+  struct Host {
+    // That target table was emptied by the open bootstrap: a column type it cannot follow
+    // without loss is followed emptied (relation_map.h, source_went_back).
+    std::function<bool(std::uint32_t target_oid)> cleared;
+    // The target table of that relation oid was moved aside to make room: prepare it again at
+    // its next use (called as it happens, also when Prepare throws later).
+    std::function<void(std::uint32_t relation_oid)> moved_aside;
+  };
+  // Makes target table `name` take `relation` (see above). Throws SchemaError (nothing of the
   // source transaction may be committed then) or TargetError.
-  Prepared Prepare(const dblog::v1::Relation& relation, const TargetName& name,
-                   const std::function<bool(std::uint32_t)>& cleared);
+  Prepared Prepare(const dblog::v1::Relation& relation, const TargetName& name, const Host& host);
 
   // The oid of target relation `name` (of any kind), 0 when there is none: read now.
   std::uint32_t Oid(const TargetName& name);
 
-  // Queries of the target's catalog so far (one per table Prepare met, and one more after each
-  // change it made to that table): for tests and the applier's stats.
+  // Queries of the target's catalog so far (one per name Prepare or Oid looks at, and one more
+  // after each change Prepare made): for tests and the applier's stats.
   std::uint64_t catalog_reads() const { return catalog_reads_; }
 
  private:
@@ -85,15 +88,12 @@ class TargetTables {
 
   // Follows the source's renames and column changes (relation_map.h); the mapping to store.
   RelationMapping FollowIdentity(const dblog::v1::Relation& relation, const TargetName& name,
-                                 const std::function<bool(std::uint32_t)>& cleared,
-                                 std::vector<std::uint32_t>* moved_aside);
+                                 const Host& host);
   void RenameTargetTable(std::uint32_t oid, const std::string& source,
-                         const RelationMapping& mapping, const TargetName& to,
-                         std::vector<std::uint32_t>* moved_aside);
+                         const RelationMapping& mapping, const TargetName& to, const Host& host);
   // Renames target table `name` to <name>_dblog_<oid> when another relation oid than `except`
   // is mapped to it.
-  void MoveAside(const TargetName& name, std::uint32_t except,
-                 std::vector<std::uint32_t>* moved_aside);
+  void MoveAside(const TargetName& name, std::uint32_t except, const Host& host);
   // SchemaError unless `name` is the table recorded for relation `oid` (mapping.target_oid) or
   // holds no relation; a mapping without a recorded oid passes.
   void CheckMappedTable(std::uint32_t oid, const RelationMapping& mapping, const TargetName& name);

@@ -757,6 +757,18 @@ TEST_F(ApplierTest, ATableIsPreparedWithOneReadOfTheTargetsCatalogPerChange) {
   EXPECT_EQ(*target_->exec("SELECT w FROM src.items WHERE id = 3")[0][0], "7");
 }
 
+// A unique index's INCLUDE columns play no part in ON CONFLICT's inference: an index on the key
+// with more columns included is the conflict target. Was refused as an index on (id, v).
+TEST_F(ApplierTest, AUniqueIndexWithIncludedColumnsIsAConflictTarget) {
+  target_->exec("CREATE SCHEMA src; CREATE TABLE src.items (id integer NOT NULL, v text,"
+                " body text); CREATE UNIQUE INDEX ON src.items (id) INCLUDE (v)");
+  auto applier = NewApplier();
+  StreamBuilder s;
+  SeedItems(*applier, s, 2);
+  SeedItems(*applier, s, 2);  // the upserts meet the rows: ON CONFLICT (id)
+  EXPECT_EQ(Items(), "1:v1:-1 2:v2:-1 ");
+}
+
 // Transactions go to the target one after the other without waiting for each other's results,
 // each committed by its own sync; when one fails (here a CHECK the target has), those sent after
 // it must not commit: each stores its position only over the previous one's, in the server.
