@@ -650,7 +650,7 @@ void Applier::AddToCopy(Table& table, const Row& row) {
   }
   for (int i = 0; i < row.values_size(); ++i) {
     if (i) copy_.data.push_back('\t');
-    AppendCopyField(copy_.data, ValueText(row.values(i)));
+    AppendCopyValue(copy_.data, row.values(i));
   }
   copy_.data.push_back('\n');
   ++copy_.rows;

@@ -3,7 +3,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <stdexcept>
 
 #include "client/time_format.h"
@@ -12,39 +11,37 @@ namespace dblog::apply {
 namespace {
 
 constexpr std::int64_t kMicrosPerDay = 86'400'000'000;
+constexpr char kHex[] = "0123456789abcdef";
 
-// "YYYY-MM-DD" plus whether the year is BC. PostgreSQL has no year 0: astronomical year 0 is
+// `value` (not negative) in decimal, zero-padded to `width` digits. Per value of a copied row:
+// no printf.
+void AppendPadded(std::string& out, std::uint64_t value, int width) {
+  char buf[24];
+  const auto end = std::to_chars(buf, buf + sizeof buf, value).ptr;
+  for (int n = static_cast<int>(end - buf); n < width; ++n) out.push_back('0');
+  out.append(buf, end);
+}
+
+// "YYYY-MM-DD"; true when the year is BC. PostgreSQL has no year 0: astronomical year 0 is
 // 1 BC, -1 is 2 BC.
-std::string DatePart(std::int64_t days, bool* bc) {
+bool AppendDatePart(std::string& out, std::int64_t days) {
   const client::CivilDate date = client::CivilFromDays(days);
   std::int64_t year = date.year;
-  *bc = year <= 0;
-  if (*bc) year = 1 - year;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%04lld-%02u-%02u", static_cast<long long>(year), date.month,
-                date.day);
-  return buf;
+  const bool bc = year <= 0;
+  if (bc) year = 1 - year;
+  AppendPadded(out, static_cast<std::uint64_t>(year), 4);
+  out.push_back('-');
+  AppendPadded(out, date.month, 2);
+  out.push_back('-');
+  AppendPadded(out, date.day, 2);
+  return bc;
 }
 
-template <typename F>
-std::string FloatText(F value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
-  char buf[64];
-  const auto result = std::to_chars(buf, buf + sizeof buf, value);
-  return std::string(buf, result.ptr);
+void AppendDate(std::string& out, std::int64_t days) {
+  if (AppendDatePart(out, days)) out += " BC";
 }
 
-}  // namespace
-
-std::string PgDateText(std::int64_t days) {
-  bool bc = false;
-  std::string out = DatePart(days, &bc);
-  if (bc) out += " BC";
-  return out;
-}
-
-std::string PgTimestampText(std::int64_t micros, bool with_time_zone) {
+void AppendTimestamp(std::string& out, std::int64_t micros, bool with_time_zone) {
   // Floor division that cannot overflow (INT64_MIN included): the time of day is never negative.
   std::int64_t days = micros / kMicrosPerDay;
   std::int64_t in_day = micros % kMicrosPerDay;
@@ -52,87 +49,103 @@ std::string PgTimestampText(std::int64_t micros, bool with_time_zone) {
     in_day += kMicrosPerDay;
     --days;
   }
-  bool bc = false;
-  std::string out = DatePart(days, &bc);
-  const std::int64_t seconds = in_day / 1'000'000;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, " %02lld:%02lld:%02lld.%06lld",
-                static_cast<long long>(seconds / 3600), static_cast<long long>(seconds / 60 % 60),
-                static_cast<long long>(seconds % 60), static_cast<long long>(in_day % 1'000'000));
-  out += buf;
+  const bool bc = AppendDatePart(out, days);
+  const auto seconds = static_cast<std::uint64_t>(in_day / 1'000'000);
+  out.push_back(' ');
+  AppendPadded(out, seconds / 3600, 2);
+  out.push_back(':');
+  AppendPadded(out, seconds / 60 % 60, 2);
+  out.push_back(':');
+  AppendPadded(out, seconds % 60, 2);
+  out.push_back('.');
+  AppendPadded(out, static_cast<std::uint64_t>(in_day % 1'000'000), 6);
   if (with_time_zone) out += "+00";
   if (bc) out += " BC";
-  return out;
 }
 
-std::string PgFloatText(double value) { return FloatText(value); }
-std::string PgFloatText(float value) { return FloatText(value); }
+template <typename F>
+void AppendFloat(std::string& out, F value) {
+  if (std::isnan(value)) {
+    out += "NaN";
+  } else if (std::isinf(value)) {
+    out += value > 0 ? "Infinity" : "-Infinity";
+  } else {
+    char buf[64];
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);
+  }
+}
 
-std::optional<std::string> ValueText(const dblog::v1::Value& value) {
+// The text of a value that is neither NULL nor unchanged, appended to `out`.
+void AppendValueText(std::string& out, const dblog::v1::Value& value) {
   using dblog::v1::Value;
   switch (value.kind_case()) {
     case Value::kNullValue:
-      return std::nullopt;
+      break;
     case Value::kUnchanged:
       throw std::invalid_argument("an unchanged TOAST value has no text (keep the target's)");
     case Value::kBoolValue:
-      return std::string(value.bool_value() ? "t" : "f");
-    case Value::kIntValue:
-      return std::to_string(value.int_value());
+      out.push_back(value.bool_value() ? 't' : 'f');
+      return;
+    case Value::kIntValue: {
+      char buf[24];
+      out.append(buf, std::to_chars(buf, buf + sizeof buf, value.int_value()).ptr);
+      return;
+    }
     case Value::kFloat4Value:
-      return FloatText(value.float4_value());
+      return AppendFloat(out, value.float4_value());
     case Value::kFloat8Value:
-      return FloatText(value.float8_value());
+      return AppendFloat(out, value.float8_value());
     case Value::kTextValue:
-      return value.text_value();
+      out += value.text_value();
+      return;
     case Value::kBytesValue: {
-      static const char kHex[] = "0123456789abcdef";
       const std::string& bytes = value.bytes_value();
-      std::string out;
-      out.reserve(2 + 2 * bytes.size());
+      out.reserve(out.size() + 2 + 2 * bytes.size());
       out += "\\x";
       for (const unsigned char c : bytes) {
         out.push_back(kHex[c >> 4]);
         out.push_back(kHex[c & 15]);
       }
-      return out;
+      return;
     }
     case Value::kUuidValue: {
       const std::string& b = value.uuid_value();
       if (b.size() != 16)
         throw std::invalid_argument("a uuid value of " + std::to_string(b.size()) +
                                     " bytes (expected 16)");
-      static const char kHex[] = "0123456789abcdef";
-      std::string out;
       for (std::size_t i = 0; i < 16; ++i) {
         if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
         const auto c = static_cast<unsigned char>(b[i]);
         out.push_back(kHex[c >> 4]);
         out.push_back(kHex[c & 15]);
       }
-      return out;
+      return;
     }
     case Value::kDateValue:
-      return PgDateText(value.date_value());
+      return AppendDate(out, value.date_value());
     case Value::kTimestampValue:
-      return PgTimestampText(value.timestamp_value(), false);
+      return AppendTimestamp(out, value.timestamp_value(), false);
     case Value::kTimestamptzValue:
-      return PgTimestampText(value.timestamptz_value(), true);
+      return AppendTimestamp(out, value.timestamptz_value(), true);
     case Value::kLiteral:
-      return value.literal();
+      out += value.literal();
+      return;
     case Value::KIND_NOT_SET:
       break;
   }
   throw std::invalid_argument("a value of no known kind (a newer protocol?)");
 }
 
-void AppendCopyField(std::string& out, const std::optional<std::string>& value) {
-  if (!value) {
-    out += "\\N";
-    return;
-  }
-  for (const char c : *value) {
-    switch (c) {
+// COPY text's escapes of `text` appended to `out`: runs without a special character in one go.
+void AppendCopyEscaped(std::string& out, std::string_view text) {
+  for (;;) {
+    const std::size_t at = text.find_first_of("\\\n\r\t");
+    if (at == std::string_view::npos) {
+      out.append(text);
+      return;
+    }
+    out.append(text.substr(0, at));
+    switch (text[at]) {
       case '\\':
         out += "\\\\";
         break;
@@ -142,13 +155,68 @@ void AppendCopyField(std::string& out, const std::optional<std::string>& value) 
       case '\r':
         out += "\\r";
         break;
-      case '\t':
-        out += "\\t";
-        break;
       default:
-        out.push_back(c);
+        out += "\\t";
     }
+    text.remove_prefix(at + 1);
   }
+}
+
+}  // namespace
+
+std::string PgDateText(std::int64_t days) {
+  std::string out;
+  AppendDate(out, days);
+  return out;
+}
+
+std::string PgTimestampText(std::int64_t micros, bool with_time_zone) {
+  std::string out;
+  AppendTimestamp(out, micros, with_time_zone);
+  return out;
+}
+
+std::string PgFloatText(double value) {
+  std::string out;
+  AppendFloat(out, value);
+  return out;
+}
+
+std::string PgFloatText(float value) {
+  std::string out;
+  AppendFloat(out, value);
+  return out;
+}
+
+std::optional<std::string> ValueText(const dblog::v1::Value& value) {
+  if (value.kind_case() == dblog::v1::Value::kNullValue) return std::nullopt;
+  std::string out;
+  AppendValueText(out, value);
+  return out;
+}
+
+void AppendCopyValue(std::string& out, const dblog::v1::Value& value) {
+  using dblog::v1::Value;
+  switch (value.kind_case()) {
+    case Value::kNullValue:
+      out += "\\N";
+      return;
+    case Value::kTextValue:
+      return AppendCopyEscaped(out, value.text_value());
+    case Value::kLiteral:
+      return AppendCopyEscaped(out, value.literal());
+    case Value::kBytesValue:
+      out += '\\';  // "\\x...": the hex digits need no escape
+      return AppendValueText(out, value);
+    default:
+      // the other kinds' text has no backslash, newline, carriage return or tab
+      return AppendValueText(out, value);
+  }
+}
+
+void AppendCopyField(std::string& out, const std::optional<std::string>& value) {
+  if (value) AppendCopyEscaped(out, *value);
+  else out += "\\N";
 }
 
 void TextArray::Add(const std::optional<std::string>& element) {

@@ -41,6 +41,9 @@ inline std::string QualifiedName(std::string_view schema, std::string_view name)
 // Appends one field in COPY's text format: \N for NULL, backslash, newline, carriage return and
 // tab escaped.
 void AppendCopyField(std::string& out, const std::optional<std::string>& value);
+// The same for a value, written straight into `out` (what AppendCopyField(out, ValueText(value))
+// writes, without the copy in between: this runs per value of a bootstrap's rows).
+void AppendCopyValue(std::string& out, const dblog::v1::Value& value);
 
 // Builds a one-dimensional text[] literal, e.g. {"a","b \"c\"",NULL}. Every element is quoted,
 // so no element text can change the array's structure.

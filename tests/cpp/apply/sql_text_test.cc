@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <random>
 #include <sstream>
 
 #include "client/cli/apply.h"
@@ -67,6 +70,101 @@ TEST(SqlText, DatesAndTimestampsUsePostgresEras) {
   EXPECT_EQ(PgTimestampText(-1, false), "1969-12-31 23:59:59.999999");
   EXPECT_EQ(PgTimestampText(-210866803200000000LL, true), "4714-11-24 00:00:00.000000+00 BC");
   EXPECT_EQ(PgTimestampText(0, true), "1970-01-01 00:00:00.000000+00");
+}
+
+// The dates and timestamps as printf wrote them before the digits were written by hand (the
+// oracle of the test below).
+std::string PrintfTimestamp(std::int64_t micros, bool date_only, bool with_time_zone) {
+  constexpr std::int64_t kDay = 86'400'000'000;
+  std::int64_t days = date_only ? micros : micros / kDay;
+  std::int64_t in_day = date_only ? 0 : micros % kDay;
+  if (in_day < 0) {
+    in_day += kDay;
+    --days;
+  }
+  // the civil date of `days` since 1970 (Hinnant's days_from_civil inverse)
+  const std::int64_t z = days + 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const std::int64_t doe = z - era * 146097;
+  const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const std::int64_t mp = (5 * doy + 2) / 153;
+  const std::int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  const std::int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  std::int64_t y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+  const bool bc = y <= 0;
+  if (bc) y = 1 - y;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04" PRId64 "-%02" PRId64 "-%02" PRId64, y, m, d);
+  std::string out = buf;
+  if (!date_only) {
+    const std::int64_t s = in_day / 1'000'000;
+    std::snprintf(buf, sizeof buf, " %02" PRId64 ":%02" PRId64 ":%02" PRId64 ".%06" PRId64,
+                  s / 3600, s / 60 % 60, s % 60, in_day % 1'000'000);
+    out += buf;
+    if (with_time_zone) out += "+00";
+  }
+  if (bc) out += " BC";
+  return out;
+}
+
+// COPY's text format, one character at a time (the oracle of the test below).
+std::string CopyFieldOracle(const std::optional<std::string>& value) {
+  if (!value) return "\\N";
+  std::string out;
+  for (const char c : *value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else out.push_back(c);
+  }
+  return out;
+}
+
+// A bootstrap's COPY text is written straight from the values (AppendCopyValue); it must be each
+// value's text (ValueText) escaped as COPY reads it, for every kind, as AppendCopyField writes
+// it too, and the dates and timestamps what printf wrote. Random values, special characters and
+// extremes included.
+TEST(SqlText, CopyValuesAreTheirTextEscaped) {
+  std::mt19937_64 rng(20261207);
+  auto pick = [&rng](std::uint64_t n) { return rng() % n; };
+  const std::int64_t kExtremes[] = {0, -1, 1, std::numeric_limits<std::int64_t>::min(),
+                                    std::numeric_limits<std::int64_t>::max()};
+  for (int i = 0; i < 20000; ++i) {
+    dblog::v1::Value v;
+    const auto any = static_cast<std::int64_t>(rng());
+    const std::int64_t i64 = pick(4) == 0 ? kExtremes[pick(5)] : any;
+    std::string text;
+    for (std::uint64_t n = pick(12); n > 0; --n) text.push_back("ab\\\n\r\t\"xé\0"[pick(9)]);
+    switch (pick(12)) {
+      case 0: v.set_null_value(true); break;
+      case 1: v.set_bool_value(pick(2) == 0); break;
+      case 2: v.set_int_value(i64); break;
+      case 3: v.set_float8_value(pick(3) == 0 ? std::nan("") : std::ldexp(static_cast<double>(any), -static_cast<int>(pick(120)))); break;
+      case 4: v.set_float4_value(static_cast<float>(any % 100000) / 7.0f); break;
+      case 5: v.set_text_value(text); break;
+      case 6: v.set_bytes_value(text); break;
+      case 7: v.set_literal(text); break;
+      case 8: v.set_uuid_value(std::string("0123456789abcdef").substr(0, 16)); break;
+      // PostgreSQL's dates: 4714-11-24 BC to 5874897-12-31
+      case 9: v.set_date_value(-2440588 + static_cast<std::int64_t>(pick(2145042905ULL + 2440589))); break;
+      case 10: v.set_timestamp_value(any % 9'000'000'000'000'000'000LL); break;
+      default: v.set_timestamptz_value(pick(2) == 0 ? i64 : any % 300'000'000'000'000'000LL); break;
+    }
+    std::string fast = "x\t", field = "x\t";
+    AppendCopyValue(fast, v);
+    AppendCopyField(field, ValueText(v));
+    ASSERT_EQ(fast, "x\t" + CopyFieldOracle(ValueText(v))) << v.DebugString();
+    ASSERT_EQ(field, fast) << v.DebugString();
+    if (v.has_date_value()) {
+      ASSERT_EQ(PgDateText(v.date_value()), PrintfTimestamp(v.date_value(), true, false));
+    } else if (v.has_timestamp_value()) {
+      ASSERT_EQ(*ValueText(v), PrintfTimestamp(v.timestamp_value(), false, false));
+    } else if (v.has_timestamptz_value()) {
+      ASSERT_EQ(*ValueText(v), PrintfTimestamp(v.timestamptz_value(), false, true));
+    }
+  }
 }
 
 TEST(SqlText, ArraysQuoteEveryElement) {
