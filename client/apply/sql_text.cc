@@ -100,7 +100,6 @@ void AppendValueText(std::string& out, const dblog::v1::Value& value) {
       return;
     case Value::kBytesValue: {
       const std::string& bytes = value.bytes_value();
-      out.reserve(out.size() + 2 + 2 * bytes.size());
       out += "\\x";
       for (const unsigned char c : bytes) {
         out.push_back(kHex[c >> 4]);

@@ -136,17 +136,25 @@ TEST(SqlText, CopyValuesAreTheirTextEscaped) {
     const auto any = static_cast<std::int64_t>(rng());
     const std::int64_t i64 = pick(4) == 0 ? kExtremes[pick(5)] : any;
     std::string text;
-    for (std::uint64_t n = pick(12); n > 0; --n) text.push_back("ab\\\n\r\t\"xé\0"[pick(9)]);
+    // COPY's special characters, NUL, and the two bytes of a UTF-8 character (alone or not)
+    static constexpr char kChars[] = {'a', 'b', '\\', '\n', '\r', '\t', '"', 'x', '\xc3', '\xa9', '\0'};
+    for (std::uint64_t n = pick(12); n > 0; --n) text.push_back(kChars[pick(sizeof kChars)]);
+    const double kFloats[] = {std::nan(""), HUGE_VAL, -HUGE_VAL, -0.0, 0.1};
     switch (pick(12)) {
       case 0: v.set_null_value(true); break;
       case 1: v.set_bool_value(pick(2) == 0); break;
       case 2: v.set_int_value(i64); break;
-      case 3: v.set_float8_value(pick(3) == 0 ? std::nan("") : std::ldexp(static_cast<double>(any), -static_cast<int>(pick(120)))); break;
-      case 4: v.set_float4_value(static_cast<float>(any % 100000) / 7.0f); break;
+      case 3: v.set_float8_value(pick(3) == 0 ? kFloats[pick(5)] : std::ldexp(static_cast<double>(any), -static_cast<int>(pick(120)))); break;
+      case 4: v.set_float4_value(pick(3) == 0 ? static_cast<float>(kFloats[pick(5)]) : static_cast<float>(any % 100000) / 7.0f); break;
       case 5: v.set_text_value(text); break;
       case 6: v.set_bytes_value(text); break;
       case 7: v.set_literal(text); break;
-      case 8: v.set_uuid_value(std::string("0123456789abcdef").substr(0, 16)); break;
+      case 8: {
+        std::string uuid;
+        for (int b = 0; b < 16; ++b) uuid.push_back(static_cast<char>(rng()));
+        v.set_uuid_value(uuid);
+        break;
+      }
       // PostgreSQL's dates: 4714-11-24 BC to 5874897-12-31
       case 9: v.set_date_value(-2440588 + static_cast<std::int64_t>(pick(2145042905ULL + 2440589))); break;
       case 10: v.set_timestamp_value(any % 9'000'000'000'000'000'000LL); break;
@@ -165,6 +173,11 @@ TEST(SqlText, CopyValuesAreTheirTextEscaped) {
       ASSERT_EQ(*ValueText(v), PrintfTimestamp(v.timestamptz_value(), false, true));
     }
   }
+  std::string out;
+  dblog::v1::Value unchanged;
+  unchanged.set_unchanged(true);
+  EXPECT_THROW(AppendCopyValue(out, unchanged), std::invalid_argument);
+  EXPECT_THROW(AppendCopyValue(out, dblog::v1::Value()), std::invalid_argument);
 }
 
 TEST(SqlText, ArraysQuoteEveryElement) {

@@ -255,10 +255,9 @@ class RepairWindowTest : public RepairsTest {
     return r;
   }
 
-  // Runs the io loop until `n` low watermarks were written (the reads are on the reader's
-  // thread), or 10 s passed; then half a second more, in which no more may come.
-  // Runs the reader until n windows have both their watermarks written (a chunk is handed over
-  // before its high watermark: each of those windows has its chunk), then half a second more.
+  // Runs the io loop (the reads are on the reader's thread) until n windows have both their
+  // watermarks written (a chunk is handed over before its high watermark: each of those windows
+  // has its chunk), or 10 s passed; then half a second more, in which no more may come.
   std::vector<std::string> RunUntilLowMarkers(std::size_t n) {
     std::vector<std::string> ids;
     std::size_t highs = 0;
