@@ -17,6 +17,8 @@ the sections, the --json and --docs outputs. The rest is the package dblog_bench
     latency    commit-to-consumer latency at a fixed rate
     bootstrap  initial copy of a 5M-row table
     repair     whole-table repair of 1M rows under a pgbench-style load
+    fanout     four consumers at 200 events/s, steady and with one dead for a while, dblog
+               against pg_recvlogical + pgoutput (--fanout-scale: of the published lengths)
   (with --baseline-dblogd, bulk, oltp and bootstrap also run that older dblogd as a contender of
   their own, and the report adds the same-run ratios current / baseline)
   report.py     the markdown tables and the targets table
@@ -62,6 +64,13 @@ def main():
                         "quiet (default 30; --smoke: 0)")
     p.add_argument("--repair-chunk-size", type=int,
                    help="repair: dblogd --chunk-size (default: dblogd's own default)")
+    p.add_argument("--fanout-scale", type=float,
+                   help="fanout: the published scenarios' phase lengths times this (default 0.1, "
+                        "about 12 minutes for both arms; 1: their full length, about 2 hours; "
+                        "--smoke: 0.02)")
+    p.add_argument("--fanout-reps", type=int, default=1,
+                   help="fanout: repetitions (default 1, one run per cell as published; --reps "
+                        "does not change it)")
     p.add_argument("--quiet-load", type=float, default=0.3,
                    help="cores of load by others below which the machine counts as quiet")
     a = p.parse_args()
@@ -77,13 +86,16 @@ def main():
         a.reps_log, a.reps_bootstrap, a.reps_latency = 5, 3, 3
     if a.reps:
         a.reps_log = a.reps_bootstrap = a.reps_latency = a.reps
+    a.reps_fanout = a.fanout_reps
+    if a.fanout_scale is None:
+        a.fanout_scale = 0.02 if a.smoke else 0.1
     if a.quiet_wait is None:
         a.quiet_wait = 0 if a.smoke else 30
     if a.rerender:
         with open(a.rerender) as f:
             saved = json.load(f)
         for k, v in saved.get("args", {}).items():
-            if k in ("oltp_tx", "repair_chunk_size"):
+            if k in ("oltp_tx", "repair_chunk_size", "fanout_scale"):
                 setattr(a, k, v)
 
         class Saved:
@@ -124,7 +136,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": mach, "data": data, "command": a.command, "elapsed": elapsed,
-                       "args": {"oltp_tx": a.oltp_tx, "repair_chunk_size": a.repair_chunk_size}},
+                       "args": {"oltp_tx": a.oltp_tx, "repair_chunk_size": a.repair_chunk_size,
+                                "fanout_scale": a.fanout_scale}},
                       f, indent=1, default=str)
     if a.docs:
         write_docs(a.docs, text, a.command, elapsed)

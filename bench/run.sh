@@ -8,7 +8,8 @@
 # default build/), starts its own throwaway PostgreSQL cluster (tests/cluster.sh, plus
 # bench/postgresql.bench.conf), runs every contender on the same WAL, alternating them over
 # repetitions, prints markdown tables of medians (min-max) and writes them, with this exact
-# command, to docs/benchmarks.md. Sections: bulk, oltp, memory, latency, bootstrap, repair.
+# command, to docs/benchmarks.md. Sections: bulk, oltp, memory, latency, bootstrap, repair,
+# fanout.
 #
 #   --smoke     small sizes, one repetition, under 2 minutes once built; prints, does not
 #               write docs/benchmarks.md (add --docs to write anyway)
@@ -20,6 +21,9 @@
 #   --contenders K,K  log throughput: only these contenders (keys as in
 #               bench/dblog_bench/sections/log_throughput.py)
 #   --repair-chunk-size N   repair: dblogd --chunk-size (default: dblogd's default, 2000)
+#   --fanout-scale F   fanout: the published scenarios' phase lengths times F (default 0.1,
+#               about 12 minutes; 1: their full length, about 2 hours; smoke 0.02)
+#   --fanout-reps N    fanout: repetitions (default 1; --reps does not change it)
 #   --baseline-dblogd PATH   bulk, oltp, bootstrap, repair: also run this older dblogd (bench/baseline.sh
 #               COMMIT builds one) as a contender of its own, with its own slots, in the rotating
 #               order, measured as dblogd is; the report adds the same-run ratios current /
@@ -52,6 +56,7 @@ while [ $# -gt 0 ]; do
     --contenders) pass+=(--contenders "$2"); shift ;;
     --quiet-wait) pass+=(--quiet-wait "$2"); shift ;;
     --repair-chunk-size) pass+=(--repair-chunk-size "$2"); shift ;;
+    --fanout-scale|--fanout-reps) pass+=("$1" "$2"); shift ;;
     --baseline-dblogd|--baseline-consumer)
       path=$2; [ "${path#/}" = "$path" ] && path="$start_dir/$path"
       [ -x "$path" ] || { echo "bench/run.sh: $1 $2: not an executable file" >&2; exit 2; }
@@ -83,9 +88,9 @@ echo "== build and install the extension"
 make -s -j"$jobs"
 "${sudo_cmd[@]}" make -s install
 
-echo "== build dblogd and the bench consumer ($build)"
+echo "== build dblogd and the bench consumers ($build)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j "$jobs" --target dblogd dblog_bench_consumer
+cmake --build "$build" -j "$jobs" --target dblogd dblog_bench_consumer dblog_bench_fanout_receiver
 
 source tests/cluster.sh
 logdir=${DBLOG_BENCH_LOGDIR:-$(mktemp -d /tmp/dblog-bench.XXXXXX)}

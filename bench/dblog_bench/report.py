@@ -314,6 +314,95 @@ def report_repair(out, targets, d, bootstrap, repair_chunk_size):
     out.append("")
 
 
+def report_fanout(out, d):
+    """Section 6: fanout's two scenarios, beside the figures published for them."""
+    from .sections.fanout import PUBLISHED, PUBLISHED_HOST, PHASES, DRAIN_S
+    scale = d["scale"]
+
+    def length(scenario):
+        return " + ".join(f"{secs * scale / 60:.1f} min {name}" if secs * scale >= 60 else
+                          f"{secs * scale:.0f} s {name}" for name, secs in PHASES[scenario])
+
+    def fmt(v, digits=1, unit=""):
+        return "—" if v is None else f"{v:,.{digits}f}{unit}"
+
+    def mdn(runs, key):  # the median of a number some runs may lack (None)
+        return med([r[key] for r in runs if r.get(key) is not None])
+
+    labels = {"dblog": "dblog (dblogd, 4 consumers over TCP)",
+              "pgoutput": "pg_recvlogical pgoutput ×4 → pipe"}
+    out.append(f"### 6. Fan-out: {d['consumers']} consumers at {d['rate']:.0f} events/s, "
+               f"slot per consumer (an independent CDC benchmark's scenarios at {scale:g}× "
+               "their length)")
+    out.append("")
+    out.append(f"fanout_steady: {length('fanout_steady')}.")
+    out.append("")
+    out.append("| arm | worst-consumer median rolling p99 | median delivery rate / consumer "
+               "| lost / dup / reordered (all consumers) | final state converged "
+               "| system under test peak RSS |")
+    out.append("|---|---|---|---|---|---|")
+    for arm in ("dblog", "pgoutput"):
+        runs = d["results"].get(f"fanout_steady/{arm}", [])
+        if not runs:
+            err = d["errors"].get(f"fanout_steady/{arm}", "")
+            out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | |")
+            continue
+        out.append(f"| {labels[arm]} | {fmt_range([r['worst_p99_clean_ms'] for r in runs])} ms "
+                   f"| {fmt_num(med([r['clean_rate'] for r in runs]))}/s "
+                   f"| {sum(r['lost'] for r in runs)} / {sum(r['dup'] for r in runs)} / "
+                   f"{sum(r['reordered'] for r in runs)} "
+                   f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} "
+                   f"| {fmt_num(med([r['sut_rss_mb'] for r in runs]), 1)} MB |")
+    out.append("")
+    out.append(f"dead_consumer: {length('dead_consumer')}; consumer 1 killed for the outage, "
+               "restarted at the heal.")
+    out.append("")
+    out.append("| arm | worst-consumer p99, clean | healthy consumers' worst p99, outage "
+               "| dead slot's WAL, clean → peak | backlog | catch-up | replay rate "
+               "| lost / dup / reordered | converged |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for arm in ("dblog", "pgoutput"):
+        runs = d["results"].get(f"dead_consumer/{arm}", [])
+        if not runs:
+            err = d["errors"].get(f"dead_consumer/{arm}", "")
+            out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | | | | |")
+            continue
+        out.append(f"| {labels[arm]} | {fmt_range([r['worst_p99_clean_ms'] for r in runs])} ms "
+                   f"| {fmt_range([r['healthy_worst_p99_outage_ms'] for r in runs])} ms "
+                   f"| {fmt(mdn(runs, 'slot_wal_clean_mb'))} → "
+                   f"{fmt(mdn(runs, 'slot_wal_dead_mb'))} MB "
+                   f"| {fmt_num(med([r['backlog'] for r in runs]))} events "
+                   f"| {fmt(mdn(runs, 'catchup_s'), 2, ' s')} "
+                   f"| {fmt_num(mdn(runs, 'replay_per_s'))}/s "
+                   f"| {sum(r['lost'] for r in runs)} / {sum(r['dup'] for r in runs)} / "
+                   f"{sum(r['reordered'] for r in runs)} "
+                   f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} |")
+    out.append("")
+    out.append("Latency: from the writer's clock before the write (`emitted_us`, in the row) to "
+               "the receiver holding the transaction's Commit; DELETEs carry no timestamp and "
+               "are left out. Rolling p99: over 30 s windows one second apart, the median of "
+               "their p99s; the worst of the four consumers (the dead one before its outage). "
+               "Backlog: the changes a healthy consumer had before the dead one was restarted and "
+               "the restarted one got after; catch-up: from the restart (the process started) "
+               "to the restarted consumer holding all of them; replay rate: the backlog over "
+               "the catch-up. Lost, dup, reordered: "
+               "each consumer's log against the writer's ledger (a change never received, "
+               "received twice, or received after a later change of its key); converged: "
+               "replaying each log gives the table's final state. Slot WAL: "
+               "`pg_current_wal_lsn() - restart_lsn`, sampled each second. Peak RSS: dblogd; "
+               f"the four pg_recvlogical. Drain after the load: up to {DRAIN_S * scale:.0f} s "
+               "(at least 30).")
+    out.append("")
+    out.append(f"Published for the same scenarios at full length ({PUBLISHED_HOST}):")
+    out.append("")
+    out.append("| system | steady worst-consumer p99 ms | dead slot's WAL, clean → peak MB "
+               "| catch-up (peak replay) | lost / dup / reordered | summed RSS peaks MB |")
+    out.append("|---|---|---|---|---|---|")
+    for row in PUBLISHED:
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+
+
 def report(ctx, data, mach):
     a = ctx.args
     out = []
@@ -333,6 +422,8 @@ def report(ctx, data, mach):
         report_latency(out, targets, data["latency"])
     if "repair" in data:
         report_repair(out, targets, data["repair"], data.get("bootstrap"), a.repair_chunk_size)
+    if "fanout" in data:
+        report_fanout(out, data["fanout"])
     if targets:
         out.append("### Targets (issue 7), from the medians above")
         out.append("")

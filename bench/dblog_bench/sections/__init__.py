@@ -8,8 +8,11 @@ measures one kind of thing and returns the section's raw data (what report.py re
   latency    commit-to-consumer latency at a fixed rate               (latency.py)
   bootstrap  initial copy of a 5M-row table                           (bootstrap.py)
   repair     whole-table repair of 1M rows under a pgbench-style load (repair.py)
+  fanout     four consumers at 200 events/s, steady and with one dead then healed, dblog
+             against pg_recvlogical + pgoutput (an independent CDC benchmark's scenarios)
+                                                                      (fanout.py)
 """
-from . import bootstrap, latency, log_throughput, memory, repair
+from . import bootstrap, fanout, latency, log_throughput, memory, repair
 
 RUNNERS = {
     "bulk": lambda ctx: log_throughput.section_log(ctx, "bulk"),
@@ -18,6 +21,7 @@ RUNNERS = {
     "latency": latency.section_latency,
     "bootstrap": bootstrap.section_bootstrap,
     "repair": repair.section_repair,
+    "fanout": fanout.section_fanout,
 }
 SECTIONS = list(RUNNERS)
 
