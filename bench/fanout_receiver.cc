@@ -12,18 +12,21 @@
 //                                    writes: each message followed by a newline. The section
 //                                    restarts pg_recvlogical with --startpos at the end LSN of
 //                                    the last transaction the log holds (--print-resume).
-// Every change of the table --table (SCHEMA.NAME; its key the bigint column pk, with the bigint
-// columns seq and emitted_us, as the benchmark's events table) appends one line to --log FILE
-// when its transaction's Commit arrives:
-//   <I|U|D> <pk> <seq or -> <emitted_us or -> <received, µs since the epoch> <commit LSN>
-//   <commit seq> <end LSN>
-// A DELETE carries only the key, so its seq and emitted_us are "-". The log is flushed when the
-// input has nothing more buffered and at least every 100 ms; dblogd is acknowledged only for what
-// was flushed. Killed at any moment, the log ends at a whole line or one torn line, which the
-// restart cuts off before it asks for what follows the last whole one: nothing is lost and
-// nothing duplicated, if the source keeps its promise.
+// When a transaction's Commit arrives, each of its changes of the table --table (SCHEMA.NAME; its
+// key the bigint column pk, with the bigint columns seq and emitted_us, as the benchmark's events
+// table) is appended to --log FILE as a line, and then the transaction's own line:
+//   <I|U|D> <pk> <seq or -> <emitted_us or -> <received, µs since the epoch>
+//   C <commit LSN> <commit seq> <end LSN> <received>
+// A DELETE carries only the key, so its seq and emitted_us are "-". Lines are written with
+// write(2), whole transactions at a time, when the input has nothing more buffered and at least
+// every 100 ms; dblogd is acknowledged only for what was written. Killed at any moment, the log
+// may end in a transaction without its C line; a restart cuts that off and asks for what follows
+// the last C line, and readers ignore it: nothing is lost and nothing duplicated, if the source
+// keeps its promise.
 //
-// Not a test: it never judges a timing. It fails (exit 1) on a protocol error or a server error.
+// Not a test: it never judges a timing. It fails (exit 1) on a protocol error or a server error;
+// the end of its input, even inside a message (pg_recvlogical killed), ends it with 0.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -109,30 +112,29 @@ std::int64_t NowMicros() {
       .count();
 }
 
-// The last whole line's transaction: (commit LSN, commit seq, end LSN).
+// The last logged transaction: (commit LSN, commit seq, end LSN).
 struct Resume {
   std::uint64_t commit_lsn = 0, end_lsn = 0;
   std::uint32_t seq = 0;
 };
 
-// Cuts a torn last line off the log (a kill in the middle of a write) and returns the last whole
+// Cuts off what follows the log's last C line (a transaction a kill interrupted) and returns that
 // line's transaction, if the log has one.
 std::optional<Resume> LastLogged(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::optional<Resume> r;
   std::string line;
-  std::uintmax_t whole = 0;  // bytes up to and including the last newline
+  std::uintmax_t read = 0, whole = 0;  // bytes read; up to the end of the last C line
   while (std::getline(in, line)) {
     if (in.eof()) break;  // no newline: torn
-    whole += line.size() + 1;
-    char op = 0;
-    char pk[32], seq[32], emitted[32];
-    long long recv = 0;
+    read += line.size() + 1;
     unsigned long long commit = 0, end = 0;
     unsigned cseq = 0;
-    if (std::sscanf(line.c_str(), "%c %31s %31s %31s %lld %llu %u %llu", &op, pk, seq, emitted,
-                    &recv, &commit, &cseq, &end) == 8)
+    if (line.size() > 2 && line[0] == 'C' &&
+        std::sscanf(line.c_str() + 2, "%llu %u %llu", &commit, &cseq, &end) == 3) {
       r = Resume{commit, end, cseq};
+      whole = read;
+    }
   }
   in.close();
   std::error_code ec;
@@ -148,39 +150,50 @@ struct Logged {
   std::optional<std::int64_t> seq, emitted_us;
 };
 
-// The log, appended to; flushed on demand.
+// The log: whole transactions, appended with write(2) when flushed.
 class Log {
  public:
-  explicit Log(const std::string& path) : f_(std::fopen(path.c_str(), "a")) {
-    if (f_ == nullptr) throw std::runtime_error("cannot open " + path);
-    std::setvbuf(f_, nullptr, _IOFBF, 1 << 20);
+  explicit Log(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw std::runtime_error("cannot open " + path);
   }
-  ~Log() { std::fclose(f_); }
+  ~Log() { ::close(fd_); }
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
 
-  void Line(const Logged& c, std::int64_t received, std::uint64_t commit_lsn, std::uint32_t seq,
-            std::uint64_t end_lsn) {
-    char s[24] = "-", e[24] = "-";
-    if (c.seq) std::snprintf(s, sizeof s, "%" PRId64, *c.seq);
-    if (c.emitted_us) std::snprintf(e, sizeof e, "%" PRId64, *c.emitted_us);
-    std::fprintf(f_, "%c %" PRId64 " %s %s %" PRId64 " %" PRIu64 " %" PRIu32 " %" PRIu64 "\n",
-                 c.op, c.pk, s, e, received, commit_lsn, seq, end_lsn);
-    dirty_ = true;
+  void Transaction(const std::vector<Logged>& changes, std::int64_t received,
+                   std::uint64_t commit_lsn, std::uint32_t seq, std::uint64_t end_lsn) {
+    char line[160];
+    for (const Logged& c : changes) {
+      char s[24] = "-", e[24] = "-";
+      if (c.seq) std::snprintf(s, sizeof s, "%" PRId64, *c.seq);
+      if (c.emitted_us) std::snprintf(e, sizeof e, "%" PRId64, *c.emitted_us);
+      pending_.append(line, static_cast<std::size_t>(std::snprintf(
+                                line, sizeof line, "%c %" PRId64 " %s %s %" PRId64 "\n", c.op,
+                                c.pk, s, e, received)));
+    }
+    pending_.append(line, static_cast<std::size_t>(std::snprintf(
+                              line, sizeof line, "C %" PRIu64 " %" PRIu32 " %" PRIu64 " %" PRId64
+                              "\n", commit_lsn, seq, end_lsn, received)));
   }
-  // Flushes when asked to, or when the last flush is 100 ms old; says whether it flushed.
-  bool Flush(bool now) {
+  // Writes what is pending when asked to, or when the last write is 100 ms old.
+  void Flush(bool now) {
     const auto t = std::chrono::steady_clock::now();
-    if (!dirty_ || (!now && t - last_ < std::chrono::milliseconds(100))) return false;
-    if (std::fflush(f_) != 0) throw std::runtime_error("cannot write the log");
-    dirty_ = false;
+    if (pending_.empty() || (!now && t - last_ < std::chrono::milliseconds(100))) return;
+    for (std::size_t off = 0; off < pending_.size();) {
+      const ssize_t n = ::write(fd_, pending_.data() + off, pending_.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw std::runtime_error("cannot write the log: " + std::string(std::strerror(errno)));
+      off += static_cast<std::size_t>(n);
+    }
+    pending_.clear();
     last_ = t;
-    return true;
   }
+  bool Pending() const { return !pending_.empty(); }
 
  private:
-  std::FILE* f_;
-  bool dirty_ = false;
+  int fd_;
+  std::string pending_;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
@@ -214,7 +227,8 @@ int RunDblog(const Options& opt) {
   std::optional<dblog::v1::Position> unacked;
   dblog::client::ItemRef item;
   for (;;) {
-    if (!client.HasBufferedItems() && log.Flush(true) && unacked) {
+    if (!client.HasBufferedItems()) log.Flush(true);
+    if (unacked && !log.Pending()) {  // everything up to it is written
       client.Ack(*unacked);
       unacked.reset();
     }
@@ -263,7 +277,7 @@ int RunDblog(const Options& opt) {
       case dblog::v1::StreamEvent::kCommit: {
         const auto& c = ev.commit();
         const std::int64_t now = NowMicros();
-        for (const Logged& l : txn) log.Line(l, now, c.commit_lsn(), c.seq(), c.end_lsn());
+        log.Transaction(txn, now, c.commit_lsn(), c.seq(), c.end_lsn());
         txn.clear();
         unacked = dblog::client::Client::PositionOf(ev);
         log.Flush(false);
@@ -277,6 +291,9 @@ int RunDblog(const Options& opt) {
 
 // ---- pg_recvlogical with pgoutput (protocol version 1, text values) -----------------------
 
+// The input ended inside a message: pg_recvlogical was killed in the middle of a write.
+struct EndOfInput {};
+
 // Reads stdin in large blocks; says whether more bytes are already waiting.
 class Input {
  public:
@@ -288,7 +305,7 @@ class Input {
   void Bytes(void* out, std::size_t n) {
     auto* o = static_cast<std::uint8_t*>(out);
     for (std::size_t i = 0; i < n; ++i)
-      if (!Byte(o[i])) throw std::runtime_error("pgoutput: input ended inside a message");
+      if (!Byte(o[i])) throw EndOfInput{};
   }
   std::uint64_t U(int n) {
     std::uint8_t b[8];
@@ -301,7 +318,7 @@ class Input {
     std::string s;
     std::uint8_t b;
     for (;;) {
-      if (!Byte(b)) throw std::runtime_error("pgoutput: input ended inside a string");
+      if (!Byte(b)) throw EndOfInput{};
       if (b == 0) return s;
       s.push_back(static_cast<char>(b));
     }
@@ -361,7 +378,8 @@ int RunPgoutput(const Options& opt) {
     return i >= 0 && i < static_cast<int>(values.size()) ? IntOf(values[i]) : std::nullopt;
   };
   std::uint8_t type;
-  while (in.Byte(type)) {
+  auto next = [&] {  // reads and logs one message; false at the end of the input
+    if (!in.Byte(type)) return false;
     switch (type) {
       case 'B':  // final LSN, commit time, xid
         in.U(8);
@@ -374,7 +392,7 @@ int RunPgoutput(const Options& opt) {
         const std::uint64_t commit_lsn = in.U(8), end_lsn = in.U(8);
         in.U(8);
         const std::int64_t now = NowMicros();
-        for (const Logged& l : txn) log.Line(l, now, commit_lsn, 0, end_lsn);
+        log.Transaction(txn, now, commit_lsn, 0, end_lsn);
         txn.clear();
         break;
       }
@@ -438,9 +456,16 @@ int RunPgoutput(const Options& opt) {
         throw std::runtime_error("pgoutput: unknown message type " + std::to_string(type));
     }
     std::uint8_t nl;
-    if (!in.Byte(nl)) break;
+    if (!in.Byte(nl)) return false;
     if (nl != '\n') throw std::runtime_error("pgoutput: a message not followed by a newline");
     log.Flush(!in.Buffered());
+    return true;
+  };
+  try {
+    while (next()) {
+    }
+  } catch (const EndOfInput&) {
+    // pg_recvlogical killed in the middle of a write: the unfinished transaction is not logged
   }
   log.Flush(true);
   return 0;
@@ -458,7 +483,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (opt.pgoutput_stdin) {
-      LastLogged(opt.log);  // cuts a torn line
+      LastLogged(opt.log);  // cuts off an unfinished transaction
       return RunPgoutput(opt);
     }
     return RunDblog(opt);

@@ -260,7 +260,10 @@ def report_repair(out, targets, d, bootstrap, repair_chunk_size):
                "| workload tps during repair | workload cost | workload latency ms, without "
                "→ during | dblogd peak RSS MB |")
     out.append("|---|---|---|---|---|---|---|---|---|")
-    chunk = repair_chunk_size or 2000
+    # dblogd's windows start at --chunk-size and grow up to --max-chunk-size (32000 by default);
+    # --chunk-size given alone keeps them at that size
+    chunk = (f"`--chunk-size` {repair_chunk_size} (fixed)" if repair_chunk_size
+             else "windows of 2000 growing to 32000 rows")
 
     def repair_row(label, runs, loaded=True):
         if not runs:
@@ -277,12 +280,11 @@ def report_repair(out, targets, d, bootstrap, repair_chunk_size):
                    f"{fmt_num(med([r['rss_kb'] / 1024 for r in runs]), 1)} |")
         return med(cost) if loaded else None
 
-    repair_row(f"`--chunk-size` {chunk}, no load", d.get("idle", []), loaded=False)
-    cost_full = repair_row(f"`--chunk-size` {chunk}, workload unthrottled",
-                           d.get("runs", []))
-    cost_rate = repair_row(f"`--chunk-size` {chunk}, workload at {fmt_num(d.get('fixed_rate'))}"
+    repair_row(f"{chunk}, no load", d.get("idle", []), loaded=False)
+    cost_full = repair_row(f"{chunk}, workload unthrottled", d.get("runs", []))
+    cost_rate = repair_row(f"{chunk}, workload at {fmt_num(d.get('fixed_rate'))}"
                            " tps (half its unthrottled rate)", d.get("rate_runs", []))
-    cost_paced = repair_row(f"`--chunk-size` {chunk} `--repair-rows-per-second` "
+    cost_paced = repair_row(f"{chunk}, `--repair-rows-per-second` "
                             f"{fmt_num(d.get('cap'))}, workload unthrottled",
                             d.get("paced_runs", []))
     for kind, msg in sorted(d.get("errors", {}).items()):
@@ -316,12 +318,23 @@ def report_repair(out, targets, d, bootstrap, repair_chunk_size):
 
 def report_fanout(out, d):
     """Section 6: fanout's two scenarios, beside the figures published for them."""
-    from .sections.fanout import PUBLISHED, PUBLISHED_HOST, PHASES, DRAIN_S
+    from .sections.fanout import PUBLISHED, PUBLISHED_HOST, PHASES, DRAIN_S, phase_s
     scale = d["scale"]
 
     def length(scenario):
-        return " + ".join(f"{secs * scale / 60:.1f} min {name}" if secs * scale >= 60 else
-                          f"{secs * scale:.0f} s {name}" for name, secs in PHASES[scenario])
+        lengths = [(name, phase_s(secs, scale)) for name, secs in PHASES[scenario]]
+        return " + ".join(f"{s / 60:.1f} min {name}" if s >= 60 else f"{s:.0f} s {name}"
+                          for name, s in lengths)
+
+    def rng(runs, key):  # fmt_range of a number a run may lack
+        values = [r.get(key) for r in runs]
+        return "—" if any(v is None for v in values) else fmt_range(values)
+
+    def verdict(runs):
+        lost = sum(r["lost"] for r in runs)
+        late = "" if all(r.get("drained", True) for r in runs) else " (not drained in time)"
+        return (f"{lost}{late} / {sum(r['dup'] for r in runs)} / "
+                f"{sum(r['reordered'] for r in runs)}")
 
     def fmt(v, digits=1, unit=""):
         return "—" if v is None else f"{v:,.{digits}f}{unit}"
@@ -347,10 +360,9 @@ def report_fanout(out, d):
             err = d["errors"].get(f"fanout_steady/{arm}", "")
             out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | |")
             continue
-        out.append(f"| {labels[arm]} | {fmt_range([r['worst_p99_clean_ms'] for r in runs])} ms "
+        out.append(f"| {labels[arm]} | {rng(runs, 'worst_p99_clean_ms')} ms "
                    f"| {fmt_num(med([r['clean_rate'] for r in runs]))}/s "
-                   f"| {sum(r['lost'] for r in runs)} / {sum(r['dup'] for r in runs)} / "
-                   f"{sum(r['reordered'] for r in runs)} "
+                   f"| {verdict(runs)} "
                    f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} "
                    f"| {fmt_num(med([r['sut_rss_mb'] for r in runs]), 1)} MB |")
     out.append("")
@@ -367,15 +379,14 @@ def report_fanout(out, d):
             err = d["errors"].get(f"dead_consumer/{arm}", "")
             out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | | | | |")
             continue
-        out.append(f"| {labels[arm]} | {fmt_range([r['worst_p99_clean_ms'] for r in runs])} ms "
-                   f"| {fmt_range([r['healthy_worst_p99_outage_ms'] for r in runs])} ms "
+        out.append(f"| {labels[arm]} | {rng(runs, 'worst_p99_clean_ms')} ms "
+                   f"| {rng(runs, 'healthy_worst_p99_outage_ms')} ms "
                    f"| {fmt(mdn(runs, 'slot_wal_clean_mb'))} → "
                    f"{fmt(mdn(runs, 'slot_wal_dead_mb'))} MB "
                    f"| {fmt_num(med([r['backlog'] for r in runs]))} events "
                    f"| {fmt(mdn(runs, 'catchup_s'), 2, ' s')} "
                    f"| {fmt_num(mdn(runs, 'replay_per_s'))}/s "
-                   f"| {sum(r['lost'] for r in runs)} / {sum(r['dup'] for r in runs)} / "
-                   f"{sum(r['reordered'] for r in runs)} "
+                   f"| {verdict(runs)} "
                    f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} |")
     out.append("")
     out.append("Latency: from the writer's clock before the write (`emitted_us`, in the row) to "
@@ -389,8 +400,10 @@ def report_fanout(out, d):
                "each consumer's log against the writer's ledger (a change never received, "
                "received twice, or received after a later change of its key); converged: "
                "replaying each log gives the table's final state. Slot WAL: "
-               "`pg_current_wal_lsn() - restart_lsn`, sampled each second. Peak RSS: dblogd; "
-               f"the four pg_recvlogical. Drain after the load: up to {DRAIN_S * scale:.0f} s "
+               "`pg_current_wal_lsn() - restart_lsn` of the slot of consumer 1, sampled each "
+               "second (pg_recvlogical runs with `-s 1 -F 1`: it confirms its position each "
+               "second, where dblogd confirms within 100 ms of an acknowledgement). Peak RSS: "
+               "dblogd; the four pg_recvlogical (the receivers are the harness, not counted). Drain after the load: up to {DRAIN_S * scale:.0f} s "
                "(at least 30).")
     out.append("")
     out.append(f"Published for the same scenarios at full length ({PUBLISHED_HOST}):")

@@ -24,6 +24,7 @@ logs what the pipe held and exits) and restarted where its log ends (dblog: Hell
 pg_recvlogical: --startpos), as a sink that stores its position with its data does.
 """
 import bisect
+import math
 import os
 import random
 import signal
@@ -69,6 +70,8 @@ PUBLISHED_HOST = ("24 CPUs, 98.7 GB RAM, PostgreSQL 18.3 in Docker, one run per 
 
 def setup():
     sql(f"""
+SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots
+ WHERE (slot_name LIKE 'b\\_fo\\_%' OR slot_name LIKE 'dblog\\_fo\\_%') AND NOT active;
 DROP TABLE IF EXISTS {TABLE};
 CREATE TABLE {TABLE} (pk bigint PRIMARY KEY, seq bigint NOT NULL, tx_id bigint NOT NULL,
                       payload bytea NOT NULL, wide text, emitted_us bigint NOT NULL);
@@ -174,18 +177,21 @@ class Writer:
 # ---- the arms -------------------------------------------------------------------------------
 
 class Arm:
-    """A slot per consumer; each consumer logs into logdir/fanout-<tag>-<i>.log."""
+    """A slot per consumer; consumer i logs into logdir/fanout-<tag>-<i>.log. Its processes:
+    procs[i], the receiver last; its stderr goes to fanout-<tag>-<i>.err."""
 
     def __init__(self, ctx, tag):
         self.ctx = ctx
         self.tag = tag
         self.receiver = os.path.join(os.path.dirname(ctx.consumer), "dblog_bench_fanout_receiver")
         self.logs = [os.path.join(ctx.logdir, f"fanout-{tag}-{i}.log") for i in range(CONSUMERS)]
-        for p in self.logs:
+        self.errs = [os.path.join(ctx.logdir, f"fanout-{tag}-{i}.err") for i in range(CONSUMERS)]
+        for p in self.logs + self.errs:
             if os.path.exists(p):
                 os.unlink(p)
-        self.procs = [None] * CONSUMERS   # the processes of consumer i, receiver last
-        self.rss_kb = {}                  # pid -> VmHWM of the system under test's processes
+        self.procs = [[] for _ in range(CONSUMERS)]
+        self.rss_kb = {}  # pid -> VmHWM of the system under test's processes
+        self.slots = []
 
     def note_rss(self, pids):
         for pid in pids:
@@ -194,33 +200,80 @@ class Arm:
             except OSError:
                 pass
 
+    def spawn(self, i, cmd, **kwargs):
+        with open(self.errs[i], "a") as err:
+            p = subprocess.Popen(cmd, stdout=kwargs.pop("stdout", subprocess.DEVNULL),
+                                 stderr=err, **kwargs)
+        self.procs[i].append(p)
+        return p
+
+    def err_tail(self, i):
+        try:
+            with open(self.errs[i]) as f:
+                return f.read().strip()[-300:]
+        except OSError:
+            return ""
+
+    def check_running(self, dead=None):
+        """Raises when a process of a consumer that should be running has exited."""
+        for i, ps in enumerate(self.procs):
+            if i != dead and any(p.poll() is not None for p in ps):
+                raise RuntimeError(f"{self.tag}: consumer {i} exited: {self.err_tail(i)}")
+
     def wait_active(self, timeout=60):
-        names = ",".join(f"'{s}'" for s in self.slots)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if sql(f"SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ({names})"
-                   " AND active") == str(len(self.slots)):
+            self.check_running()
+            if sql(f"SELECT count(*) FROM pg_replication_slots WHERE slot_name IN"
+                   f" ({self.slot_list()}) AND active") == str(len(self.slots)):
                 return
             time.sleep(0.2)
         raise RuntimeError(f"{self.tag}: the consumers' slots did not become active")
 
+    def slot_list(self):
+        return ",".join(f"'{s}'" for s in self.slots)
+
+    def stop_consumers(self, first_signal):
+        """Stops every consumer: first_signal to its first process, SIGKILL to any still running
+        30 s later; raises if a receiver did not exit 0 (or of first_signal)."""
+        failed = []
+        for i, ps in enumerate(self.procs):
+            if ps and ps[0].poll() is None:
+                ps[0].send_signal(first_signal)  # pgoutput: its receiver then sees the end
+            for p in ps:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            if ps and ps[-1].returncode not in (0, -first_signal):
+                failed.append(f"consumer {i}: receiver exit {ps[-1].returncode}: "
+                              f"{self.err_tail(i)}")
+            self.procs[i] = []
+        if failed:
+            raise RuntimeError(f"{self.tag}: " + "; ".join(failed))
+
     def drop_slots(self):
-        names = ",".join(f"'{s}'" for s in self.slots)
+        """Drops the arm's slots (ending walsenders still holding them); raises if one stays,
+        since a leftover slot would hold WAL for every later run."""
+        if not self.slots:
+            return
         for _ in range(100):
             try:
-                sql(f"SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
-                    f" WHERE slot_name IN ({names}) AND NOT active;")
-                if sql(f"SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ({names})")\
-                        == "0":
+                sql(f"SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
+                    f" WHERE slot_name IN ({self.slot_list()}) AND active_pid IS NOT NULL;"
+                    f" SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots"
+                    f" WHERE slot_name IN ({self.slot_list()}) AND NOT active;")
+                if sql(f"SELECT count(*) FROM pg_replication_slots WHERE slot_name IN"
+                       f" ({self.slot_list()})") == "0":
                     return
             except SqlError:
                 pass
             time.sleep(0.1)
+        raise RuntimeError(f"{self.tag}: could not drop the slots {self.slot_list()}")
 
 
 class DblogArm(Arm):
-    label = "dblog: dblogd, 4 consumers over TCP"
-
     def __init__(self, ctx, tag):
         super().__init__(ctx, tag)
         self.names = [f"fo_{tag}_{i}" for i in range(CONSUMERS)]
@@ -228,70 +281,75 @@ class DblogArm(Arm):
         self.d = Dblogd(ctx, f"fanout-{tag}", [f"--default-scope={TABLE}", "--bootstrap=false"])
 
     def start(self, i):
-        err = open(os.path.join(self.ctx.logdir, f"fanout-{self.tag}-{i}.err"), "a")
-        p = subprocess.Popen([self.receiver, "--log", self.logs[i], "--table", TABLE,
-                              "--dblog-port", str(self.d.port), "--consumer", self.names[i]],
-                             stdout=subprocess.DEVNULL, stderr=err)
-        self.procs[i] = [p]
+        self.spawn(i, [self.receiver, "--log", self.logs[i], "--table", TABLE,
+                       "--dblog-port", str(self.d.port), "--consumer", self.names[i]])
 
     def sut_pids(self):
-        return [self.d.proc.pid]
+        return [self.d.proc.pid] if self.d.proc.poll() is None else []
 
     def kill(self, i):
         self.note_rss(self.sut_pids())
-        self.procs[i][0].kill()
-        self.procs[i][0].wait()
+        for p in self.procs[i]:
+            p.kill()
+            p.wait()
+        self.procs[i] = []
 
     def stop(self):
         self.note_rss(self.sut_pids())
-        for ps in self.procs:
-            ps[0].send_signal(signal.SIGTERM)
-            ps[0].wait()
-        self.d.stop()
-        self.drop_slots()
+        try:
+            self.stop_consumers(signal.SIGTERM)
+        finally:
+            self.d.stop()
+            self.drop_slots()
 
 
 class PgoutputArm(Arm):
-    label = "pg_recvlogical pgoutput (proto 1) ×4 → receiver"
-
     def __init__(self, ctx, tag):
         super().__init__(ctx, tag)
-        self.slots = [f"b_fo_{tag}_{i}" for i in range(CONSUMERS)]
-        for s in self.slots:
+        for i in range(CONSUMERS):
+            s = f"b_fo_{tag}_{i}"
             sql(f"SELECT 1 FROM pg_create_logical_replication_slot('{s}', 'pgoutput');")
+            self.slots.append(s)
 
     def start(self, i):
         resume = subprocess.run([self.receiver, "--log", self.logs[i], "--print-resume"],
                                 capture_output=True, text=True, check=True).stdout.strip()
-        err = open(os.path.join(self.ctx.logdir, f"fanout-{self.tag}-{i}.err"), "a")
+        # -s 1 -F 1: its position confirmed each second (the defaults, 10 s, would hold WAL
+        # for longer than dblogd, which confirms within 100 ms of an acknowledgement)
         cmd = [tool("pg_recvlogical"), "-d", os.environ["PGDATABASE"], "--slot", self.slots[i],
-               "--start", "--no-loop", "-o", "proto_version=1", "-o",
+               "--start", "--no-loop", "-s", "1", "-F", "1", "-o", "proto_version=1", "-o",
                f"publication_names={PUBLICATION}", "-f", "-"]
         if resume:
             cmd += ["--startpos", resume]
-        recv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
-        r = subprocess.Popen([self.receiver, "--log", self.logs[i], "--table", TABLE,
-                              "--pgoutput-stdin"], stdin=recv.stdout, stdout=subprocess.DEVNULL,
-                             stderr=err)
+        recv = self.spawn(i, cmd, stdout=subprocess.PIPE)
+        self.spawn(i, [self.receiver, "--log", self.logs[i], "--table", TABLE, "--pgoutput-stdin"],
+                   stdin=recv.stdout)
         recv.stdout.close()
-        self.procs[i] = [recv, r]
 
     def sut_pids(self):
         return [ps[0].pid for ps in self.procs if ps and ps[0].poll() is None]
 
     def kill(self, i):
         self.note_rss(self.sut_pids())
-        self.procs[i][0].kill()
-        self.procs[i][0].wait()
-        self.procs[i][1].wait(60)  # it logs what the pipe held, then sees its end
+        recv, r = self.procs[i]
+        recv.kill()
+        recv.wait()
+        try:
+            r.wait(60)  # it logs what the pipe held, then sees its end
+        except subprocess.TimeoutExpired:
+            r.kill()
+            r.wait()
+        self.procs[i] = []
+        if r.returncode != 0:
+            raise RuntimeError(f"{self.tag}: consumer {i}'s receiver exited {r.returncode} "
+                               f"after pg_recvlogical was killed: {self.err_tail(i)}")
 
     def stop(self):
         self.note_rss(self.sut_pids())
-        for recv, r in self.procs:
-            recv.send_signal(signal.SIGINT)
-            recv.wait(30)
-            r.wait(60)
-        self.drop_slots()
+        try:
+            self.stop_consumers(signal.SIGINT)  # pg_recvlogical exits; its receiver sees the end
+        finally:
+            self.drop_slots()
 
 
 ARMS = {"dblog": DblogArm, "pgoutput": PgoutputArm}
@@ -300,11 +358,11 @@ ARMS = {"dblog": DblogArm, "pgoutput": PgoutputArm}
 # ---- one run of one scenario ----------------------------------------------------------------
 
 def sample_slots(arm, samples, stop):
-    names = ",".join(f"'{s}'" for s in arm.slots)
     while not stop.wait(1.0):
         try:
             out = sql(f"SELECT slot_name, coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(),"
-                      f" restart_lsn), 0) FROM pg_replication_slots WHERE slot_name IN ({names})")
+                      f" restart_lsn), 0) FROM pg_replication_slots"
+                      f" WHERE slot_name IN ({arm.slot_list()})")
         except SqlError:
             continue
         now = time.time_ns() // 1000
@@ -313,82 +371,123 @@ def sample_slots(arm, samples, stop):
         arm.note_rss(arm.sut_pids())
 
 
-def read_log(path):
-    """(op, pk, seq, emitted_us, received_us) per line; seq and emitted_us None for a DELETE."""
-    out = []
-    with open(path) as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            op, pk, seq, em, recv = line.split()[:5]
-            out.append((op, int(pk), None if seq == "-" else int(seq),
-                        None if em == "-" else int(em), int(recv)))
-    return out
+class LogReader:
+    """A consumer's log, read as it grows. Lines: a change "<op> <pk> <seq|-> <emitted_us|->
+    <received_us>", then its transaction's "C <commit LSN> <commit seq> <end LSN>
+    <received_us>"; only changes of transactions whose C line is there count."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.pending = path, 0, []
+        self.changes = []  # (op, pk, seq, emitted_us, received_us), seq/emitted_us None: DELETE
+
+    def read(self):
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return self.changes
+        whole = data[:data.rfind("\n") + 1]
+        self.offset += len(whole.encode())
+        for line in whole.splitlines():
+            f = line.split()
+            if f[0] == "C":
+                self.changes += self.pending
+                self.pending = []
+            else:
+                self.pending.append((f[0], int(f[1]), None if f[2] == "-" else int(f[2]),
+                                     None if f[3] == "-" else int(f[3]), int(f[4])))
+        return self.changes
+
+
+def change_key(op, pk, seq):
+    """What tells a change from every other of the run: pk and seq (keys are never reused)."""
+    return (pk, "D" if op == "D" else seq)
 
 
 def run_scenario(ctx, arm_key, scenario, scale, rep):
     wait_for_quiet(ctx.args.quiet_wait, ctx.args.quiet_load)
     sql(f"TRUNCATE {TABLE};")
-    phases = [(name, max(2.0, secs * scale)) for name, secs in PHASES[scenario]]
+    phases = [(name, phase_s(secs, scale)) for name, secs in PHASES[scenario]]
     tag = f"{arm_key[:2]}{scenario[0]}{rep}"
-    arm = ARMS[arm_key](ctx, tag)
     samples, stop_sampling = [], threading.Event()
-    writer = Writer(seed=rep)
+    sampler = threading.Thread(target=lambda: sample_slots(arm, samples, stop_sampling),
+                               daemon=True)
+    arm = writer = None
     bounds = {}
     try:
+        arm = ARMS[arm_key](ctx, tag)
         for i in range(CONSUMERS):
             arm.start(i)
         arm.wait_active()
-        sampler = threading.Thread(target=sample_slots, args=(arm, samples, stop_sampling),
-                                   daemon=True)
+        writer = Writer(seed=rep)
         sampler.start()
         writer.start()
+        dead = None
         for name, secs in phases:
-            t0 = time.time_ns() // 1000
+            t0 = time.time_ns() // 1000  # the heal's catch-up counts from before the restart
             if name == "outage":
                 arm.kill(DEAD)
+                dead = DEAD
             elif name == "heal":
                 arm.start(DEAD)
-                t0 = time.time_ns() // 1000
+                dead = None
             bounds[name] = (t0, t0 + int(secs * 1e6))
-            time.sleep(max(0.0, (bounds[name][1] - time.time_ns() // 1000) / 1e6))
+            while time.time_ns() // 1000 < bounds[name][1]:
+                time.sleep(min(1.0, max(0.0, (bounds[name][1] - time.time_ns() // 1000) / 1e6)))
+                if writer.error or writer.proc.poll() is not None:
+                    writer.finish()  # raises with the cause
+                arm.check_running(dead)
         writer.finish()
         load_end = time.time_ns() // 1000
+        with open(os.path.join(ctx.logdir, f"fanout-{tag}-ledger.txt"), "w") as f:
+            f.writelines(f"{op} {pk} {seq}\n" for op, pk, seq in writer.ledger)
         # the ledger is the truth the consumers are checked against: it must be the table's
         table = dict(tuple(map(int, line.split("|")))
                      for line in sql(f"SELECT pk, seq FROM {TABLE}").splitlines() if line)
         if table != final_state(writer.ledger):
             raise RuntimeError("the writer's ledger does not match the table")
         # drain: every consumer holds every committed change, or the time is up
+        want = {change_key(*c) for c in writer.ledger}
+        readers = [LogReader(p) for p in arm.logs]
         deadline = time.monotonic() + max(30.0, DRAIN_S * scale)
-        want = len(writer.ledger)
-        while time.monotonic() < deadline:
-            if all(len(read_log(p)) >= want for p in arm.logs):
-                break
+        drained = False
+        while not drained and time.monotonic() < deadline:
             time.sleep(0.5)
+            arm.check_running()
+            drained = all(want <= {change_key(op, pk, seq) for op, pk, seq, _, _ in r.read()}
+                          for r in readers)
         drained_s = (time.time_ns() // 1000 - load_end) / 1e6
     finally:
         stop_sampling.set()
+        if sampler.is_alive():
+            sampler.join()
         try:
-            arm.stop()
-        finally:
-            if writer.proc.poll() is None:
+            if writer and writer.proc.poll() is None:
                 writer.proc.kill()
-    logs = [read_log(p) for p in arm.logs]
+        finally:
+            if arm:
+                arm.stop()
+    logs = [r.read() for r in readers]
     res = analyse(writer.ledger, logs, bounds, samples, arm.slots, scenario)
-    res["drain_s"] = drained_s
-    res["write_rate"] = len(writer.ledger) / ((load_end - bounds["warmup"][0]) / 1e6)
-    res["sut_rss_mb"] = sum(arm.rss_kb.values()) / 1024
-    res["phases_s"] = {n: s for n, s in phases}
+    res.update(drained=drained, drain_s=drained_s, sut_rss_mb=sum(arm.rss_kb.values()) / 1024,
+               phases_s=dict(phases), bounds_us=bounds,
+               write_rate=len(writer.ledger) / ((load_end - bounds["warmup"][0]) / 1e6))
     return res
+
+
+def phase_s(secs, scale):
+    """A phase's length at this scale: at least 2 s."""
+    return max(2.0, secs * scale)
 
 
 # ---- the numbers ----------------------------------------------------------------------------
 
 def pct(sorted_values, p):
+    """The nearest-rank percentile: the smallest value at or above p% of them."""
     if not sorted_values:
         return None
-    return sorted_values[min(len(sorted_values) - 1, int(p / 100 * len(sorted_values)))]
+    return sorted_values[max(0, math.ceil(p / 100 * len(sorted_values)) - 1)]
 
 
 def median(values):
@@ -419,13 +518,11 @@ def verify(ledger, log_lines):
     """Against the writer's ledger: changes lost, got more than once, got out of order (a key's
     seq going back, or a change after its key's DELETE), got that were never committed; and
     whether replaying what arrived gives the source's final state."""
-    want = {}
-    for op, pk, seq in ledger:
-        want[(pk, "D" if op == "D" else seq)] = True
+    want = {change_key(*c) for c in ledger}
     seen, dup, extra, reorder = set(), 0, 0, 0
     last, deleted, state = {}, set(), {}
     for op, pk, seq, _, _ in log_lines:
-        k = (pk, "D" if op == "D" else seq)
+        k = change_key(op, pk, seq)
         if k not in want:
             extra += 1
             continue
@@ -460,7 +557,7 @@ def first_receipts(log_lines):
     """(key, received_us) of each change's first receipt, in order."""
     seen, out = set(), []
     for op, pk, seq, _, recv in log_lines:
-        k = (pk, "D" if op == "D" else seq)
+        k = change_key(op, pk, seq)
         if k not in seen:
             seen.add(k)
             out.append((k, recv))
@@ -479,7 +576,7 @@ def analyse(ledger, logs, bounds, samples, slots, scenario):
         if "outage" in bounds:
             per[-1]["p99_outage_ms"] = rolling_p99_ms(lat, *bounds["outage"])
     res = {"committed": len(ledger), "consumers": per,
-           "worst_p99_clean_ms": max((c["p99_clean_ms"] or 0) for c in per),
+           "worst_p99_clean_ms": worst([c["p99_clean_ms"] for c in per]),
            "clean_rate": median([c["rate_clean"] for c in per]),
            "lost": sum(c["lost"] for c in per), "dup": sum(c["dup"] for c in per),
            "reordered": sum(c["reordered"] for c in per), "extra": sum(c["extra"] for c in per),
@@ -489,13 +586,14 @@ def analyse(ledger, logs, bounds, samples, slots, scenario):
         vals = [v for t, s in samples if a <= t < b for n, v in s.items() if n in names]
         return max(vals) / 1e6 if vals else None
 
-    res["slot_wal_clean_mb"] = slot_peak(clean_a, clean_b, slots)
+    # the slot of the consumer that dies (in both scenarios, to compare)
+    res["slot_wal_clean_mb"] = slot_peak(clean_a, clean_b, [slots[DEAD]])
     if scenario != "dead_consumer":
         return res
     heal_a = bounds["heal"][0]
     res["slot_wal_dead_mb"] = slot_peak(bounds["outage"][0], bounds["heal"][1], [slots[DEAD]])
-    res["healthy_worst_p99_outage_ms"] = max(
-        (c.get("p99_outage_ms") or 0) for i, c in enumerate(per) if i != DEAD)
+    res["healthy_worst_p99_outage_ms"] = worst(
+        [c.get("p99_outage_ms") for i, c in enumerate(per) if i != DEAD])
     # the backlog: the changes the healthy consumer 0 had before the restart and the healed one
     # got after it; the catch-up: from the restart to the healed consumer holding all of them
     healthy = dict(first_receipts(logs[0]))
@@ -505,6 +603,11 @@ def analyse(ledger, logs, bounds, samples, slots, scenario):
     res["catchup_s"] = (max(backlog) - heal_a) / 1e6 if backlog else None
     res["replay_per_s"] = len(backlog) / res["catchup_s"] if res["catchup_s"] else None
     return res
+
+
+def worst(values):
+    """The largest; None if any is None (a consumer without a number is not the best one)."""
+    return None if not values or any(v is None for v in values) else max(values)
 
 
 def section_fanout(ctx):
@@ -519,8 +622,9 @@ def section_fanout(ctx):
                 key = f"{scenario}/{arm_key}"
                 try:
                     r = run_scenario(ctx, arm_key, scenario, a.fanout_scale, rep)
-                    log(f"fanout: rep {rep} {key}: worst p99 {r['worst_p99_clean_ms']:.1f} ms, "
+                    log(f"fanout: rep {rep} {key}: worst p99 {r['worst_p99_clean_ms']} ms, "
                         f"lost {r['lost']} dup {r['dup']} reordered {r['reordered']}, "
+                        f"drained {r['drained']}, "
                         f"catch-up {r.get('catchup_s')} s, slot WAL "
                         f"{r.get('slot_wal_clean_mb')} -> {r.get('slot_wal_dead_mb')} MB")
                     res["results"].setdefault(key, []).append(r)
