@@ -371,13 +371,13 @@ def report_fanout(out, d):
     out.append("")
     out.append("| arm | worst-consumer p99, clean | healthy consumers' worst p99, outage "
                "| dead slot's WAL, clean → peak | backlog | catch-up | replay rate "
-               "| lost / dup / reordered | converged |")
-    out.append("|---|---|---|---|---|---|---|---|---|")
+               "| lost / dup / reordered | converged | system under test peak RSS |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
     for arm in ("dblog", "pgoutput"):
         runs = d["results"].get(f"dead_consumer/{arm}", [])
         if not runs:
             err = d["errors"].get(f"dead_consumer/{arm}", "")
-            out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | | | | |")
+            out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | | | | | |")
             continue
         out.append(f"| {labels[arm]} | {rng(runs, 'worst_p99_clean_ms')} ms "
                    f"| {rng(runs, 'healthy_worst_p99_outage_ms')} ms "
@@ -387,7 +387,8 @@ def report_fanout(out, d):
                    f"| {fmt(mdn(runs, 'catchup_s'), 2, ' s')} "
                    f"| {fmt_num(mdn(runs, 'replay_per_s'))}/s "
                    f"| {verdict(runs)} "
-                   f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} |")
+                   f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} "
+                   f"| {fmt_num(med([r['sut_rss_mb'] for r in runs]), 1)} MB |")
     out.append("")
     out.append("Latency: from the writer's clock before the write (`emitted_us`, in the row) to "
                "the receiver holding the transaction's Commit; DELETEs carry no timestamp and "
@@ -403,8 +404,8 @@ def report_fanout(out, d):
                "`pg_current_wal_lsn() - restart_lsn` of the slot of consumer 1, sampled each "
                "second (pg_recvlogical runs with `-s 1 -F 1`: it confirms its position each "
                "second, where dblogd confirms within 100 ms of an acknowledgement). Peak RSS: "
-               "dblogd; the four pg_recvlogical (the receivers are the harness, not counted). Drain after the load: up to {DRAIN_S * scale:.0f} s "
-               "(at least 30).")
+               "dblogd; the four pg_recvlogical (the receivers are the harness, not counted). "
+               f"Drain after the load: up to {max(30, DRAIN_S * scale):.0f} s.")
     out.append("")
     out.append(f"Published for the same scenarios at full length ({PUBLISHED_HOST}):")
     out.append("")

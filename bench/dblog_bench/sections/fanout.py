@@ -56,7 +56,7 @@ DRAIN_S = 300
 # beside ours: (system, steady worst-consumer p99 ms, dead: slot WAL clean -> peak MB,
 # catch-up, lost/dup/reordered worst consumer, summed RSS peaks MB steady).
 PUBLISHED = [
-    ("pgoutput-raw (Python/Rust slot reader)", "70", "6.3 → 56.6", "~5 s (19k/s)", "0 / 0 / 0",
+    ("pgoutput-raw (their own slot reader, one per consumer)", "70", "6.3 → 56.6", "~5 s (19k/s)", "0 / 0 / 0",
      "59.7"),
     ("supabase-etl", "26", "2.8 → 57.2", "<5 s (36k/s)", "0 / 0 / 0", "13.0"),
     ("debezium-server", "848", "4.5 → 57.3", "~5 s (30k/s)", "0 / 0 / 0", "1629.3"),
