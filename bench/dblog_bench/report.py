@@ -344,6 +344,22 @@ def report_fanout(out, d):
 
     labels = {"dblog": "dblog (dblogd, 4 consumers over TCP)",
               "pgoutput": "pg_recvlogical pgoutput ×4 → pipe"}
+
+    def converged(runs):
+        return "yes" if all(r["converged"] for r in runs) else "NO"
+
+    def rss(runs):
+        return f"{fmt_num(med([r['sut_rss_mb'] for r in runs]), 1)} MB"
+
+    def arm_rows(scenario, columns, cells):
+        """One row per arm: its label and cells(runs), or FAILED and the error."""
+        for arm in ("dblog", "pgoutput"):
+            runs = d["results"].get(f"{scenario}/{arm}", [])
+            if runs:
+                out.append(f"| {labels[arm]} | " + " | ".join(cells(runs)) + " |")
+            else:
+                err = d["errors"].get(f"{scenario}/{arm}", "")
+                out.append(f"| {labels[arm]} | FAILED: {err[:160]} |" + " |" * (columns - 2))
     out.append(f"### 6. Fan-out: {d['consumers']} consumers at {d['rate']:.0f} events/s, "
                f"slot per consumer (an independent CDC benchmark's scenarios at {scale:g}× "
                "their length)")
@@ -354,17 +370,10 @@ def report_fanout(out, d):
                "| lost / dup / reordered (all consumers) | final state converged "
                "| system under test peak RSS |")
     out.append("|---|---|---|---|---|---|")
-    for arm in ("dblog", "pgoutput"):
-        runs = d["results"].get(f"fanout_steady/{arm}", [])
-        if not runs:
-            err = d["errors"].get(f"fanout_steady/{arm}", "")
-            out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | |")
-            continue
-        out.append(f"| {labels[arm]} | {rng(runs, 'worst_p99_clean_ms')} ms "
-                   f"| {fmt_num(med([r['clean_rate'] for r in runs]))}/s "
-                   f"| {verdict(runs)} "
-                   f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} "
-                   f"| {fmt_num(med([r['sut_rss_mb'] for r in runs]), 1)} MB |")
+    arm_rows("fanout_steady", 6, lambda runs: [
+        f"{rng(runs, 'worst_p99_clean_ms')} ms",
+        f"{fmt_num(med([r['clean_rate'] for r in runs]))}/s",
+        verdict(runs), converged(runs), rss(runs)])
     out.append("")
     out.append(f"dead_consumer: {length('dead_consumer')}; consumer 1 killed for the outage, "
                "restarted at the heal.")
@@ -373,22 +382,14 @@ def report_fanout(out, d):
                "| dead slot's WAL, clean → peak | backlog | catch-up | replay rate "
                "| lost / dup / reordered | converged | system under test peak RSS |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
-    for arm in ("dblog", "pgoutput"):
-        runs = d["results"].get(f"dead_consumer/{arm}", [])
-        if not runs:
-            err = d["errors"].get(f"dead_consumer/{arm}", "")
-            out.append(f"| {labels[arm]} | FAILED: {err[:160]} | | | | | | | | |")
-            continue
-        out.append(f"| {labels[arm]} | {rng(runs, 'worst_p99_clean_ms')} ms "
-                   f"| {rng(runs, 'healthy_worst_p99_outage_ms')} ms "
-                   f"| {fmt(mdn(runs, 'slot_wal_clean_mb'))} → "
-                   f"{fmt(mdn(runs, 'slot_wal_dead_mb'))} MB "
-                   f"| {fmt_num(med([r['backlog'] for r in runs]))} events "
-                   f"| {fmt(mdn(runs, 'catchup_s'), 2, ' s')} "
-                   f"| {fmt_num(mdn(runs, 'replay_per_s'))}/s "
-                   f"| {verdict(runs)} "
-                   f"| {'yes' if all(r['converged'] for r in runs) else 'NO'} "
-                   f"| {fmt_num(med([r['sut_rss_mb'] for r in runs]), 1)} MB |")
+    arm_rows("dead_consumer", 10, lambda runs: [
+        f"{rng(runs, 'worst_p99_clean_ms')} ms",
+        f"{rng(runs, 'healthy_worst_p99_outage_ms')} ms",
+        f"{fmt(mdn(runs, 'slot_wal_clean_mb'))} → {fmt(mdn(runs, 'slot_wal_dead_mb'))} MB",
+        f"{fmt_num(med([r['backlog'] for r in runs]))} events",
+        fmt(mdn(runs, 'catchup_s'), 2, ' s'),
+        f"{fmt_num(mdn(runs, 'replay_per_s'))}/s",
+        verdict(runs), converged(runs), rss(runs)])
     out.append("")
     out.append("Latency: from the writer's clock before the write (`emitted_us`, in the row) to "
                "the receiver holding the transaction's Commit; DELETEs carry no timestamp and "
