@@ -223,6 +223,8 @@ class Dblogd:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"dblogd exited at start: {self.log_tail()}")
                 if time.monotonic() > deadline:
+                    self.proc.kill()  # not left running behind the failed run
+                    self.proc.wait()
                     raise RuntimeError(f"dblogd did not listen: {self.log_tail()}")
                 time.sleep(0.02)
 

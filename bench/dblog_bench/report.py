@@ -358,8 +358,9 @@ def report_fanout(out, d):
             if runs:
                 out.append(f"| {labels[arm]} | " + " | ".join(cells(runs)) + " |")
             else:
-                err = d["errors"].get(f"{scenario}/{arm}", "")
-                out.append(f"| {labels[arm]} | FAILED: {err[:160]} |" + " |" * (columns - 2))
+                err = " ".join(d["errors"].get(f"{scenario}/{arm}", "").split())
+                err = err[:160].replace("|", "\\|")
+                out.append(f"| {labels[arm]} | FAILED: {err} |" + " |" * (columns - 2))
     out.append(f"### 6. Fan-out: {d['consumers']} consumers at {d['rate']:.0f} events/s, "
                f"slot per consumer (an independent CDC benchmark's scenarios at {scale:g}× "
                "their length)")

@@ -87,16 +87,18 @@ class Writer:
     BATCH_S one transaction of the operations due; the ledger of every committed change, in
     commit order, as (op, pk, seq); for a DELETE, seq is the deleted row's."""
 
-    def __init__(self, seed):
+    def __init__(self, seed, errfile):
         self.rng = random.Random(seed)
+        self.errfile = errfile  # psql's stderr
         self.live, self.pos, self.seq = [], {}, {}
         self.next_pk, self.next_tx = 1, 1
         self.ledger = []
         self.payload = "\\x" + self.rng.randbytes(PAYLOAD_BYTES).hex()
         self.stop = threading.Event()
-        self.proc = subprocess.Popen([tool("psql"), "-XAtq", "-v", "ON_ERROR_STOP=1", "-f", "-"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+        with open(errfile, "w") as err:
+            self.proc = subprocess.Popen([tool("psql"), "-XAtq", "-v", "ON_ERROR_STOP=1", "-f",
+                                          "-"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=err, text=True)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.error = None
 
@@ -165,13 +167,27 @@ class Writer:
         self.thread.start()
 
     def finish(self):
-        """Stops writing; returns once psql has committed everything it was given."""
+        """Stops writing; returns once psql has committed everything it was given. Raises with
+        psql's own error when it failed (a broken pipe is only its consequence)."""
         self.stop.set()
         self.thread.join()
-        self.proc.stdin.close()
-        err = self.proc.stderr.read()
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
         if self.proc.wait() != 0 or self.error:
-            raise RuntimeError(f"writer failed: {self.error or err.strip()}")
+            with open(self.errfile) as f:
+                err = f.read().strip()[-500:]
+            raise RuntimeError(f"writer failed: {err or self.error}")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
 
 
 # ---- the arms -------------------------------------------------------------------------------
@@ -278,6 +294,7 @@ class DblogArm(Arm):
         super().__init__(ctx, tag)
         self.names = [f"fo_{tag}_{i}" for i in range(CONSUMERS)]
         self.slots = [f"dblog_{n}" for n in self.names]
+        # (a dblogd that does not come up is not left running: harness.Dblogd)
         self.d = Dblogd(ctx, f"fanout-{tag}", [f"--default-scope={TABLE}", "--bootstrap=false"])
 
     def start(self, i):
@@ -306,10 +323,14 @@ class DblogArm(Arm):
 class PgoutputArm(Arm):
     def __init__(self, ctx, tag):
         super().__init__(ctx, tag)
-        for i in range(CONSUMERS):
-            s = f"b_fo_{tag}_{i}"
-            sql(f"SELECT 1 FROM pg_create_logical_replication_slot('{s}', 'pgoutput');")
-            self.slots.append(s)
+        try:
+            for i in range(CONSUMERS):
+                s = f"b_fo_{tag}_{i}"
+                sql(f"SELECT 1 FROM pg_create_logical_replication_slot('{s}', 'pgoutput');")
+                self.slots.append(s)
+        except Exception:
+            self.drop_slots()  # the ones made: they would hold WAL for every later run
+            raise
 
     def start(self, i):
         resume = subprocess.run([self.receiver, "--log", self.logs[i], "--print-resume"],
@@ -420,7 +441,7 @@ def run_scenario(ctx, arm_key, scenario, scale, rep):
         for i in range(CONSUMERS):
             arm.start(i)
         arm.wait_active()
-        writer = Writer(seed=rep)
+        writer = Writer(seed=rep, errfile=os.path.join(ctx.logdir, f"fanout-{tag}-writer.err"))
         sampler.start()
         writer.start()
         dead = None
@@ -450,30 +471,45 @@ def run_scenario(ctx, arm_key, scenario, scale, rep):
         # drain: every consumer holds every committed change, or the time is up
         want = {change_key(*c) for c in writer.ledger}
         readers = [LogReader(p) for p in arm.logs]
+        missing = [set(want) for _ in readers]
         deadline = time.monotonic() + max(30.0, DRAIN_S * scale)
         drained = False
         while not drained and time.monotonic() < deadline:
             time.sleep(0.5)
             arm.check_running()
-            drained = all(want <= {change_key(op, pk, seq) for op, pk, seq, _, _ in r.read()}
-                          for r in readers)
+            for r, m in zip(readers, missing):
+                new = len(r.changes)
+                for op, pk, seq, _, _ in r.read()[new:]:
+                    m.discard(change_key(op, pk, seq))
+            drained = not any(missing)
         drained_s = (time.time_ns() // 1000 - load_end) / 1e6
-    finally:
-        stop_sampling.set()
-        if sampler.is_alive():
-            sampler.join()
-        try:
-            if writer and writer.proc.poll() is None:
-                writer.proc.kill()
-        finally:
-            if arm:
-                arm.stop()
+    except BaseException:
+        cleanup(arm, writer, sampler, stop_sampling, quiet=True)  # the first error is the cause
+        raise
+    cleanup(arm, writer, sampler, stop_sampling, quiet=False)
     logs = [r.read() for r in readers]
     res = analyse(writer.ledger, logs, bounds, samples, arm.slots, scenario)
     res.update(drained=drained, drain_s=drained_s, sut_rss_mb=sum(arm.rss_kb.values()) / 1024,
                phases_s=dict(phases), bounds_us=bounds,
                write_rate=len(writer.ledger) / ((load_end - bounds["warmup"][0]) / 1e6))
     return res
+
+
+def cleanup(arm, writer, sampler, stop_sampling, quiet):
+    """Stops the sampler, the writer and the arm; quiet: an error on the way only logged (the
+    run already failed with the error that matters)."""
+    stop_sampling.set()
+    if sampler.is_alive():
+        sampler.join()
+    try:
+        if writer:
+            writer.kill()
+        if arm:
+            arm.stop()
+    except Exception as e:
+        if not quiet:
+            raise
+        log(f"fanout: cleanup after a failed run: {e}")
 
 
 def phase_s(secs, scale):
