@@ -67,7 +67,7 @@ def main():
     p.add_argument("--fanout-scale", type=float,
                    help="fanout: the published scenarios' phase lengths times this (default 0.1, "
                         "about 12 minutes for both arms; 1: their full length, about 2 hours; "
-                        "--smoke: 0.02)")
+                        "--smoke: 0.01)")
     p.add_argument("--fanout-reps", type=int, default=1,
                    help="fanout: repetitions (default 1, one run per cell as published; --reps "
                         "does not change it)")
@@ -88,7 +88,7 @@ def main():
         a.reps_log = a.reps_bootstrap = a.reps_latency = a.reps
     a.reps_fanout = a.fanout_reps
     if a.fanout_scale is None:
-        a.fanout_scale = 0.02 if a.smoke else 0.1
+        a.fanout_scale = 0.01 if a.smoke else 0.1
     if a.quiet_wait is None:
         a.quiet_wait = 0 if a.smoke else 30
     if a.rerender:

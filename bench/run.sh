@@ -11,7 +11,7 @@
 # command, to docs/benchmarks.md. Sections: bulk, oltp, memory, latency, bootstrap, repair,
 # fanout.
 #
-#   --smoke     small sizes, one repetition, under 2 minutes once built; prints, does not
+#   --smoke     small sizes, one repetition, a few minutes once built; prints, does not
 #               write docs/benchmarks.md (add --docs to write anyway)
 #   --reps N    repetitions of every section (default: 5 for log throughput, 3 otherwise)
 #   --only S    run only these sections (does not write docs/benchmarks.md unless --docs)
@@ -22,7 +22,7 @@
 #               bench/dblog_bench/sections/log_throughput.py)
 #   --repair-chunk-size N   repair: dblogd --chunk-size (default: dblogd's default, 2000)
 #   --fanout-scale F   fanout: the published scenarios' phase lengths times F (default 0.1,
-#               about 12 minutes; 1: their full length, about 2 hours; smoke 0.02)
+#               about 12 minutes; 1: their full length, about 2 hours; smoke 0.01)
 #   --fanout-reps N    fanout: repetitions (default 1; --reps does not change it)
 #   --baseline-dblogd PATH   bulk, oltp, bootstrap, repair: also run this older dblogd (bench/baseline.sh
 #               COMMIT builds one) as a contender of its own, with its own slots, in the rotating
