@@ -28,6 +28,7 @@ import math
 import os
 import random
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -171,10 +172,7 @@ class Writer:
         psql's own error when it failed (a broken pipe is only its consequence)."""
         self.stop.set()
         self.thread.join()
-        try:
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        self._close_stdin()
         if self.proc.wait() != 0 or self.error:
             with open(self.errfile) as f:
                 err = f.read().strip()[-500:]
@@ -184,9 +182,12 @@ class Writer:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self._close_stdin()
+
+    def _close_stdin(self):
         try:
             self.proc.stdin.close()
-        except BrokenPipeError:
+        except BrokenPipeError:  # psql is gone; what it said is in errfile
             pass
 
 
@@ -527,11 +528,8 @@ def pct(sorted_values, p):
 
 
 def median(values):
-    v = sorted(x for x in values if x is not None)
-    if not v:
-        return None
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
 
 
 def rolling_p99_ms(lat, a, b):
