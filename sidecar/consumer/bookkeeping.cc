@@ -555,6 +555,12 @@ std::uint64_t Bookkeeping::NextXid() {
   return xid;
 }
 
+std::uint64_t Bookkeeping::OldestRunningXid() {
+  return Sql()
+      .Exec("SELECT pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())")
+      .u64_value(0, 0);
+}
+
 std::vector<RepairRequest> Bookkeeping::LoadRequests(const std::set<std::uint64_t>& known) {
   pg::Result r = Sql().ExecParams(
       "SELECT q.id, q.table_oid, coalesce(q.from_key::text, ''), coalesce(q.to_key::text, ''),"

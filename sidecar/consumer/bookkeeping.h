@@ -147,6 +147,9 @@ class Bookkeeping {
   std::uint64_t CurrentWalInsertLsn();
   // The next xid (one taken and rolled back): every transaction below it began before.
   std::uint64_t NextXid();
+  // The oldest transaction running now (pg_snapshot_xmin of a snapshot taken now): every
+  // transaction below it ended, so every snapshot taken from now on sees it (or it aborted).
+  std::uint64_t OldestRunningXid();
 
   // ---- repairs ---------------------------------------------------------------------------
   // Queued requests for this consumer that are running or not started, in id order, except

@@ -77,7 +77,8 @@ Repairs::Repairs(asio::io_context& io, const config::Config& config,
       repair_progress_timer_(io),
       record_timer_(io),
       catalog_(config.source_plugin == config::SourcePlugin::kPgoutput),
-      poll_timer_(io) {}
+      poll_timer_(io),
+      prune_timer_(io) {}
 
 Repairs::~Repairs() = default;
 
@@ -147,7 +148,18 @@ void Repairs::OnWatermark(const dblog::v1::Message& m) {
 }
 
 void Repairs::OnCommitted() {
+  const std::uint64_t forgotten = txlog_.forgotten();
   txlog_.Commit();
+  stats_.key_log_forgotten += txlog_.forgotten() - forgotten;
+  stats_.key_log_bytes = txlog_.bytes();
+  if (!prune_armed_ && txlog_.transactions() > 0) {
+    prune_armed_ = true;
+    Later(prune_timer_, std::chrono::steady_clock::now() + std::chrono::seconds(1),
+          [this](boost::system::error_code ec) {
+            prune_armed_ = false;
+            if (!ec) PruneKeyLog();
+          });
+  }
   if (MarkersLost())
     AbandonWindows("the stream went past the window's high watermark without bringing it");
   if (closing_progress_) {
@@ -281,6 +293,22 @@ void Repairs::IgnoreMarker(const dblog::v1::Message& m, const char* kind) {
 
 void Repairs::ForgetTransactionsBelow(std::uint64_t xmax) { txlog_.ForgetBelow(xmax); }
 
+void Repairs::PruneKeyLog() {
+  if (reading_ || !host_.Streaming() || txlog_.transactions() == 0) return;
+  for (const OpenWindow& w : windows_)
+    if (!w.read) return;  // (not while reading_: checked for the argument's sake)
+  std::uint64_t horizon = 0;
+  if (!bookkeeping_.BestEffort(log::Level::kDebug, "key_log_prune_failed",
+                               {{"consumer", consumer_.name}},
+                               [&] { horizon = bookkeeping_.OldestRunningXid(); }))
+    return;  // pruned at the next commit's second; meanwhile the budget bounds the log
+  for (const OpenWindow& w : windows_) horizon = std::min(horizon, w.read->chunk.snapshot.xmin);
+  const std::uint64_t pruned = txlog_.pruned();
+  txlog_.PruneBelow(horizon);
+  stats_.key_log_pruned += txlog_.pruned() - pruned;
+  stats_.key_log_bytes = txlog_.bytes();
+}
+
 void Repairs::LoadQueued() {
   for (RepairRequest& q : bookkeeping_.LoadRequests(known_requests_)) {
     const bool resumed = q.chunks > 0;
@@ -363,6 +391,7 @@ void Repairs::Stop() {
   repair_progress_timer_.cancel();
   record_timer_.cancel();
   poll_timer_.cancel();
+  prune_timer_.cancel();
   stats_.SetRepairs({});  // not in flight while the consumer is away (resumed when it is back)
 }
 

@@ -7,7 +7,8 @@
 // (WindowReader), one window ahead: the next chunk is read while the log brings the last one's
 // high watermark and its rows go out (windows in a row, each closing at its own marker). A
 // chunk's progress is recorded once the consumer acknowledged it; Progress{phase: "repair"}
-// reports the queue once a second.
+// reports the queue once a second. The transaction key log the windows widen with is pruned
+// once a second to the transactions a later window's snapshot may miss (PruneKeyLog).
 // Owns: the queue in memory, the windows in flight, the transaction key log the windows widen
 // with, the relations the log described. Runs on the consumer's thread (but for the chunk's
 // read, on the reader's); talks to the pipeline only through Host.
@@ -165,6 +166,13 @@ class Repairs {
   void Queue(RepairRequest request, bool resumed);
   void OnControlChange(const dblog::v1::Change& change);
   void RecordKeys(const dblog::v1::Change& change);
+  // Drops the key log's transactions that every snapshot a window will still close with sees:
+  // those below the oldest transaction running now, bounded by the snapshot of every window in
+  // flight. Only while no chunk is being read (its snapshot, not known yet, may be older than
+  // the one asked for here); a window dispatched later takes its snapshot after the question,
+  // so at or above the answer (this thread dispatches them). Once a second while the log holds
+  // transactions: without it the log fills to --window-key-memory-mb on any busy stream.
+  void PruneKeyLog();
   // Hands the next chunk to the reader: the front request's next one when no window is in
   // flight, or the one after the window in flight (windows in a row) once that one was read.
   void StartWindow();
@@ -291,6 +299,8 @@ class Repairs {
   bool held_ = false;        // Hold
   boost::asio::steady_timer poll_timer_;
   bool polling_ = false;
+  boost::asio::steady_timer prune_timer_;  // PruneKeyLog
+  bool prune_armed_ = false;
   // last: destroyed first, while everything its job uses is still there
   std::unique_ptr<WindowReader> reader_;
 };

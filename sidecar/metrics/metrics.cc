@@ -209,6 +209,18 @@ const Metric kConsumerMetrics[] = {
      "Of those, the rows sent as an UPDATE whose other columns say keep yours (a column was "
      "carried only before the window, or the window's row memory ran out).",
      [](const ConsumerStats& s, std::int64_t) { return double(s.window_partial_fills.load()); }},
+    {"dblog_repair_key_log_bytes", "gauge",
+     "Bytes of streamed transactions' keys kept to widen repair windows: the transactions a new "
+     "snapshot may not see yet (pruned once a second), at most --window-key-memory-mb.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.key_log_bytes.load()); }},
+    {"dblog_repair_key_log_pruned_total", "counter",
+     "Transactions dropped from that key log because every new snapshot sees them.",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.key_log_pruned.load()); }},
+    {"dblog_repair_key_log_forgotten_total", "counter",
+     "Transactions dropped from that key log to stay within --window-key-memory-mb: a repair "
+     "window whose snapshot may miss one fails closed and is read again (raise the budget when "
+     "this grows while repairs run).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.key_log_forgotten.load()); }},
     {"dblog_foreign_markers_total", "counter",
      "Watermark messages (prefix dblog.watermark) this consumer's pipeline did not open: "
      "forged, other consumers', abandoned windows' (ignored, each one counted).",

@@ -53,6 +53,10 @@ struct ConsumerStats {
   std::atomic<std::uint64_t> windows_read_ahead{0};  // chunks read while the window before waited
   std::atomic<std::uint64_t> window_fills{0};       // kept keys' rows completed by a fill
   std::atomic<std::uint64_t> window_partial_fills{0};  // ... of which sent as partial UPDATEs
+  // the keys of streamed transactions kept to widen repair windows (consumer/repairs.h)
+  std::atomic<std::uint64_t> key_log_bytes{0};
+  std::atomic<std::uint64_t> key_log_pruned{0};     // its transactions every snapshot sees
+  std::atomic<std::uint64_t> key_log_forgotten{0};  // ... dropped to stay within the budget
   std::atomic<std::int64_t> slot_creation_started_us{0};  // waiting to create the slot since; 0: not
   std::atomic<std::int64_t> last_ack_us{0};  // when the consumer last acknowledged; 0: never
 

@@ -75,6 +75,7 @@ void TransactionLog::Touch(std::uint32_t relation, std::string key, std::vector<
   open_.keys.push_back({relation, std::move(key), std::move(unchanged)});
   // A transaction larger than the whole budget is forgotten as it streams.
   if (open_.bytes > max_bytes_) {
+    ++forgotten_;
     forgot_any_ = true;
     max_forgotten_xid_ = std::max(max_forgotten_xid_, open_.xid);
     open_.keys.clear();
@@ -100,8 +101,20 @@ void TransactionLog::ForgetBelow(std::uint64_t xid) {
   max_forgotten_xid_ = std::max(max_forgotten_xid_, xid - 1);
 }
 
+void TransactionLog::PruneBelow(std::uint64_t xid) {
+  if (xid == 0) return;
+  // commit order is not xid order: below-horizon transactions are anywhere in the log
+  auto kept = std::stable_partition(txns_.begin(), txns_.end(),
+                                    [xid](const Txn& t) { return t.xid >= xid; });
+  for (auto it = kept; it != txns_.end(); ++it) bytes_ -= it->bytes;
+  pruned_ += static_cast<std::uint64_t>(txns_.end() - kept);
+  txns_.erase(kept, txns_.end());
+  ForgetBelow(xid);
+}
+
 void TransactionLog::Trim() {
   while (bytes_ > max_bytes_ && !txns_.empty()) {
+    ++forgotten_;
     forgot_any_ = true;
     max_forgotten_xid_ = std::max(max_forgotten_xid_, txns_.front().xid);
     bytes_ -= txns_.front().bytes;

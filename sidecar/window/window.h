@@ -59,6 +59,12 @@ class TransactionLog {
   // Transactions with xid below `xid` were streamed before this log existed (dblogd started):
   // treat them as forgotten.
   void ForgetBelow(std::uint64_t xid);
+  // `xid` is at or below the xmin of every snapshot a window will still be closed with (a
+  // snapshot's xmin taken after every open window's, bounded by theirs): such a snapshot sees
+  // every transaction below it, so their keys are never asked for. They are dropped and count
+  // as forgotten (ForgetBelow), so a snapshot below `xid`, were there one, fails closed instead
+  // of missing them. Keeps the log near empty while no transaction stays open for long.
+  void PruneBelow(std::uint64_t xid);
 
   // Adds to `keys` the keys of `relation` written by transactions that `snapshot` does not see
   // and that committed at or before `up_to_lsn`. Returns false when that set cannot be known:
@@ -72,6 +78,9 @@ class TransactionLog {
 
   std::size_t bytes() const { return bytes_; }
   std::size_t transactions() const { return txns_.size(); }
+  // Transactions dropped so far: by PruneBelow, and forgotten to stay within the budget.
+  std::uint64_t pruned() const { return pruned_; }
+  std::uint64_t forgotten() const { return forgotten_; }
 
  private:
   struct KeyTouch {
@@ -94,6 +103,8 @@ class TransactionLog {
   bool in_txn_ = false;
   std::uint64_t max_forgotten_xid_ = 0;
   bool forgot_any_ = false;
+  std::uint64_t pruned_ = 0;
+  std::uint64_t forgotten_ = 0;
 };
 
 // One chunk's reconciliation.

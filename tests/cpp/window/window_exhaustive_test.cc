@@ -253,6 +253,7 @@ struct Dblogd {
   std::optional<std::size_t> lost_high;  // kRestartLost: the first chunk emitted while
   int lost_chunk = -1;                   // catching up (never reached the consumer)
   int windows = 0;
+  std::uint64_t pruned_below = 0;  // the highest horizon this key log was pruned by
 };
 
 enum class ChunkKind : char { kRange, kKeys };
@@ -269,6 +270,12 @@ struct Options {
   // false: a redone window leaves the window read ahead behind it in place (a planted bug:
   // dblogd drops it, Repairs::CloseWindow)
   bool drop_ahead_on_redo = true;
+  // The key log pruned by the horizon (Repairs::PruneKeyLog) after every move and every
+  // decoded transaction: at every moment its timer could fire.
+  bool prune = true;
+  // true: pruned while a chunk is being read too, by the oldest running transaction alone (a
+  // planted bug: dblogd waits for the read and bounds the horizon by the windows' snapshots)
+  bool prune_while_reading = false;
 };
 
 std::vector<int> ChunkKeys(const Options& o, int chunk) {
@@ -401,6 +408,28 @@ void FeedBegin(Dblogd& d, const LogEntry& e) {
   d.txlog_feed += "B" + std::to_string(e.xid) + "," + std::to_string(e.lsn);
 }
 
+// Repairs::PruneKeyLog: not while the reader has a window between its `lo` and its `hi`
+// (reading_); the horizon is the xmin of a snapshot taken now, bounded by the snapshot of
+// every window in flight (all read then).
+void PruneKeyLog(World& w) {
+  Dblogd& d = w.dblogd;
+  if (!w.options.prune) return;
+  std::uint64_t horizon = w.source.TakeSnapshot().xmin;
+  if (!w.options.prune_while_reading) {
+    if (d.reader != Phase::kIdle) return;
+    for (const Win& win : d.wins) {
+      if (!win.read) return;
+      horizon = std::min(horizon, win.read->snapshot.xmin);
+    }
+  }
+  const std::uint64_t pruned = d.txlog.pruned();
+  d.txlog.PruneBelow(horizon);
+  if (d.txlog.pruned() == pruned && horizon <= d.pruned_below) return;  // changed nothing
+  d.pruned_below = std::max(d.pruned_below, horizon);
+  d.txlog_feed += "P" + std::to_string(horizon);
+  SAY(w, "  the key log pruned below " << horizon);
+}
+
 // Repairs::CloseWindow at the high watermark log[h] of the front window.
 void CloseWindow(World& w, std::size_t h, bool lose) {
   Dblogd& d = w.dblogd;
@@ -409,6 +438,12 @@ void CloseWindow(World& w, std::size_t h, bool lose) {
     Fail(w, "model error: a high watermark before its chunk");
     return;
   }
+  // The pruning's argument: no window closes with a snapshot below a horizon its key log was
+  // pruned by (the window would fail closed for nothing, or, without ForgetBelow, miss keys).
+  if (front.read->snapshot.xmin < d.pruned_below)
+    Fail(w, "window " + std::to_string(front.no) + "'s snapshot " +
+                SnapshotText(front.read->snapshot) + " is below the key log's pruning horizon " +
+                std::to_string(d.pruned_below));
   const Window::Outcome out =
       front.window.Close(*front.read, d.txlog, d.current_commit_lsn, w.options.widen);
   const int no = front.no, chunk = front.chunk;
@@ -494,6 +529,7 @@ void DecodeEntry(World& w, std::size_t i, bool lose) {
   }
   d.txlog.Commit();
   d.txlog_feed += "C";
+  PruneKeyLog(w);
   if (fresh) {
     w.consumer.applied = i + 1;
     CheckFrontier(w, w.consumer.expected, "in the log");
@@ -604,6 +640,7 @@ void DoCrash(World& w, const Move& m) {
   if (m.crash == Crash::kRestart || m.crash == Crash::kRestartRequeue ||
       m.crash == Crash::kRestartLost) {
     d.txlog = TransactionLog(1 << 20);
+    d.pruned_below = 0;
     const std::uint64_t bound =
         w.options.stream_start == StreamStart::kSnapshotXmax ? s.TakeSnapshot().xmax : s.next_xid;
     d.txlog.ForgetBelow(bound);
@@ -722,6 +759,7 @@ bool Play(World& w, const Move& m, const Bounds& b) {
       break;
   }
   DecodeEagerly(w, b);
+  PruneKeyLog(w);
   return true;
 }
 
@@ -1091,6 +1129,20 @@ TEST(WindowExhaustive, ForgettingBelowTheSnapshotXmaxAtARestartIsCaught) {
   const Result r = Enumerate(b, options);
   Print("widened windows, ForgetBelow(pg_snapshot_xmax) at a restart", b, r);
   EXPECT_GT(r.violating, 0u) << "the checker must catch the restart bound, or it proves nothing";
+}
+
+// The pruning's planted bug: a horizon taken while a chunk is being read, not bounded by the
+// windows' snapshots, passes a snapshot taken before it.
+TEST(WindowExhaustive, PruningTheKeyLogWhileAChunkIsReadIsCaught) {
+  Bounds b = BoundsFromEnv();
+  b.max_events = std::min(b.max_events, 4);
+  Options options;
+  options.stream_start = StreamStart::kNextXid;
+  options.prune_while_reading = true;
+  const Result r = Enumerate(b, options);
+  Print("widened windows, the key log pruned while a chunk is read (planted bug)", b, r);
+  EXPECT_GT(r.violating, 0u) << "the checker must catch a horizon past a window's snapshot, or "
+                                "it proves nothing";
 }
 
 // The bounds of the windows-in-a-row tests: a redo that meets a window read ahead takes seven

@@ -160,6 +160,7 @@ TEST(TransactionLog, ATransactionLargerThanTheBudgetIsForgotten) {
   for (int i = 0; i < 100; ++i) log.Touch(kRel, "k" + std::to_string(i));
   log.Commit();
   EXPECT_LE(log.bytes(), 1000u);
+  EXPECT_EQ(log.forgotten(), 1u);
   std::set<std::string> keys;
   EXPECT_FALSE(log.InvisibleKeys(Snapshot::Parse("5:6:5"), kRel, 100, &keys));
   EXPECT_TRUE(log.InvisibleKeys(Snapshot::Parse("6:6:"), kRel, 100, &keys));
@@ -180,6 +181,49 @@ TEST(TransactionLog, TransactionsFromBeforeTheStreamCountAsForgotten) {
   w.Open();
   EXPECT_TRUE(w.Close(ChunkOf("99:120:99", {{"key1", "R"}}), log, 1000).redo);
   EXPECT_FALSE(w.Close(ChunkOf("100:120:", {{"key1", "R"}}), log, 1000).redo);
+}
+
+// dblogd prunes the log by a horizon: the xmin of a snapshot taken after every open window's,
+// bounded by theirs. Transactions below it are dropped wherever they committed (commit order is
+// not xid order), the others stay whole, and a window's snapshot at or above it widens as before.
+TEST(TransactionLog, PruningDropsWhatEverySnapshotSeesWhereverItCommitted) {
+  TransactionLog log(1 << 20);
+  const std::pair<std::uint64_t, const char*> txns[] = {{12, "a"}, {9, "b"}, {15, "c"}, {10, "d"}};
+  std::uint64_t lsn = 100;
+  for (const auto& [xid, key] : txns) {
+    log.Begin(xid, lsn += 10);
+    log.Touch(kRel, key);
+    log.Commit();
+  }
+  const std::size_t before = log.bytes();
+  log.PruneBelow(11);  // 9 and 10 end; 12 and 15 may still be running for the next snapshot
+  EXPECT_EQ(log.transactions(), 2u);
+  EXPECT_EQ(log.pruned(), 2u);
+  EXPECT_LT(log.bytes(), before);
+  std::set<std::string> keys;
+  ASSERT_TRUE(log.InvisibleKeys(Snapshot::Parse("11:20:12,15"), kRel, 1000, &keys));
+  EXPECT_EQ(keys, (std::set<std::string>{"a", "c"}));
+  log.PruneBelow(16);
+  EXPECT_EQ(log.transactions(), 0u);
+  EXPECT_EQ(log.bytes(), 0u);
+  EXPECT_EQ(log.pruned(), 4u);
+  EXPECT_EQ(log.forgotten(), 0u);
+  EXPECT_TRUE(log.InvisibleKeys(Snapshot::Parse("16:20:"), kRel, 1000, &keys));
+}
+
+// Were a window's snapshot below the horizon (dblogd bounds the horizon by every open window's
+// snapshot, so it never is), the pruned transactions count as forgotten: the window fails closed
+// and is read again; it never closes without a key it needed.
+TEST(TransactionLog, ASnapshotBelowThePruningHorizonFailsClosed) {
+  TransactionLog log(1 << 20);
+  log.Begin(9, 10);
+  log.Touch(kRel, "b");
+  log.Commit();
+  log.PruneBelow(11);
+  std::set<std::string> keys;
+  EXPECT_FALSE(log.InvisibleKeys(Snapshot::Parse("9:20:9"), kRel, 1000, &keys));
+  EXPECT_TRUE(log.InvisibleKeys(Snapshot::Parse("11:20:"), kRel, 1000, &keys));
+  EXPECT_TRUE(keys.empty());
 }
 
 // ---- the randomized model --------------------------------------------------------------------
@@ -207,9 +251,15 @@ std::string RowBytes(int k, int v) { return std::to_string(k) + "=" + std::to_st
 struct Trial {
   bool diverged = false;
   bool redo = false;
+  std::size_t pruned = 0;  // transactions the pruning dropped
 };
 
-Trial RunTrial(std::mt19937_64& rng, bool widen) {
+// How the model prunes the log while it streams (TransactionLog::PruneBelow), at random steps:
+// not at all; by the horizon dblogd uses (the oldest transaction running then, bounded by the
+// open window's snapshot once the chunk was read); or by the oldest running alone, unbounded.
+enum class Prune { kNone, kHorizon, kUnbounded };
+
+Trial RunTrial(std::mt19937_64& rng, bool widen, Prune prune = Prune::kNone) {
   const int keys = 8;
   const int n = 12;
   State source;
@@ -292,7 +342,24 @@ Trial RunTrial(std::mt19937_64& rng, bool widen) {
     return true;
   };
   Trial trial;
+  // The oldest transaction running after txns[0..i) committed in the WAL: the later ones
+  // (taken as begun), and, until the chunk is read, the stuck ones (still in the proc array).
+  auto oldest_running = [&](int i) {
+    std::uint64_t xmin = snap.xmax;
+    for (int k = i; k < n; ++k) xmin = std::min(xmin, txns[k].xid);
+    if (i <= read)
+      for (std::uint64_t x : stuck) xmin = std::min(xmin, x);
+    return xmin;
+  };
   for (int i = 0; i <= n; ++i) {
+    if (prune != Prune::kNone && rng() % 2) {
+      std::uint64_t horizon = oldest_running(i);
+      // the chunk was read (at `read`) and its window is still open: bounded by its snapshot
+      if (prune == Prune::kHorizon && i > read && i <= hi) horizon = std::min(horizon, snap.xmin);
+      const std::size_t had = log.transactions();
+      log.PruneBelow(horizon);
+      trial.pruned += had - log.transactions();
+    }
     if (i == lo) w.Open();
     if (i == hi && !close(static_cast<std::uint64_t>(i * 10 + 5))) {
       trial.redo = true;
@@ -327,6 +394,34 @@ TEST(WindowModel, WidenedWindowsAlwaysConverge) {
     ASSERT_FALSE(t.redo) << "trial " << i;  // the log here never forgets
     ASSERT_FALSE(t.diverged) << "trial " << i;
   }
+}
+
+// The log pruned by dblogd's horizon: the same histories converge, and no window fails closed
+// because of the pruning.
+TEST(WindowModel, WindowsConvergeWithTheLogPrunedByTheHorizon) {
+  std::mt19937_64 rng(20261207);
+  std::size_t pruned = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const Trial t = RunTrial(rng, /*widen=*/true, Prune::kHorizon);
+    ASSERT_FALSE(t.redo) << "trial " << i;
+    ASSERT_FALSE(t.diverged) << "trial " << i;
+    pruned += t.pruned;
+  }
+  EXPECT_GT(pruned, 20000u) << "the pruning must drop transactions, or it proves nothing";
+}
+
+// A horizon not bounded by the open window's snapshot passes it: the pruned transactions the
+// snapshot misses would be lost to the widening. They count as forgotten, so such a window fails
+// closed (read again) and never emits a stale row.
+TEST(WindowModel, PruningPastAnOpenWindowsSnapshotFailsClosedNotStale) {
+  std::mt19937_64 rng(20261207);
+  int redone = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const Trial t = RunTrial(rng, /*widen=*/true, Prune::kUnbounded);
+    ASSERT_FALSE(t.diverged) << "trial " << i;
+    redone += t.redo;
+  }
+  EXPECT_GT(redone, 0) << "the unbounded horizon must pass some window's snapshot here";
 }
 
 TEST(WindowModel, PlainWindowsDivergeOnTheVisibilityCaveat) {
