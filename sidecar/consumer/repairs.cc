@@ -2,6 +2,7 @@
 #include "consumer/repairs.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "bootstrap/scope.h"
@@ -148,10 +149,8 @@ void Repairs::OnWatermark(const dblog::v1::Message& m) {
 }
 
 void Repairs::OnCommitted() {
-  const std::uint64_t forgotten = txlog_.forgotten();
   txlog_.Commit();
-  stats_.key_log_forgotten += txlog_.forgotten() - forgotten;
-  stats_.key_log_bytes = txlog_.bytes();
+  ReportKeyLog();
   if (!prune_armed_ && txlog_.transactions() > 0) {
     prune_armed_ = true;
     Later(prune_timer_, std::chrono::steady_clock::now() + std::chrono::seconds(1),
@@ -298,15 +297,35 @@ void Repairs::PruneKeyLog() {
   for (const OpenWindow& w : windows_)
     if (!w.read) return;  // (not while reading_: checked for the argument's sake)
   std::uint64_t horizon = 0;
-  if (!bookkeeping_.BestEffort(log::Level::kDebug, "key_log_prune_failed",
-                               {{"consumer", consumer_.name}},
-                               [&] { horizon = bookkeeping_.OldestRunningXid(); }))
-    return;  // pruned at the next commit's second; meanwhile the budget bounds the log
-  for (const OpenWindow& w : windows_) horizon = std::min(horizon, w.read->chunk.snapshot.xmin);
-  const std::uint64_t pruned = txlog_.pruned();
+  try {
+    horizon = bookkeeping_.OldestRunningXid();
+  } catch (const std::exception& e) {
+    // pruned a second after a later commit; meanwhile the budget bounds the log
+    prune_failed_log_.Warn("key_log_prune_failed",
+                           {{"consumer", consumer_.name}, {"error", e.what()}});
+    bookkeeping_.Reset();
+    return;
+  }
+  PruneKeyLogBelow(horizon);
+}
+
+void Repairs::PruneKeyLogBelow(std::uint64_t horizon) {
+  for (const OpenWindow& w : windows_) {
+    if (!w.read) return;
+    horizon = std::min(horizon, w.read->chunk.snapshot.xmin);
+  }
+  if (horizon == std::numeric_limits<std::uint64_t>::max()) return;  // no window, no question
   txlog_.PruneBelow(horizon);
-  stats_.key_log_pruned += txlog_.pruned() - pruned;
+  stats_.key_log_horizon = horizon;
+  ReportKeyLog();
+}
+
+void Repairs::ReportKeyLog() {
   stats_.key_log_bytes = txlog_.bytes();
+  stats_.key_log_pruned += txlog_.pruned() - reported_pruned_;
+  stats_.key_log_forgotten += txlog_.forgotten() - reported_forgotten_;
+  reported_pruned_ = txlog_.pruned();
+  reported_forgotten_ = txlog_.forgotten();
 }
 
 void Repairs::LoadQueued() {
@@ -392,6 +411,7 @@ void Repairs::Stop() {
   record_timer_.cancel();
   poll_timer_.cancel();
   prune_timer_.cancel();
+  stats_.key_log_bytes = 0;  // the log ends with the pipeline
   stats_.SetRepairs({});  // not in flight while the consumer is away (resumed when it is back)
 }
 
@@ -576,6 +596,10 @@ void Repairs::OnChunkRead(const std::string& id, ReadEnd end, const std::string&
   if (it == windows_.end()) return Schedule();  // closed already, or given up meanwhile
   if (end == ReadEnd::kRead) {
     TakeRead(*it);
+    // no read in flight, every window in flight read: a window dispatched later takes its
+    // snapshot after theirs (a repair's windows follow each other too closely for the timer's
+    // moment between two reads)
+    PruneKeyLogBelow(std::numeric_limits<std::uint64_t>::max());
     return Schedule();
   }
   // Nothing of the chunk was emitted. Its high watermark may still come (written, then the

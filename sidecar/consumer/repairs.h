@@ -173,6 +173,11 @@ class Repairs {
   // so at or above the answer (this thread dispatches them). Once a second while the log holds
   // transactions: without it the log fills to --window-key-memory-mb on any busy stream.
   void PruneKeyLog();
+  // Prunes below `horizon` bounded by every window in flight's snapshot (nothing when one was
+  // not read yet). At the end of a read, with no other in flight, the bound alone is a horizon.
+  void PruneKeyLogBelow(std::uint64_t horizon);
+  // The key log's size and what it dropped, into the consumer's metrics.
+  void ReportKeyLog();
   // Hands the next chunk to the reader: the front request's next one when no window is in
   // flight, or the one after the window in flight (windows in a row) once that one was read.
   void StartWindow();
@@ -301,6 +306,8 @@ class Repairs {
   bool polling_ = false;
   boost::asio::steady_timer prune_timer_;  // PruneKeyLog
   bool prune_armed_ = false;
+  log::RateLimited prune_failed_log_{std::chrono::seconds(60)};
+  std::uint64_t reported_pruned_ = 0, reported_forgotten_ = 0;  // ReportKeyLog
   // last: destroyed first, while everything its job uses is still there
   std::unique_ptr<WindowReader> reader_;
 };

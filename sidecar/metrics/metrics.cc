@@ -213,6 +213,11 @@ const Metric kConsumerMetrics[] = {
      "Bytes of streamed transactions' keys kept to widen repair windows: the transactions a new "
      "snapshot may not see yet (pruned once a second), at most --window-key-memory-mb.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.key_log_bytes.load()); }},
+    {"dblog_repair_key_log_horizon", "gauge",
+     "The xid that key log was last pruned below: the oldest transaction running then, or a "
+     "repair window's snapshot's xmin (a horizon that stops moving names a long-running "
+     "transaction, which the log must keep everything after).",
+     [](const ConsumerStats& s, std::int64_t) { return double(s.key_log_horizon.load()); }},
     {"dblog_repair_key_log_pruned_total", "counter",
      "Transactions dropped from that key log because every new snapshot sees them.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.key_log_pruned.load()); }},

@@ -55,6 +55,7 @@ struct ConsumerStats {
   std::atomic<std::uint64_t> window_partial_fills{0};  // ... of which sent as partial UPDATEs
   // the keys of streamed transactions kept to widen repair windows (consumer/repairs.h)
   std::atomic<std::uint64_t> key_log_bytes{0};
+  std::atomic<std::uint64_t> key_log_horizon{0};    // the xid it was last pruned below
   std::atomic<std::uint64_t> key_log_pruned{0};     // its transactions every snapshot sees
   std::atomic<std::uint64_t> key_log_forgotten{0};  // ... dropped to stay within the budget
   std::atomic<std::int64_t> slot_creation_started_us{0};  // waiting to create the slot since; 0: not

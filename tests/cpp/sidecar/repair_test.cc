@@ -199,17 +199,18 @@ class VisibilityRaceTest : public RepairTest {
       std::this_thread::sleep_for(20ms);
     }
     if (pruned) {
-      // Its commit comes out of the log after the stuck one's, and the pruning drops it (its
-      // xid is below the oldest transaction running, the stuck one) while keeping the stuck
-      // one: once the counter moves, a pruning ran with the stuck transaction in the log.
-      const std::string series = "dblog_repair_key_log_pruned_total{consumer=\"" + consumer() + "\"}";
-      const double before = MetricValue(dblogd_->Metrics(), series);
+      // The stuck transaction's commit is decoded (in the key log) once a later one is; then
+      // the older one ends. A pruning whose horizon is past the older one ran after that, with
+      // the stuck transaction in the log, and (the stuck one still running) kept it.
+      ReadUntil(c, replay, Sentinel());
+      const double older_xid = std::stod(older->scalar("SELECT pg_catalog.pg_current_xact_id()"));
       older->exec("COMMIT");
+      const std::string series = "dblog_repair_key_log_horizon{consumer=\"" + consumer() + "\"}";
       const auto until = std::chrono::steady_clock::now() + 20s;
-      while (MetricValue(dblogd_->Metrics(), series) <= before) {
+      while (MetricValue(dblogd_->Metrics(), series) <= older_xid) {
         EXPECT_LT(std::chrono::steady_clock::now(), until) << "the key log was not pruned";
         if (std::chrono::steady_clock::now() > until) break;
-        ReadUntil(c, replay, Sentinel());
+        ReadUntil(c, replay, Sentinel());  // a commit: the pruning runs within a second of it
       }
     }
     const std::uint64_t id = Request("dblog.repair('" + schema() + ".t', '" + consumer() + "')");
@@ -461,9 +462,6 @@ TEST_F(RepairTest, ChunksGrowToTheirByteTargetAndShrinkForWideRows) {
   ExpectConverged(replay, {"narrow", "wide"});
 }
 
-// --repair-rows-per-second caps the rows a repair reads per second: 1500 rows at 1000 rows/s in
-// windows of 250 cannot finish in less than 1.25 s (the last window's pause is not waited for).
-// A lower bound only: a slow machine makes it longer, never shorter.
 // Every consumer keeps the keys of the transactions it streams for widening repair windows,
 // repair or not. Pruned by the horizon, the log holds only what a new snapshot may still miss:
 // after 3,000 one-row transactions and nothing left running, next to nothing (unpruned it would
@@ -492,6 +490,9 @@ TEST_F(RepairTest, TheKeyLogStaysSmallOnABusyStream) {
   ExpectConverged(replay, {"busy"});
 }
 
+// --repair-rows-per-second caps the rows a repair reads per second: 1500 rows at 1000 rows/s in
+// windows of 250 cannot finish in less than 1.25 s (the last window's pause is not waited for).
+// A lower bound only: a slow machine makes it longer, never shorter.
 TEST_F(RepairTest, RepairRateCapSpacesTheWindows) {
   db().exec("CREATE TABLE " + schema() + ".paced (id int PRIMARY KEY, v text)");
   db().exec("INSERT INTO " + schema() + ".paced SELECT g, 'v' FROM generate_series(1, 1500) g");

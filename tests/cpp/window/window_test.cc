@@ -188,7 +188,8 @@ TEST(TransactionLog, TransactionsFromBeforeTheStreamCountAsForgotten) {
 // not xid order), the others stay whole, and a window's snapshot at or above it widens as before.
 TEST(TransactionLog, PruningDropsWhatEverySnapshotSeesWhereverItCommitted) {
   TransactionLog log(1 << 20);
-  const std::pair<std::uint64_t, const char*> txns[] = {{12, "a"}, {9, "b"}, {15, "c"}, {10, "d"}};
+  const std::pair<std::uint64_t, const char*> txns[] = {
+      {12, "a"}, {9, "b"}, {15, "c"}, {10, "d"}, {11, "e"}};
   std::uint64_t lsn = 100;
   for (const auto& [xid, key] : txns) {
     log.Begin(xid, lsn += 10);
@@ -196,17 +197,19 @@ TEST(TransactionLog, PruningDropsWhatEverySnapshotSeesWhereverItCommitted) {
     log.Commit();
   }
   const std::size_t before = log.bytes();
-  log.PruneBelow(11);  // 9 and 10 end; 12 and 15 may still be running for the next snapshot
-  EXPECT_EQ(log.transactions(), 2u);
+  // 9 and 10 ended; 11 (the horizon itself: the oldest running, committed in the WAL and still
+  // invisible), 12 and 15 may still be running for the next snapshot
+  log.PruneBelow(11);
+  EXPECT_EQ(log.transactions(), 3u);
   EXPECT_EQ(log.pruned(), 2u);
   EXPECT_LT(log.bytes(), before);
   std::set<std::string> keys;
-  ASSERT_TRUE(log.InvisibleKeys(Snapshot::Parse("11:20:12,15"), kRel, 1000, &keys));
-  EXPECT_EQ(keys, (std::set<std::string>{"a", "c"}));
+  ASSERT_TRUE(log.InvisibleKeys(Snapshot::Parse("11:20:11,12,15"), kRel, 1000, &keys));
+  EXPECT_EQ(keys, (std::set<std::string>{"a", "c", "e"}));
   log.PruneBelow(16);
   EXPECT_EQ(log.transactions(), 0u);
   EXPECT_EQ(log.bytes(), 0u);
-  EXPECT_EQ(log.pruned(), 4u);
+  EXPECT_EQ(log.pruned(), 5u);
   EXPECT_EQ(log.forgotten(), 0u);
   EXPECT_TRUE(log.InvisibleKeys(Snapshot::Parse("16:20:"), kRel, 1000, &keys));
 }
