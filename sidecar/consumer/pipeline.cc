@@ -634,18 +634,34 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
     google::protobuf::Arena& arena;
     ~ResetArena() { arena.Reset(); }
   } reset{parse_arena_};
-  auto* batch = google::protobuf::Arena::CreateMessage<dblog::v1::Batch>(&parse_arena_);
-  if (!batch->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    Fail(Error::SOURCE_ERROR, "the plugin sent a message that is not a dblog.v1.Batch");
-    return;
+  // The plugin's message read in place (its Changes' values stay in its bytes); one not in the
+  // plugin's canonical form is parsed whole, as protobuf reads it.
+  const bool in_place = ReadBatchInPlace(payload);
+  dblog::v1::Batch* batch = nullptr;
+  std::vector<std::string_view> change_bytes;
+  if (!in_place) {
+    batch = google::protobuf::Arena::CreateMessage<dblog::v1::Batch>(&parse_arena_);
+    if (!batch->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+      Fail(Error::SOURCE_ERROR, "the plugin sent a message that is not a dblog.v1.Batch");
+      return;
+    }
+    for (const auto& ev : batch->events()) CountCommits(ev);
+    // The plugin's own bytes of each Change, so that the emitter can forward them (a Change
+    // goes out as it came, but for its seq) rather than serialize the parsed copy again.
+    change_bytes = emit::ChangeBytes(payload, batch->events_size());
   }
-  for (const auto& ev : batch->events()) CountCommits(ev);
   SourceAdvanced(wal_end);
-  // The plugin's own bytes of each Change, so that the emitter can forward them (a Change goes
-  // out as it came, but for its seq) rather than serialize the parsed copy again.
-  const std::vector<std::string_view> change_bytes =
-      emit::ChangeBytes(payload, batch->events_size());
   if (!Dispatched([&] {
+        if (in_place) {
+          std::size_t change = 0;
+          for (std::size_t i = 0; i < batch_events_.size(); ++i) {
+            if (batch_parsed_[i] != nullptr)
+              ProcessEvent(*batch_parsed_[i], std::string_view());
+            else
+              ProcessChange(batch_changes_[change++]);
+          }
+          return;
+        }
         for (int i = 0; i < batch->events_size(); ++i)
           ProcessEvent(*batch->mutable_events(i),
                        change_bytes.empty() ? std::string_view() : change_bytes[i]);
@@ -653,6 +669,26 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
     return;
   Flush();
   repairs_->Schedule();
+}
+
+bool Pipeline::ReadBatchInPlace(std::string_view payload) {
+  if (!emit::SplitBatch(payload, &batch_events_)) return false;
+  batch_parsed_.assign(batch_events_.size(), nullptr);
+  std::size_t changes = 0;
+  for (std::size_t i = 0; i < batch_events_.size(); ++i) {
+    const emit::BatchEvent& e = batch_events_[i];
+    if (e.member == dblog::v1::Event::kChange) {
+      if (batch_changes_.size() <= changes) batch_changes_.emplace_back();  // kept: their capacity
+      if (!batch_changes_[changes++].Parse(e.payload)) return false;
+      continue;
+    }
+    auto* event = google::protobuf::Arena::CreateMessage<dblog::v1::Event>(&parse_arena_);
+    if (!event->ParseFromArray(e.event.data(), static_cast<int>(e.event.size()))) return false;
+    batch_parsed_[i] = event;
+  }
+  for (const dblog::v1::Event* event : batch_parsed_)
+    if (event != nullptr) CountCommits(*event);
+  return true;
 }
 
 void Pipeline::CountCommits(const dblog::v1::Event& ev) {
@@ -762,6 +798,12 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
       break;
   }
   emitter_->Consume(event, change_bytes);
+}
+
+// ProcessEvent's Change, read in place.
+void Pipeline::ProcessChange(const emit::ChangeView& change) {
+  if (!repairs_->OnChange(change)) return;  // a repair request
+  emitter_->ConsumeChange(change);
 }
 
 // Only messages the consumer asked for (Hello.message_prefixes) are forwarded; dblog's own

@@ -27,6 +27,7 @@
 #include "consumer/scope_changes.h"
 #include "consumer/slot_creation.h"
 #include "emit/ack_tracker.h"
+#include "emit/change_view.h"
 #include "emit/emitter.h"
 #include "metrics/metrics.h"
 #include "pg/connection.h"
@@ -120,6 +121,10 @@ class Pipeline : public server::Consumer,
   // pgoutput mode: one XLogData payload.
   void OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload);
   // After a data message: the commits it carried counted, the source position advanced.
+  // The plugin's message read in place into batch_events_, batch_parsed_ and batch_changes_
+  // (commits counted); false when it is not in the plugin's canonical form (then parsed whole).
+  bool ReadBatchInPlace(std::string_view payload);
+  void ProcessChange(const emit::ChangeView& change);
   void CountCommits(const dblog::v1::Event& event);
   void SourceAdvanced(std::uint64_t wal_end);
   bool MessageWanted(const std::string& prefix) const;
@@ -196,6 +201,12 @@ class Pipeline : public server::Consumer,
   // pgoutput mode (--source-plugin pgoutput) only: the publication and the stream's decoding.
   std::unique_ptr<PgoutputSource> pgoutput_;
   std::vector<dblog::v1::Event> pgoutput_events_;
+  // The plugin's message read in place (ReadBatchInPlace): its events, each either parsed (into
+  // parse_arena_) or, a Change, a view into the message (batch_changes_, in order; reused, so
+  // their row views keep their capacity).
+  std::vector<emit::BatchEvent> batch_events_;
+  std::vector<dblog::v1::Event*> batch_parsed_;
+  std::vector<emit::ChangeView> batch_changes_;
   // pgoutput mode: the message whose mapping failed on a database error, and how many times in
   // a row (reconnects replay it; after a few the consumer is told)
   std::uint64_t mapping_failed_at_ = 0;

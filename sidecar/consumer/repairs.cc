@@ -115,12 +115,57 @@ bool Repairs::OnRelation(const dblog::v1::Relation& r) {
   return true;
 }
 
+// RecordKeys' two ways of reading a change. MessageChange: a parsed message (pgoutput mode).
+struct Repairs::MessageChange {
+  const dblog::v1::Change& c;
+  std::uint32_t relation_oid() const { return c.relation_oid(); }
+  bool has_new_row() const { return c.has_new_row(); }
+  std::string old_key() const { return c.has_old_key() ? c.old_key().SerializeAsString() : ""; }
+  std::size_t new_row_size() const { return static_cast<std::size_t>(c.new_row().values_size()); }
+  bool unchanged(std::size_t i) const {
+    return c.new_row().values(static_cast<int>(i)).unchanged();
+  }
+  std::string key(const dblog::v1::Relation& r) const { return emit::KeyBytes(r, c.new_row()); }
+  dblog::v1::Row new_row() const { return c.new_row(); }
+};
+
+// ViewChange: read in place (the extension's stream); the same answers, from the plugin's bytes
+// (a canonical row's bytes are its serialization: emit/change_view.h).
+struct Repairs::ViewChange {
+  const emit::ChangeView& c;
+  std::uint32_t relation_oid() const { return c.relation_oid; }
+  bool has_new_row() const { return c.has_new_row; }
+  std::string old_key() const {
+    return c.has_old_key ? std::string(c.old_key.bytes()) : std::string();
+  }
+  std::size_t new_row_size() const { return c.new_row.size(); }
+  bool unchanged(std::size_t i) const {
+    return c.new_row[i].kind == dblog::v1::Value::kUnchanged;
+  }
+  std::string key(const dblog::v1::Relation& r) const { return emit::KeyBytes(r, c.new_row); }
+  dblog::v1::Row new_row() const {  // only for a window's carried row
+    dblog::v1::Row row;
+    row.ParseFromArray(c.new_row.bytes().data(), static_cast<int>(c.new_row.bytes().size()));
+    return row;
+  }
+};
+
 bool Repairs::OnChange(const dblog::v1::Change& change) {
   if (control_oid_ && change.relation_oid() == *control_oid_) {
     OnControlChange(change);
     return false;
   }
-  RecordKeys(change);
+  RecordKeys(MessageChange{change});
+  return true;
+}
+
+bool Repairs::OnChange(const emit::ChangeView& change) {
+  if (control_oid_ && change.relation_oid == *control_oid_) {
+    dblog::v1::Change parsed;  // a request: parsed (a canonical Change always parses)
+    if (change.ParseInto(&parsed)) OnControlChange(parsed);
+    return false;
+  }
+  RecordKeys(ViewChange{change});
   return true;
 }
 
@@ -168,7 +213,8 @@ void Repairs::OnCommitted() {
   }
 }
 
-void Repairs::RecordKeys(const dblog::v1::Change& c) {
+template <typename Access>
+void Repairs::RecordKeys(const Access& c) {
   OpenWindow* open = !windows_.empty() && windows_.front().window.opened() ? &windows_.front()
                                                                            : nullptr;
   // `unchanged`: the columns the event did not carry (a window may fill them, window.h)
@@ -179,21 +225,20 @@ void Repairs::RecordKeys(const dblog::v1::Change& c) {
     txlog_.Touch(c.relation_oid(), key, std::move(unchanged));
   };
   // the old key: a DELETE, or an UPDATE's key before it (the row left it: nothing was kept)
-  const std::string old_key = c.has_old_key() ? c.old_key().SerializeAsString() : std::string();
+  const std::string old_key = c.old_key();
   auto it = c.has_new_row() ? relations_.find(c.relation_oid()) : relations_.end();
   bool unchanged_key = it == relations_.end();
   if (it != relations_.end())
     for (std::uint32_t k : it->second.key_columns())
-      unchanged_key |= static_cast<int>(k) < c.new_row().values_size() &&
-                       c.new_row().values(static_cast<int>(k)).unchanged();
+      unchanged_key |= k < c.new_row_size() && c.unchanged(k);
   if (unchanged_key) {
     if (window_table) open->carried.Left(old_key);
     return touch(old_key, {});
   }
   std::vector<int> unchanged;
-  for (int i = 0; i < c.new_row().values_size(); ++i)
-    if (c.new_row().values(i).unchanged()) unchanged.push_back(i);
-  const std::string key = emit::KeyBytes(it->second, c.new_row());
+  for (std::size_t i = 0; i < c.new_row_size(); ++i)
+    if (c.unchanged(i)) unchanged.push_back(static_cast<int>(i));
+  const std::string key = c.key(it->second);
   if (old_key != key) {
     if (window_table) open->carried.Left(old_key);
     touch(old_key, {});

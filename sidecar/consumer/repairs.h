@@ -33,6 +33,7 @@
 #include "consumer/window_reader.h"
 #include "consumer/window_rows.h"
 #include "dblog/v1/consumer.pb.h"
+#include "emit/change_view.h"
 #include "emit/emitter.h"
 #include "log/rate_limit.h"
 #include "metrics/metrics.h"
@@ -69,6 +70,8 @@ class Repairs {
   bool OnRelation(const dblog::v1::Relation& relation);
   // False for a change of dblog.request_queue (a request, taken here): not forwarded.
   bool OnChange(const dblog::v1::Change& change);
+  // The same for a Change read in place (the extension's stream, emit/change_view.h).
+  bool OnChange(const emit::ChangeView& change);
   void OnTruncate(const dblog::v1::Truncate& truncate);
   // A message whose prefix starts with kWatermarkPrefix: never forwarded. The open window's
   // own markers open and close it; the others are counted and (rate-limited) logged.
@@ -165,7 +168,12 @@ class Repairs {
 
   void Queue(RepairRequest request, bool resumed);
   void OnControlChange(const dblog::v1::Change& change);
-  void RecordKeys(const dblog::v1::Change& change);
+  // A change's keys into the key log and the open window; `Access` reads the change (a parsed
+  // message or a view: MessageChange, ViewChange in repairs.cc).
+  struct MessageChange;
+  struct ViewChange;
+  template <typename Access>
+  void RecordKeys(const Access& change);
   // Drops the key log's transactions that every snapshot a window will still close with sees:
   // those below the oldest transaction running now, bounded by the snapshot of every window in
   // flight. Only while no chunk is being read (its snapshot, not known yet, may be older than

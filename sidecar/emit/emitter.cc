@@ -112,10 +112,10 @@ void Emitter::OnChange(Change& change, std::string_view raw) {
   const dblog::v1::Relation& rel = KnownRelation(change.relation_oid(), "a Change");
   switch (change.kind()) {
     case Change::INSERT:
-      RequireKeyColumns(rel, change.new_row(), "INSERT");
+      RequireKeyColumns(rel, change.new_row().values_size(), "INSERT");
       break;
     case Change::DELETE:
-      RequireKeyWidth(rel, change.old_key(), "DELETE");
+      RequireKeyWidth(rel, change.old_key().values_size(), "DELETE");
       break;
     case Change::UPDATE:
       // Decided for dropped (resumed) events too: the split shifts the seqs after it.
@@ -142,6 +142,41 @@ void Emitter::OnChange(Change& change, std::string_view raw) {
            std::to_string(change.relation_oid()));
   }
   SendChange(change, raw);
+}
+
+void Emitter::ConsumeChange(const ChangeView& change) {
+  RequireNoChunk("a plugin event");
+  RequireTransaction("a Change", change.commit_lsn);
+  const dblog::v1::Relation& rel = KnownRelation(change.relation_oid, "a Change");
+  switch (change.kind) {
+    case Change::INSERT:
+      RequireKeyColumns(rel, static_cast<int>(change.new_row.size()), "INSERT");
+      break;
+    case Change::DELETE:
+      RequireKeyWidth(rel, static_cast<int>(change.old_key.size()), "DELETE");
+      break;
+    case Change::UPDATE:
+      if (KeyChanged(rel, change) && !change.new_row.HasUnchanged()) return ConsumeParsed(change);
+      break;
+    default:
+      Fail("plugin Change of kind " + std::to_string(change.kind) + " for relation " +
+           std::to_string(change.relation_oid));
+  }
+  const Position pos = NextPosition();
+  if (!Admit(pos)) return;
+  SendRelation(change.relation_oid);
+  if (change.commit_lsn == pos.commit_lsn && AppendSplicedChange(change.raw, pos.seq)) return;
+  Change parsed;
+  if (!change.ParseInto(&parsed)) Fail("a Change read in place does not parse");
+  parsed.set_commit_lsn(pos.commit_lsn);
+  parsed.set_seq(pos.seq);
+  Append(StreamEvent::kChange, parsed);
+}
+
+void Emitter::ConsumeParsed(const ChangeView& change) {
+  Change parsed;
+  if (!change.ParseInto(&parsed)) Fail("a Change read in place does not parse");
+  OnChange(parsed, {});
 }
 
 void Emitter::SendChange(Change& change, std::string_view raw) {
@@ -326,8 +361,8 @@ void Emitter::BeginChunk(const dblog::v1::Relation& rel, dblog::v1::ChunkBegin c
          " with the Relation of " + std::to_string(rel.oid()));
   RememberRelation(rel);
   // A range's bounds are whole keys, never a prefix: consumers compare them value by value.
-  if (chunk.has_from_key()) RequireKeyWidth(rel, chunk.from_key(), "ChunkBegin.from_key");
-  if (chunk.has_to_key()) RequireKeyWidth(rel, chunk.to_key(), "ChunkBegin.to_key");
+  if (chunk.has_from_key()) RequireKeyWidth(rel, chunk.from_key().values_size(), "ChunkBegin.from_key");
+  if (chunk.has_to_key()) RequireKeyWidth(rel, chunk.to_key().values_size(), "ChunkBegin.to_key");
   if (chunk.key_collations_size() != 0 && chunk.key_collations_size() != rel.key_columns_size())
     Fail("ChunkBegin with " + std::to_string(chunk.key_collations_size()) +
          " key collations for a key of " + std::to_string(rel.key_columns_size()) + " columns");
@@ -352,7 +387,8 @@ void Emitter::EmitChunkRow(std::string_view row_bytes) {
 
 void Emitter::EmitChunkDelete(const dblog::v1::Row& key) {
   if (!chunk_.open) Fail("EmitChunkDelete outside a chunk");
-  RequireKeyWidth(KnownRelation(chunk_.relation_oid, "EmitChunkDelete"), key, "EmitChunkDelete");
+  RequireKeyWidth(KnownRelation(chunk_.relation_oid, "EmitChunkDelete"), key.values_size(),
+                  "EmitChunkDelete");
   ++chunk_.deletes;
   Change del;
   del.set_kind(Change::DELETE);
@@ -441,18 +477,18 @@ const dblog::v1::Relation& Emitter::KnownRelation(std::uint32_t oid, const char*
   return it->second.latest;
 }
 
-void Emitter::RequireKeyWidth(const dblog::v1::Relation& rel, const dblog::v1::Row& key,
+void Emitter::RequireKeyWidth(const dblog::v1::Relation& rel, int key_values,
                               const char* what) const {
-  if (key.values_size() != rel.key_columns_size())
+  if (key_values != rel.key_columns_size())
     Fail(std::string(what) + " of relation " + std::to_string(rel.oid()) + " with a key of " +
-         std::to_string(key.values_size()) + " values for a key of " +
+         std::to_string(key_values) + " values for a key of " +
          std::to_string(rel.key_columns_size()) + " columns");
 }
 
-void Emitter::RequireKeyColumns(const dblog::v1::Relation& rel, const dblog::v1::Row& row,
+void Emitter::RequireKeyColumns(const dblog::v1::Relation& rel, int row_values,
                                 const char* what) const {
   for (std::uint32_t column : rel.key_columns()) {
-    if (column >= static_cast<std::uint32_t>(row.values_size()))
+    if (column >= static_cast<std::uint32_t>(row_values))
       Fail(std::string(what) + " of relation " + std::to_string(rel.oid()) +
            " whose row has no key column " + std::to_string(column));
   }
@@ -469,8 +505,8 @@ bool Emitter::HasUnchanged(const dblog::v1::Row& row) {
 // their encoding: both come from the same encoder, and where the encodings differ for values
 // PostgreSQL deems equal (say -0.0 and 0.0) a DELETE + INSERT is still a correct rendering.
 bool Emitter::KeyChanged(const dblog::v1::Relation& rel, const Change& change) const {
-  RequireKeyWidth(rel, change.old_key(), "UPDATE");
-  RequireKeyColumns(rel, change.new_row(), "UPDATE");
+  RequireKeyWidth(rel, change.old_key().values_size(), "UPDATE");
+  RequireKeyColumns(rel, change.new_row().values_size(), "UPDATE");
   const auto& old_key = change.old_key().values();
   const auto& new_row = change.new_row().values();
   for (int i = 0; i < rel.key_columns_size(); ++i) {
@@ -480,6 +516,18 @@ bool Emitter::KeyChanged(const dblog::v1::Relation& rel, const Change& change) c
     if (now.kind_case() != old_key[i].kind_case() ||
         now.SerializeAsString() != old_key[i].SerializeAsString())
       return true;
+  }
+  return false;
+}
+
+bool Emitter::KeyChanged(const dblog::v1::Relation& rel, const ChangeView& change) const {
+  RequireKeyWidth(rel, static_cast<int>(change.old_key.size()), "UPDATE");
+  RequireKeyColumns(rel, static_cast<int>(change.new_row.size()), "UPDATE");
+  for (int i = 0; i < rel.key_columns_size(); ++i) {
+    // the same comparison as above: canonical bytes are what SerializeAsString gives
+    const ValueView& now = change.new_row[rel.key_columns(i)];
+    const ValueView& was = change.old_key[static_cast<std::size_t>(i)];
+    if (now.kind != was.kind || now.bytes != was.bytes) return true;
   }
   return false;
 }

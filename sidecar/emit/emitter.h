@@ -42,6 +42,7 @@
 
 #include "dblog/v1/change.pb.h"
 #include "dblog/v1/consumer.pb.h"
+#include "emit/change_view.h"
 #include "emit/position.h"
 
 namespace dblog::emit {
@@ -65,6 +66,10 @@ class Emitter {
   // then written from them instead of being serialized again (commit_lsn is the same: it is the
   // transaction's). They must be what `event` was parsed from.
   void Consume(dblog::v1::Event& event, std::string_view change_bytes = {});
+  // A Change read in place (change_view.h), as Consume would take the event holding it: the
+  // same checks and output, from the plugin's bytes (a key-changing UPDATE, or one that cannot
+  // be written from them, is parsed and goes the way of Consume).
+  void ConsumeChange(const ChangeView& change);
   void OnEvent(dblog::v1::Event event) { Consume(event); }
   void OnBatch(dblog::v1::Batch batch);
 
@@ -156,6 +161,8 @@ class Emitter {
   void OnChange(dblog::v1::Change& change, std::string_view raw);
   // Positions and sends one log Change (from `raw`, its plugin bytes, when given).
   void SendChange(dblog::v1::Change& change, std::string_view raw = {});
+  // ConsumeChange's way for what needs the message: parsed, then as Consume.
+  void ConsumeParsed(const ChangeView& change);
   // Appends `raw` (a canonical Change: fields in number order) with its seq replaced by `seq`.
   // False, appending nothing, when `raw` is not laid out that way.
   bool AppendSplicedChange(std::string_view raw, std::uint32_t seq);
@@ -169,10 +176,11 @@ class Emitter {
   void RememberRelation(const dblog::v1::Relation& rel);
   const dblog::v1::Relation& KnownRelation(std::uint32_t oid, const char* what) const;
   bool KeyChanged(const dblog::v1::Relation& rel, const dblog::v1::Change& change) const;
+  bool KeyChanged(const dblog::v1::Relation& rel, const ChangeView& change) const;
   static bool HasUnchanged(const dblog::v1::Row& row);
-  void RequireKeyWidth(const dblog::v1::Relation& rel, const dblog::v1::Row& key,
+  void RequireKeyWidth(const dblog::v1::Relation& rel, int key_values,
                        const char* what) const;
-  void RequireKeyColumns(const dblog::v1::Relation& rel, const dblog::v1::Row& row,
+  void RequireKeyColumns(const dblog::v1::Relation& rel, int row_values,
                          const char* what) const;
 
   // The next position in the open unit.

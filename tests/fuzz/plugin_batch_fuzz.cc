@@ -6,7 +6,10 @@
 // Properties: ChangeBytes hands out, when it does, exactly the bytes each Change was parsed
 // from; an Emitter fed the same events without those bytes (so it serializes every Change)
 // accepts and refuses the same events and sends the same stream (the splice changes nothing but
-// how it is written); the emitter's output parses as an EventBatch.
+// how it is written); the emitter's output parses as an EventBatch. Read in place (SplitBatch,
+// ChangeView, as the pipeline reads first): only what protobuf parses is read so, to the same
+// fields and the same key bytes, and an Emitter fed the views (ConsumeChange) accepts, refuses
+// and sends the same.
 #include <google/protobuf/arena.h>
 
 #include <cstdint>
@@ -18,6 +21,8 @@
 #include "dblog/v1/change.pb.h"
 #include "dblog/v1/consumer.pb.h"
 #include "emit/ack_tracker.h"
+#include "emit/change_view.h"
+#include "emit/key.h"
 #include "emit/emitter.h"
 #include "fuzz_util.h"
 
@@ -55,17 +60,66 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view in(reinterpret_cast<const char*>(data + 1), size - 1);
   const dblog::emit::Position resume{(control & 1) ? 0x100u : 0u,
                                     static_cast<std::uint32_t>(control >> 1)};
-  dblog::emit::AckTracker acks_spliced(0, resume), acks_serialized(0, resume);
-  dblog::emit::Emitter spliced(resume, &acks_spliced), serialized(resume, &acks_serialized);
+  dblog::emit::AckTracker acks_spliced(0, resume), acks_serialized(0, resume),
+      acks_viewed(0, resume);
+  dblog::emit::Emitter spliced(resume, &acks_spliced), serialized(resume, &acks_serialized),
+      viewed(resume, &acks_viewed);
+  std::vector<dblog::emit::BatchEvent> split;
+  std::vector<dblog::emit::ChangeView> views;
   google::protobuf::Arena arena;
+  bool in_place_lost = false;  // a message was not read in place: the viewed emitter fell behind
 
   std::uint64_t length = 0;
   while (ReadVarint(in, &length) && length <= in.size()) {
     const std::string_view payload = in.substr(0, length);
     in.remove_prefix(length);
     arena.Reset();
+    // the pipeline's first reading: in place
+    bool in_place = dblog::emit::SplitBatch(payload, &split);
+    views.clear();
+    for (const auto& e : split) {
+      if (!in_place) break;
+      if (e.member != dblog::v1::Event::kChange) {
+        dblog::v1::Event event;  // the other events are parsed, as Pipeline::ReadBatchInPlace does
+        in_place = event.ParseFromArray(e.event.data(), static_cast<int>(e.event.size()));
+        continue;
+      }
+      views.emplace_back();
+      in_place = views.back().Parse(e.payload);
+    }
     auto* batch = google::protobuf::Arena::CreateMessage<dblog::v1::Batch>(&arena);
-    if (!batch->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return 0;
+    const bool parses = batch->ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+    Check(!in_place || parses, "read in place only what protobuf parses");
+    if (!parses) return 0;
+    if (!in_place) in_place_lost = true;  // parsed whole: the viewed emitter stops here
+    if (in_place) {
+      Check(split.size() == static_cast<std::size_t>(batch->events_size()),
+            "SplitBatch: every event");
+      std::size_t v = 0;
+      for (int i = 0; i < batch->events_size(); ++i) {
+        const auto& event = batch->events(i);
+        Check(event.has_change() == (split[static_cast<std::size_t>(i)].member ==
+                                     dblog::v1::Event::kChange),
+              "SplitBatch: the member");
+        if (!event.has_change()) continue;
+        const dblog::emit::ChangeView& view = views[v++];
+        const dblog::v1::Change& c = event.change();
+        Check(view.kind == c.kind() && view.relation_oid == c.relation_oid() &&
+                  view.commit_lsn == c.commit_lsn() && view.seq == c.seq() &&
+                  view.lsn == c.lsn() && view.xid == c.xid() &&
+                  view.commit_time == c.commit_time() && view.has_new_row == c.has_new_row() &&
+                  view.has_old_key == c.has_old_key() && view.has_old_row == c.has_old_row(),
+              "ChangeView: the fields protobuf parses");
+        Check(view.new_row.bytes() == c.new_row().SerializeAsString() &&
+                  view.old_key.bytes() == c.old_key().SerializeAsString() &&
+                  view.new_row.size() == static_cast<std::size_t>(c.new_row().values_size()),
+              "ChangeView: rows in place are their serialization");
+        dblog::v1::Relation rel;
+        for (std::uint32_t k = 0; k < 3; ++k) rel.add_key_columns(k);
+        Check(dblog::emit::KeyBytes(rel, view.new_row) == dblog::emit::KeyBytes(rel, c.new_row()),
+              "ChangeView: the same key bytes");
+      }
+    }
     const std::vector<std::string_view> change_bytes =
         dblog::emit::ChangeBytes(payload, batch->events_size());
     Check(change_bytes.empty() ||
@@ -98,10 +152,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         serialized_ok = false;
       }
       Check(spliced_ok == serialized_ok, "the splice accepts what serializing accepts");
+      if (!in_place_lost) {
+        bool viewed_ok = true;
+        try {
+          if (batch->events(i).has_change()) {
+            std::size_t v = 0;  // the view of this change: changes before it, counted
+            for (int j = 0; j < i; ++j) v += batch->events(j).has_change();
+            viewed.ConsumeChange(views[v]);
+          } else {
+            dblog::v1::Event again = batch->events(i);
+            viewed.Consume(again);
+          }
+        } catch (const std::logic_error&) {
+          viewed_ok = false;
+        }
+        Check(viewed_ok == serialized_ok, "read in place, the same events are accepted");
+      }
       if (!spliced_ok) return 0;  // the pipeline ends the session
     }
-    Check(Canonical(spliced.TakeOutput()) == Canonical(serialized.TakeOutput()),
+    const std::string serialized_out = Canonical(serialized.TakeOutput());
+    Check(Canonical(spliced.TakeOutput()) == serialized_out,
           "the splice sends the stream serializing sends");
+    if (!in_place_lost)
+      Check(Canonical(viewed.TakeOutput()) == serialized_out,
+            "read in place, the same stream is sent");
     Check(spliced.last_position() == serialized.last_position() &&
               acks_spliced.unacknowledged() == acks_serialized.unacknowledged(),
           "the same positions either way");

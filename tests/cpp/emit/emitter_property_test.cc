@@ -80,16 +80,24 @@ struct Action {
   std::uint64_t number = 0;  // consistent point, or request id
 };
 
-// raw: hand each Change over with its serialized bytes too, as the pipeline does with the
-// plugin's (the emitter then splices them rather than serialize the parsed Change).
-void Feed(Emitter& e, const std::vector<Action>& actions, bool raw = false) {
+// How Changes are handed over. kRaw: with their serialized bytes too, as the pipeline does with
+// the plugin's when it parses them (the emitter then splices them rather than serialize the
+// parsed Change). kView: read in place (ChangeView), as the pipeline reads the plugin's.
+enum class Handover { kParsed, kRaw, kView };
+
+void Feed(Emitter& e, const std::vector<Action>& actions, Handover how = Handover::kParsed) {
   for (const Action& a : actions) {
     switch (a.kind) {
       case Action::kEvent:
-        if (raw && a.event.has_change()) {
+        if (how == Handover::kRaw && a.event.has_change()) {
           const std::string bytes = a.event.change().SerializeAsString();
           Event copy = a.event;
           e.Consume(copy, bytes);
+        } else if (how == Handover::kView && a.event.has_change()) {
+          const std::string bytes = a.event.change().SerializeAsString();
+          ChangeView view;
+          ASSERT_TRUE(view.Parse(bytes)) << a.event.change().DebugString();
+          e.ConsumeChange(view);
         } else {
           e.OnEvent(a.event);
         }
@@ -544,7 +552,7 @@ Database WithoutEmpty(Database db) {
 TEST(EmitterProperty, ReplayFromEmptyGivesTheSourceState) {
   std::mt19937_64 rng(0xdb109);
   int resumed_mid_unit = 0, bootstraps = 0, events = 0;
-  std::uint64_t spliced_total = 0;
+  std::uint64_t spliced_total = 0, viewed_total = 0;
   std::map<std::string, int> seen;
   for (int iter = 0; iter < 1500; ++iter) {
     SCOPED_TRACE("iteration " + std::to_string(iter));
@@ -565,9 +573,15 @@ TEST(EmitterProperty, ReplayFromEmptyGivesTheSourceState) {
     const std::vector<Emitted> stream = ReadStream(first_bytes);
     {  // forwarding the plugin's bytes gives the same stream, byte for byte
       Emitter spliced;
-      Feed(spliced, source.actions(), /*raw=*/true);
+      Feed(spliced, source.actions(), Handover::kRaw);
       ASSERT_EQ(spliced.TakeOutput(), first_bytes);
       spliced_total += spliced.changes_spliced();
+    }
+    {  // and so does reading them in place
+      Emitter viewed;
+      Feed(viewed, source.actions(), Handover::kView);
+      ASSERT_EQ(viewed.TakeOutput(), first_bytes);
+      viewed_total += viewed.changes_spliced();
     }
     events += static_cast<int>(stream.size());
     Replica replica;
@@ -622,6 +636,7 @@ TEST(EmitterProperty, ReplayFromEmptyGivesTheSourceState) {
   EXPECT_GT(resumed_mid_unit, 300);
   EXPECT_GT(events, 100000);
   EXPECT_GT(spliced_total, 10000u) << "the splice path was taken";
+  EXPECT_EQ(viewed_total, spliced_total) << "changes read in place are spliced alike";
   for (const char* what :
        {"truncated table", "key change kept as UPDATE", "chunk delete", "delete", "read"})
     EXPECT_GT(seen[what], 500) << what;

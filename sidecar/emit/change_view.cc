@@ -1,0 +1,252 @@
+// sidecar/emit/change_view.cc: a plugin Change read in place (see change_view.h).
+#include "emit/change_view.h"
+
+#include <google/protobuf/stubs/common.h>
+
+namespace dblog::emit {
+namespace {
+
+using dblog::v1::Change;
+using dblog::v1::Value;
+
+constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
+
+// ReadVarint's way for varints of more than one byte.
+bool ReadLongVarint(std::string_view b, std::size_t& i, std::uint64_t* v) {
+  *v = 0;
+  for (int shift = 0, n = 0; shift < 64 && i < b.size(); shift += 7, ++n) {
+    const auto byte = static_cast<unsigned char>(b[i++]);
+    if (shift == 63 && byte > 1) return false;  // beyond 64 bits
+    *v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return n == 0 || byte != 0;  // a trailing zero byte: not minimal
+  }
+  return false;
+}
+
+// A minimal varint at b[i] (as protobuf writes them), i moved past it; false otherwise. Most
+// are one byte (tags, lengths, small numbers): that way is inline.
+inline bool ReadVarint(std::string_view b, std::size_t& i, std::uint64_t* v) {
+  if (i < b.size() && static_cast<unsigned char>(b[i]) < 0x80) {
+    *v = static_cast<unsigned char>(b[i++]);
+    return true;
+  }
+  return ReadLongVarint(b, i, v);
+}
+
+// A field's tag at b[i]: its number and wire type.
+bool ReadTag(std::string_view b, std::size_t& i, std::uint64_t* number, int* wire_type) {
+  std::uint64_t tag = 0;
+  if (!ReadVarint(b, i, &tag)) return false;
+  *number = tag >> 3;
+  *wire_type = static_cast<int>(tag & 7);
+  return *number != 0;
+}
+
+// A length-delimited payload at b[i].
+bool ReadBytes(std::string_view b, std::size_t& i, std::string_view* payload) {
+  std::uint64_t len = 0;
+  if (!ReadVarint(b, i, &len) || len > b.size() - i) return false;
+  *payload = b.substr(i, len);
+  i += len;
+  return true;
+}
+
+bool Utf8(std::string_view s) {
+  return google::protobuf::internal::IsStructurallyValidUTF8(s.data(), static_cast<int>(s.size()));
+}
+
+// A serialized Value holding one member, canonically: its member, or KIND_NOT_SET for an
+// empty one. False for anything protobuf would read differently or write back otherwise.
+bool ReadValue(std::string_view b, Value::KindCase* kind) {
+  *kind = Value::KIND_NOT_SET;
+  if (b.empty()) return true;
+  std::size_t i = 0;
+  std::uint64_t number = 0, v = 0;
+  int wire_type = 0;
+  if (!ReadTag(b, i, &number, &wire_type)) return false;
+  switch (number) {
+    case Value::kNullValue:
+    case Value::kUnchanged:
+    case Value::kBoolValue:
+      if (wire_type != kVarint || !ReadVarint(b, i, &v) || v > 1) return false;
+      break;
+    case Value::kIntValue:
+    case Value::kTimestampValue:
+    case Value::kTimestamptzValue:
+      if (wire_type != kVarint || !ReadVarint(b, i, &v)) return false;
+      break;
+    case Value::kDateValue:  // sint32: the zigzag of a 32-bit value
+      if (wire_type != kVarint || !ReadVarint(b, i, &v) || v > 0xffffffffu) return false;
+      break;
+    case Value::kFloat4Value:
+      if (wire_type != kFixed32 || b.size() - i < 4) return false;
+      i += 4;
+      break;
+    case Value::kFloat8Value:
+      if (wire_type != kFixed64 || b.size() - i < 8) return false;
+      i += 8;
+      break;
+    case Value::kTextValue:
+    case Value::kLiteral:
+    case Value::kBytesValue:
+    case Value::kUuidValue: {
+      std::string_view s;
+      if (wire_type != kLengthDelimited || !ReadBytes(b, i, &s)) return false;
+      // proto3 strings are UTF-8: protobuf refuses to parse one that is not
+      if ((number == Value::kTextValue || number == Value::kLiteral) && !Utf8(s)) return false;
+      break;
+    }
+    default:
+      return false;
+  }
+  *kind = static_cast<Value::KindCase>(number);
+  return i == b.size();  // one member only
+}
+
+}  // namespace
+
+bool RowView::Parse(std::string_view row) {
+  Clear();
+  bytes_ = row;
+  std::size_t i = 0;
+  while (i < row.size()) {
+    std::uint64_t number = 0;
+    int wire_type = 0;
+    ValueView v;
+    if (!ReadTag(row, i, &number, &wire_type) ||
+        number != static_cast<std::uint64_t>(dblog::v1::Row::kValuesFieldNumber) ||
+        wire_type != kLengthDelimited || !ReadBytes(row, i, &v.bytes) ||
+        !ReadValue(v.bytes, &v.kind))
+      return false;
+    values_.push_back(v);
+  }
+  return true;
+}
+
+void RowView::Clear() {
+  bytes_ = {};
+  values_.clear();
+}
+
+bool RowView::HasUnchanged() const {
+  for (const ValueView& v : values_)
+    if (v.kind == Value::kUnchanged) return true;
+  return false;
+}
+
+bool ChangeView::Parse(std::string_view change) {
+  kind = Change::KIND_UNSPECIFIED;
+  relation_oid = 0;
+  commit_lsn = lsn = xid = 0;
+  seq = 0;
+  commit_time = 0;
+  has_new_row = has_old_key = has_old_row = false;
+  new_row.Clear();
+  old_key.Clear();
+  old_row.Clear();
+  raw = change;
+  std::size_t i = 0;
+  std::uint64_t last = 0;
+  while (i < change.size()) {
+    std::uint64_t number = 0, v = 0;
+    int wire_type = 0;
+    if (!ReadTag(change, i, &number, &wire_type) || number <= last) return false;
+    last = number;
+    if (number <= 7) {
+      // proto3 scalars: written only when not zero
+      if (wire_type != kVarint || !ReadVarint(change, i, &v) || v == 0) return false;
+      switch (number) {
+        case Change::kKindFieldNumber:
+          if (v > Change::READ) return false;
+          kind = static_cast<Change::Kind>(v);
+          break;
+        case Change::kRelationOidFieldNumber:
+          if (v > 0xffffffffu) return false;
+          relation_oid = static_cast<std::uint32_t>(v);
+          break;
+        case Change::kCommitLsnFieldNumber:
+          commit_lsn = v;
+          break;
+        case Change::kSeqFieldNumber:
+          if (v > 0xffffffffu) return false;
+          seq = static_cast<std::uint32_t>(v);
+          break;
+        case Change::kLsnFieldNumber:
+          lsn = v;
+          break;
+        case Change::kXidFieldNumber:
+          xid = v;
+          break;
+        case Change::kCommitTimeFieldNumber:  // sint64: zigzag
+          commit_time = static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+          break;
+      }
+      continue;
+    }
+    std::string_view row;
+    if (wire_type != kLengthDelimited || !ReadBytes(change, i, &row)) return false;
+    switch (number) {
+      case Change::kNewRowFieldNumber:
+        has_new_row = true;
+        if (!new_row.Parse(row)) return false;
+        break;
+      case Change::kOldKeyFieldNumber:
+        has_old_key = true;
+        if (!old_key.Parse(row)) return false;
+        break;
+      case Change::kOldRowFieldNumber:
+        has_old_row = true;
+        if (!old_row.Parse(row)) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+bool ChangeView::ParseInto(dblog::v1::Change* change) const {
+  return change->ParseFromArray(raw.data(), static_cast<int>(raw.size()));
+}
+
+bool SplitBatch(std::string_view batch, std::vector<BatchEvent>* events) {
+  events->clear();
+  std::size_t i = 0;
+  while (i < batch.size()) {
+    std::uint64_t number = 0, member = 0;
+    int wire_type = 0, member_type = 0;
+    BatchEvent e;
+    if (!ReadTag(batch, i, &number, &wire_type) ||
+        number != static_cast<std::uint64_t>(dblog::v1::Batch::kEventsFieldNumber) ||
+        wire_type != kLengthDelimited || !ReadBytes(batch, i, &e.event))
+      return false;
+    std::size_t j = 0;
+    if (!ReadTag(e.event, j, &member, &member_type) || member_type != kLengthDelimited ||
+        member > 0xffffffffu || !ReadBytes(e.event, j, &e.payload) || j != e.event.size())
+      return false;
+    e.member = static_cast<std::uint32_t>(member);
+    events->push_back(e);
+  }
+  return true;
+}
+
+std::string KeyBytes(const dblog::v1::Relation& relation, const RowView& row) {
+  std::string key;
+  for (std::uint32_t k : relation.key_columns()) {
+    if (k >= row.size()) return {};
+    // Row.values, length-delimited: the tag byte, the length, the Value (canonical)
+    const std::string_view v = row[k].bytes;
+    key.push_back(static_cast<char>((dblog::v1::Row::kValuesFieldNumber << 3) | kLengthDelimited));
+    for (std::uint64_t n = v.size(); ; n >>= 7) {
+      if (n < 0x80) {
+        key.push_back(static_cast<char>(n));
+        break;
+      }
+      key.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    }
+    key.append(v);
+  }
+  return key;
+}
+
+}  // namespace dblog::emit
