@@ -629,17 +629,26 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
   if (state_ != State::kStreaming) return;
   backoff_ = config_.reconnect_min;
   if (pgoutput_) return OnPgoutputData(wal_start, wal_end, payload);
-  // Everything parsed goes when this returns (the emitter and the key log copy what they keep).
-  struct ResetArena {
-    google::protobuf::Arena& arena;
-    ~ResetArena() { arena.Reset(); }
-  } reset{parse_arena_};
+  // Everything parsed goes when this returns (the emitter and the key log copy what they keep),
+  // and what a large message needed is not kept for the next (at most kKeptViews views).
+  struct Release {
+    Pipeline& p;
+    ~Release() {
+      p.parse_arena_.Reset();
+      if (p.batch_changes_.size() > kKeptViews) p.batch_changes_.resize(kKeptViews);
+      if (p.batch_events_.capacity() > 16 * kKeptViews) {
+        p.batch_events_ = {};
+        p.batch_parsed_ = {};
+      }
+    }
+  } release{*this};
   // The plugin's message read in place (its Changes' values stay in its bytes); one not in the
   // plugin's canonical form is parsed whole, as protobuf reads it.
   const bool in_place = ReadBatchInPlace(payload);
   dblog::v1::Batch* batch = nullptr;
   std::vector<std::string_view> change_bytes;
   if (!in_place) {
+    stats_->plugin_messages_parsed_whole++;
     batch = google::protobuf::Arena::CreateMessage<dblog::v1::Batch>(&parse_arena_);
     if (!batch->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
       Fail(Error::SOURCE_ERROR, "the plugin sent a message that is not a dblog.v1.Batch");

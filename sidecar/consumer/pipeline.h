@@ -120,11 +120,11 @@ class Pipeline : public server::Consumer,
   void AddJoinedTables(pg::Connection& sql, const PublicationPlan& plan);
   // pgoutput mode: one XLogData payload.
   void OnPgoutputData(std::uint64_t wal_start, std::uint64_t wal_end, std::string_view payload);
-  // After a data message: the commits it carried counted, the source position advanced.
   // The plugin's message read in place into batch_events_, batch_parsed_ and batch_changes_
   // (commits counted); false when it is not in the plugin's canonical form (then parsed whole).
   bool ReadBatchInPlace(std::string_view payload);
   void ProcessChange(const emit::ChangeView& change);
+  // After a data message: the commits it carried counted, the source position advanced.
   void CountCommits(const dblog::v1::Event& event);
   void SourceAdvanced(std::uint64_t wal_end);
   bool MessageWanted(const std::string& prefix) const;
@@ -207,6 +207,7 @@ class Pipeline : public server::Consumer,
   std::vector<emit::BatchEvent> batch_events_;
   std::vector<dblog::v1::Event*> batch_parsed_;
   std::vector<emit::ChangeView> batch_changes_;
+  static constexpr std::size_t kKeptViews = 1024;
   // pgoutput mode: the message whose mapping failed on a database error, and how many times in
   // a row (reconnects replay it; after a few the consumer is told)
   std::uint64_t mapping_failed_at_ = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <random>
 
 #include "bootstrap/scope.h"
@@ -126,7 +127,7 @@ struct Repairs::MessageChange {
     return c.new_row().values(static_cast<int>(i)).unchanged();
   }
   std::string key(const dblog::v1::Relation& r) const { return emit::KeyBytes(r, c.new_row()); }
-  dblog::v1::Row new_row() const { return c.new_row(); }
+  const dblog::v1::Row& new_row() const { return c.new_row(); }
 };
 
 // ViewChange: read in place (the extension's stream); the same answers, from the plugin's bytes
@@ -161,8 +162,10 @@ bool Repairs::OnChange(const dblog::v1::Change& change) {
 
 bool Repairs::OnChange(const emit::ChangeView& change) {
   if (control_oid_ && change.relation_oid == *control_oid_) {
-    dblog::v1::Change parsed;  // a request: parsed (a canonical Change always parses)
-    if (change.ParseInto(&parsed)) OnControlChange(parsed);
+    dblog::v1::Change parsed;  // a request: parsed (what is read in place always parses)
+    if (!change.ParseInto(&parsed))
+      throw std::logic_error("a request read in place does not parse");
+    OnControlChange(parsed);
     return false;
   }
   RecordKeys(ViewChange{change});

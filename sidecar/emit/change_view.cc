@@ -3,6 +3,8 @@
 
 #include <google/protobuf/stubs/common.h>
 
+#include "common/varint.h"
+
 namespace dblog::emit {
 namespace {
 
@@ -66,7 +68,9 @@ bool ReadValue(std::string_view b, Value::KindCase* kind) {
   if (!ReadTag(b, i, &number, &wire_type)) return false;
   switch (number) {
     case Value::kNullValue:
-    case Value::kUnchanged:
+    case Value::kUnchanged:  // "always true when set": a false one is read as protobuf reads it
+      if (wire_type != kVarint || !ReadVarint(b, i, &v) || v != 1) return false;
+      break;
     case Value::kBoolValue:
       if (wire_type != kVarint || !ReadVarint(b, i, &v) || v > 1) return false;
       break;
@@ -237,13 +241,7 @@ std::string KeyBytes(const dblog::v1::Relation& relation, const RowView& row) {
     // Row.values, length-delimited: the tag byte, the length, the Value (canonical)
     const std::string_view v = row[k].bytes;
     key.push_back(static_cast<char>((dblog::v1::Row::kValuesFieldNumber << 3) | kLengthDelimited));
-    for (std::uint64_t n = v.size(); ; n >>= 7) {
-      if (n < 0x80) {
-        key.push_back(static_cast<char>(n));
-        break;
-      }
-      key.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    }
+    common::AppendVarint(key, v.size());
     key.append(v);
   }
   return key;

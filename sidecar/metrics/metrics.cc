@@ -209,6 +209,12 @@ const Metric kConsumerMetrics[] = {
      "Of those, the rows sent as an UPDATE whose other columns say keep yours (a column was "
      "carried only before the window, or the window's row memory ran out).",
      [](const ConsumerStats& s, std::int64_t) { return double(s.window_partial_fills.load()); }},
+    {"dblog_plugin_messages_parsed_whole_total", "counter",
+     "Messages of the dblog plugin not in the encoding dblogd reads in place, parsed whole "
+     "instead: slower, not wrong (0 unless the extension and dblogd disagree).",
+     [](const ConsumerStats& s, std::int64_t) {
+       return double(s.plugin_messages_parsed_whole.load());
+     }},
     {"dblog_repair_key_log_bytes", "gauge",
      "Bytes of streamed transactions' keys kept to widen repair windows: the transactions a new "
      "snapshot may not see yet (pruned once a second), at most --window-key-memory-mb.",

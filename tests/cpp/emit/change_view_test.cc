@@ -29,8 +29,10 @@ Value RandomValue(std::mt19937_64& rng) {
     return s;
   };
   switch (rng() % 14) {
-    case 0: v.set_null_value(true); break;
-    case 1: v.set_unchanged(true); break;
+    // null_value and unchanged are "always true when set"; false ones (never written by the
+    // plugin) must not be read in place
+    case 0: v.set_null_value(rng() % 16 != 0); break;
+    case 1: v.set_unchanged(rng() % 16 != 0); break;
     case 2: v.set_bool_value(rng() % 2); break;
     case 3: v.set_int_value(static_cast<std::int64_t>(rng()) >> (rng() % 64)); break;
     case 4: v.set_float4_value(static_cast<float>(rng() % 1000) / 7.0f); break;
@@ -72,9 +74,20 @@ Change RandomChange(std::mt19937_64& rng) {
 TEST(ChangeView, ReadsWhatProtobufParsesAndKeysMatch) {
   std::mt19937_64 rng(20261207);
   ChangeView view;  // reused, as the pipeline reuses its views
+  int refused = 0;
   for (int i = 0; i < 20000; ++i) {
     const Change c = RandomChange(rng);
     const std::string bytes = c.SerializeAsString();
+    bool a_false_flag = false;
+    for (const Row* row : {&c.new_row(), &c.old_key(), &c.old_row()})
+      for (const Value& v : row->values())
+        a_false_flag |= (v.has_null_value() && !v.null_value()) ||
+                        (v.has_unchanged() && !v.unchanged());
+    if (a_false_flag) {
+      EXPECT_FALSE(view.Parse(bytes)) << c.DebugString();
+      ++refused;
+      continue;
+    }
     ASSERT_TRUE(view.Parse(bytes)) << c.DebugString();
     EXPECT_EQ(view.kind, c.kind());
     EXPECT_EQ(view.relation_oid, c.relation_oid());
@@ -97,6 +110,11 @@ TEST(ChangeView, ReadsWhatProtobufParsesAndKeysMatch) {
       for (int k = 0; k < row->values_size(); ++k) {
         EXPECT_EQ((*rv)[static_cast<std::size_t>(k)].bytes, row->values(k).SerializeAsString());
         EXPECT_EQ((*rv)[static_cast<std::size_t>(k)].kind, row->values(k).kind_case());
+        // what the key log and the windows ask of a value, either way (Repairs::RecordKeys)
+        EXPECT_EQ((*rv)[static_cast<std::size_t>(k)].kind == Value::kUnchanged,
+                  row->values(k).unchanged());
+        EXPECT_EQ((*rv)[static_cast<std::size_t>(k)].kind == Value::kNullValue,
+                  row->values(k).null_value());
         unchanged |= row->values(k).unchanged();
       }
       EXPECT_EQ(rv->HasUnchanged(), unchanged);
@@ -110,6 +128,7 @@ TEST(ChangeView, ReadsWhatProtobufParsesAndKeysMatch) {
     ASSERT_TRUE(view.ParseInto(&back));
     EXPECT_EQ(back.SerializeAsString(), bytes);
   }
+  EXPECT_GT(refused, 100) << "the generator must write false flags, or their refusal is untested";
 }
 
 // Bytes protobuf reads, but not as the plugin writes them (or not at all): refused in place.
@@ -141,6 +160,9 @@ TEST(ChangeView, RefusesWhatIsNotTheCanonicalForm) {
   ASSERT_TRUE(view.Parse(with_value(std::string("\x3a\x02hi", 4))));
   refused(with_value(std::string("\x20\x02\x3a\x02hi", 6)), "a Value with two members");
   refused(with_value(std::string("\x18\x02", 2)), "a bool of 2");
+  refused(with_value(std::string("\x10\x00", 2)), "unchanged: false (protobuf: not unchanged)");
+  refused(with_value(std::string("\x08\x00", 2)), "null_value: false");
+  ASSERT_TRUE(view.Parse(with_value(std::string("\x18\x00", 2)))) << "bool_value: false";
   refused(with_value(std::string("\x3a\x02\xff\xfe", 4)), "text that is not UTF-8");
   refused(with_value(std::string("\x50\x80\x80\x80\x80\x10", 6)), "a date beyond 32 bits");
   Change parsed;

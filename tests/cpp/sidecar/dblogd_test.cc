@@ -27,6 +27,10 @@ using namespace std::chrono_literals;
 
 TEST_F(DblogdTest, LiveChangesArriveInOrderWithCoordinates) {
   db().exec("CREATE TABLE " + schema() + ".items (id int PRIMARY KEY, name text)");
+  // a value of each kind the plugin encodes, NULLs and a key change: every message read in place
+  db().exec("CREATE TABLE " + schema() + ".typed (id int PRIMARY KEY, b bool, i8 int8,"
+            " f4 float4, f8 float8, n numeric, t text, by bytea, u uuid, d date, ts timestamp,"
+            " tz timestamptz, j jsonb, a int[])");
   StartDblogd({"--bootstrap=false"});
   client::Client c = Connect();
   EXPECT_EQ(c.welcome().slot(), Slot());
@@ -36,6 +40,11 @@ TEST_F(DblogdTest, LiveChangesArriveInOrderWithCoordinates) {
   db().exec("UPDATE " + schema() + ".items SET name = 'B' WHERE id = 2");
   db().exec("UPDATE " + schema() + ".items SET id = 3 WHERE id = 1");
   db().exec("DELETE FROM " + schema() + ".items WHERE id = 2");
+  db().exec("INSERT INTO " + schema() + ".typed VALUES (1, false, -9000000000, 1.5, '-0',"
+            " 12.345, 'é', '\\x00ff', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2026-12-07',"
+            " '2026-12-07 10:00', 'infinity', '{\"k\": [1]}', '{1,NULL}'),"
+            " (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)");
+  db().exec("UPDATE " + schema() + ".typed SET id = 3, t = '' WHERE id = 2");
   Replay replay;
   std::vector<dblog::v1::StreamEvent> events;
   const std::uint64_t until = Sentinel();
@@ -58,10 +67,15 @@ TEST_F(DblogdTest, LiveChangesArriveInOrderWithCoordinates) {
     EXPECT_GT(ch.commit_time(), 0);
     ops.push_back(dblog::v1::Change::Kind_Name(ch.kind()));
   }
-  // the key change is rendered as the old key's delete followed by the new row
+  // the key change is rendered as the old key's delete followed by the new row (the last
+  // INSERT is the sentinel's)
   EXPECT_EQ(ops, (std::vector<std::string>{"INSERT", "INSERT", "UPDATE", "DELETE", "INSERT",
-                                           "DELETE", "INSERT"}));
-  ExpectConverged(replay, {"items"});
+                                           "DELETE", "INSERT", "INSERT", "DELETE", "INSERT",
+                                           "INSERT"}));
+  ExpectConverged(replay, {"items", "typed"});
+  EXPECT_EQ(MetricValue(dblogd_->Metrics(),
+                        "dblog_plugin_messages_parsed_whole_total{consumer=\"" + consumer() + "\"}"),
+            0);
 }
 
 TEST_F(DblogdTest, AcknowledgementsMoveConfirmedFlush) {

@@ -219,7 +219,7 @@ TEST(MetricsRender, FamiliesThenOneSeriesPerConsumer) {
   std::size_t families = 0;
   for (auto at = text.find("# HELP "); at != std::string::npos; at = text.find("# HELP ", at + 1))
     ++families;
-  EXPECT_EQ(families, 8u + 29u);  // the daemon's, each consumer's
+  EXPECT_EQ(families, 8u + 30u);  // the daemon's, each consumer's
 }
 
 // metrics::RenderStatusJson, the body of GET /status.json: one object per consumer in name
