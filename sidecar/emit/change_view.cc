@@ -45,7 +45,7 @@ bool ReadTag(std::string_view b, std::size_t& i, std::uint64_t* number, int* wir
 }
 
 // A length-delimited payload at b[i].
-bool ReadBytes(std::string_view b, std::size_t& i, std::string_view* payload) {
+inline bool ReadBytes(std::string_view b, std::size_t& i, std::string_view* payload) {
   std::uint64_t len = 0;
   if (!ReadVarint(b, i, &len) || len > b.size() - i) return false;
   *payload = b.substr(i, len);
@@ -62,10 +62,13 @@ bool Utf8(std::string_view s) {
 bool ReadValue(std::string_view b, Value::KindCase* kind) {
   *kind = Value::KIND_NOT_SET;
   if (b.empty()) return true;
-  std::size_t i = 0;
-  std::uint64_t number = 0, v = 0;
-  int wire_type = 0;
-  if (!ReadTag(b, i, &number, &wire_type)) return false;
+  // Value's members are fields 1-13: their tags are one byte (anything longer is not one)
+  const auto tag = static_cast<unsigned char>(b[0]);
+  if (tag >= 0x80) return false;
+  const std::uint64_t number = tag >> 3;
+  const int wire_type = tag & 7;
+  std::size_t i = 1;
+  std::uint64_t v = 0;
   switch (number) {
     case Value::kNullValue:
     case Value::kUnchanged:  // "always true when set": a false one is read as protobuf reads it
@@ -113,14 +116,11 @@ bool RowView::Parse(std::string_view row) {
   Clear();
   bytes_ = row;
   std::size_t i = 0;
+  constexpr char kValuesTag = (dblog::v1::Row::kValuesFieldNumber << 3) | kLengthDelimited;
   while (i < row.size()) {
-    std::uint64_t number = 0;
-    int wire_type = 0;
     ValueView v;
-    if (!ReadTag(row, i, &number, &wire_type) ||
-        number != static_cast<std::uint64_t>(dblog::v1::Row::kValuesFieldNumber) ||
-        wire_type != kLengthDelimited || !ReadBytes(row, i, &v.bytes) ||
-        !ReadValue(v.bytes, &v.kind))
+    // Row has one field, values: its tag is one byte
+    if (row[i++] != kValuesTag || !ReadBytes(row, i, &v.bytes) || !ReadValue(v.bytes, &v.kind))
       return false;
     values_.push_back(v);
   }
