@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <limits>
-#include <stdexcept>
 #include <random>
+#include <stdexcept>
 
 #include "bootstrap/scope.h"
 #include "common/json.h"

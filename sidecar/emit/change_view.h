@@ -8,9 +8,8 @@
 //
 // Only the canonical encoding the plugin writes is read in place (fields in number order, each
 // once, minimal varints, one member per Value, null_value and unchanged true, valid UTF-8 in
-// text): anything else makes Parse
-// false and the caller parses the Change as a message instead, as it did before, so every input
-// means what protobuf says it means. A value's bytes are then exactly what serializing its parsed
+// text): anything else makes Parse false and the caller parses the Change as a message instead,
+// as it did before, so every input means what protobuf says it means. A value's bytes are then exactly what serializing its parsed
 // message gives, and keys made from them (KeyBytes) equal those made from the message.
 // Owns: that reading. Pure: no I/O.
 #pragma once

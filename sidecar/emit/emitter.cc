@@ -361,8 +361,10 @@ void Emitter::BeginChunk(const dblog::v1::Relation& rel, dblog::v1::ChunkBegin c
          " with the Relation of " + std::to_string(rel.oid()));
   RememberRelation(rel);
   // A range's bounds are whole keys, never a prefix: consumers compare them value by value.
-  if (chunk.has_from_key()) RequireKeyWidth(rel, chunk.from_key().values_size(), "ChunkBegin.from_key");
-  if (chunk.has_to_key()) RequireKeyWidth(rel, chunk.to_key().values_size(), "ChunkBegin.to_key");
+  if (chunk.has_from_key())
+    RequireKeyWidth(rel, chunk.from_key().values_size(), "ChunkBegin.from_key");
+  if (chunk.has_to_key())
+    RequireKeyWidth(rel, chunk.to_key().values_size(), "ChunkBegin.to_key");
   if (chunk.key_collations_size() != 0 && chunk.key_collations_size() != rel.key_columns_size())
     Fail("ChunkBegin with " + std::to_string(chunk.key_collations_size()) +
          " key collations for a key of " + std::to_string(rel.key_columns_size()) + " columns");

@@ -217,7 +217,7 @@ const Metric kConsumerMetrics[] = {
      }},
     {"dblog_repair_key_log_bytes", "gauge",
      "Bytes of streamed transactions' keys kept to widen repair windows: the transactions a new "
-     "snapshot may not see yet (pruned once a second), at most --window-key-memory-mb.",
+     "snapshot may not see yet (pruned as the stream goes), at most --window-key-memory-mb.",
      [](const ConsumerStats& s, std::int64_t) { return double(s.key_log_bytes.load()); }},
     {"dblog_repair_key_log_horizon", "gauge",
      "The xid that key log was last pruned below: the oldest transaction running then, or a "

@@ -53,8 +53,8 @@ struct ConsumerStats {
   std::atomic<std::uint64_t> windows_read_ahead{0};  // chunks read while the window before waited
   std::atomic<std::uint64_t> window_fills{0};       // kept keys' rows completed by a fill
   std::atomic<std::uint64_t> window_partial_fills{0};  // ... of which sent as partial UPDATEs
-  // the keys of streamed transactions kept to widen repair windows (consumer/repairs.h)
   std::atomic<std::uint64_t> plugin_messages_parsed_whole{0};  // not read in place (emit/)
+  // the keys of streamed transactions kept to widen repair windows (consumer/repairs.h)
   std::atomic<std::uint64_t> key_log_bytes{0};
   std::atomic<std::uint64_t> key_log_horizon{0};    // the xid it was last pruned below
   std::atomic<std::uint64_t> key_log_pruned{0};     // its transactions every snapshot sees
