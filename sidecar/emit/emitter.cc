@@ -156,7 +156,10 @@ void Emitter::ConsumeChange(const ChangeView& change) {
       RequireKeyWidth(rel, static_cast<int>(change.old_key.size()), "DELETE");
       break;
     case Change::UPDATE:
-      if (KeyChanged(rel, change) && !change.new_row.HasUnchanged()) return ConsumeParsed(change);
+      if (KeyChanged(rel, change) && !change.new_row.HasUnchanged()) {
+        Change parsed = Parsed(change);  // split the way of Consume
+        return OnChange(parsed, {});
+      }
       break;
     default:
       Fail("plugin Change of kind " + std::to_string(change.kind) + " for relation " +
@@ -166,17 +169,16 @@ void Emitter::ConsumeChange(const ChangeView& change) {
   if (!Admit(pos)) return;
   SendRelation(change.relation_oid);
   if (change.commit_lsn == pos.commit_lsn && AppendSplicedChange(change.raw, pos.seq)) return;
-  Change parsed;
-  if (!change.ParseInto(&parsed)) Fail("a Change read in place does not parse");
+  Change parsed = Parsed(change);
   parsed.set_commit_lsn(pos.commit_lsn);
   parsed.set_seq(pos.seq);
   Append(StreamEvent::kChange, parsed);
 }
 
-void Emitter::ConsumeParsed(const ChangeView& change) {
+Change Emitter::Parsed(const ChangeView& change) {
   Change parsed;
   if (!change.ParseInto(&parsed)) Fail("a Change read in place does not parse");
-  OnChange(parsed, {});
+  return parsed;
 }
 
 void Emitter::SendChange(Change& change, std::string_view raw) {

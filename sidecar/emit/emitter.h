@@ -161,8 +161,8 @@ class Emitter {
   void OnChange(dblog::v1::Change& change, std::string_view raw);
   // Positions and sends one log Change (from `raw`, its plugin bytes, when given).
   void SendChange(dblog::v1::Change& change, std::string_view raw = {});
-  // ConsumeChange's way for what needs the message: parsed, then as Consume.
-  void ConsumeParsed(const ChangeView& change);
+  // ConsumeChange's Change as a message, for what needs one (throws when it does not parse).
+  static dblog::v1::Change Parsed(const ChangeView& change);
   // Appends `raw` (a canonical Change: fields in number order) with its seq replaced by `seq`.
   // False, appending nothing, when `raw` is not laid out that way.
   bool AppendSplicedChange(std::string_view raw, std::uint32_t seq);

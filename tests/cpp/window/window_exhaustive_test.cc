@@ -1135,28 +1135,28 @@ TEST(WindowExhaustive, ForgettingBelowTheSnapshotXmaxAtARestartIsCaught) {
 // The pruning's planted bugs, each of its two conditions left out: a horizon asked while a
 // chunk is being read passes the snapshot the read took before it; one not bounded by the
 // windows in flight passes the snapshot of a window read before it.
-TEST(WindowExhaustive, PruningTheKeyLogWhileAChunkIsReadIsCaught) {
+void ExpectPruningBugCaught(Options options, const char* what) {
   Bounds b = BoundsFromEnv();
   b.max_events = std::min(b.max_events, 4);
-  Options options;
   options.stream_start = StreamStart::kNextXid;
-  options.prune_waits_for_reads = false;
   const Result r = Enumerate(b, options);
-  Print("widened windows, the key log pruned while a chunk is read (planted bug)", b, r);
+  Print(what, b, r);
   EXPECT_GT(r.violating, 0u) << "the checker must catch a horizon past a window's snapshot, or "
                                 "it proves nothing";
 }
 
-TEST(WindowExhaustive, PruningTheKeyLogPastAWindowInFlightIsCaught) {
-  Bounds b = BoundsFromEnv();
-  b.max_events = std::min(b.max_events, 4);
+TEST(WindowExhaustive, PruningTheKeyLogWhileAChunkIsReadIsCaught) {
   Options options;
-  options.stream_start = StreamStart::kNextXid;
+  options.prune_waits_for_reads = false;
+  ExpectPruningBugCaught(options,
+                         "widened windows, the key log pruned while a chunk is read (planted bug)");
+}
+
+TEST(WindowExhaustive, PruningTheKeyLogPastAWindowInFlightIsCaught) {
+  Options options;
   options.prune_bounded_by_windows = false;
-  const Result r = Enumerate(b, options);
-  Print("widened windows, the key log pruned past a window in flight (planted bug)", b, r);
-  EXPECT_GT(r.violating, 0u) << "the checker must catch a horizon past a window's snapshot, or "
-                                "it proves nothing";
+  ExpectPruningBugCaught(
+      options, "widened windows, the key log pruned past a window in flight (planted bug)");
 }
 
 // The bounds of the windows-in-a-row tests: a redo that meets a window read ahead takes seven
