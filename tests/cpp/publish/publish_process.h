@@ -50,6 +50,14 @@ class PublishProcess {
     if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       ++exits_;
+      // how it ended, into its log (which the test prints when it fails)
+      if (FILE* f = std::fopen(log_.c_str(), "a")) {
+        if (WIFSIGNALED(status))
+          std::fprintf(f, "[test] dblog publish was killed by signal %d\n", WTERMSIG(status));
+        else
+          std::fprintf(f, "[test] dblog publish exited with status %d\n", WEXITSTATUS(status));
+        std::fclose(f);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       Start();
     }
