@@ -1,9 +1,10 @@
 // bench/consumer.cc: dblog_bench_consumer, the discarding consumer of the benchmarks
 // (bench/run.sh, docs/benchmarks.md).
 //
-// Connects to dblogd with the client library (client/client.h), lets it parse every frame into
-// StreamEvents (NextRef: parsed into the client's arena, not copied out), counts them,
-// acknowledges and throws them away. Acknowledgements go out as a batching applier sends them:
+// Connects to dblogd with the client library (client/client.h), reads every event (NextView:
+// Changes read in place, their values checked as they are read, other events parsed; with
+// --parsed, NextRef: every event parsed into the client's arena, the way before), counts them
+// and their values, acknowledges and throws them away. Acknowledgements go out as a batching applier sends them:
 // the last Commit (or BootstrapEnd) received, whenever the consumer has caught up with what
 // arrived (the client has nothing more buffered), and at the end condition; --ack-every N
 // acknowledges every Nth Commit instead. It stops at one of:
@@ -54,6 +55,7 @@ struct Options {
   double linger_s = 0;            // keep consuming (and acking) this long after the end
   long ack_every = 0;             // 0: ack when caught up; N: every Nth Commit (and the end's)
   std::string tls_ca;             // non-empty: TLS, the server's certificate checked against it
+  bool parsed = false;            // NextRef (every Change parsed) instead of NextView
 };
 
 [[noreturn]] void Usage(const char* why) {
@@ -63,7 +65,7 @@ struct Options {
                "(--until-marker SCHEMA.TABLE | --until-bootstrap-end | --until-repair-done) "
                "[--host H] [--latency] "
                "[--expect-changes N] [--timeout S] [--ready] [--ack-every N] [--linger S] "
-               "[--tls-ca FILE]\n",
+               "[--tls-ca FILE] [--parsed]\n",
                why);
   std::exit(2);
 }
@@ -89,6 +91,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--linger") o.linger_s = std::stod(value());
     else if (a == "--ack-every") o.ack_every = std::max(0L, std::stol(value()));
     else if (a == "--tls-ca") o.tls_ca = value();
+    else if (a == "--parsed") o.parsed = true;
     else Usage(("unknown argument " + a).c_str());
   }
   if (o.consumer.empty()) Usage("--consumer is required");
@@ -114,7 +117,7 @@ double Percentile(std::vector<std::int64_t>& v, double p) {
 // What the consumer saw, printed as the JSON line.
 struct Tally {
   std::uint64_t events = 0, changes = 0, reads = 0, inserts = 0, updates = 0, deletes = 0,
-                commits = 0, relations = 0, heartbeats = 0, progress = 0, acks = 0;
+                commits = 0, relations = 0, heartbeats = 0, progress = 0, acks = 0, values = 0;
   std::vector<std::int64_t> latencies;
   double first_event_s = -1;
   std::uint64_t chunks = 0, chunk_rows = 0, chunk_deletes = 0;
@@ -161,8 +164,9 @@ struct Run {
         t.last_chunk_us = NowMicros();
         if (ev.chunk_end().last()) txn_has_last_chunk = true;
         break;
-      case StreamEvent::kChange:
-        OnChange(ev.change());
+      case StreamEvent::kChange:  // (a Change NextView could not read in place)
+        OnChange(ev.change().relation_oid(), ev.change().kind(),
+                 ev.change().new_row().values_size() + ev.change().old_key().values_size());
         break;
       case StreamEvent::kCommit:
         ++t.commits;
@@ -183,13 +187,21 @@ struct Run {
     return Ack::kNone;
   }
 
-  void OnChange(const dblog::v1::Change& c) {
-    if (is_marker[c.relation_oid()]) {
+  // A Change read in place: its values were read (and checked) by the client.
+  Ack OnChange(const dblog::wire::ChangeView& c) {
+    ++t.events;
+    OnChange(c.relation_oid, c.kind, c.new_row.size() + c.old_key.size());
+    return Ack::kNone;
+  }
+
+  void OnChange(std::uint32_t relation_oid, dblog::v1::Change::Kind kind, std::size_t values) {
+    t.values += values;
+    if (is_marker[relation_oid]) {
       txn_has_marker = true;
       return;
     }
     ++t.changes;
-    switch (c.kind()) {
+    switch (kind) {
       case dblog::v1::Change::INSERT: ++t.inserts; break;
       case dblog::v1::Change::UPDATE: ++t.updates; break;
       case dblog::v1::Change::DELETE: ++t.deletes; break;
@@ -232,15 +244,36 @@ bool Consume(Run& run, std::chrono::steady_clock::time_point t0) {
   dblog::client::Client client = dblog::client::Client::Connect(ConnectOptionsOf(opt));
   if (opt.ready_line) std::cerr << "ready" << std::endl;
   dblog::client::ItemRef item;
+  dblog::client::ItemView view;
   std::optional<dblog::v1::Position> unacked;  // the last Commit/BootstrapEnd not acked yet
   auto ack = [&] {
     client.Ack(*unacked);
     unacked.reset();
     ++t.acks;
   };
+  // The next item as NextRef hands it out; a Change read in place is counted here and comes
+  // back as no item (nullptr).
+  const auto next = [&]() -> bool {
+    if (opt.parsed) return client.NextRef(item);
+    if (!client.NextView(view)) return false;
+    if (const auto* e = std::get_if<dblog::client::EventView>(&view)) {
+      if (e->change != nullptr) {
+        if (t.events == 0) t.first_event_s = SecondsSince(t0);
+        if (!run.done) run.OnChange(*e->change);  // (not counted while lingering)
+        item = static_cast<const StreamEvent*>(nullptr);
+      } else {
+        item = e->event;
+      }
+    } else if (const auto* const* h = std::get_if<const dblog::v1::Heartbeat*>(&view)) {
+      item = *h;
+    } else {
+      item = std::get<const dblog::v1::Progress*>(view);
+    }
+    return true;
+  };
   while (!run.done) {
     if (unacked && opt.ack_every == 0 && !client.HasBufferedItems()) ack();
-    if (!client.NextRef(item)) {
+    if (!next()) {
       std::fprintf(stderr, "dblog_bench_consumer: dblogd closed the stream early\n");
       return false;
     }
@@ -252,11 +285,12 @@ bool Consume(Run& run, std::chrono::steady_clock::time_point t0) {
       ++t.progress;
       continue;
     }
-    const StreamEvent& ev = *std::get<const StreamEvent*>(item);
+    const StreamEvent* ev = std::get<const StreamEvent*>(item);
+    if (ev == nullptr) continue;  // a Change read in place, counted
     if (t.events++ == 0) t.first_event_s = SecondsSince(t0);
-    const Ack a = run.OnEvent(ev);
+    const Ack a = run.OnEvent(*ev);
     if (a == Ack::kNone) continue;
-    unacked = dblog::client::Client::PositionOf(ev);
+    unacked = dblog::client::Client::PositionOf(*ev);
     if (a == Ack::kNow) ack();
   }
   t.wall = SecondsSince(t0);
@@ -265,9 +299,9 @@ bool Consume(Run& run, std::chrono::steady_clock::time_point t0) {
   // being streamed); what comes now is read, acknowledged and not counted.
   while (SecondsSince(t0) < t.wall + opt.linger_s) {
     if (unacked && !client.HasBufferedItems()) ack();
-    if (!client.NextRef(item)) break;
+    if (!next()) break;
     if (const auto* const* ev = std::get_if<const StreamEvent*>(&item);
-        ev && ((*ev)->has_commit() || (*ev)->has_bootstrap_end()))
+        ev && *ev && ((*ev)->has_commit() || (*ev)->has_bootstrap_end()))
       unacked = dblog::client::Client::PositionOf(**ev);
   }
   return true;
@@ -279,14 +313,14 @@ void PrintTally(const Tally& t, bool latency) {
       "\"inserts\": %llu, \"updates\": %llu, \"deletes\": %llu, \"reads\": %llu, "
       "\"commits\": %llu, \"relations\": %llu, \"heartbeats\": %llu, \"progress\": %llu, "
       "\"acks\": %llu, \"chunks\": %llu, \"chunk_rows\": %llu, \"chunk_deletes\": %llu, "
-      "\"first_chunk_us\": %lld, \"last_chunk_us\": %lld, \"done_us\": %lld",
+      "\"first_chunk_us\": %lld, \"last_chunk_us\": %lld, \"done_us\": %lld, \"values\": %llu",
       t.wall, t.first_event_s, (unsigned long long)t.events, (unsigned long long)t.changes,
       (unsigned long long)t.inserts, (unsigned long long)t.updates, (unsigned long long)t.deletes,
       (unsigned long long)t.reads, (unsigned long long)t.commits, (unsigned long long)t.relations,
       (unsigned long long)t.heartbeats, (unsigned long long)t.progress, (unsigned long long)t.acks,
       (unsigned long long)t.chunks, (unsigned long long)t.chunk_rows,
       (unsigned long long)t.chunk_deletes, (long long)t.first_chunk_us, (long long)t.last_chunk_us,
-      (long long)t.done_us);
+      (long long)t.done_us, (unsigned long long)t.values);
   if (latency) {
     std::vector<std::int64_t> v = t.latencies;
     const double mx = v.empty() ? 0 : static_cast<double>(*std::max_element(v.begin(), v.end()));

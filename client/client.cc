@@ -133,7 +133,15 @@ class Client::Impl {
   }
 
   void Handshake();
-  bool NextRef(ItemRef& item);
+  bool NextRef(ItemRef& item) {
+    return Read([&] { return reader_.NextItem(item); });
+  }
+  bool NextView(ItemView& item) {
+    return Read([&] { return reader_.NextView(item); });
+  }
+  // The next item as `next` takes it from the reader, reading the socket while it needs more.
+  template <typename Take>
+  bool Read(Take next);
   bool HasBufferedItems();
   bool WaitForItems(std::chrono::milliseconds max);
   void Ack(const Position& position);
@@ -436,14 +444,15 @@ void Client::Impl::TlsHandshakeFailed(const boost::system::error_code& result,
   throw TlsError(message);
 }
 
-bool Client::Impl::NextRef(ItemRef& item) {
+template <typename Take>
+bool Client::Impl::Read(Take next) {
   if (state_ == State::kClosed) return false;
   if (state_ == State::kFailed) {
     throw ProtocolError("the connection to " + Peer() + " failed earlier; reconnect");
   }
   try {
     for (;;) {
-      if (reader_.NextItem(item)) return true;
+      if (next()) return true;
       // A fresh deadline per read: io_timeout bounds silence, not the length of a batch.
       if (ReadSome(IoDeadline(), "reading from " + Peer()) == 0) {
         if (reader_.buffered() != 0) {
@@ -496,6 +505,7 @@ Client::~Client() = default;
 
 const dblog::v1::Welcome& Client::welcome() const { return impl_->welcome(); }
 bool Client::NextRef(ItemRef& item) { return impl_->NextRef(item); }
+bool Client::NextView(ItemView& item) { return impl_->NextView(item); }
 
 bool Client::Next(Item& item) {
   ItemRef ref;

@@ -20,6 +20,7 @@
 #include <variant>
 
 #include "dblog/v1/consumer.pb.h"
+#include "wire/change_view.h"
 
 namespace dblog::client {
 
@@ -143,6 +144,17 @@ using Item = std::variant<dblog::v1::StreamEvent, dblog::v1::Heartbeat, dblog::v
 using ItemRef = std::variant<const dblog::v1::StreamEvent*, const dblog::v1::Heartbeat*,
                              const dblog::v1::Progress*>;
 
+// An event as NextView hands it out: exactly one of the two is set. `change`: a Change read in
+// place (wire/change_view.h), its values views into the received frame; `event`: any other
+// event, parsed, and a Change that is not in the canonical form dblogd forwards (a consumer of
+// NextView handles event->change() too; with dblogd it does not happen).
+struct EventView {
+  const dblog::v1::StreamEvent* event = nullptr;
+  const wire::ChangeView* change = nullptr;
+};
+using ItemView =
+    std::variant<EventView, const dblog::v1::Heartbeat*, const dblog::v1::Progress*>;
+
 class Client {
  public:
   static constexpr std::uint32_t kProtocolVersion = dblog::v1::PROTOCOL_VERSION_1;
@@ -170,6 +182,11 @@ class Client {
   // Next or NextRef on this client (copy what must live longer). The fast path for consumers
   // that look at each event once (counting, rendering, applying).
   bool NextRef(ItemRef& item);
+  // NextRef without parsing Changes: each Change is read in place (EventView), no value is
+  // copied or allocated; the same checks, the same lifetime (until the next Next, NextRef or
+  // NextView). The fast path for consumers that read every value once (a bootstrap's rows, an
+  // applier writing them out). The calls may be mixed.
+  bool NextView(ItemView& item);
 
   // True when Next can return an item without reading the socket (the rest of an EventBatch,
   // or a complete frame already received). A writer can flush its output when this is false.

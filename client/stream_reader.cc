@@ -69,14 +69,12 @@ void StreamReader::AcceptWelcome(const ServerMessage& answer,
   }
 }
 
-void StreamReader::CheckPosition(const StreamEvent& event) {
-  const auto position = PositionOf(event);
+void StreamReader::CheckPosition(const std::optional<Position>& position, bool begin) {
   if (!position) return;
   // Resuming inside a transaction: its Begin comes first, at its own position (commit_lsn, 0),
   // at or before the resume point; its events after the resume point follow.
-  const bool resumed_begin = !positioned_ && event.has_begin() &&
-                             last_position_.commit_lsn() != 0 &&
-                             event.begin().commit_lsn() == last_position_.commit_lsn();
+  const bool resumed_begin = !positioned_ && begin && last_position_.commit_lsn() != 0 &&
+                             position->commit_lsn() == last_position_.commit_lsn();
   positioned_ = true;
   if (resumed_begin) return;
   if (ComparePositions(*position, last_position_) <= 0) {
@@ -84,6 +82,15 @@ void StreamReader::CheckPosition(const StreamEvent& event) {
                         ", not after the previous position " + FormatPosition(last_position_));
   }
   last_position_ = *position;
+}
+
+void StreamReader::Accept(const StreamEvent& event) {
+  if (event.event_case() == StreamEvent::EVENT_NOT_SET) {
+    // Possibly an event kind newer than this client: skipping it could lose data.
+    throw ProtocolError(peer_ + " sent an event of a kind this client does not know");
+  }
+  CheckPosition(PositionOf(event), event.has_begin());
+  NoteReached(event);
 }
 
 void StreamReader::NoteReached(const StreamEvent& event) {
@@ -109,8 +116,11 @@ void StreamReader::NoteReached(const StreamEvent& event) {
     default:
       break;
   }
-  if (in_bootstrap_) return;
-  if (const auto position = PositionOf(event)) reach(position->commit_lsn());
+  if (const auto position = PositionOf(event)) NoteReached(position->commit_lsn());
+}
+
+void StreamReader::NoteReached(std::uint64_t commit_lsn) {
+  if (!in_bootstrap_ && commit_lsn > through_) through_ = commit_lsn;
 }
 
 std::uint64_t StreamReader::received_through() const {
@@ -118,51 +128,159 @@ std::uint64_t StreamReader::received_through() const {
   return std::max(through_, welcome_.resume_from().commit_lsn());
 }
 
+bool StreamReader::NextFrame(bool in_place, ItemRef* control) {
+  // Everything handed out so far is released here, before the next frame is read.
+  batch_ = nullptr;
+  split_.clear();
+  split_next_ = 0;
+  if (views_.size() > kKeptViews) {  // after a huge frame
+    views_.resize(kKeptViews);
+    views_.shrink_to_fit();
+  }
+  arena_.Reset();
+  std::string_view payload;
+  std::string error;
+  switch (decoder_.Next(&payload, &error)) {
+    case wire::FrameDecoder::Status::kFrame:
+      break;
+    case wire::FrameDecoder::Status::kError:
+      throw ProtocolError(peer_ + " sent a bad frame: " + error);
+    case wire::FrameDecoder::Status::kNeedMore:
+      return false;
+  }
+  if (in_place && SplitInPlace(payload)) return true;
+  auto* message = google::protobuf::Arena::CreateMessage<ServerMessage>(&arena_);
+  if (!message->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    throw ProtocolError(peer_ + " sent a malformed ServerMessage frame (" +
+                        std::to_string(payload.size()) + " bytes)");
+  }
+  return Dispatch(*message, control);
+}
+
+bool StreamReader::SplitInPlace(std::string_view payload) {
+  // ServerMessage{events: EventBatch{events: ...}} as dblogd writes it: the one field's tag, its
+  // length, the batch, nothing after; each StreamEvent of one member. Every event is read here,
+  // before any is handed out, as a parse of the whole frame reads them: a Change in place when
+  // it is canonical, anything else parsed. False (nothing split) when the frame is not such a
+  // batch or an event does not parse: the caller parses the whole frame, which then answers as
+  // NextItem would.
+  static_assert(static_cast<int>(dblog::v1::EventBatch::kEventsFieldNumber) ==
+                    static_cast<int>(dblog::v1::Batch::kEventsFieldNumber),
+                "an EventBatch is split as a plugin Batch is");
+  std::string_view batch;
+  if (!wire::OneField(payload, ServerMessage::kEventsFieldNumber, &batch) ||
+      !wire::SplitBatch(batch, &events_))
+    return false;
+  std::size_t views = 0;
+  for (const wire::BatchEvent& e : events_) {
+    SplitEvent item;
+    item.bytes = e.event;
+    if (e.member == static_cast<std::uint32_t>(StreamEvent::kChange)) {
+      if (views == views_.size()) views_.emplace_back();
+      if (views_[views].Parse(e.payload)) {
+        item.view = views++;
+        split_.push_back(item);
+        continue;
+      }
+    }
+    auto* event = google::protobuf::Arena::CreateMessage<StreamEvent>(&arena_);
+    if (!event->ParseFromArray(e.event.data(), static_cast<int>(e.event.size()))) {
+      split_.clear();
+      arena_.Reset();
+      return false;
+    }
+    item.event = event;
+    split_.push_back(item);
+  }
+  return true;
+}
+
+bool StreamReader::Dispatch(const ServerMessage& message, ItemRef* control) {
+  switch (message.msg_case()) {
+    case ServerMessage::kEvents:
+      batch_ = &message.events();
+      batch_next_ = 0;
+      return true;
+    case ServerMessage::kHeartbeat:
+      // Everything the source committed before source_lsn was sent ahead of the heartbeat
+      // (not during a bootstrap: the copy is incomplete until BootstrapEnd).
+      NoteReached(message.heartbeat().source_lsn());
+      *control = &message.heartbeat();
+      return true;
+    case ServerMessage::kProgress:
+      *control = &message.progress();
+      return true;
+    case ServerMessage::kError:
+      throw ServerError(message.error().code(), message.error().message());
+    case ServerMessage::kWelcome:
+      throw ProtocolError(peer_ + " sent a second Welcome");
+    case ServerMessage::MSG_NOT_SET:
+      break;
+  }
+  throw ProtocolError(peer_ + " sent a ServerMessage of a kind this client does not know");
+}
+
+const StreamEvent* StreamReader::NextParsedEvent() {
+  if (batch_ != nullptr && batch_next_ < batch_->events_size())
+    return &batch_->events(batch_next_++);
+  if (split_next_ < split_.size()) {
+    const SplitEvent& e = split_[split_next_++];
+    if (e.event != nullptr) return e.event;
+    // a Change read in place, asked for parsed (NextItem after NextView): it parsed above, as
+    // a view, so it parses as a message
+    auto* event = google::protobuf::Arena::CreateMessage<StreamEvent>(&arena_);
+    event->ParseFromArray(e.bytes.data(), static_cast<int>(e.bytes.size()));
+    return event;
+  }
+  return nullptr;
+}
+
 bool StreamReader::NextItem(ItemRef& item) {
   for (;;) {
-    if (batch_ != nullptr && batch_next_ < batch_->events_size()) {
-      const StreamEvent& event = batch_->events(batch_next_++);
-      if (event.event_case() == StreamEvent::EVENT_NOT_SET) {
-        // Possibly an event kind newer than this client: skipping it could lose data.
-        throw ProtocolError(peer_ + " sent an event of a kind this client does not know");
-      }
-      CheckPosition(event);
-      NoteReached(event);
-      item = &event;
+    if (const StreamEvent* event = NextParsedEvent()) {
+      Accept(*event);
+      item = event;
       return true;
     }
-    // Everything handed out so far is released here, before the next frame is parsed.
-    batch_ = nullptr;
-    arena_.Reset();
-    auto* message = google::protobuf::Arena::CreateMessage<ServerMessage>(&arena_);
-    if (!NextMessage(*message)) return false;
-    switch (message->msg_case()) {
-      case ServerMessage::kEvents:
-        batch_ = &message->events();
-        batch_next_ = 0;
-        continue;
-      case ServerMessage::kHeartbeat:
-        // Everything the source committed before source_lsn was sent ahead of the heartbeat
-        // (not during a bootstrap: the copy is incomplete until BootstrapEnd).
-        if (!in_bootstrap_ && message->heartbeat().source_lsn() > through_)
-          through_ = message->heartbeat().source_lsn();
-        item = &message->heartbeat();
-        return true;
-      case ServerMessage::kProgress:
-        item = &message->progress();
-        return true;
-      case ServerMessage::kError:
-        throw ServerError(message->error().code(), message->error().message());
-      case ServerMessage::kWelcome:
-        throw ProtocolError(peer_ + " sent a second Welcome");
-      case ServerMessage::MSG_NOT_SET:
-        throw ProtocolError(peer_ + " sent a ServerMessage of a kind this client does not know");
+    ItemRef control;
+    if (!NextFrame(/*in_place=*/false, &control)) return false;
+    if (batch_ == nullptr) {
+      item = control;
+      return true;
+    }
+  }
+}
+
+bool StreamReader::NextView(ItemView& item) {
+  for (;;) {
+    if (split_next_ < split_.size() && split_[split_next_].event == nullptr) {
+      const wire::ChangeView& change = views_[split_[split_next_++].view];
+      CheckPosition(MakePosition(change.commit_lsn, change.seq), /*begin=*/false);
+      NoteReached(change.commit_lsn);
+      item = EventView{nullptr, &change};
+      return true;
+    }
+    if (const StreamEvent* event = NextParsedEvent()) {
+      Accept(*event);
+      item = EventView{event, nullptr};
+      return true;
+    }
+    ItemRef control = static_cast<const StreamEvent*>(nullptr);
+    if (!NextFrame(/*in_place=*/true, &control)) return false;
+    if (const auto* const* h = std::get_if<const dblog::v1::Heartbeat*>(&control)) {
+      item = *h;
+      return true;
+    }
+    if (const auto* const* p = std::get_if<const dblog::v1::Progress*>(&control)) {
+      item = *p;
+      return true;
     }
   }
 }
 
 bool StreamReader::HasBufferedItems() const {
   if (batch_ != nullptr && batch_next_ < batch_->events_size()) return true;
+  if (split_next_ < split_.size()) return true;
   // A decoding error counts as buffered too (Next reports it without waiting).
   return decoder_.Ready();
 }

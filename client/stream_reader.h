@@ -8,10 +8,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <google/protobuf/arena.h>
 
 #include "client/client.h"
+#include "wire/change_view.h"
 #include "wire/frame.h"
 
 namespace dblog::client {
@@ -38,6 +40,8 @@ class StreamReader {
   // The next item of the stream, pointing into the reader until the next call. False when more
   // bytes are needed. Throws ServerError, ProtocolError.
   bool NextItem(ItemRef& item);
+  // The same with Changes read in place (Client::NextView).
+  bool NextView(ItemView& item);
 
   // True when NextItem can answer without more bytes (the rest of an EventBatch, a complete
   // frame, or a decoding error).
@@ -52,9 +56,23 @@ class StreamReader {
  private:
   static constexpr std::size_t kArenaBlockBytes = 1u << 20;
 
-  void CheckPosition(const dblog::v1::StreamEvent& event);
+  // The next frame: its events made the current batch (true), or a Heartbeat or Progress
+  // handed out in *control (true), or no complete frame yet (false). in_place: an EventBatch
+  // frame is split into its events without parsing them (split_), else parsed whole (batch_).
+  bool NextFrame(bool in_place, ItemRef* control);
+  // Splits an EventBatch frame into split_ (see the .cc); false: parse it whole.
+  bool SplitInPlace(std::string_view payload);
+  // A frame's message handed out: its events as the current batch, or *control.
+  bool Dispatch(const dblog::v1::ServerMessage& message, ItemRef* control);
+  // The next event of the current batch, parsed (false when the batch is done).
+  const dblog::v1::StreamEvent* NextParsedEvent();
+  // Every event handed out passes through here: a known kind, its position after the last,
+  // what it tells about received_through().
+  void Accept(const dblog::v1::StreamEvent& event);
+  void CheckPosition(const std::optional<dblog::v1::Position>& position, bool begin);
   // What the item handed out tells about received_through().
   void NoteReached(const dblog::v1::StreamEvent& event);
+  void NoteReached(std::uint64_t commit_lsn);
 
   std::string peer_;
   wire::FrameDecoder decoder_{wire::kMaxServerFrame};
@@ -66,6 +84,19 @@ class StreamReader {
   google::protobuf::Arena arena_;
   const dblog::v1::EventBatch* batch_ = nullptr;  // being handed out, from batch_next_ on
   int batch_next_ = 0;
+  // Or the frame's events split in place (NextView), from split_next_ on: a canonical Change
+  // as views_[view], any other event parsed into the arena.
+  struct SplitEvent {
+    std::string_view bytes;                       // the StreamEvent
+    std::size_t view = 0;                         // when event is null
+    const dblog::v1::StreamEvent* event = nullptr;
+  };
+  std::vector<SplitEvent> split_;
+  std::size_t split_next_ = 0;
+  std::vector<wire::BatchEvent> events_;  // the split, reused
+  // Reused from frame to frame (each keeps its rows' capacity), at most kKeptViews kept.
+  std::vector<wire::ChangeView> views_;
+  static constexpr std::size_t kKeptViews = 1024;
   dblog::v1::Position last_position_;  // of the last event handed out (from Welcome.resume_from)
   bool positioned_ = false;            // a positioned event was handed out
   bool in_bootstrap_ = false;          // between BootstrapBegin and BootstrapEnd

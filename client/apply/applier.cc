@@ -78,14 +78,40 @@ std::optional<Position> Applier::Start() {
 
 // ---- events -----------------------------------------------------------------------------
 
-void Applier::Apply(const StreamEvent& event) {
-  if (const auto position = client::PositionOf(event)) {
-    if (last_position_ && client::ComparePositions(*position, *last_position_) <= 0)
-      throw StreamError("an event at " + client::FormatPosition(*position) +
-                        " is not after the last applied position " +
-                        client::FormatPosition(*last_position_));
-    last_position_ = *position;
+void Applier::Advance(const Position& position) {
+  if (last_position_ && client::ComparePositions(position, *last_position_) <= 0)
+    throw StreamError("an event at " + client::FormatPosition(position) +
+                      " is not after the last applied position " +
+                      client::FormatPosition(*last_position_));
+  last_position_ = position;
+}
+
+void Applier::Apply(const wire::ChangeView& change) {
+  // The bootstrap's rows of a table filled by COPY (chosen at its first row, parsed below): the
+  // values go from the frame into the COPY text. OnChange and OnCopiedRow do the same, in this
+  // order, for a parsed one.
+  if (change.kind == Change::READ && bootstrap_open_ && !chunk_.open &&
+      !change.new_row.HasUnchanged()) {
+    const auto table = tables_.find(change.relation_oid);
+    if (table != tables_.end() && table->second.prepared &&
+        table->second.bootstrap_fill == Table::Fill::kCopy) {
+      const Position position = client::MakePosition(change.commit_lsn, change.seq);
+      Advance(position);
+      BeginTarget();
+      Register(table->second);
+      AddToCopy(table->second, change.new_row);
+      CountBootstrapRow(position);
+      return;
+    }
   }
+  parsed_.Clear();
+  if (!change.ParseInto(parsed_.mutable_change()))  // (it parsed in place: it parses)
+    throw StreamError("a Change read in place does not parse");
+  Apply(parsed_);
+}
+
+void Applier::Apply(const StreamEvent& event) {
+  if (const auto position = client::PositionOf(event)) Advance(*position);
   switch (event.event_case()) {
     case StreamEvent::kRelation:
       return OnRelation(event.relation());
@@ -226,11 +252,12 @@ void Applier::OnCopiedRow(Table& table, const Change& change) {
   } else {
     Upsert(table, change.new_row(), BatchKind::kRefresh);  // written where it differs
   }
-  if (bootstrap_open_) {
-    ++bootstrap_rows_;
-    if (++bootstrap_rows_in_txn_ >= options_.bootstrap_commit_rows)
-      CommitTarget(client::MakePosition(change.commit_lsn(), change.seq()));
-  }
+  if (bootstrap_open_) CountBootstrapRow(client::MakePosition(change.commit_lsn(), change.seq()));
+}
+
+void Applier::CountBootstrapRow(const Position& position) {
+  ++bootstrap_rows_;
+  if (++bootstrap_rows_in_txn_ >= options_.bootstrap_commit_rows) CommitTarget(position);
 }
 
 void Applier::ChooseBootstrapFill(Table& table) {
@@ -636,11 +663,22 @@ void Applier::AddToBatch(Table& table, BatchKind kind,
     SendBatch();
 }
 
-void Applier::AddToCopy(Table& table, const Row& row) {
-  if (row.values_size() != table.relation.columns_size())
-    throw StreamError("a row of " + table.target.Display() + " with " +
-                      std::to_string(row.values_size()) + " values for " +
-                      std::to_string(table.relation.columns_size()) + " columns");
+namespace {
+int Width(const Row& row) { return row.values_size(); }
+int Width(const wire::RowView& row) { return static_cast<int>(row.size()); }
+const dblog::v1::Value& At(const Row& row, int i) { return row.values(i); }
+const wire::ValueView& At(const wire::RowView& row, int i) {
+  return row[static_cast<std::size_t>(i)];
+}
+}  // namespace
+
+template <typename RowOf>
+void Applier::AddToCopy(Table& table, const RowOf& row) {
+  const int width = Width(row);
+  if (width != table.relation.columns_size())
+    throw StreamError("a row of " + table.target.Display() + " with " + std::to_string(width) +
+                      " values for " + std::to_string(table.relation.columns_size()) +
+                      " columns");
   SendBatch();
   if (copy_.open && copy_.oid != table.relation.oid()) FlushCopy();
   if (!copy_.open) {
@@ -648,9 +686,9 @@ void Applier::AddToCopy(Table& table, const Row& row) {
     copy_.open = true;
     copy_.oid = table.relation.oid();
   }
-  for (int i = 0; i < row.values_size(); ++i) {
+  for (int i = 0; i < width; ++i) {
     if (i) copy_.data.push_back('\t');
-    AppendCopyValue(copy_.data, row.values(i));
+    AppendCopyValue(copy_.data, At(row, i));
   }
   copy_.data.push_back('\n');
   ++copy_.rows;

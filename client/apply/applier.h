@@ -82,6 +82,7 @@
 #include "client/apply/target_schema.h"
 #include "client/apply/target_tables.h"
 #include "dblog/v1/consumer.pb.h"
+#include "wire/change_view.h"
 
 namespace dblog::apply {
 
@@ -149,6 +150,10 @@ class Applier {
 
   // Applies one event, in stream order. Throws StreamError, TargetError, SchemaError.
   void Apply(const dblog::v1::StreamEvent& event);
+  // The same for a Change read in place (client::Client::NextView): a bootstrap's row of a
+  // table filled by COPY is written from the frame's values; any other is parsed and applied
+  // as above.
+  void Apply(const wire::ChangeView& change);
   // Between transactions, the heartbeat's position needs nothing more: it becomes durable once
   // everything before it is.
   void OnHeartbeat(const dblog::v1::Heartbeat& heartbeat);
@@ -276,7 +281,13 @@ class Applier {
   // when the target cannot have it (no such locale, no ICU).
   std::optional<std::string> TargetCollation(const std::string& descriptor);
   void AddToBatch(Table& table, BatchKind kind, std::vector<std::optional<std::string>> values);
-  void AddToCopy(Table& table, const dblog::v1::Row& row);
+  // A row (a Row, or a wire::RowView read in place) into the table's COPY.
+  template <typename RowOf>
+  void AddToCopy(Table& table, const RowOf& row);
+  // The bootstrap counts a copied row, and commits the target every bootstrap_commit_rows.
+  void CountBootstrapRow(const dblog::v1::Position& position);
+  // Refuses an event at or before the last one applied, then makes it the last.
+  void Advance(const dblog::v1::Position& position);
   void FlushBatch();  // sends whatever is pending: the COPY buffer or the batch
   void SendBatch();
   void FlushCopy();
@@ -308,6 +319,7 @@ class Applier {
   CopyBuffer copy_;
   Chunk chunk_;
   std::optional<dblog::v1::Position> last_position_;  // of the last positioned event applied
+  dblog::v1::StreamEvent parsed_;  // a Change read in place that Apply(ChangeView) parses
   // Positions: the last sent (a commit, or one that needs nothing), the last whose commit
   // succeeded (flushed or not: sessions commit with synchronous_commit off), the last flushed
   // (a durable commit at durable_level_ succeeded at or after it).

@@ -75,40 +75,77 @@ void AppendFloat(std::string& out, F value) {
   }
 }
 
+// A parsed Value through the accessors a wire::ValueView has, so that one writer serves both.
+struct MessageValue {
+  const dblog::v1::Value& v;
+  dblog::v1::Value::KindCase kind() const { return v.kind_case(); }
+  std::string_view text() const {
+    switch (v.kind_case()) {
+      case dblog::v1::Value::kTextValue: return v.text_value();
+      case dblog::v1::Value::kLiteral: return v.literal();
+      case dblog::v1::Value::kBytesValue: return v.bytes_value();
+      case dblog::v1::Value::kUuidValue: return v.uuid_value();
+      default: return {};
+    }
+  }
+  std::int64_t integer() const {
+    switch (v.kind_case()) {
+      case dblog::v1::Value::kBoolValue: return v.bool_value() ? 1 : 0;
+      case dblog::v1::Value::kIntValue: return v.int_value();
+      case dblog::v1::Value::kDateValue: return v.date_value();
+      case dblog::v1::Value::kTimestampValue: return v.timestamp_value();
+      case dblog::v1::Value::kTimestamptzValue: return v.timestamptz_value();
+      default: return 0;
+    }
+  }
+  float float4() const { return v.float4_value(); }
+  double float8() const { return v.float8_value(); }
+};
+
+struct InPlaceValue {
+  const wire::ValueView& v;
+  dblog::v1::Value::KindCase kind() const { return v.kind; }
+  std::string_view text() const { return v.text(); }
+  std::int64_t integer() const { return v.integer(); }
+  float float4() const { return v.float4(); }
+  double float8() const { return v.float8(); }
+};
+
 // The text of a value that is neither NULL nor unchanged, appended to `out`.
-void AppendValueText(std::string& out, const dblog::v1::Value& value) {
+template <typename V>
+void AppendText(std::string& out, const V& value) {
   using dblog::v1::Value;
-  switch (value.kind_case()) {
+  switch (value.kind()) {
     case Value::kNullValue:
       break;
     case Value::kUnchanged:
       throw std::invalid_argument("an unchanged TOAST value has no text (keep the target's)");
     case Value::kBoolValue:
-      out.push_back(value.bool_value() ? 't' : 'f');
+      out.push_back(value.integer() ? 't' : 'f');
       return;
     case Value::kIntValue: {
       char buf[24];
-      out.append(buf, std::to_chars(buf, buf + sizeof buf, value.int_value()).ptr);
+      out.append(buf, std::to_chars(buf, buf + sizeof buf, value.integer()).ptr);
       return;
     }
     case Value::kFloat4Value:
-      return AppendFloat(out, value.float4_value());
+      return AppendFloat(out, value.float4());
     case Value::kFloat8Value:
-      return AppendFloat(out, value.float8_value());
+      return AppendFloat(out, value.float8());
     case Value::kTextValue:
-      out += value.text_value();
+    case Value::kLiteral:
+      out += value.text();
       return;
     case Value::kBytesValue: {
-      const std::string& bytes = value.bytes_value();
       out += "\\x";
-      for (const unsigned char c : bytes) {
+      for (const unsigned char c : value.text()) {
         out.push_back(kHex[c >> 4]);
         out.push_back(kHex[c & 15]);
       }
       return;
     }
     case Value::kUuidValue: {
-      const std::string& b = value.uuid_value();
+      const std::string_view b = value.text();
       if (b.size() != 16)
         throw std::invalid_argument("a uuid value of " + std::to_string(b.size()) +
                                     " bytes (expected 16)");
@@ -121,18 +158,19 @@ void AppendValueText(std::string& out, const dblog::v1::Value& value) {
       return;
     }
     case Value::kDateValue:
-      return AppendDate(out, value.date_value());
+      return AppendDate(out, value.integer());
     case Value::kTimestampValue:
-      return AppendTimestamp(out, value.timestamp_value(), false);
+      return AppendTimestamp(out, value.integer(), false);
     case Value::kTimestamptzValue:
-      return AppendTimestamp(out, value.timestamptz_value(), true);
-    case Value::kLiteral:
-      out += value.literal();
-      return;
+      return AppendTimestamp(out, value.integer(), true);
     case Value::KIND_NOT_SET:
       break;
   }
   throw std::invalid_argument("a value of no known kind (a newer protocol?)");
+}
+
+void AppendValueText(std::string& out, const dblog::v1::Value& value) {
+  AppendText(out, MessageValue{value});
 }
 
 // COPY text's escapes of `text` appended to `out`: runs without a special character in one go.
@@ -194,23 +232,35 @@ std::optional<std::string> ValueText(const dblog::v1::Value& value) {
   return out;
 }
 
-void AppendCopyValue(std::string& out, const dblog::v1::Value& value) {
+namespace {
+
+template <typename V>
+void AppendCopy(std::string& out, const V& value) {
   using dblog::v1::Value;
-  switch (value.kind_case()) {
+  switch (value.kind()) {
     case Value::kNullValue:
       out += "\\N";
       return;
     case Value::kTextValue:
-      return AppendCopyEscaped(out, value.text_value());
     case Value::kLiteral:
-      return AppendCopyEscaped(out, value.literal());
+      return AppendCopyEscaped(out, value.text());
     case Value::kBytesValue:
       out += '\\';  // "\\x...": the hex digits need no escape
-      return AppendValueText(out, value);
+      return AppendText(out, value);
     default:
       // the other kinds' text has no backslash, newline, carriage return or tab
-      return AppendValueText(out, value);
+      return AppendText(out, value);
   }
+}
+
+}  // namespace
+
+void AppendCopyValue(std::string& out, const dblog::v1::Value& value) {
+  AppendCopy(out, MessageValue{value});
+}
+
+void AppendCopyValue(std::string& out, const wire::ValueView& value) {
+  AppendCopy(out, InPlaceValue{value});
 }
 
 void AppendCopyField(std::string& out, const std::optional<std::string>& value) {

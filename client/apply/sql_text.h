@@ -19,6 +19,7 @@
 
 #include "common/quote.h"
 #include "dblog/v1/change.pb.h"
+#include "wire/change_view.h"
 
 namespace dblog::apply {
 
@@ -44,6 +45,8 @@ void AppendCopyField(std::string& out, const std::optional<std::string>& value);
 // The same for a value, written straight into `out` (what AppendCopyField(out, ValueText(value))
 // writes, without the copy in between: this runs per value of a bootstrap's rows).
 void AppendCopyValue(std::string& out, const dblog::v1::Value& value);
+// The same for a value read in place (wire/change_view.h): the same text.
+void AppendCopyValue(std::string& out, const wire::ValueView& value);
 
 // Builds a one-dimensional text[] literal, e.g. {"a","b \"c\"",NULL}. Every element is quoted,
 // so no element text can change the array's structure.

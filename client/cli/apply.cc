@@ -417,7 +417,9 @@ void ApplyRun::Acknowledge(client::Client& stream) {
 
 void ApplyRun::ApplyStream(client::Client& stream) {
   apply::Applier& applier = *applier_;
-  client::ItemRef item;  // valid until the next NextRef: used at once, never kept
+  // valid until the next NextView: used at once, never kept. Changes come read in place: a
+  // bootstrap's rows go from the frame into the target's COPY without being parsed.
+  client::ItemView item;
   auto last_wait = std::chrono::steady_clock::now();
   for (;;) {
     if (!stream.HasBufferedItems()) {
@@ -441,9 +443,13 @@ void ApplyRun::ApplyStream(client::Client& stream) {
         Acknowledge(stream);
       }
     }
-    if (!stream.NextRef(item)) return;
-    if (const auto* const* ref = std::get_if<const StreamEvent*>(&item)) {
-      const StreamEvent* event = *ref;
+    if (!stream.NextView(item)) return;
+    if (const auto* view = std::get_if<client::EventView>(&item)) {
+      if (view->change != nullptr) {
+        applier.Apply(*view->change);
+        continue;
+      }
+      const StreamEvent* event = view->event;
       applier.Apply(*event);
       if (event->has_commit() || event->has_bootstrap_end()) {
         applier.Poll();

@@ -681,11 +681,11 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
 }
 
 bool Pipeline::ReadBatchInPlace(std::string_view payload) {
-  if (!emit::SplitBatch(payload, &batch_events_)) return false;
+  if (!wire::SplitBatch(payload, &batch_events_)) return false;
   batch_parsed_.assign(batch_events_.size(), nullptr);
   std::size_t changes = 0;
   for (std::size_t i = 0; i < batch_events_.size(); ++i) {
-    const emit::BatchEvent& e = batch_events_[i];
+    const wire::BatchEvent& e = batch_events_[i];
     if (e.member == dblog::v1::Event::kChange) {
       if (batch_changes_.size() <= changes) batch_changes_.emplace_back();  // kept: their capacity
       if (!batch_changes_[changes++].Parse(e.payload)) return false;
@@ -810,7 +810,7 @@ void Pipeline::ProcessEvent(dblog::v1::Event& event, std::string_view change_byt
 }
 
 // ProcessEvent's Change, read in place.
-void Pipeline::ProcessChange(const emit::ChangeView& change) {
+void Pipeline::ProcessChange(const wire::ChangeView& change) {
   if (!repairs_->OnChange(change)) return;  // a repair request
   emitter_->ConsumeChange(change);
 }

@@ -27,7 +27,7 @@
 #include "consumer/scope_changes.h"
 #include "consumer/slot_creation.h"
 #include "emit/ack_tracker.h"
-#include "emit/change_view.h"
+#include "wire/change_view.h"
 #include "emit/emitter.h"
 #include "metrics/metrics.h"
 #include "pg/connection.h"
@@ -123,7 +123,7 @@ class Pipeline : public server::Consumer,
   // The plugin's message read in place into batch_events_, batch_parsed_ and batch_changes_
   // (commits counted); false when it is not in the plugin's canonical form (then parsed whole).
   bool ReadBatchInPlace(std::string_view payload);
-  void ProcessChange(const emit::ChangeView& change);
+  void ProcessChange(const wire::ChangeView& change);
   // After a data message: the commits it carried counted, the source position advanced.
   void CountCommits(const dblog::v1::Event& event);
   void SourceAdvanced(std::uint64_t wal_end);
@@ -204,9 +204,9 @@ class Pipeline : public server::Consumer,
   // The plugin's message read in place (ReadBatchInPlace): its events, each either parsed (into
   // parse_arena_) or, a Change, a view into the message (batch_changes_, in order; reused, so
   // their row views keep their capacity).
-  std::vector<emit::BatchEvent> batch_events_;
+  std::vector<wire::BatchEvent> batch_events_;
   std::vector<dblog::v1::Event*> batch_parsed_;
-  std::vector<emit::ChangeView> batch_changes_;
+  std::vector<wire::ChangeView> batch_changes_;
   static constexpr std::size_t kKeptViews = 1024;
   // pgoutput mode: the message whose mapping failed on a database error, and how many times in
   // a row (reconnects replay it; after a few the consumer is told)

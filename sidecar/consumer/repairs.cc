@@ -87,7 +87,7 @@ Repairs::~Repairs() = default;
 template <typename F>
 void Repairs::Later(asio::steady_timer& timer, std::chrono::steady_clock::time_point at, F step) {
   timer.expires_at(at);
-  timer.async_wait([weak = std::weak_ptr<char>(alive_), this,
+  timer.async_wait([weak = std::weak_ptr<char>(alive_),
                     step = std::move(step)](boost::system::error_code ec) {
     if (weak.lock()) step(ec);
   });
@@ -133,7 +133,7 @@ struct Repairs::MessageChange {
 // ViewChange: read in place (the extension's stream); the same answers, from the plugin's bytes
 // (a canonical row's bytes are its serialization: emit/change_view.h).
 struct Repairs::ViewChange {
-  const emit::ChangeView& c;
+  const wire::ChangeView& c;
   std::uint32_t relation_oid() const { return c.relation_oid; }
   bool has_new_row() const { return c.has_new_row; }
   std::string old_key() const {
@@ -160,7 +160,7 @@ bool Repairs::OnChange(const dblog::v1::Change& change) {
   return true;
 }
 
-bool Repairs::OnChange(const emit::ChangeView& change) {
+bool Repairs::OnChange(const wire::ChangeView& change) {
   if (control_oid_ && change.relation_oid == *control_oid_) {
     dblog::v1::Change parsed;  // a request: parsed (what is read in place always parses)
     if (!change.ParseInto(&parsed))

@@ -33,7 +33,7 @@
 #include "consumer/window_reader.h"
 #include "consumer/window_rows.h"
 #include "dblog/v1/consumer.pb.h"
-#include "emit/change_view.h"
+#include "wire/change_view.h"
 #include "emit/emitter.h"
 #include "log/rate_limit.h"
 #include "metrics/metrics.h"
@@ -71,7 +71,7 @@ class Repairs {
   // False for a change of dblog.request_queue (a request, taken here): not forwarded.
   bool OnChange(const dblog::v1::Change& change);
   // The same for a Change read in place (the extension's stream, emit/change_view.h).
-  bool OnChange(const emit::ChangeView& change);
+  bool OnChange(const wire::ChangeView& change);
   void OnTruncate(const dblog::v1::Truncate& truncate);
   // A message whose prefix starts with kWatermarkPrefix: never forwarded. The open window's
   // own markers open and close it; the others are counted and (rate-limited) logged.

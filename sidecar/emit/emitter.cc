@@ -144,7 +144,7 @@ void Emitter::OnChange(Change& change, std::string_view raw) {
   SendChange(change, raw);
 }
 
-void Emitter::ConsumeChange(const ChangeView& change) {
+void Emitter::ConsumeChange(const wire::ChangeView& change) {
   RequireNoChunk("a plugin event");
   RequireTransaction("a Change", change.commit_lsn);
   const dblog::v1::Relation& rel = KnownRelation(change.relation_oid, "a Change");
@@ -175,7 +175,7 @@ void Emitter::ConsumeChange(const ChangeView& change) {
   Append(StreamEvent::kChange, parsed);
 }
 
-Change Emitter::Parsed(const ChangeView& change) {
+Change Emitter::Parsed(const wire::ChangeView& change) {
   Change parsed;
   if (!change.ParseInto(&parsed)) Fail("a Change read in place does not parse");
   return parsed;
@@ -524,13 +524,13 @@ bool Emitter::KeyChanged(const dblog::v1::Relation& rel, const Change& change) c
   return false;
 }
 
-bool Emitter::KeyChanged(const dblog::v1::Relation& rel, const ChangeView& change) const {
+bool Emitter::KeyChanged(const dblog::v1::Relation& rel, const wire::ChangeView& change) const {
   RequireKeyWidth(rel, static_cast<int>(change.old_key.size()), "UPDATE");
   RequireKeyColumns(rel, static_cast<int>(change.new_row.size()), "UPDATE");
   for (int i = 0; i < rel.key_columns_size(); ++i) {
     // the same comparison as above: canonical bytes are what SerializeAsString gives
-    const ValueView& now = change.new_row[rel.key_columns(i)];
-    const ValueView& was = change.old_key[static_cast<std::size_t>(i)];
+    const wire::ValueView& now = change.new_row[rel.key_columns(i)];
+    const wire::ValueView& was = change.old_key[static_cast<std::size_t>(i)];
     if (now.kind != was.kind || now.bytes != was.bytes) return true;
   }
   return false;

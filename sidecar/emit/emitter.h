@@ -42,7 +42,7 @@
 
 #include "dblog/v1/change.pb.h"
 #include "dblog/v1/consumer.pb.h"
-#include "emit/change_view.h"
+#include "wire/change_view.h"
 #include "emit/position.h"
 
 namespace dblog::emit {
@@ -69,7 +69,7 @@ class Emitter {
   // A Change read in place (change_view.h), as Consume would take the event holding it: the
   // same checks and output, from the plugin's bytes (a key-changing UPDATE, or one that cannot
   // be written from them, is parsed and goes the way of Consume).
-  void ConsumeChange(const ChangeView& change);
+  void ConsumeChange(const wire::ChangeView& change);
   void OnEvent(dblog::v1::Event event) { Consume(event); }
   void OnBatch(dblog::v1::Batch batch);
 
@@ -162,7 +162,7 @@ class Emitter {
   // Positions and sends one log Change (from `raw`, its plugin bytes, when given).
   void SendChange(dblog::v1::Change& change, std::string_view raw = {});
   // ConsumeChange's Change as a message, for what needs one (throws when it does not parse).
-  static dblog::v1::Change Parsed(const ChangeView& change);
+  static dblog::v1::Change Parsed(const wire::ChangeView& change);
   // Appends `raw` (a canonical Change: fields in number order) with its seq replaced by `seq`.
   // False, appending nothing, when `raw` is not laid out that way.
   bool AppendSplicedChange(std::string_view raw, std::uint32_t seq);
@@ -176,7 +176,7 @@ class Emitter {
   void RememberRelation(const dblog::v1::Relation& rel);
   const dblog::v1::Relation& KnownRelation(std::uint32_t oid, const char* what) const;
   bool KeyChanged(const dblog::v1::Relation& rel, const dblog::v1::Change& change) const;
-  bool KeyChanged(const dblog::v1::Relation& rel, const ChangeView& change) const;
+  bool KeyChanged(const dblog::v1::Relation& rel, const wire::ChangeView& change) const;
   static bool HasUnchanged(const dblog::v1::Row& row);
   void RequireKeyWidth(const dblog::v1::Relation& rel, int key_values,
                        const char* what) const;

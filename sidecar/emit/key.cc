@@ -4,6 +4,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include "common/varint.h"
+
 namespace dblog::emit {
 
 std::string KeyBytes(const dblog::v1::Relation& relation, const dblog::v1::Row& row) {
@@ -23,6 +25,20 @@ std::string KeyBytes(const dblog::v1::Relation& relation, const dblog::v1::Row& 
     p = CodedOutputStream::WriteVarint32ToArray(kValuesTag, p);
     p = CodedOutputStream::WriteVarint64ToArray(size, p);
     v.SerializeWithCachedSizesToArray(p);
+  }
+  return key;
+}
+
+std::string KeyBytes(const dblog::v1::Relation& relation, const wire::RowView& row) {
+  constexpr char kValuesTag = (dblog::v1::Row::kValuesFieldNumber << 3) | 2;  // length-delimited
+  std::string key;
+  for (std::uint32_t k : relation.key_columns()) {
+    if (k >= row.size()) return {};
+    // Row.values: the tag byte, the length, the Value (canonical)
+    const std::string_view v = row[k].bytes;
+    key.push_back(kValuesTag);
+    common::AppendVarint(key, v.size());
+    key.append(v);
   }
   return key;
 }

@@ -5,7 +5,9 @@
 // The first input byte picks the resume position and how the rest is cut into reads.
 // Properties: every failure is a ClientError; positions handed out strictly increase; the same
 // items however the bytes are cut; rendered lines are valid JSON; the progress line and the
-// error line as `dblog tail` shows them are one line without control characters.
+// error line as `dblog tail` shows them are one line without control characters. Read with
+// NextView (Changes in place, wire/change_view.h), the same items and the same outcome as with
+// NextItem, each view's values what the parsed Change holds.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -27,8 +29,39 @@ using dblog::fuzz::JsonCheck;
 namespace {
 
 // Reads everything; returns a summary of what came out (one line per item, then the outcome).
+// The event a NextView item stands for: parsed, or the Change read in place (its values checked
+// against the message the same bytes parse to).
+const dblog::v1::StreamEvent& EventOf(const dblog::client::EventView& view,
+                                      dblog::v1::StreamEvent& scratch) {
+  if (view.event != nullptr) return *view.event;
+  Check(view.change->ParseInto(scratch.mutable_change()), "a Change read in place parses");
+  const dblog::v1::Change& c = scratch.change();
+  Check(view.change->commit_lsn == c.commit_lsn() && view.change->seq == c.seq() &&
+            view.change->kind == c.kind() && view.change->relation_oid == c.relation_oid(),
+        "a view's fields are the parsed Change's");
+  const std::pair<const dblog::wire::RowView*, const dblog::v1::Row*> rows[] = {
+      {&view.change->new_row, &c.new_row()},
+      {&view.change->old_key, &c.old_key()},
+      {&view.change->old_row, &c.old_row()}};
+  for (const auto& [rv, row] : rows) {
+    Check(rv->size() == static_cast<std::size_t>(row->values_size()), "a view's row width");
+    for (int k = 0; k < row->values_size(); ++k) {
+      const dblog::wire::ValueView& v = (*rv)[static_cast<std::size_t>(k)];
+      const dblog::v1::Value& m = row->values(k);
+      Check(v.kind == m.kind_case(), "a value's member");
+      if (m.has_text_value()) Check(v.text() == m.text_value(), "a text value's bytes");
+      if (m.has_literal()) Check(v.text() == m.literal(), "a literal's bytes");
+      if (m.has_int_value()) Check(v.integer() == m.int_value(), "an int value");
+      if (m.has_timestamptz_value())
+        Check(v.integer() == m.timestamptz_value(), "a timestamptz value");
+    }
+  }
+  return scratch;
+}
+
 std::string Run(const std::vector<std::string_view>& pieces,
-                const std::optional<dblog::v1::Position>& resume_after, bool render) {
+                const std::optional<dblog::v1::Position>& resume_after, bool render,
+                bool in_place = false) {
   // A small arena block: the client's 1 MiB one costs more to map than an input to parse.
   dblog::client::StreamReader reader("dblogd at fuzz:0", 16 * 1024);
   dblog::client::RelationCache relations;
@@ -46,7 +79,21 @@ std::string Run(const std::vector<std::string_view>& pieces,
         summary += "welcome\n";
       }
       dblog::client::ItemRef item;
-      while (reader.NextItem(item)) {
+      dblog::client::ItemView view;
+      dblog::v1::StreamEvent scratch;
+      // NextView's items as NextItem's
+      const auto next = [&]() -> bool {
+        if (!in_place) return reader.NextItem(item);
+        if (!reader.NextView(view)) return false;
+        if (const auto* e = std::get_if<dblog::client::EventView>(&view))
+          item = &EventOf(*e, scratch);
+        else if (const auto* const* p = std::get_if<const dblog::v1::Progress*>(&view))
+          item = *p;
+        else
+          item = std::get<const dblog::v1::Heartbeat*>(view);
+        return true;
+      };
+      while (next()) {
         if (const auto* const* e = std::get_if<const dblog::v1::StreamEvent*>(&item)) {
           const dblog::v1::StreamEvent& event = **e;
           if (const auto position = dblog::client::PositionOf(event)) {
@@ -102,5 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string whole = Run({bytes}, resume, true);
   const std::string cut = Run(dblog::fuzz::Pieces(bytes, control >> 1), resume, false);
   Check(whole == cut, "the same items however the bytes are cut");
+  const std::string in_place = Run(dblog::fuzz::Pieces(bytes, control >> 1), resume, false, true);
+  Check(whole == in_place, "the same items read in place");
   return 0;
 }

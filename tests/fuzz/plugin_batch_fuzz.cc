@@ -21,7 +21,7 @@
 #include "dblog/v1/change.pb.h"
 #include "dblog/v1/consumer.pb.h"
 #include "emit/ack_tracker.h"
-#include "emit/change_view.h"
+#include "wire/change_view.h"
 #include "emit/key.h"
 #include "emit/emitter.h"
 #include "fuzz_util.h"
@@ -64,8 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       acks_viewed(0, resume);
   dblog::emit::Emitter spliced(resume, &acks_spliced), serialized(resume, &acks_serialized),
       viewed(resume, &acks_viewed);
-  std::vector<dblog::emit::BatchEvent> split;
-  std::vector<dblog::emit::ChangeView> views;
+  std::vector<dblog::wire::BatchEvent> split;
+  std::vector<dblog::wire::ChangeView> views;
   google::protobuf::Arena arena;
 
   std::uint64_t length = 0;
@@ -74,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     in.remove_prefix(length);
     arena.Reset();
     // the pipeline's first reading: in place
-    bool in_place = dblog::emit::SplitBatch(payload, &split);
+    bool in_place = dblog::wire::SplitBatch(payload, &split);
     views.clear();
     for (const auto& e : split) {
       if (!in_place) break;
@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                      dblog::v1::Event::kChange),
               "SplitBatch: the member");
         if (!event.has_change()) continue;
-        const dblog::emit::ChangeView& view = views[v++];
+        const dblog::wire::ChangeView& view = views[v++];
         const dblog::v1::Change& c = event.change();
         Check(view.kind == c.kind() && view.relation_oid == c.relation_oid() &&
                   view.commit_lsn == c.commit_lsn() && view.seq == c.seq() &&
@@ -109,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                   view.has_old_key == c.has_old_key() && view.has_old_row == c.has_old_row(),
               "ChangeView: the fields protobuf parses");
         Check(view.raw == split[static_cast<std::size_t>(i)].payload, "ChangeView: its bytes");
-        const std::pair<const dblog::emit::RowView*, const dblog::v1::Row*> rows[] = {
+        const std::pair<const dblog::wire::RowView*, const dblog::v1::Row*> rows[] = {
             {&view.new_row, &c.new_row()}, {&view.old_key, &c.old_key()},
             {&view.old_row, &c.old_row()}};
         for (const auto& [rv, row] : rows) {
@@ -117,7 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     rv->size() == static_cast<std::size_t>(row->values_size()),
                 "ChangeView: rows in place are their serialization");
           for (int k = 0; k < row->values_size(); ++k) {
-            const dblog::emit::ValueView& value = (*rv)[static_cast<std::size_t>(k)];
+            const dblog::wire::ValueView& value = (*rv)[static_cast<std::size_t>(k)];
             Check(value.kind == row->values(k).kind_case() &&
                       value.bytes == row->values(k).SerializeAsString() &&
                       (value.kind == dblog::v1::Value::kUnchanged) == row->values(k).unchanged(),

@@ -131,6 +131,7 @@ TEST(SqlText, CopyValuesAreTheirTextEscaped) {
   auto pick = [&rng](std::uint64_t n) { return rng() % n; };
   const std::int64_t kExtremes[] = {0, -1, 1, std::numeric_limits<std::int64_t>::min(),
                                     std::numeric_limits<std::int64_t>::max()};
+  int read_in_place = 0;
   for (int i = 0; i < 20000; ++i) {
     dblog::v1::Value v;
     const auto any = static_cast<std::int64_t>(rng());
@@ -165,6 +166,18 @@ TEST(SqlText, CopyValuesAreTheirTextEscaped) {
     AppendCopyField(field, ValueText(v));
     ASSERT_EQ(fast, "x\t" + CopyFieldOracle(ValueText(v))) << v.DebugString();
     ASSERT_EQ(field, fast) << v.DebugString();
+    // the same text from the value read in place (wire/change_view.h), when it can be: text
+    // that is not UTF-8 is refused there (and by protobuf's parse of a stream)
+    dblog::v1::Row row;
+    *row.add_values() = v;
+    const std::string row_bytes = row.SerializeAsString();  // the views point into it
+    dblog::wire::RowView view;
+    if (view.Parse(row_bytes)) {
+      std::string in_place = "x\t";
+      AppendCopyValue(in_place, view[0]);
+      ASSERT_EQ(in_place, fast) << v.DebugString();
+      ++read_in_place;
+    }
     if (v.has_date_value()) {
       ASSERT_EQ(PgDateText(v.date_value()), PrintfTimestamp(v.date_value(), true, false));
     } else if (v.has_timestamp_value()) {
@@ -173,6 +186,7 @@ TEST(SqlText, CopyValuesAreTheirTextEscaped) {
       ASSERT_EQ(*ValueText(v), PrintfTimestamp(v.timestamptz_value(), false, true));
     }
   }
+  EXPECT_GT(read_in_place, 15000);
   std::string out;
   dblog::v1::Value unchanged;
   unchanged.set_unchanged(true);

@@ -282,6 +282,92 @@ TEST(ClientStream, NextRefHandsOutTheSameItemsAsNext) {
   EXPECT_THROW(client.NextRef(ref), ProtocolError);
 }
 
+// NextView hands out the same stream as NextRef: Changes read in place (values as views into
+// the frame), a Change not in the canonical form parsed instead, other events parsed, the same
+// position checks; it mixes with NextRef (a Change it would view, asked for by NextRef, comes
+// parsed).
+TEST(ClientStream, NextViewReadsChangesInPlaceAndChecksTheSame) {
+  StreamEvent insert = ChangeEvent(dblog::v1::Change::INSERT, 16384, 0x1000, 1, 7, kTime);
+  auto* row = insert.mutable_change()->mutable_new_row();
+  row->add_values()->set_int_value(-42);
+  row->add_values()->set_text_value("na\u00efve");
+  row->add_values()->set_null_value(true);
+  row->add_values()->set_float8_value(0.1);
+  StreamEvent update = ChangeEvent(dblog::v1::Change::UPDATE, 16384, 0x1000, 2, 7, kTime);
+  update.mutable_change()->mutable_new_row()->add_values()->set_unchanged(true);
+  // the same Change with kind written twice: protobuf keeps the last, a view refuses it
+  std::string twice = ChangeEvent(dblog::v1::Change::DELETE, 16384, 0x1000, 3, 7, kTime)
+                          .change()
+                          .SerializeAsString() +
+                      std::string("\x08\x03", 2);  // kind: DELETE again
+  // the frame written by hand, so that the odd Change's bytes stay as they are
+  const auto field = [](char tag, const std::string& bytes) {
+    std::string out(1, tag);
+    dblog::common::AppendVarint(out, bytes.size());
+    return out + bytes;
+  };
+  std::string batch;
+  for (const std::string& event :
+       {BeginEvent(0x1000, 7, kTime, 0x1030).SerializeAsString(), insert.SerializeAsString(),
+        update.SerializeAsString(), field('\x1a', twice),  // StreamEvent.change
+        ChangeEvent(dblog::v1::Change::DELETE, 16384, 0x1000, 4, 7, kTime).SerializeAsString(),
+        CommitEvent(0x1000, 5, 7, kTime, 0x1030).SerializeAsString()})
+    batch += field('\x0a', event);  // EventBatch.events
+  std::string frame;
+  wire::AppendFrame(frame, field('\x1a', batch));  // ServerMessage.events
+  FakeServer server([&](FakeConnection& connection) {
+    ASSERT_TRUE(Welcome(connection));
+    connection.SendRaw(frame);
+    connection.Send(HeartbeatMessage(0x1000, 5));
+    connection.Send(BatchMessage({ChangeEvent(dblog::v1::Change::INSERT, 16384, 0x3000, 1, 8, kTime),
+                                  ChangeEvent(dblog::v1::Change::INSERT, 16384, 0x3000, 2, 8, kTime),
+                                  ChangeEvent(dblog::v1::Change::INSERT, 16384, 0x2800, 3, 9, kTime)}));
+    connection.WaitForEof();
+  });
+  Client client = Client::Connect(Options(server.port()));
+  ItemView item;
+  const auto view = [&]() -> EventView {
+    EXPECT_TRUE(client.NextView(item));
+    const auto* e = std::get_if<EventView>(&item);
+    EXPECT_NE(e, nullptr);
+    return e ? *e : EventView{};
+  };
+  EventView e = view();
+  ASSERT_NE(e.event, nullptr);
+  EXPECT_TRUE(e.event->has_begin());
+  e = view();
+  ASSERT_NE(e.change, nullptr) << "a canonical Change is read in place";
+  EXPECT_EQ(e.change->kind, dblog::v1::Change::INSERT);
+  EXPECT_EQ(e.change->seq, 1u);
+  ASSERT_EQ(e.change->new_row.size(), 4u);
+  EXPECT_EQ(e.change->new_row[0].integer(), -42);
+  EXPECT_EQ(e.change->new_row[1].text(), "na\u00efve");
+  EXPECT_EQ(e.change->new_row[2].kind, dblog::v1::Value::kNullValue);
+  EXPECT_EQ(e.change->new_row[3].float8(), 0.1);
+  e = view();
+  ASSERT_NE(e.change, nullptr);
+  EXPECT_TRUE(e.change->new_row.HasUnchanged());
+  e = view();
+  ASSERT_NE(e.event, nullptr) << "a Change not in the canonical form comes parsed";
+  EXPECT_EQ(e.event->change().kind(), dblog::v1::Change::DELETE);
+  EXPECT_EQ(e.event->change().seq(), 3u);
+  ItemRef ref;  // mixed: the next Change, asked for by NextRef, comes parsed
+  ASSERT_TRUE(client.NextRef(ref));
+  EXPECT_EQ(std::get<const StreamEvent*>(ref)->change().seq(), 4u);
+  e = view();
+  ASSERT_NE(e.event, nullptr);
+  EXPECT_TRUE(e.event->has_commit());
+  ASSERT_TRUE(client.NextView(item));
+  ASSERT_TRUE(std::holds_alternative<const dblog::v1::Heartbeat*>(item));
+  EXPECT_EQ(client.received_through(), 0x2000u);  // the heartbeat's source_lsn
+  e = view();
+  ASSERT_NE(e.change, nullptr);
+  EXPECT_EQ(client.received_through(), 0x3000u) << "a Change read in place counts as received";
+  e = view();
+  ASSERT_NE(e.change, nullptr);
+  EXPECT_THROW(client.NextView(item), ProtocolError) << "a position going backwards";
+}
+
 TEST(ClientStream, HasBufferedItemsSaysWhetherNextWouldBlock) {
   FakeServer server([](FakeConnection& connection) {
     ASSERT_TRUE(Welcome(connection));

@@ -95,7 +95,7 @@ void Feed(Emitter& e, const std::vector<Action>& actions, Handover how = Handove
           e.Consume(copy, bytes);
         } else if (how == Handover::kView && a.event.has_change()) {
           const std::string bytes = a.event.change().SerializeAsString();
-          ChangeView view;
+          wire::ChangeView view;
           ASSERT_TRUE(view.Parse(bytes)) << a.event.change().DebugString();
           e.ConsumeChange(view);
         } else {

@@ -1,11 +1,13 @@
-// sidecar/emit/change_view.cc: a plugin Change read in place (see change_view.h).
-#include "emit/change_view.h"
+// wire/change_view.cc: a Change read in place (see change_view.h).
+#include "wire/change_view.h"
 
 #include <google/protobuf/stubs/common.h>
 
+#include <cstring>
+
 #include "common/varint.h"
 
-namespace dblog::emit {
+namespace dblog::wire {
 namespace {
 
 using dblog::v1::Change;
@@ -111,6 +113,58 @@ bool ReadValue(std::string_view b, Value::KindCase* kind) {
 }
 
 }  // namespace
+
+std::string_view ValueView::text() const {
+  switch (kind) {
+    case Value::kTextValue:
+    case Value::kLiteral:
+    case Value::kBytesValue:
+    case Value::kUuidValue: {
+      std::size_t i = 1;  // past the one-byte tag
+      std::string_view s;
+      return ReadBytes(bytes, i, &s) ? s : std::string_view();
+    }
+    default:
+      return {};
+  }
+}
+
+std::int64_t ValueView::integer() const {
+  std::size_t i = 1;
+  std::uint64_t v = 0;
+  switch (kind) {
+    case Value::kBoolValue:
+      return ReadVarint(bytes, i, &v) ? static_cast<std::int64_t>(v) : 0;
+    case Value::kIntValue:
+    case Value::kTimestampValue:
+    case Value::kTimestamptzValue:
+    case Value::kDateValue:  // sint64 and sint32: zigzag
+      if (!ReadVarint(bytes, i, &v)) return 0;
+      return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+    default:
+      return 0;
+  }
+}
+
+float ValueView::float4() const {
+  float f = 0;
+  if (kind == Value::kFloat4Value && bytes.size() == 5) {
+    std::uint32_t u = 0;
+    for (int k = 3; k >= 0; --k) u = (u << 8) | static_cast<unsigned char>(bytes[1 + k]);
+    std::memcpy(&f, &u, sizeof f);
+  }
+  return f;
+}
+
+double ValueView::float8() const {
+  double d = 0;
+  if (kind == Value::kFloat8Value && bytes.size() == 9) {
+    std::uint64_t u = 0;
+    for (int k = 7; k >= 0; --k) u = (u << 8) | static_cast<unsigned char>(bytes[1 + k]);
+    std::memcpy(&d, &u, sizeof d);
+  }
+  return d;
+}
 
 bool RowView::Parse(std::string_view row) {
   Clear();
@@ -234,17 +288,12 @@ bool SplitBatch(std::string_view batch, std::vector<BatchEvent>* events) {
   return true;
 }
 
-std::string KeyBytes(const dblog::v1::Relation& relation, const RowView& row) {
-  std::string key;
-  for (std::uint32_t k : relation.key_columns()) {
-    if (k >= row.size()) return {};
-    // Row.values, length-delimited: the tag byte, the length, the Value (canonical)
-    const std::string_view v = row[k].bytes;
-    key.push_back(static_cast<char>((dblog::v1::Row::kValuesFieldNumber << 3) | kLengthDelimited));
-    common::AppendVarint(key, v.size());
-    key.append(v);
-  }
-  return key;
+bool OneField(std::string_view message, std::uint32_t number, std::string_view* payload) {
+  std::size_t i = 0;
+  std::uint64_t n = 0;
+  int wire_type = 0;
+  return ReadTag(message, i, &n, &wire_type) && n == number && wire_type == kLengthDelimited &&
+         ReadBytes(message, i, payload) && i == message.size();
 }
 
-}  // namespace dblog::emit
+}  // namespace dblog::wire

@@ -1,19 +1,23 @@
-// tests/cpp/emit/change_view_test.cc: a Change read in place (emit/change_view.h) against the
+// tests/cpp/wire/change_view_test.cc: a Change read in place (wire/change_view.h) against the
 // same Change parsed by protobuf. Random Changes, serialized as protobuf writes them (the
 // plugin's canonical form), must read in place to the same fields, each value's bytes must be
-// its serialization, and keys made from the views must equal those made from the messages. Any
+// its serialization, its accessors must give the parsed member, and keys made from the views must
+// equal those made from the messages (sidecar/emit/key.h). Any
 // other encoding of the same message, and anything protobuf would refuse, must be refused, so
 // the pipeline parses it instead.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <string>
 
-#include "emit/change_view.h"
 #include "emit/key.h"
+#include "wire/change_view.h"
 
-namespace dblog::emit {
+namespace dblog::wire {
 namespace {
+
+using emit::KeyBytes;
 
 using dblog::v1::Change;
 using dblog::v1::Relation;
@@ -71,6 +75,34 @@ Change RandomChange(std::mt19937_64& rng) {
   return c;
 }
 
+template <typename T>
+std::string Bits(T v) {
+  std::string b(sizeof v, '\0');
+  std::memcpy(b.data(), &v, sizeof v);
+  return b;
+}
+
+// A value's accessors give what the parsed message holds (floats bit for bit).
+void ExpectReadsAsParsed(const ValueView& view, const Value& v) {
+  switch (v.kind_case()) {
+    case Value::kTextValue: EXPECT_EQ(view.text(), v.text_value()); break;
+    case Value::kLiteral: EXPECT_EQ(view.text(), v.literal()); break;
+    case Value::kBytesValue: EXPECT_EQ(view.text(), v.bytes_value()); break;
+    case Value::kUuidValue: EXPECT_EQ(view.text(), v.uuid_value()); break;
+    case Value::kBoolValue: EXPECT_EQ(view.integer(), v.bool_value() ? 1 : 0); break;
+    case Value::kIntValue: EXPECT_EQ(view.integer(), v.int_value()); break;
+    case Value::kDateValue: EXPECT_EQ(view.integer(), v.date_value()); break;
+    case Value::kTimestampValue: EXPECT_EQ(view.integer(), v.timestamp_value()); break;
+    case Value::kTimestamptzValue: EXPECT_EQ(view.integer(), v.timestamptz_value()); break;
+    case Value::kFloat4Value: EXPECT_EQ(Bits(view.float4()), Bits(v.float4_value())); break;
+    case Value::kFloat8Value: EXPECT_EQ(Bits(view.float8()), Bits(v.float8_value())); break;
+    default:
+      EXPECT_EQ(view.text(), "");
+      EXPECT_EQ(view.integer(), 0);
+      break;
+  }
+}
+
 TEST(ChangeView, ReadsWhatProtobufParsesAndKeysMatch) {
   std::mt19937_64 rng(20261207);
   ChangeView view;  // reused, as the pipeline reuses its views
@@ -116,6 +148,7 @@ TEST(ChangeView, ReadsWhatProtobufParsesAndKeysMatch) {
         EXPECT_EQ((*rv)[static_cast<std::size_t>(k)].kind == Value::kNullValue,
                   row->values(k).null_value());
         unchanged |= row->values(k).unchanged();
+        ExpectReadsAsParsed((*rv)[static_cast<std::size_t>(k)], row->values(k));
       }
       EXPECT_EQ(rv->HasUnchanged(), unchanged);
     }
@@ -192,4 +225,4 @@ TEST(ChangeView, SplitsABatchIntoItsEvents) {
 }
 
 }  // namespace
-}  // namespace dblog::emit
+}  // namespace dblog::wire
