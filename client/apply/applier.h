@@ -189,6 +189,8 @@ class Applier {
   bool copying() const { return copy_.open; }
   const ApplierStats& stats() const { return stats_; }
   bool in_source_transaction() const { return source_txn_open_ || bootstrap_open_; }
+  // Between BootstrapBegin and BootstrapEnd: the rows that Apply(ChangeView) copies in place.
+  bool in_bootstrap() const { return bootstrap_open_; }
 
  private:
   enum class BatchKind { kNone, kUpsert, kRefresh, kDelete };

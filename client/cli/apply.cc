@@ -12,6 +12,8 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "client/position.h"
 #include "common/logfmt.h"
@@ -417,9 +419,24 @@ void ApplyRun::Acknowledge(client::Client& stream) {
 
 void ApplyRun::ApplyStream(client::Client& stream) {
   apply::Applier& applier = *applier_;
-  // valid until the next NextView: used at once, never kept. Changes come read in place: a
-  // bootstrap's rows go from the frame into the target's COPY without being parsed.
+  // valid until the next NextView or NextRef: used at once, never kept. In a bootstrap, Changes
+  // come read in place (its rows go from the frame into the target's COPY without being parsed);
+  // elsewhere each is parsed once, as the applier needs it parsed (NextRef).
   client::ItemView item;
+  client::ItemRef ref;
+  const auto next = [&]() -> bool {
+    if (applier.in_bootstrap()) return stream.NextView(item);
+    if (!stream.NextRef(ref)) return false;
+    std::visit(
+        [&](const auto* message) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(*message)>, StreamEvent>)
+            item = client::EventView{message, nullptr};
+          else
+            item = message;
+        },
+        ref);
+    return true;
+  };
   auto last_wait = std::chrono::steady_clock::now();
   for (;;) {
     if (!stream.HasBufferedItems()) {
@@ -443,7 +460,7 @@ void ApplyRun::ApplyStream(client::Client& stream) {
         Acknowledge(stream);
       }
     }
-    if (!stream.NextView(item)) return;
+    if (!next()) return;
     if (const auto* view = std::get_if<client::EventView>(&item)) {
       if (view->change != nullptr) {
         applier.Apply(*view->change);
