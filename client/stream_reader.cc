@@ -135,7 +135,7 @@ bool StreamReader::NextFrame(bool in_place, ItemRef* control) {
   split_next_ = 0;
   if (views_.size() > kKeptViews) {  // after a huge frame
     views_.resize(kKeptViews);
-    views_.shrink_to_fit();
+    if (views_.capacity() > 4 * kKeptViews) views_.shrink_to_fit();
   }
   arena_.Reset();
   std::string_view payload;

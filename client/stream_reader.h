@@ -94,9 +94,11 @@ class StreamReader {
   std::vector<SplitEvent> split_;
   std::size_t split_next_ = 0;
   std::vector<wire::BatchEvent> events_;  // the split, reused
-  // Reused from frame to frame (each keeps its rows' capacity), at most kKeptViews kept.
+  // Reused from frame to frame (each keeps its rows' capacity), at most kKeptViews kept: more
+  // than a bootstrap's frame holds (dblogd's copier sends up to 2,000 rows a batch), so that a
+  // bootstrap allocates no views after its first frames.
   std::vector<wire::ChangeView> views_;
-  static constexpr std::size_t kKeptViews = 1024;
+  static constexpr std::size_t kKeptViews = 4096;
   dblog::v1::Position last_position_;  // of the last event handed out (from Welcome.resume_from)
   bool positioned_ = false;            // a positioned event was handed out
   bool in_bootstrap_ = false;          // between BootstrapBegin and BootstrapEnd

@@ -131,7 +131,7 @@ struct Repairs::MessageChange {
 };
 
 // ViewChange: read in place (the extension's stream); the same answers, from the plugin's bytes
-// (a canonical row's bytes are its serialization: emit/change_view.h).
+// (a canonical row's bytes are its serialization: wire/change_view.h).
 struct Repairs::ViewChange {
   const wire::ChangeView& c;
   std::uint32_t relation_oid() const { return c.relation_oid; }

@@ -70,7 +70,7 @@ class Repairs {
   bool OnRelation(const dblog::v1::Relation& relation);
   // False for a change of dblog.request_queue (a request, taken here): not forwarded.
   bool OnChange(const dblog::v1::Change& change);
-  // The same for a Change read in place (the extension's stream, emit/change_view.h).
+  // The same for a Change read in place (the extension's stream, wire/change_view.h).
   bool OnChange(const wire::ChangeView& change);
   void OnTruncate(const dblog::v1::Truncate& truncate);
   // A message whose prefix starts with kWatermarkPrefix: never forwarded. The open window's

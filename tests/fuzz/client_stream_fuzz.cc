@@ -10,6 +10,7 @@
 // NextItem, each view's values what the parsed Change holds.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,13 @@ using dblog::fuzz::JsonCheck;
 namespace {
 
 // Reads everything; returns a summary of what came out (one line per item, then the outcome).
+template <typename T>
+std::string Bits(T v) {
+  std::string b(sizeof v, '\0');
+  std::memcpy(b.data(), &v, sizeof v);
+  return b;
+}
+
 // The event a NextView item stands for: parsed, or the Change read in place (its values checked
 // against the message the same bytes parse to).
 const dblog::v1::StreamEvent& EventOf(const dblog::client::EventView& view,
@@ -49,11 +57,32 @@ const dblog::v1::StreamEvent& EventOf(const dblog::client::EventView& view,
       const dblog::wire::ValueView& v = (*rv)[static_cast<std::size_t>(k)];
       const dblog::v1::Value& m = row->values(k);
       Check(v.kind == m.kind_case(), "a value's member");
-      if (m.has_text_value()) Check(v.text() == m.text_value(), "a text value's bytes");
-      if (m.has_literal()) Check(v.text() == m.literal(), "a literal's bytes");
-      if (m.has_int_value()) Check(v.integer() == m.int_value(), "an int value");
-      if (m.has_timestamptz_value())
-        Check(v.integer() == m.timestamptz_value(), "a timestamptz value");
+      switch (m.kind_case()) {
+        case dblog::v1::Value::kTextValue: Check(v.text() == m.text_value(), "text"); break;
+        case dblog::v1::Value::kLiteral: Check(v.text() == m.literal(), "a literal"); break;
+        case dblog::v1::Value::kBytesValue: Check(v.text() == m.bytes_value(), "bytes"); break;
+        case dblog::v1::Value::kUuidValue: Check(v.text() == m.uuid_value(), "a uuid"); break;
+        case dblog::v1::Value::kBoolValue:
+          Check(v.integer() == (m.bool_value() ? 1 : 0), "a bool");
+          break;
+        case dblog::v1::Value::kIntValue: Check(v.integer() == m.int_value(), "an int"); break;
+        case dblog::v1::Value::kDateValue: Check(v.integer() == m.date_value(), "a date"); break;
+        case dblog::v1::Value::kTimestampValue:
+          Check(v.integer() == m.timestamp_value(), "a timestamp");
+          break;
+        case dblog::v1::Value::kTimestamptzValue:
+          Check(v.integer() == m.timestamptz_value(), "a timestamptz");
+          break;
+        case dblog::v1::Value::kFloat4Value:
+          Check(Bits(v.float4()) == Bits(m.float4_value()), "a float4, bit for bit");
+          break;
+        case dblog::v1::Value::kFloat8Value:
+          Check(Bits(v.float8()) == Bits(m.float8_value()), "a float8, bit for bit");
+          break;
+        default:
+          Check(v.text().empty() && v.integer() == 0, "no member to read");
+          break;
+      }
     }
   }
   return scratch;
