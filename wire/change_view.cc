@@ -55,6 +55,11 @@ inline bool ReadBytes(std::string_view b, std::size_t& i, std::string_view* payl
   return true;
 }
 
+// A sint32/sint64 field's value from its varint (protobuf's zigzag encoding).
+inline std::int64_t ZigZag(std::uint64_t v) {
+  return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+}
+
 bool Utf8(std::string_view s) {
   return google::protobuf::internal::IsStructurallyValidUTF8(s.data(), static_cast<int>(s.size()));
 }
@@ -140,7 +145,7 @@ std::int64_t ValueView::integer() const {
     case Value::kTimestamptzValue:
     case Value::kDateValue:  // sint64 and sint32: zigzag
       if (!ReadVarint(bytes, i, &v)) return 0;
-      return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+      return ZigZag(v);
     default:
       return 0;
   }
@@ -236,7 +241,7 @@ bool ChangeView::Parse(std::string_view change) {
           xid = v;
           break;
         case Change::kCommitTimeFieldNumber:  // sint64: zigzag
-          commit_time = static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+          commit_time = ZigZag(v);
           break;
       }
       continue;
