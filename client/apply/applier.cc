@@ -315,7 +315,10 @@ void Applier::OnBootstrapBegin(const dblog::v1::BootstrapBegin& begin) {
   bootstrap_rows_ = 0;
   bootstrap_rows_in_txn_ = 0;
   bootstrap_started_ = std::chrono::steady_clock::now();
-  for (auto& [oid, table] : tables_) table.bootstrap_fill = Table::Fill::kUnknown;
+  for (auto& [oid, table] : tables_) {
+    table.bootstrap_fill = Table::Fill::kUnknown;
+    table.copy_as_text = false;
+  }
   std::uint64_t estimated = 0;
   for (const auto& t : begin.tables()) estimated += t.rows_estimated();
   log_("bootstrap started at consistent point " + client::FormatLsn(begin.consistent_point()) +
@@ -487,6 +490,23 @@ void Applier::PrepareTable(Table& table) {
   target_.SendPrepare(table.delete_name, statements.remove, keys, from);
   target_.SendPrepare(table.delete_name + "_1", statements.remove_one, keys, from);
   table.copy_sql = statements.copy;
+  table.copy_binary_sql = statements.copy_binary;
+  table.binary_types.clear();
+  if (options_.copy_binary && prepared.fit.same_types &&
+      prepared.fit.target_type_oids.size() == static_cast<std::size_t>(columns)) {
+    // Only built-in types, the same in the target (by oid, not by the name format_type gives).
+    for (int i = 0; i < columns; ++i) {
+      const std::uint32_t type_oid = rel.columns(i).type_oid();
+      const BinaryType type = type_oid == prepared.fit.target_type_oids[static_cast<std::size_t>(i)]
+                                  ? BinaryTypeOf(type_oid)
+                                  : BinaryType::kNone;
+      if (type == BinaryType::kNone) {
+        table.binary_types.clear();
+        break;
+      }
+      table.binary_types.push_back(type);
+    }
+  }
   table.registered = store_.registered(table.target, table.target_oid);
   if (const auto it = store_.mappings().find(rel.oid());
       it == store_.mappings().end() || it->second.target != mapping.target ||
@@ -680,17 +700,38 @@ void Applier::AddToCopy(Table& table, const RowOf& row) {
                       " values for " + std::to_string(table.relation.columns_size()) +
                       " columns");
   SendBatch();
-  if (copy_.open && copy_.oid != table.relation.oid()) FlushCopy();
+  // In binary where the table's columns allow it and the row has a binary form (copy_binary.h);
+  // the first row without one turns the rest of the table's bootstrap to text.
+  bool binary = false;
+  if (!table.binary_types.empty() && !table.copy_as_text) {
+    copy_row_.clear();
+    binary = AppendCopyBinaryRow(copy_row_, table.binary_types, row);
+    if (!binary) {
+      table.copy_as_text = true;
+      log_("a row of " + table.target.Display() +
+           " has a value with no binary COPY form (an infinite date or timestamp, say): the"
+           " rest of its bootstrap is copied as text");
+    }
+  }
+  if (copy_.open && (copy_.oid != table.relation.oid() || copy_.binary != binary)) FlushCopy();
   if (!copy_.open) {
-    target_.CopyBegin(table.copy_sql, "copying rows into " + table.target.Display());
+    target_.CopyBegin(binary ? table.copy_binary_sql : table.copy_sql,
+                      "copying rows into " + table.target.Display());
     copy_.open = true;
+    copy_.binary = binary;
     copy_.oid = table.relation.oid();
+    if (binary) AppendCopyBinaryHeader(copy_.data);
   }
-  for (int i = 0; i < width; ++i) {
-    if (i) copy_.data.push_back('\t');
-    AppendCopyValue(copy_.data, At(row, i));
+  if (binary) {
+    copy_.data += copy_row_;
+    ++stats_.rows_copied_binary;
+  } else {
+    for (int i = 0; i < width; ++i) {
+      if (i) copy_.data.push_back('\t');
+      AppendCopyValue(copy_.data, At(row, i));
+    }
+    copy_.data.push_back('\n');
   }
-  copy_.data.push_back('\n');
   ++copy_.rows;
   if (copy_.data.size() >= kCopyPieceBytes) {
     target_.CopyPut(copy_.data);
@@ -700,6 +741,7 @@ void Applier::AddToCopy(Table& table, const RowOf& row) {
 
 void Applier::FlushCopy() {
   if (!copy_.open) return;
+  if (copy_.binary) AppendCopyBinaryTrailer(copy_.data);
   target_.CopyPut(copy_.data);
   stats_.rows_written += target_.CopyEnd();
   ++stats_.statements;

@@ -38,7 +38,8 @@
 // collation the chunk's range deletion is skipped (logged, counted), never guessed.
 //
 // Batching: bootstrap rows of a table that was empty when the bootstrap reached it go in with
-// COPY (the connection leaves pipeline mode for it), one COPY per run of a table's rows within
+// COPY (the connection leaves pipeline mode for it; in binary format where every column's type
+// has one, copy_binary.h, else text), one COPY per run of a table's rows within
 // a target transaction, its rows sent in pieces of 256 kB as they are read (the server inserts
 // one piece while the next is read); anything else sent ends the COPY first. Otherwise
 // consecutive upserts (or deletes) of one table are collected and sent as one
@@ -74,6 +75,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "client/apply/copy_binary.h"
 #include "client/apply/pg.h"
 #include "client/apply/progress_store.h"
 #include "client/apply/relation_map.h"
@@ -101,6 +103,9 @@ struct ApplierOptions {
   std::size_t batch_rows = 1000;              // rows per multi-row statement
   std::size_t batch_bytes = 8u << 20;         // bytes of value text per statement
   std::size_t bootstrap_commit_rows = 20000;  // bootstrap rows per target transaction
+  // The bootstrap's COPY in binary format where every column's type has one (copy_binary.h);
+  // false: always COPY text (`dblog apply --copy-text`).
+  bool copy_binary = true;
 };
 
 struct ApplierStats {
@@ -120,6 +125,9 @@ struct ApplierStats {
   // queries of the target's catalog (target_tables.h: one per table name a preparation, or a
   // bootstrap clearing its tables, looks at, and one more after each change made to the table)
   std::uint64_t catalog_reads = 0;
+  // bootstrap rows that went into the target by COPY in binary format (the rest of the
+  // copied rows went as COPY text)
+  std::uint64_t rows_copied_binary = 0;
 
   ApplierStats& operator+=(const ApplierStats& o) {
     transactions += o.transactions;
@@ -132,6 +140,7 @@ struct ApplierStats {
     missing_rows += o.missing_rows;
     range_deletes_skipped += o.range_deletes_skipped;
     catalog_reads += o.catalog_reads;
+    rows_copied_binary += o.rows_copied_binary;
     return *this;
   }
 };
@@ -210,6 +219,13 @@ class Applier {
     std::string refresh_name;
     std::string delete_name;
     std::string copy_sql;
+    std::string copy_binary_sql;
+    // Per column, its binary COPY form (copy_binary.h); empty when a column has none (or the
+    // target's type oid differs, or options say text): COPY text.
+    std::vector<BinaryType> binary_types;
+    // The open bootstrap met a row of it with no binary form: the rest of its rows go as text
+    // (one switch, not one per such row).
+    bool copy_as_text = false;
     // How the current bootstrap fills it: COPY when it was empty at the bootstrap's first row
     // for it (no key can be there twice: the copy is one snapshot) and its column types are
     // the source's (COPY reads values with the target's input functions), upserts otherwise.
@@ -218,8 +234,9 @@ class Applier {
 
   struct CopyBuffer {
     bool open = false;   // a COPY into table oid is running on the target connection
+    bool binary = false;  // in COPY's binary format (else text)
     std::uint32_t oid = 0;
-    std::string data;    // COPY text format, not sent yet (up to kCopyPieceBytes)
+    std::string data;    // COPY data, not sent yet (up to kCopyPieceBytes)
     std::size_t rows = 0;
   };
 
@@ -319,6 +336,7 @@ class Applier {
   std::chrono::steady_clock::time_point bootstrap_started_;
   Batch batch_;
   CopyBuffer copy_;
+  std::string copy_row_;  // one row in COPY binary, before it is known to have that form
   Chunk chunk_;
   std::optional<dblog::v1::Position> last_position_;  // of the last positioned event applied
   dblog::v1::StreamEvent parsed_;  // a Change read in place that Apply(ChangeView) parses

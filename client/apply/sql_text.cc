@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "client/apply/value_access.h"
 #include "client/time_format.h"
 
 namespace dblog::apply {
@@ -74,42 +75,6 @@ void AppendFloat(std::string& out, F value) {
     out.append(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);
   }
 }
-
-// A parsed Value through the accessors a wire::ValueView has, so that one writer serves both.
-struct MessageValue {
-  const dblog::v1::Value& v;
-  dblog::v1::Value::KindCase kind() const { return v.kind_case(); }
-  std::string_view text() const {
-    switch (v.kind_case()) {
-      case dblog::v1::Value::kTextValue: return v.text_value();
-      case dblog::v1::Value::kLiteral: return v.literal();
-      case dblog::v1::Value::kBytesValue: return v.bytes_value();
-      case dblog::v1::Value::kUuidValue: return v.uuid_value();
-      default: return {};
-    }
-  }
-  std::int64_t integer() const {
-    switch (v.kind_case()) {
-      case dblog::v1::Value::kBoolValue: return v.bool_value() ? 1 : 0;
-      case dblog::v1::Value::kIntValue: return v.int_value();
-      case dblog::v1::Value::kDateValue: return v.date_value();
-      case dblog::v1::Value::kTimestampValue: return v.timestamp_value();
-      case dblog::v1::Value::kTimestamptzValue: return v.timestamptz_value();
-      default: return 0;
-    }
-  }
-  float float4() const { return v.float4_value(); }
-  double float8() const { return v.float8_value(); }
-};
-
-struct InPlaceValue {
-  const wire::ValueView& v;
-  dblog::v1::Value::KindCase kind() const { return v.kind; }
-  std::string_view text() const { return v.text(); }
-  std::int64_t integer() const { return v.integer(); }
-  float float4() const { return v.float4(); }
-  double float8() const { return v.float8(); }
-};
 
 // The text of a value that is neither NULL nor unchanged, appended to `out`.
 template <typename V>

@@ -170,6 +170,7 @@ TableStatements BuildTableStatements(const Relation& rel, const std::string& tab
   out.upsert = "INSERT INTO " + table + " (" + columns + ") OVERRIDING SYSTEM VALUE " +
                UnnestedRows(rel) + on_conflict;
   out.copy = "COPY " + table + " (" + columns + ") FROM STDIN";
+  out.copy_binary = out.copy + " (FORMAT binary)";
   // One row (the common case of small transactions): plain parameters, no arrays.
   out.upsert_one = "INSERT INTO " + table + " (" + columns + ") OVERRIDING SYSTEM VALUE VALUES (" +
                    RowParameters(rel) + ")" + on_conflict;

@@ -76,6 +76,7 @@ struct TableStatements {
   std::string remove;      // DELETE .. USING unnest(..)
   std::string remove_one;  // DELETE .. WHERE key = ..
   std::string copy;        // COPY .. (columns) FROM STDIN
+  std::string copy_binary;  // the same in binary format
   // The upserts of copied rows (READ): the update only where a non-key column's value differs
   // from the target's (compared as the type's output text), so that rows already right are not
   // written again.

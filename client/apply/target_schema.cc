@@ -84,6 +84,7 @@ TargetTableFit CheckTargetColumns(const dblog::v1::Relation& relation, const Tar
       throw SchemaError("target table " + display + ": column \"" + c.name() +
                         "\" is generated in the target and cannot take the source's values");
     // Identical and widening types pass silently; values are converted by assignment.
+    fit.target_type_oids.push_back(it->second.type_oid);
     const Conversion conversion = ClassifyConversion(c.type_name(), it->second.type);
     if (conversion != Conversion::kSame) fit.same_types = false;
     if (conversion == Conversion::kLossy)

@@ -77,6 +77,8 @@ struct TargetTableFit {
   // from the source's type (integer cannot read "1.25"; real -> double precision would read
   // "0.1" as a different value than the cast gives).
   bool same_types = true;
+  // Per source column (in the Relation's order), the target column's type oid (atttypid).
+  std::vector<std::uint32_t> target_type_oids;
   std::uint32_t oid = 0;  // the target table's
 };
 
@@ -92,6 +94,7 @@ struct TargetColumn {
   bool has_default = false;
   bool generated = false;  // GENERATED ALWAYS AS (...) STORED
   bool identity = false;
+  std::uint32_t type_oid = 0;  // atttypid
 };
 using TargetColumns = std::map<std::string, TargetColumn>;  // by column name
 // Every source column has a target column that is not generated and whose type holds its values

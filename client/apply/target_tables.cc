@@ -9,10 +9,10 @@ namespace dblog::apply {
 namespace {
 
 // One row per fact, in three kinds: 't' the relation (oid, whether a table or partitioned
-// table), 'c' a column (name, type, not null, has default, generated, identity), 'i' an index
-// column (index oid, primary, the column's name or NULL for an expression) of the unique
-// indexes that are valid and not partial, the primary key first, then by index oid, each
-// index's key columns in order (an INCLUDE column plays no part in ON CONFLICT's inference).
+// table), 'c' a column (name, type, not null, has default, generated, identity, type oid),
+// 'i' an index column (index oid, primary, the column's name or NULL for an expression) of
+// the unique indexes that are valid and not partial, the primary key first, then by index oid,
+// each index's key columns in order (an INCLUDE column plays no part in ON CONFLICT's inference).
 // Columns 9-11 only order the rows.
 constexpr const char* kCatalogQuery =
     "WITH r AS (SELECT c.oid, c.relkind FROM pg_catalog.pg_class c"
@@ -26,7 +26,7 @@ constexpr const char* kCatalogQuery =
     " SELECT 'c', a.attname::pg_catalog.text, pg_catalog.format_type(a.atttypid, a.atttypmod),"
     "   a.attnotnull::pg_catalog.text, a.atthasdef::pg_catalog.text,"
     "   (a.attgenerated OPERATOR(pg_catalog.<>) '')::pg_catalog.text,"
-    "   (a.attidentity OPERATOR(pg_catalog.<>) '')::pg_catalog.text, NULL,"
+    "   (a.attidentity OPERATOR(pg_catalog.<>) '')::pg_catalog.text, a.atttypid::pg_catalog.text,"
     "   0::pg_catalog.int8, 0::pg_catalog.int8, 0::pg_catalog.int8"
     " FROM r JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) r.oid"
     " WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped"
@@ -62,7 +62,8 @@ const TargetTables::Catalog& TargetTables::Read(const TargetName& name) {
     } else if (kind == "c") {
       c.columns[r.get(i, 1)] = TargetColumn{r.get(i, 2), r.get(i, 3) == "true",
                                             r.get(i, 4) == "true", r.get(i, 5) == "true",
-                                            r.get(i, 6) == "true"};
+                                            r.get(i, 6) == "true",
+                                            static_cast<std::uint32_t>(std::stoul(r.get(i, 7)))};
     } else {
       const std::string id = r.get(i, 1);
       if (!indexes.count(id)) index_order.push_back(id);

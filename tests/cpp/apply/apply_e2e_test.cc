@@ -377,6 +377,54 @@ TEST_F(ApplyE2eTest, EveryTypeFamilyRoundTrips) {
   EXPECT_EQ(target().scalar("SELECT count(*) FROM " + T("all_types")), "18");
 }
 
+// The bootstrap fills a table whose every column is of a built-in type with a binary form by
+// COPY in binary format (client/apply/copy_binary.h), the target reading it faster; a table
+// with another type goes as COPY text; a table whose rows include one with no binary form (an
+// infinite timestamp, which the stream carries as a literal) turns to text from that row on.
+// Every table ends equal to the source (the values themselves: copy_binary_test.cc).
+TEST_F(ApplyE2eTest, TheBootstrapCopiesInBinaryWhereEveryColumnHasABinaryForm) {
+  const std::string columns =
+      " (id bigint PRIMARY KEY, n numeric, n2 numeric(8,2), t text, c char(3), v varchar(5),"
+      " ts timestamptz, tsl timestamp, d date, j jsonb, js json, f4 float4, f8 float8, u uuid,"
+      " b bytea, ok bool, i2 int2, i4 int4, o oid)";
+  const std::string values =
+      " SELECT g, (g * 1.5 - 1000)::numeric * 10 ^ (g % 30 - 15), (g % 999999)::numeric / 100,"
+      " 'r' || g || E'\\t\\n\\\\ é', 'c' || g % 10, 'v' || g % 1000,"
+      " timestamptz '2000-01-01 UTC' + g * interval '1 day 1.5 s',"
+      " timestamp '1999-12-31' - g * interval '77 days', date '2000-01-01' - g * 10,"
+      " jsonb_build_object('g', g, 's', 'x y'), json_build_array(g, '  '), g / 7.0, -g / 3.0,"
+      " md5(g::text)::uuid, decode(md5(g::text), 'hex'), g % 2 = 0, g % 32767, -g, g"
+      " FROM generate_series(1, 3000) g";
+  db().exec("CREATE TABLE " + T("plain") + columns);
+  db().exec("INSERT INTO " + T("plain") + values);
+  db().exec("UPDATE " + T("plain") + " SET n = 'NaN', f8 = 'Infinity' WHERE id % 100 = 3");
+  db().exec("CREATE TABLE " + T("with_infinity") + columns);
+  db().exec("INSERT INTO " + T("with_infinity") + values);
+  db().exec("UPDATE " + T("with_infinity") + " SET ts = 'infinity' WHERE id = 1500");
+  db().exec("CREATE TABLE " + T("with_array") + " (id int PRIMARY KEY, a int4[], t text)");
+  db().exec("INSERT INTO " + T("with_array") +
+            " SELECT g, ARRAY[g, -g], 'a' || g FROM generate_series(1, 500) g");
+  StartDblogd();
+  StartApply({"--create-tables"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
+  WaitApplied(Sentinel());
+  for (const char* table : {"plain", "with_infinity", "with_array"}) ExpectSameTable(table);
+  EXPECT_NE(apply_->log().find("a row of " + T("with_infinity") +
+                               " has a value with no binary COPY form"),
+            std::string::npos)
+      << apply_->log();
+  apply_->Signal(SIGINT);
+  ASSERT_TRUE(apply_->Wait().has_value());
+  // plain in binary; with_infinity in binary up to its infinite row, the rest in text
+  const std::string log = apply_->log();
+  const std::size_t at = log.find(" copied in binary)");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::size_t from = log.rfind('(', at) + 1;
+  const long binary = std::stol(log.substr(from, at - from));
+  EXPECT_GE(binary, 3000) << log;
+  EXPECT_LT(binary, 6000) << log;
+}
+
 // The applier is killed at a random moment while small transactions stream in. Its stored
 // position is the resume point: the restarted applier says so, and the target converges with
 // no gap (every increment of the counter has its event row).
