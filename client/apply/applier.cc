@@ -88,7 +88,7 @@ void Applier::Advance(const Position& position) {
 
 void Applier::Apply(const wire::ChangeView& change) {
   // The bootstrap's rows of a table filled by COPY (chosen at its first row, parsed below): the
-  // values go from the frame into the COPY text. OnChange and OnCopiedRow do the same, in this
+  // values go from the frame into the COPY data. OnChange and OnCopiedRow do the same, in this
   // order, for a parsed one.
   if (change.kind == Change::READ && bootstrap_open_ && !chunk_.open &&
       !change.new_row.HasUnchanged()) {
@@ -705,12 +705,17 @@ void Applier::AddToCopy(Table& table, const RowOf& row) {
   bool binary = false;
   if (!table.binary_types.empty() && !table.copy_as_text) {
     copy_row_.clear();
-    binary = AppendCopyBinaryRow(copy_row_, table.binary_types, row);
+    std::size_t failed = 0;
+    binary = AppendCopyBinaryRow(copy_row_, table.binary_types, row, &failed);
     if (!binary) {
       table.copy_as_text = true;
-      log_("a row of " + table.target.Display() +
-           " has a value with no binary COPY form (an infinite date or timestamp, say): the"
-           " rest of its bootstrap is copied as text");
+      const int column = static_cast<int>(failed);
+      log_("a row of " + table.target.Display() + " has a value with no binary COPY form" +
+           (column < width ? " in column " + table.relation.columns(column).name() + " (" +
+                                 table.relation.columns(column).type_name() + ")"
+                           : std::string()) +
+           " (a timestamp beyond int64 microseconds, say): the rest of its bootstrap is"
+           " copied as text");
     }
   }
   if (copy_.open && (copy_.oid != table.relation.oid() || copy_.binary != binary)) FlushCopy();
@@ -724,7 +729,8 @@ void Applier::AddToCopy(Table& table, const RowOf& row) {
   }
   if (binary) {
     copy_.data += copy_row_;
-    ++stats_.rows_copied_binary;
+    ++copy_.binary_rows;
+    if (copy_row_.capacity() > kCopyPieceBytes) std::string().swap(copy_row_);  // a huge row
   } else {
     for (int i = 0; i < width; ++i) {
       if (i) copy_.data.push_back('\t');
@@ -741,9 +747,14 @@ void Applier::AddToCopy(Table& table, const RowOf& row) {
 
 void Applier::FlushCopy() {
   if (!copy_.open) return;
-  if (copy_.binary) AppendCopyBinaryTrailer(copy_.data);
+  if (copy_.binary && !copy_.trailer) {
+    AppendCopyBinaryTrailer(copy_.data);
+    copy_.trailer = true;  // once, even if what follows throws
+  }
   target_.CopyPut(copy_.data);
+  copy_.data.clear();
   stats_.rows_written += target_.CopyEnd();
+  stats_.rows_copied_binary += copy_.binary_rows;
   ++stats_.statements;
   copy_ = CopyBuffer{};
 }

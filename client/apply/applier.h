@@ -125,8 +125,8 @@ struct ApplierStats {
   // queries of the target's catalog (target_tables.h: one per table name a preparation, or a
   // bootstrap clearing its tables, looks at, and one more after each change made to the table)
   std::uint64_t catalog_reads = 0;
-  // bootstrap rows that went into the target by COPY in binary format (the rest of the
-  // copied rows went as COPY text)
+  // bootstrap rows that went into the target by COPY in binary format, counted when their
+  // COPY ended (the rest of the copied rows went as COPY text)
   std::uint64_t rows_copied_binary = 0;
 
   ApplierStats& operator+=(const ApplierStats& o) {
@@ -228,13 +228,16 @@ class Applier {
     bool copy_as_text = false;
     // How the current bootstrap fills it: COPY when it was empty at the bootstrap's first row
     // for it (no key can be there twice: the copy is one snapshot) and its column types are
-    // the source's (COPY reads values with the target's input functions), upserts otherwise.
+    // the source's (COPY reads values with the target type's input or receive function),
+    // upserts otherwise.
     enum class Fill { kUnknown, kCopy, kUpsert } bootstrap_fill = Fill::kUnknown;
   };
 
   struct CopyBuffer {
     bool open = false;   // a COPY into table oid is running on the target connection
     bool binary = false;  // in COPY's binary format (else text)
+    bool trailer = false;  // the binary format's trailer is in data (or sent)
+    std::uint64_t binary_rows = 0;  // rows of it in binary (counted at its end)
     std::uint32_t oid = 0;
     std::string data;    // COPY data, not sent yet (up to kCopyPieceBytes)
     std::size_t rows = 0;

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "client/apply/value_access.h"
@@ -50,9 +51,21 @@ bool IsDigits(std::string_view s) {
   return true;
 }
 
-void PutBytes(std::string& out, std::string_view bytes) {
+// No PostgreSQL value is longer than 1 GB; a longer one has no binary form here.
+constexpr std::size_t kMaxField = std::size_t{1} << 30;
+
+bool PutBytes(std::string& out, std::string_view bytes) {
+  if (bytes.size() > kMaxField) return false;
   PutBigEndian(out, static_cast<std::int32_t>(bytes.size()));
   out.append(bytes);
+  return true;
+}
+
+// -1 for "-infinity", 1 for "infinity" (as date_out and timestamp_out print them), else none.
+std::optional<int> Infinity(std::string_view text) {
+  if (text == "infinity") return 1;
+  if (text == "-infinity") return -1;
+  return std::nullopt;
 }
 
 // One field, its length included. False when the value has no binary form for `type`.
@@ -112,33 +125,52 @@ bool AppendField(std::string& out, BinaryType type, const V& v) {
       return true;
     case BinaryType::kText:
       if (kind != Value::kTextValue) return false;
-      PutBytes(out, v.text());
-      return true;
+      return PutBytes(out, v.text());
     case BinaryType::kBytea:
       if (kind != Value::kBytesValue) return false;
-      PutBytes(out, v.text());
-      return true;
+      return PutBytes(out, v.text());
     case BinaryType::kUuid:
       if (kind != Value::kUuidValue || v.text().size() != 16) return false;
-      PutBytes(out, v.text());
-      return true;
+      return PutBytes(out, v.text());
     case BinaryType::kDate: {
-      if (kind != Value::kDateValue) return false;
-      const std::int64_t days = v.integer() - kEpochDays;  // date_value is a sint32
-      if (days < std::numeric_limits<std::int32_t>::min() ||
-          days > std::numeric_limits<std::int32_t>::max())
-        return false;
+      // date_recv's infinities are the int32 extremes (DATEVAL_NOBEGIN, DATEVAL_NOEND); a
+      // finite date that would land on one is out of range (the text path refuses it too)
+      std::int64_t days;
+      if (kind == Value::kLiteral) {
+        const auto infinite = Infinity(v.text());
+        if (!infinite) return false;
+        days = *infinite < 0 ? std::numeric_limits<std::int32_t>::min()
+                             : std::numeric_limits<std::int32_t>::max();
+      } else {
+        if (kind != Value::kDateValue) return false;
+        days = v.integer() - kEpochDays;  // date_value is a sint32
+        if (days <= std::numeric_limits<std::int32_t>::min() ||
+            days >= std::numeric_limits<std::int32_t>::max())
+          return false;
+      }
       PutBigEndian(out, std::int32_t{4});
       PutBigEndian(out, static_cast<std::int32_t>(days));
       return true;
     }
     case BinaryType::kTimestamp:
     case BinaryType::kTimestamptz: {
-      if (kind != (type == BinaryType::kTimestamp ? Value::kTimestampValue
-                                                  : Value::kTimestamptzValue))
-        return false;
+      // the same with the int64 extremes (DT_NOBEGIN, DT_NOEND); a finite timestamp beyond
+      // int64 microseconds since 1970 comes as a literal: no binary form here
       std::int64_t micros;
-      if (__builtin_sub_overflow(v.integer(), kEpochMicros, &micros)) return false;
+      if (kind == Value::kLiteral) {
+        const auto infinite = Infinity(v.text());
+        if (!infinite) return false;
+        micros = *infinite < 0 ? std::numeric_limits<std::int64_t>::min()
+                               : std::numeric_limits<std::int64_t>::max();
+      } else {
+        if (kind != (type == BinaryType::kTimestamp ? Value::kTimestampValue
+                                                    : Value::kTimestamptzValue))
+          return false;
+        if (__builtin_sub_overflow(v.integer(), kEpochMicros, &micros) ||
+            micros == std::numeric_limits<std::int64_t>::min() ||
+            micros == std::numeric_limits<std::int64_t>::max())
+          return false;
+      }
       PutBigEndian(out, std::int32_t{8});
       PutBigEndian(out, micros);
       return true;
@@ -159,11 +191,11 @@ bool AppendField(std::string& out, BinaryType type, const V& v) {
     }
     case BinaryType::kJson:
       if (kind != Value::kLiteral) return false;
-      PutBytes(out, v.text());
-      return true;
+      return PutBytes(out, v.text());
     case BinaryType::kJsonb: {
       if (kind != Value::kLiteral) return false;
       const std::string_view text = v.text();
+      if (text.size() >= kMaxField) return false;
       PutBigEndian(out, static_cast<std::int32_t>(text.size() + 1));
       out.push_back(1);  // jsonb's binary format version
       out.append(text);
@@ -175,10 +207,12 @@ bool AppendField(std::string& out, BinaryType type, const V& v) {
 
 template <typename RowOf>
 bool AppendRow(std::string& out, const std::vector<BinaryType>& types, const RowOf& row,
-               std::size_t width) {
+               std::size_t width, std::size_t* failed) {
   if (width != types.size() || width > static_cast<std::size_t>(
-                                           std::numeric_limits<std::int16_t>::max()))
+                                           std::numeric_limits<std::int16_t>::max())) {
+    if (failed) *failed = width;
     return false;
+  }
   const std::size_t at = out.size();
   PutBigEndian(out, static_cast<std::int16_t>(width));
   for (std::size_t i = 0; i < width; ++i) {
@@ -191,6 +225,7 @@ bool AppendRow(std::string& out, const std::vector<BinaryType>& types, const Row
     }
     if (!ok) {
       out.resize(at);
+      if (failed) *failed = i;
       return false;
     }
   }
@@ -237,13 +272,14 @@ void AppendCopyBinaryHeader(std::string& out) {
 void AppendCopyBinaryTrailer(std::string& out) { PutBigEndian(out, std::int16_t{-1}); }
 
 bool AppendCopyBinaryRow(std::string& out, const std::vector<BinaryType>& types,
-                         const dblog::v1::Row& row) {
-  return AppendRow(out, types, MessageRow{row}, static_cast<std::size_t>(row.values_size()));
+                         const dblog::v1::Row& row, std::size_t* failed_column) {
+  return AppendRow(out, types, MessageRow{row}, static_cast<std::size_t>(row.values_size()),
+                   failed_column);
 }
 
 bool AppendCopyBinaryRow(std::string& out, const std::vector<BinaryType>& types,
-                         const wire::RowView& row) {
-  return AppendRow(out, types, row, row.size());
+                         const wire::RowView& row, std::size_t* failed_column) {
+  return AppendRow(out, types, row, row.size(), failed_column);
 }
 
 bool AppendNumericBinary(std::string& out, std::string_view text) {
@@ -274,7 +310,8 @@ bool AppendNumericBinary(std::string& out, std::string_view text) {
   // Base-10000 digits, grouped from the decimal point outwards.
   const std::size_t whole_groups = (whole.size() + 3) / 4;
   const std::size_t fraction_groups = (fraction.size() + 3) / 4;
-  std::vector<std::uint16_t> digits(whole_groups + fraction_groups, 0);
+  thread_local std::vector<std::uint16_t> digits;  // one allocation per thread, not per value
+  digits.assign(whole_groups + fraction_groups, 0);
   const std::size_t pad = whole_groups * 4 - whole.size();
   for (std::size_t i = 0; i < whole.size(); ++i) {
     std::uint16_t& d = digits[(i + pad) / 4];

@@ -10,15 +10,18 @@
 //   float4, float8 <- float4_value, float8_value (the same bits);
 //   text, varchar, bpchar <- text_value; bytea <- bytes_value; uuid <- uuid_value (16 bytes);
 //   date <- date_value; timestamp, timestamptz <- timestamp_value, timestamptz_value (moved
-//   from the Unix epoch to PostgreSQL's, 2000-01-01);
+//   from the Unix epoch to PostgreSQL's, 2000-01-01); their infinities <- the literals
+//   "infinity" and "-infinity" (the receive functions' sentinels: the int extremes);
 //   numeric <- literal (numeric_out's text, NaN and the infinities included: base-10000 digits);
 //   json <- literal; jsonb <- literal behind jsonb's version byte 1.
 // The receive functions check what the input functions check (typmods, encodings, ranges), so
-// a value goes in as the same datum either way; tests/cpp/apply/copy_binary_e2e_test.cc checks
-// that on a real server, value by value, against the text path and against numeric_send.
-// A value of another kind than its type's (an infinite date or timestamp, which the stream
-// carries as a literal; a malformed literal) has no binary form here: AppendCopyBinaryRow
-// returns false and the caller writes that row as COPY text instead.
+// a value goes in as the same value either way (one difference: a float NaN keeps the source's
+// bits, where text gives the canonical NaN; PostgreSQL holds every NaN equal);
+// tests/cpp/apply/copy_binary_test.cc checks that on a real server, value by value, against the
+// text path, for rows parsed and read in place, and numerics against numeric_send.
+// A value of another kind than its type's (a timestamp beyond int64 microseconds, which the
+// stream carries as a literal; a malformed value) has no binary form here:
+// AppendCopyBinaryRow returns false and the caller writes that row as COPY text instead.
 // Owns: bytes only. No libpq, no I/O.
 #pragma once
 
@@ -61,12 +64,14 @@ void AppendCopyBinaryHeader(std::string& out);
 void AppendCopyBinaryTrailer(std::string& out);
 
 // One row (a field count, then each value's length and bytes; NULL as length -1). False, with
-// `out` as it was, when a value has no binary form for its column's type (see the header).
-// Throws std::invalid_argument for an unchanged-TOAST marker, as the text path does.
+// `out` as it was, when a value has no binary form for its column's type (see the header) or
+// the row has another width than `types`; then *failed_column (when given) is the value's
+// position (the width, for a row of another width). Throws std::invalid_argument for an
+// unchanged-TOAST marker, as the text path does.
 bool AppendCopyBinaryRow(std::string& out, const std::vector<BinaryType>& types,
-                         const dblog::v1::Row& row);
+                         const dblog::v1::Row& row, std::size_t* failed_column = nullptr);
 bool AppendCopyBinaryRow(std::string& out, const std::vector<BinaryType>& types,
-                         const wire::RowView& row);
+                         const wire::RowView& row, std::size_t* failed_column = nullptr);
 
 // numeric_out's text (e.g. "-12.50", "NaN", "Infinity") as numeric_send writes the value: the
 // field's bytes without their length. False (out unchanged) for any other text.

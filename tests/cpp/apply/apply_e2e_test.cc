@@ -379,8 +379,9 @@ TEST_F(ApplyE2eTest, EveryTypeFamilyRoundTrips) {
 
 // The bootstrap fills a table whose every column is of a built-in type with a binary form by
 // COPY in binary format (client/apply/copy_binary.h), the target reading it faster; a table
-// with another type goes as COPY text; a table whose rows include one with no binary form (an
-// infinite timestamp, which the stream carries as a literal) turns to text from that row on.
+// with another type goes as COPY text; a table whose rows include one with no binary form (a
+// timestamp beyond int64 microseconds, which the stream carries as a literal) turns to text
+// from that row on. Infinities have a binary form.
 // Every table ends equal to the source (the values themselves: copy_binary_test.cc).
 TEST_F(ApplyE2eTest, TheBootstrapCopiesInBinaryWhereEveryColumnHasABinaryForm) {
   const std::string columns =
@@ -397,10 +398,11 @@ TEST_F(ApplyE2eTest, TheBootstrapCopiesInBinaryWhereEveryColumnHasABinaryForm) {
       " FROM generate_series(1, 3000) g";
   db().exec("CREATE TABLE " + T("plain") + columns);
   db().exec("INSERT INTO " + T("plain") + values);
-  db().exec("UPDATE " + T("plain") + " SET n = 'NaN', f8 = 'Infinity' WHERE id % 100 = 3");
-  db().exec("CREATE TABLE " + T("with_infinity") + columns);
-  db().exec("INSERT INTO " + T("with_infinity") + values);
-  db().exec("UPDATE " + T("with_infinity") + " SET ts = 'infinity' WHERE id = 1500");
+  db().exec("UPDATE " + T("plain") +
+            " SET n = 'NaN', f8 = 'Infinity', ts = 'infinity', d = '-infinity' WHERE id % 100 = 3");
+  db().exec("CREATE TABLE " + T("far_future") + columns);
+  db().exec("INSERT INTO " + T("far_future") + values);
+  db().exec("UPDATE " + T("far_future") + " SET ts = '294270-01-01 UTC' WHERE id = 1500");
   db().exec("CREATE TABLE " + T("with_array") + " (id int PRIMARY KEY, a int4[], t text)");
   db().exec("INSERT INTO " + T("with_array") +
             " SELECT g, ARRAY[g, -g], 'a' || g FROM generate_series(1, 500) g");
@@ -408,14 +410,14 @@ TEST_F(ApplyE2eTest, TheBootstrapCopiesInBinaryWhereEveryColumnHasABinaryForm) {
   StartApply({"--create-tables"});
   ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
   WaitApplied(Sentinel());
-  for (const char* table : {"plain", "with_infinity", "with_array"}) ExpectSameTable(table);
-  EXPECT_NE(apply_->log().find("a row of " + T("with_infinity") +
-                               " has a value with no binary COPY form"),
+  for (const char* table : {"plain", "far_future", "with_array"}) ExpectSameTable(table);
+  EXPECT_NE(apply_->log().find("a row of " + T("far_future") +
+                               " has a value with no binary COPY form in column ts"),
             std::string::npos)
       << apply_->log();
   apply_->Signal(SIGINT);
   ASSERT_TRUE(apply_->Wait().has_value());
-  // plain in binary; with_infinity in binary up to its infinite row, the rest in text
+  // plain in binary; far_future in binary up to its far row, the rest in text
   const std::string log = apply_->log();
   const std::size_t at = log.find(" copied in binary)");
   ASSERT_NE(at, std::string::npos) << log;
@@ -423,6 +425,23 @@ TEST_F(ApplyE2eTest, TheBootstrapCopiesInBinaryWhereEveryColumnHasABinaryForm) {
   const long binary = std::stol(log.substr(from, at - from));
   EXPECT_GE(binary, 3000) << log;
   EXPECT_LT(binary, 6000) << log;
+}
+
+// --copy-text: the same bootstrap in COPY's text format only.
+TEST_F(ApplyE2eTest, WithCopyTextTheBootstrapCopiesAsText) {
+  db().exec("CREATE TABLE " + T("plain") +
+            " (id bigint PRIMARY KEY, n numeric, ts timestamptz, t text)");
+  db().exec("INSERT INTO " + T("plain") +
+            " SELECT g, g / 3.0, now() - g * interval '1 h', 'r' || g FROM generate_series(1, 2000) g");
+  StartDblogd();
+  StartApply({"--create-tables", "--copy-text"});
+  ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();
+  WaitApplied(Sentinel());
+  ExpectSameTable("plain");
+  apply_->Signal(SIGINT);
+  ASSERT_TRUE(apply_->Wait().has_value());
+  EXPECT_NE(apply_->log().find(" rows written, "), std::string::npos) << apply_->log();
+  EXPECT_EQ(apply_->log().find("copied in binary"), std::string::npos) << apply_->log();
 }
 
 // The applier is killed at a random moment while small transactions stream in. Its stored

@@ -2,8 +2,9 @@
 // (client/apply/copy_binary.h) against a real server. The oracle is the text path: random rows
 // of every type with a binary form, edge values included, go into one table by COPY binary and
 // into another by COPY text (AppendCopyValue), and the two tables must hold the same values; a
-// numeric is also compared byte for byte with the server's own numeric_send. Plus the values
-// with no binary form (the caller copies those rows as text) and fixed encodings.
+// numeric is also compared byte for byte with the server's own numeric_send, and every row's
+// bytes read in place (wire::RowView) with the parsed row's. Plus the values with no binary form
+// (the caller copies those rows as text) and fixed encodings.
 #include "client/apply/copy_binary.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "client/apply/sql_text.h"
@@ -97,19 +99,45 @@ TEST(CopyBinary, AValueWithoutABinaryFormLeavesTheRowToText) {
                                     Hex(std::string(16, '\x01')));
   ASSERT_TRUE(AppendCopyBinaryRow(out = "", types, row_of(Int(1), null, null)));
   EXPECT_EQ(Hex(out), "0003" "00000002" "0001" "ffffffff" "ffffffff");
-  for (const Row& row : {row_of(Int(32768), date, uuid), row_of(Int(1), infinity, uuid),
-                         row_of(Int(1), date, short_uuid), row_of(Int(1), Int(3), uuid)}) {
+  // the infinities are the receive functions' sentinels, the int32 extremes for a date
+  ASSERT_TRUE(AppendCopyBinaryRow(out = "", types, row_of(Int(1), infinity, null)));
+  EXPECT_EQ(Hex(out), "0003" "00000002" "0001" "00000004" "7fffffff" "ffffffff");
+  infinity.set_literal("-infinity");
+  ASSERT_TRUE(AppendCopyBinaryRow(out = "", types, row_of(Int(1), infinity, null)));
+  EXPECT_EQ(Hex(out), "0003" "00000002" "0001" "00000004" "80000000" "ffffffff");
+  Value not_a_date;
+  not_a_date.set_literal("5874898-01-01");
+  Value onto_the_sentinel;  // a finite date that would read as -infinity
+  onto_the_sentinel.set_date_value(std::numeric_limits<std::int32_t>::min() + 10957);
+  const std::vector<std::pair<Row, std::size_t>> refused = {
+      {row_of(Int(32768), date, uuid), 0}, {row_of(Int(1), not_a_date, uuid), 1},
+      {row_of(Int(1), onto_the_sentinel, uuid), 1}, {row_of(Int(1), date, short_uuid), 2},
+      {row_of(Int(1), Int(3), uuid), 1}};
+  for (const auto& [row, column] : refused) {
     out = "before";
-    EXPECT_FALSE(AppendCopyBinaryRow(out, types, row)) << row.ShortDebugString();
+    std::size_t failed = 99;
+    EXPECT_FALSE(AppendCopyBinaryRow(out, types, row, &failed)) << row.ShortDebugString();
     EXPECT_EQ(out, "before");
+    EXPECT_EQ(failed, column) << row.ShortDebugString();
   }
+  Value micros;  // a finite timestamp that would read as -infinity
+  micros.set_timestamp_value(std::numeric_limits<std::int64_t>::min() + 946684800000000);
+  Row timestamp_row;
+  *timestamp_row.add_values() = micros;
+  EXPECT_FALSE(AppendCopyBinaryRow(out, {BinaryType::kTimestamp}, timestamp_row));
+  Value beyond;  // beyond int64 microseconds since 1970: the stream carries it as a literal
+  beyond.set_literal("294270-01-01 00:00:00");
+  *timestamp_row.mutable_values(0) = beyond;
+  EXPECT_FALSE(AppendCopyBinaryRow(out, {BinaryType::kTimestamp}, timestamp_row));
   out = "before";
   EXPECT_THROW(AppendCopyBinaryRow(out, types, row_of(Int(1), unchanged, uuid)),
                std::invalid_argument);
   EXPECT_EQ(out, "before");
   out = "before";
-  EXPECT_FALSE(AppendCopyBinaryRow(out, {BinaryType::kInt2}, row_of(Int(1), date, uuid)))
+  std::size_t failed = 0;
+  EXPECT_FALSE(AppendCopyBinaryRow(out, {BinaryType::kInt2}, row_of(Int(1), date, uuid), &failed))
       << "a row of another width";
+  EXPECT_EQ(failed, 3u);
   EXPECT_EQ(out, "before");
   EXPECT_EQ(BinaryTypeOf(23), BinaryType::kInt4);
   EXPECT_EQ(BinaryTypeOf(19), BinaryType::kNone) << "name: namein truncates, namerecv refuses";
@@ -274,10 +302,18 @@ class Values {
     } else if (type == "date") {
       // 4714-11-24 BC .. 5874897-12-31, as days since 1970-01-01
       constexpr std::int64_t kMin = -2440588, kMax = 2145042905;
+      if (edge && rng_() % 4 == 0) {
+        v.set_literal(rng_() % 2 ? "infinity" : "-infinity");  // as the stream carries them
+        return v;
+      }
       v.set_date_value(static_cast<std::int32_t>(
           edge ? pick(std::vector<std::int64_t>{kMin, -1, 0, 10957, kMax})
                : kMin + static_cast<std::int64_t>(rng_() % (kMax - kMin + 1))));
     } else if (type == "timestamp" || type == "timestamptz") {
+      if (edge && rng_() % 4 == 0) {
+        v.set_literal(rng_() % 2 ? "infinity" : "-infinity");
+        return v;
+      }
       constexpr std::int64_t kMin = -210866803200000000;  // 4714-11-24 BC, as microseconds
       const std::int64_t micros =
           edge ? pick(std::vector<std::int64_t>{kMin, -1, 0, 946684800000000, INT64_MAX})
@@ -356,7 +392,15 @@ TEST_F(CopyBinaryDbTest, EveryTypeGoesInAsTheSameValuesAsThroughCopyText) {
     Row row;
     *row.add_values() = Int(i);
     for (const Column& c : kColumns) *row.add_values() = values.Of(c, i);
+    const std::size_t at = binary.size();
     ASSERT_TRUE(AppendCopyBinaryRow(binary, types, row)) << row.ShortDebugString();
+    // the same bytes from the row read in place (what dblog apply's bootstrap writes)
+    const std::string serialized = row.SerializeAsString();
+    wire::RowView view;
+    ASSERT_TRUE(view.Parse(serialized));
+    std::string in_place;
+    ASSERT_TRUE(AppendCopyBinaryRow(in_place, types, view));
+    ASSERT_EQ(Hex(in_place), Hex(std::string_view(binary).substr(at))) << row.ShortDebugString();
     for (int k = 0; k < row.values_size(); ++k) {
       if (k) text.push_back('\t');
       AppendCopyValue(text, row.values(k));
