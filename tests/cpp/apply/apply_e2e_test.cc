@@ -432,7 +432,8 @@ TEST_F(ApplyE2eTest, WithCopyTextTheBootstrapCopiesAsText) {
   db().exec("CREATE TABLE " + T("plain") +
             " (id bigint PRIMARY KEY, n numeric, ts timestamptz, t text)");
   db().exec("INSERT INTO " + T("plain") +
-            " SELECT g, g / 3.0, now() - g * interval '1 h', 'r' || g FROM generate_series(1, 2000) g");
+            " SELECT g, g / 3.0, now() - g * interval '1 h', 'r' || g"
+            " FROM generate_series(1, 2000) g");
   StartDblogd();
   StartApply({"--create-tables", "--copy-text"});
   ASSERT_TRUE(apply_->WaitForLog("bootstrap received", 120s)) << apply_->log();

@@ -189,7 +189,8 @@ TEST_F(CopyBinaryDbTest, NumericsAreTheBytesOfTheServersNumericSend) {
   const auto digits = [&rng](std::size_t n, bool leading_nonzero) {
     std::string s;
     for (std::size_t i = 0; i < n; ++i)
-      s.push_back(static_cast<char>('0' + (i == 0 && leading_nonzero ? 1 + rng() % 9 : rng() % 10)));
+      s.push_back(
+          static_cast<char>('0' + (i == 0 && leading_nonzero ? 1 + rng() % 9 : rng() % 10)));
     return s;
   };
   for (int i = 0; i < 1500; ++i) {
