@@ -68,6 +68,29 @@ std::optional<int> Infinity(std::string_view text) {
   return std::nullopt;
 }
 
+// A date's days or a timestamp's microseconds (T: int32 or int64), moved from the Unix epoch
+// to PostgreSQL's, as a field. The literals "infinity" and "-infinity" are the receive
+// functions' sentinels, T's extremes; a finite value that would land on one is out of range
+// (the text path refuses it too): false, as for any other kind than `finite`.
+template <typename T, typename V>
+bool AppendSinceEpoch(std::string& out, const V& v, Value::KindCase finite, std::int64_t epoch) {
+  T value;
+  if (v.kind() == Value::kLiteral) {
+    const auto infinite = Infinity(v.text());
+    if (!infinite) return false;
+    value = *infinite < 0 ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max();
+  } else {
+    std::int64_t shifted;
+    if (v.kind() != finite || __builtin_sub_overflow(v.integer(), epoch, &shifted) ||
+        shifted <= std::numeric_limits<T>::min() || shifted >= std::numeric_limits<T>::max())
+      return false;
+    value = static_cast<T>(shifted);
+  }
+  PutBigEndian(out, static_cast<std::int32_t>(sizeof(T)));
+  PutBigEndian(out, value);
+  return true;
+}
+
 // One field, its length included. False when the value has no binary form for `type`.
 template <typename V>
 bool AppendField(std::string& out, BinaryType type, const V& v) {
@@ -132,49 +155,15 @@ bool AppendField(std::string& out, BinaryType type, const V& v) {
     case BinaryType::kUuid:
       if (kind != Value::kUuidValue || v.text().size() != 16) return false;
       return PutBytes(out, v.text());
-    case BinaryType::kDate: {
-      // date_recv's infinities are the int32 extremes (DATEVAL_NOBEGIN, DATEVAL_NOEND); a
-      // finite date that would land on one is out of range (the text path refuses it too)
-      std::int64_t days;
-      if (kind == Value::kLiteral) {
-        const auto infinite = Infinity(v.text());
-        if (!infinite) return false;
-        days = *infinite < 0 ? std::numeric_limits<std::int32_t>::min()
-                             : std::numeric_limits<std::int32_t>::max();
-      } else {
-        if (kind != Value::kDateValue) return false;
-        days = v.integer() - kEpochDays;  // date_value is a sint32
-        if (days <= std::numeric_limits<std::int32_t>::min() ||
-            days >= std::numeric_limits<std::int32_t>::max())
-          return false;
-      }
-      PutBigEndian(out, std::int32_t{4});
-      PutBigEndian(out, static_cast<std::int32_t>(days));
-      return true;
-    }
+    case BinaryType::kDate:
+      // date_recv's infinities are the int32 extremes (DATEVAL_NOBEGIN, DATEVAL_NOEND)
+      return AppendSinceEpoch<std::int32_t>(out, v, Value::kDateValue, kEpochDays);
     case BinaryType::kTimestamp:
-    case BinaryType::kTimestamptz: {
-      // the same with the int64 extremes (DT_NOBEGIN, DT_NOEND); a finite timestamp beyond
-      // int64 microseconds since 1970 comes as a literal: no binary form here
-      std::int64_t micros;
-      if (kind == Value::kLiteral) {
-        const auto infinite = Infinity(v.text());
-        if (!infinite) return false;
-        micros = *infinite < 0 ? std::numeric_limits<std::int64_t>::min()
-                               : std::numeric_limits<std::int64_t>::max();
-      } else {
-        if (kind != (type == BinaryType::kTimestamp ? Value::kTimestampValue
-                                                    : Value::kTimestamptzValue))
-          return false;
-        if (__builtin_sub_overflow(v.integer(), kEpochMicros, &micros) ||
-            micros == std::numeric_limits<std::int64_t>::min() ||
-            micros == std::numeric_limits<std::int64_t>::max())
-          return false;
-      }
-      PutBigEndian(out, std::int32_t{8});
-      PutBigEndian(out, micros);
-      return true;
-    }
+      // the int64 extremes (DT_NOBEGIN, DT_NOEND); a finite timestamp beyond int64
+      // microseconds since 1970 comes as a literal: no binary form here
+      return AppendSinceEpoch<std::int64_t>(out, v, Value::kTimestampValue, kEpochMicros);
+    case BinaryType::kTimestamptz:
+      return AppendSinceEpoch<std::int64_t>(out, v, Value::kTimestamptzValue, kEpochMicros);
     case BinaryType::kNumeric: {
       if (kind != Value::kLiteral) return false;
       const std::size_t at = out.size();
