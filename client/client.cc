@@ -147,6 +147,7 @@ class Client::Impl {
   void Ack(const Position& position);
   const dblog::v1::Welcome& welcome() const { return reader_.welcome(); }
   std::uint64_t received_through() const { return reader_.received_through(); }
+  std::uint64_t split_values_received() const { return reader_.split_values_received(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -377,6 +378,7 @@ void Client::Impl::SendHello(Clock::time_point deadline) {
   if (options_.resume_after) *hello.mutable_resume_after() = *options_.resume_after;
   hello.set_client_name(options_.client_name);
   for (const auto& p : options_.message_prefixes) hello.add_message_prefixes(p);
+  hello.set_split_values(options_.split_values);
   std::string frame;
   wire::AppendFrame(frame, hello_message);
   Write(frame, deadline, true, "sending Hello to " + Peer());
@@ -516,6 +518,7 @@ bool Client::Next(Item& item) {
 bool Client::HasBufferedItems() const { return impl_->HasBufferedItems(); }
 bool Client::WaitForItems(std::chrono::milliseconds max) { return impl_->WaitForItems(max); }
 std::uint64_t Client::received_through() const { return impl_->received_through(); }
+std::uint64_t Client::split_values_received() const { return impl_->split_values_received(); }
 void Client::Ack(const Position& position) { impl_->Ack(position); }
 
 std::optional<Position> Client::PositionOf(const StreamEvent& event) {

@@ -34,6 +34,11 @@ struct ConnectOptions {
   // Hello.message_prefixes: messages whose prefix starts with one of these are streamed; none
   // when empty.
   std::vector<std::string> message_prefixes;
+  // Hello.split_values: dblogd may send a log Change's long values in pieces (change.proto,
+  // SplitValue), so that neither it nor any frame holds the row whole. The client puts them
+  // together: every Change it hands out has its values whole, whichever way they came. Off only
+  // to see what a client without it gets (tests).
+  bool split_values = true;
   // TLS (dblogd --tls-cert): the server's certificate must chain to tls_ca_file (or, when
   // empty, to the system's trust store) and name `tls_server_name` (default: host) as a DNS
   // name or IP address in its subjectAltName. Off: plaintext, which a TLS dblogd refuses.
@@ -213,6 +218,8 @@ class Client {
   // To wait for what the source has committed now: read lsn = pg_current_wal_lsn() on the
   // source, then call Next until CaughtUp(lsn) (on a quiet source, the next Heartbeat does it).
   bool CaughtUp(std::uint64_t lsn) const { return received_through() >= lsn; }
+  // Values that came in pieces and were put together (ConnectOptions::split_values).
+  std::uint64_t split_values_received() const;
 
   // The event's (commit_lsn, seq); nullopt for events without one (see position.h).
   static std::optional<dblog::v1::Position> PositionOf(const dblog::v1::StreamEvent& event);

@@ -2,6 +2,7 @@
 #include "client/ndjson.h"
 
 #include <cstdio>
+#include <stdexcept>
 
 #include "client/position.h"
 #include "client/time_format.h"
@@ -356,6 +357,8 @@ void WriteValue(JsonWriter& json, const Value& value) {
     case Value::kLiteral:
       json.String(value.literal());
       break;
+    case Value::kSplit:  // the client library puts split values together before
+      throw std::invalid_argument("a split value that was not put together");
   }
 }
 
@@ -405,6 +408,7 @@ bool RenderEvent(const StreamEvent& event, const RelationCache& relations,
     case StreamEvent::kChunkEnd:
       WriteChunkEnd(json, event.chunk_end(), relations);
       break;
+    case StreamEvent::kValuePiece:  // put together by the client library, never handed out
     case StreamEvent::EVENT_NOT_SET:
       break;
   }

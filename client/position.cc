@@ -41,6 +41,7 @@ std::optional<Position> PositionOf(const StreamEvent& event) {
       return MakePosition(event.chunk_end().commit_lsn(), event.chunk_end().seq());
     case StreamEvent::kRelation:
     case StreamEvent::kBootstrapBegin:
+    case StreamEvent::kValuePiece:  // part of the Change before it (never handed out)
     case StreamEvent::EVENT_NOT_SET:
       return std::nullopt;
   }

@@ -220,6 +220,70 @@ bool StreamReader::Dispatch(const ServerMessage& message, ItemRef* control) {
   throw ProtocolError(peer_ + " sent a ServerMessage of a kind this client does not know");
 }
 
+const StreamEvent* StreamReader::Assemble(const StreamEvent& event) {
+  if (event.has_value_piece()) {
+    if (due_next_ == due_.size())
+      throw ProtocolError(peer_ + " sent a ValuePiece that no split value waits for");
+    std::string_view data = event.value_piece().data();
+    if (data.empty()) throw ProtocolError(peer_ + " sent an empty ValuePiece");
+    while (!data.empty()) {  // a piece may end one value and start the next
+      if (due_next_ == due_.size())
+        throw ProtocolError(peer_ + " sent more ValuePiece bytes than the split values hold");
+      auto& [target, missing] = due_[due_next_];
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(missing, data.size()));
+      target->append(data.data(), n);
+      data.remove_prefix(n);
+      if ((missing -= n) == 0) {
+        ++due_next_;
+        ++split_values_;
+      }
+    }
+    if (due_next_ < due_.size()) return nullptr;
+    due_.clear();
+    due_next_ = 0;
+    return whole_.get();
+  }
+  RequireNothingDue();
+  if (!event.has_change()) return &event;
+  bool split = false;
+  for (const auto& v : event.change().new_row().values()) split = split || v.has_split();
+  if (!split) return &event;
+  // PostgreSQL's largest value: a longer one is a broken stream, not memory to reserve.
+  constexpr std::uint64_t kMaxValueBytes = 1u << 30;
+  whole_ = std::make_unique<StreamEvent>(event);
+  for (auto& v : *whole_->mutable_change()->mutable_new_row()->mutable_values()) {
+    if (!v.has_split()) continue;
+    const std::uint64_t length = v.split().length();
+    if (length == 0 || length > kMaxValueBytes)
+      throw ProtocolError(peer_ + " sent a split value of " + std::to_string(length) + " bytes");
+    std::string* target = nullptr;
+    switch (v.split().kind()) {
+      case dblog::v1::SplitValue::TEXT:
+        target = v.mutable_text_value();
+        break;
+      case dblog::v1::SplitValue::BYTES:
+        target = v.mutable_bytes_value();
+        break;
+      case dblog::v1::SplitValue::LITERAL:
+        target = v.mutable_literal();
+        break;
+      default:
+        throw ProtocolError(peer_ + " sent a split value of a kind this client does not know");
+    }
+    target->reserve(static_cast<std::size_t>(length));
+    due_.emplace_back(target, length);
+  }
+  for (const dblog::v1::Row* row : {&event.change().old_key(), &event.change().old_row()})
+    for (const auto& v : row->values())
+      if (v.has_split()) throw ProtocolError(peer_ + " sent a split value outside a new row");
+  return nullptr;
+}
+
+void StreamReader::RequireNothingDue() const {
+  if (due_next_ < due_.size())
+    throw ProtocolError(peer_ + " sent another event before the last ValuePiece of a Change");
+}
+
 const StreamEvent* StreamReader::NextParsedEvent() {
   if (batch_ != nullptr && batch_next_ < batch_->events_size())
     return &batch_->events(batch_next_++);
@@ -236,8 +300,11 @@ const StreamEvent* StreamReader::NextParsedEvent() {
 }
 
 bool StreamReader::NextItem(ItemRef& item) {
+  if (due_.empty()) whole_.reset();  // handed out last time
   for (;;) {
     if (const StreamEvent* event = NextParsedEvent()) {
+      event = Assemble(*event);
+      if (event == nullptr) continue;
       Accept(*event);
       item = event;
       return true;
@@ -252,8 +319,10 @@ bool StreamReader::NextItem(ItemRef& item) {
 }
 
 bool StreamReader::NextView(ItemView& item) {
+  if (due_.empty()) whole_.reset();  // handed out last time
   for (;;) {
     if (split_next_ < split_.size() && split_[split_next_].event == nullptr) {
+      RequireNothingDue();  // (a view holds no split value: change_view.h)
       const wire::ChangeView& change = views_[split_[split_next_++].view];
       CheckPosition(MakePosition(change.commit_lsn, change.seq), /*begin=*/false);
       NoteReached(change.commit_lsn);
@@ -261,6 +330,8 @@ bool StreamReader::NextView(ItemView& item) {
       return true;
     }
     if (const StreamEvent* event = NextParsedEvent()) {
+      event = Assemble(*event);
+      if (event == nullptr) continue;
       Accept(*event);
       item = EventView{event, nullptr};
       return true;

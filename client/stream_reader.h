@@ -1,8 +1,11 @@
 // client/stream_reader.h: the part of the client that reads what dblogd sends, without a socket:
 // bytes -> frames (wire::FrameDecoder) -> ServerMessages -> items, with the checks Client
 // applies (the handshake answer, message order, known event kinds, positions strictly
-// increasing). Client feeds it what it reads; tests/fuzz/ feeds it arbitrary bytes.
-// Owns: the decoder, the arena frames are parsed into, the position of the last item.
+// increasing), and puts split values together (a Change with SplitValues is handed out once
+// its ValuePieces have come, its values whole). Client feeds it what it reads; tests/fuzz/
+// feeds it arbitrary bytes.
+// Owns: the decoder, the arena frames are parsed into, the position of the last item, the
+// Change being put together.
 #pragma once
 
 #include <memory>
@@ -52,6 +55,8 @@ class StreamReader {
   // Client::received_through: every transaction the source committed before this LSN has been
   // handed out (or was had before, per Welcome.resume_from).
   std::uint64_t received_through() const;
+  // Split values put together so far.
+  std::uint64_t split_values_received() const { return split_values_; }
 
  private:
   static constexpr std::size_t kArenaBlockBytes = 1u << 20;
@@ -70,6 +75,11 @@ class StreamReader {
   // what it tells about received_through().
   void Accept(const dblog::v1::StreamEvent& event);
   void CheckPosition(const std::optional<dblog::v1::Position>& position, bool begin);
+  // The event to hand out for `event`: itself; or, for a Change with split values and each
+  // ValuePiece after it, nullptr until the last piece, then the Change put together (whole_).
+  // Throws ProtocolError for a piece no Change waits for, or another event before the last.
+  const dblog::v1::StreamEvent* Assemble(const dblog::v1::StreamEvent& event);
+  void RequireNothingDue() const;
   // What the item handed out tells about received_through().
   void NoteReached(const dblog::v1::StreamEvent& event);
   void NoteReached(std::uint64_t commit_lsn);
@@ -103,6 +113,12 @@ class StreamReader {
   bool positioned_ = false;            // a positioned event was handed out
   bool in_bootstrap_ = false;          // between BootstrapBegin and BootstrapEnd
   std::uint64_t through_ = 0;          // received_through(), from what was handed out
+  // A Change with split values being put together (Assemble), its split values' strings and
+  // the bytes each still lacks, in row order; released at the next call after it is handed out.
+  std::unique_ptr<dblog::v1::StreamEvent> whole_;
+  std::vector<std::pair<std::string*, std::uint64_t>> due_;
+  std::size_t due_next_ = 0;
+  std::uint64_t split_values_ = 0;
 };
 
 }  // namespace dblog::client

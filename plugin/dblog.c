@@ -98,6 +98,7 @@ typedef struct DblogData
 	bool		filter_messages;	/* message_prefixes given */
 	List	   *message_prefixes;	/* of char * */
 	Size		message_max_bytes;	/* 0: no limit */
+	ValuePieces pieces;			/* value_piece_bytes: threshold 0 when not asked for */
 
 	/* the transaction being decoded */
 	bool		began;			/* Begin written */
@@ -114,6 +115,7 @@ typedef struct RelEntry
 	bool		valid;			/* cleared by relcache invalidation */
 	bool		sent;			/* Relation written since it became valid */
 	bool		publish;		/* user data that passes the filters */
+	bool		bookkeeping;	/* dblog's own (dblog.request_queue) */
 	MemoryContext mcxt;
 } RelEntry;
 
@@ -338,7 +340,8 @@ parse_output_parameters(List *options, DblogData *data)
 				coordinates_seen = false,
 				control_seen = false,
 				prefixes_seen = false,
-				max_message_seen = false;
+				max_message_seen = false,
+				value_piece_seen = false;
 
 	data->fmt.text = false;
 	data->fmt.coordinates = true;
@@ -401,6 +404,13 @@ parse_output_parameters(List *options, DblogData *data)
 		{
 			reject_duplicate(&max_message_seen, elem);
 			data->message_max_bytes = (Size) byte_count_option(elem, MaxAllocSize);
+		}
+		else if (strcmp(elem->defname, "value_piece_bytes") == 0)
+		{
+			reject_duplicate(&value_piece_seen, elem);
+			data->pieces.threshold = (Size) byte_count_option(elem, MaxAllocSize / 4);
+			if (data->pieces.threshold != 0 && data->pieces.threshold < 1024)
+				bad_value(elem, "0 (off) and whole numbers from 1024 to 268435455");
 		}
 		else
 			ereport(ERROR,
@@ -526,6 +536,7 @@ get_rel_entry(DblogData *data, Relation relation)
 	{
 		/* bookkeeping, except repair requests for dblogd (never filtered) */
 		entry->publish = data->control && strcmp(entry->info.name, DBLOG_CONTROL_TABLE) == 0;
+		entry->bookkeeping = true;
 		entry->valid = true;
 		entry->sent = false;
 		return entry;
@@ -547,6 +558,7 @@ get_rel_entry(DblogData *data, Relation relation)
 							   DBLOG_KEYLESS_TOKEN),
 					 errhint("Add a primary key, use REPLICA IDENTITY USING INDEX on a unique index of NOT NULL columns, or leave the table out with the exclude_tables or keyless option.")));
 	}
+	entry->bookkeeping = false;
 	entry->valid = true;
 	entry->sent = false;
 	return entry;
@@ -619,6 +631,33 @@ ensure_relation(LogicalDecodingContext *ctx, DblogData *data, Relation relation,
 	data->writer->relation(&data->batch, &data->fmt, relation, &entry->info);
 	entry->sent = true;
 	event_written(ctx, data);
+}
+
+/*
+ * The long values of the Change just written (ValuePieces), after it: each
+ * piece a plugin message of its own, written straight from the encoded
+ * value, so that neither the batch nor the walsender's buffer holds more
+ * than a piece of it.
+ */
+static void
+write_split_values(LogicalDecodingContext *ctx, DblogData *data)
+{
+	ListCell   *lc;
+
+	flush_batch(ctx, data, false);
+	foreach(lc, data->pieces.values)
+	{
+		const EncodedValue *ev = lfirst(lc);
+
+		for (Size off = 0; off < ev->u.s.len; off += data->pieces.threshold)
+		{
+			OutputPluginPrepareWrite(ctx, false);
+			proto_value_piece(ctx->out, ev->u.s.p + off,
+							  Min(data->pieces.threshold, ev->u.s.len - off));
+			OutputPluginWrite(ctx, false);
+		}
+	}
+	data->pieces.values = NIL;
 }
 
 /* BEGIN callback */
@@ -727,9 +766,18 @@ dblog_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	ensure_begin(ctx, data, txn);
 	ensure_relation(ctx, data, relation, entry);
 	change_rows(relation, &entry->info, newtuple, oldtuple, &rows);
+	/*
+	 * Long values of user tables go after the Change in pieces when asked for
+	 * (the text twin writes every value whole); dblogd reads requests whole.
+	 */
+	data->fmt.pieces = data->pieces.threshold > 0 && !data->fmt.text && !entry->bookkeeping
+		? &data->pieces : NULL;
+	data->pieces.values = NIL;
 	data->writer->change(&data->batch, &data->fmt, &data->txn, ++data->seq, change->lsn,
 						 kind, relation, &entry->info, &rows);
 	event_written(ctx, data);
+	if (data->pieces.values != NIL)
+		write_split_values(ctx, data);
 
 done:
 	MemoryContextSwitchTo(old);

@@ -415,6 +415,43 @@ write_value(StringInfo out, const EncodedValue *ev)
 	pb_end(out, pos);
 }
 
+/* Is attribute index i one of the key's columns? */
+static bool
+is_key_column(const RowPlan *plan, int i)
+{
+	for (int k = 0; k < plan->nkeys; k++)
+		if (plan->keys[k] == i)
+			return true;
+	return false;
+}
+
+/*
+ * A value that goes after its Change in pieces: a SplitValue stands for
+ * it (kind: the member it will be, whose field numbers SplitValue.Kind
+ * reuses) and the caller writes its bytes once the Change is out.
+ */
+static bool
+write_value_pieceed(StringInfo out, const RowPlan *plan, int i, const EncodedValue *ev,
+					ValuePieces *pieces)
+{
+	int			pos;
+	int			inner;
+
+	if (pieces == NULL ||
+		(ev->field != VF_TEXT && ev->field != VF_BYTES && ev->field != VF_LITERAL) ||
+		ev->u.s.len <= pieces->threshold || is_key_column(plan, i))
+		return false;
+	pos = pb_begin(out, 1);		/* Row.values */
+	inner = pb_begin(out, VALUE_SPLIT_FIELD);
+	pb_uint_field(out, 1, ev->field);	/* SplitValue.kind */
+	pb_uint_field(out, 2, ev->u.s.len);	/* SplitValue.length */
+	pb_end(out, inner);
+	pb_end(out, pos);
+	pieces->values = lappend(pieces->values, memcpy(palloc(sizeof(EncodedValue)), ev,
+													  sizeof(EncodedValue)));
+	return true;
+}
+
 static const char *const value_field_names[] = {
 	"", "null", "unchanged", "bool", "int", "float4", "float8", "text",
 	"bytes", "uuid", "date", "timestamp", "timestamptz", "literal"
@@ -503,7 +540,7 @@ column_value(const RowPlan *plan, int i, Datum *values, bool *nulls,
 static void
 write_row_body(StringInfo out, const RowPlan *plan, TupleDesc desc, bool as_text,
 			   Datum *values, bool *nulls, Datum *old_values, bool *old_nulls,
-			   bool keys_only, bool allow_unchanged)
+			   bool keys_only, bool allow_unchanged, ValuePieces *pieces)
 {
 	int			n = keys_only ? plan->nkeys : plan->natts;
 	bool		first = true;
@@ -518,7 +555,8 @@ write_row_body(StringInfo out, const RowPlan *plan, TupleDesc desc, bool as_text
 		column_value(plan, i, values, nulls, old_values, old_nulls, allow_unchanged, &ev);
 		if (!as_text)
 		{
-			write_value(out, &ev);
+			if (!write_value_pieceed(out, plan, i, &ev, pieces))
+				write_value(out, &ev);
 			continue;
 		}
 		if (!first)
@@ -533,20 +571,20 @@ write_row_body(StringInfo out, const RowPlan *plan, TupleDesc desc, bool as_text
 static void
 write_row_guarded(StringInfo out, const RowPlan *plan, TupleDesc desc, bool as_text,
 				  Datum *values, bool *nulls, Datum *old_values, bool *old_nulls,
-				  bool keys_only, bool allow_unchanged)
+				  bool keys_only, bool allow_unchanged, ValuePieces *pieces)
 {
 	OutputSettings saved;
 
 	if (!plan->needs_canonical_settings || !output_settings_enter(&saved))
 	{
 		write_row_body(out, plan, desc, as_text, values, nulls, old_values, old_nulls,
-					   keys_only, allow_unchanged);
+					   keys_only, allow_unchanged, pieces);
 		return;
 	}
 	PG_TRY();
 	{
 		write_row_body(out, plan, desc, as_text, values, nulls, old_values, old_nulls,
-					   keys_only, allow_unchanged);
+					   keys_only, allow_unchanged, pieces);
 	}
 	PG_FINALLY();
 	{
@@ -558,12 +596,12 @@ write_row_guarded(StringInfo out, const RowPlan *plan, TupleDesc desc, bool as_t
 void
 write_row(StringInfo out, int field, const RowPlan *plan,
 		  Datum *values, bool *nulls, Datum *old_values, bool *old_nulls,
-		  bool keys_only, bool allow_unchanged)
+		  bool keys_only, bool allow_unchanged, ValuePieces *pieces)
 {
 	int			pos = pb_begin(out, field);
 
 	write_row_guarded(out, plan, NULL, false, values, nulls, old_values, old_nulls,
-					  keys_only, allow_unchanged);
+					  keys_only, allow_unchanged, pieces);
 	pb_end(out, pos);
 }
 
@@ -573,7 +611,7 @@ write_row_text(StringInfo out, const RowPlan *plan, TupleDesc desc,
 			   bool keys_only, bool allow_unchanged)
 {
 	write_row_guarded(out, plan, desc, true, values, nulls, old_values, old_nulls,
-					  keys_only, allow_unchanged);
+					  keys_only, allow_unchanged, NULL);
 }
 
 /*
@@ -630,7 +668,7 @@ dblog_encode_row(PG_FUNCTION_ARGS)
 	initStringInfo(&buf);
 	appendStringInfoSpaces(&buf, VARHDRSZ);
 	write_row_guarded(&buf, cache->plan, NULL, false, values, nulls, NULL, NULL,
-					  false, false);
+					  false, false, NULL);
 	result = (bytea *) buf.data;
 	SET_VARSIZE(result, buf.len);
 	PG_RETURN_BYTEA_P(result);

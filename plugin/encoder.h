@@ -21,6 +21,7 @@
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
 
 /*
  * dblog.v1 counts dates and times from the Unix epoch (1970-01-01);
@@ -47,6 +48,9 @@ typedef enum ValueField
 	VF_TIMESTAMPTZ = 12,
 	VF_LITERAL = 13
 } ValueField;
+
+/* Value.split: a dblog.v1.SplitValue, written by write_row only (see ValuePieces) */
+#define VALUE_SPLIT_FIELD 14
 
 /* How a column's values are encoded; decided once per column. */
 typedef enum ColumnKind
@@ -104,6 +108,19 @@ typedef struct EncodedValue
 	}			u;
 } EncodedValue;
 
+/*
+ * Long values of a log Change's new row, sent after the Change in pieces
+ * (dblog.v1.SplitValue, the plugin's value_piece_bytes option): write_row
+ * writes each text, bytea or literal value longer than `threshold` bytes,
+ * unless it is a key column's, as a SplitValue and appends it to `values`;
+ * the caller writes their bytes as ValuePiece events once the Change is out.
+ */
+typedef struct ValuePieces
+{
+	Size		threshold;
+	List	   *values;			/* EncodedValue *, in row order */
+} ValuePieces;
+
 /* Text for protobuf string fields: converted to UTF-8 when the database is not. */
 extern const char *to_utf8(const char *s);
 extern void check_database_encoding(void);
@@ -121,12 +138,12 @@ extern void encode_value(const ColumnPlan *col, Datum d, bool isnull,
  * Write a dblog.v1.Row as nested field `field` of `out`.  With old_values
  * (REPLICA IDENTITY FULL), unchanged TOAST columns are filled from the old
  * row instead of being marked unchanged.  keys_only writes the key columns
- * in key order.
+ * in key order.  pieces: NULL, or where long values go (see ValuePieces).
  */
 extern void write_row(StringInfo out, int field, const RowPlan *plan,
 					  Datum *values, bool *nulls,
 					  Datum *old_values, bool *old_nulls,
-					  bool keys_only, bool allow_unchanged);
+					  bool keys_only, bool allow_unchanged, ValuePieces *pieces);
 
 /* The same row rendered as text, for the plugin's text format. */
 extern void write_row_text(StringInfo out, const RowPlan *plan, TupleDesc desc,

@@ -38,6 +38,7 @@ typedef struct WriteFormat
 {
 	bool		text;			/* text twin instead of protobuf */
 	bool		coordinates;	/* text only: show xids, LSNs, times, oids */
+	ValuePieces *pieces;		/* protobuf only: NULL, or where a new row's long values go */
 } WriteFormat;
 
 typedef enum ChangeKind
@@ -95,5 +96,8 @@ extern const EventWriter text_writer;	/* text.c */
 
 /* The body of a dblog.v1.Relation message, also for dblog.relation_info(). */
 extern void proto_relation_body(StringInfo out, Relation rel, const RelInfo *info);
+
+/* A Batch holding one dblog.v1.ValuePiece event: len (> 0) bytes of a split value. */
+extern void proto_value_piece(StringInfo out, const char *data, Size len);
 
 #endif							/* DBLOG_MESSAGES_H */

@@ -25,6 +25,7 @@
 #define EVENT_TRUNCATE	4
 #define EVENT_MESSAGE	5
 #define EVENT_COMMIT	6
+#define EVENT_VALUE_PIECE	7
 
 typedef struct EventPos
 {
@@ -141,12 +142,12 @@ proto_change(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn,
 	pb_sint_field(out, 7, unix_micros(txn->commit_time));
 	if (rows->newv != NULL)
 		write_row(out, 8, info->plan, rows->newv, rows->newn,
-				  rows->full ? rows->oldv : NULL, rows->oldn, false, true);
+				  rows->full ? rows->oldv : NULL, rows->oldn, false, true, fmt->pieces);
 	if (kind != CHANGE_INSERT)
 		write_row(out, 9, info->plan, rows->keyv, rows->keyn, NULL, NULL, true,
-				  rows->key_may_be_unchanged);
+				  rows->key_may_be_unchanged, NULL);
 	if (rows->full)
-		write_row(out, 10, info->plan, rows->oldv, rows->oldn, NULL, NULL, false, true);
+		write_row(out, 10, info->plan, rows->oldv, rows->oldn, NULL, NULL, false, true, NULL);
 	event_end(out, pos);
 }
 
@@ -202,6 +203,24 @@ proto_commit(StringInfo out, const WriteFormat *fmt, const TxnCoords *txn, uint3
 	pb_uint_field(out, 4, seq);
 	pb_uint_field(out, 5, txn->xid);
 	event_end(out, pos);
+}
+
+/*
+ * One piece of a split value (dblog.v1.ValuePiece) as a whole Batch, its
+ * lengths written up front: the piece is copied once.
+ */
+void
+proto_value_piece(StringInfo out, const char *data, Size len)
+{
+	Size		piece = 1 + pb_varint_size(len) + len;	/* ValuePiece{data} */
+	Size		event = 1 + pb_varint_size(piece) + piece;	/* Event{value_piece} */
+
+	Assert(len > 0);
+	pb_tag(out, 1, PB_LEN);		/* Batch.events */
+	pb_varint(out, event);
+	pb_tag(out, EVENT_VALUE_PIECE, PB_LEN);
+	pb_varint(out, piece);
+	pb_bytes_always(out, 1, data, len);
 }
 
 const EventWriter proto_writer = {

@@ -138,6 +138,7 @@ void Applier::Apply(const StreamEvent& event) {
       return OnChunkBegin(event.chunk_begin());
     case StreamEvent::kChunkEnd:
       return OnChunkEnd(event.chunk_end());
+    case StreamEvent::kValuePiece:  // put together by the client library, never handed out
     case StreamEvent::EVENT_NOT_SET:
       break;
   }

@@ -85,6 +85,8 @@ void AppendText(std::string& out, const V& value) {
       break;
     case Value::kUnchanged:
       throw std::invalid_argument("an unchanged TOAST value has no text (keep the target's)");
+    case Value::kSplit:  // the client library puts split values together before
+      throw std::invalid_argument("a split value that was not put together");
     case Value::kBoolValue:
       out.push_back(value.integer() ? 't' : 'f');
       return;

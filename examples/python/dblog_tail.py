@@ -184,6 +184,52 @@ def value(v):
     return x
 
 
+class SplitValues:
+    """Puts split values together: a Change whose long values come after it in ValuePiece
+    events (Hello.split_values; change.proto, SplitValue) is handed on once its last piece has
+    come, its values whole (docs/protocol.md, "Long values")."""
+
+    MEMBERS = {7: "text_value", 8: "bytes_value", 13: "literal"}  # SplitValue.Kind
+
+    def __init__(self):
+        self.change = None  # the StreamEvent being put together
+        self.due = []       # [Value, member, bytearray, length], in row order
+
+    def feed(self, ev):
+        """The event to handle for `ev`, or None while a Change waits for its pieces."""
+        which = ev.WhichOneof("event")
+        if which == "value_piece":
+            data = ev.value_piece.data
+            if not self.due or not data:
+                raise IOError("a ValuePiece that no split value waits for")
+            while data:
+                if not self.due:
+                    raise IOError("more ValuePiece bytes than the split values hold")
+                part = self.due[0]
+                take = part[3] - len(part[2])
+                part[2] += data[:take]
+                data = data[take:]
+                if len(part[2]) == part[3]:
+                    v, member, buf, _ = self.due.pop(0)
+                    setattr(v, member, buf.decode("utf-8") if member != "bytes_value" else bytes(buf))
+            if self.due:
+                return None
+            change, self.change = self.change, None
+            return change
+        if self.due:
+            raise IOError("another event before the last ValuePiece of a Change")
+        if which == "change" and any(v.WhichOneof("kind") == "split"
+                                     for v in ev.change.new_row.values):
+            for v in ev.change.new_row.values:
+                if v.WhichOneof("kind") == "split":
+                    if v.split.kind not in self.MEMBERS or not 0 < v.split.length <= 1 << 30:
+                        raise IOError("a split value this client cannot put together")
+                    self.due.append([v, self.MEMBERS[v.split.kind], bytearray(), v.split.length])
+            self.change = ev
+            return None
+        return ev
+
+
 class Relations:
     def __init__(self):
         self.by_oid = {}
@@ -343,7 +389,8 @@ def run(args):
     through = 0
     try:
         hello = pb.Hello(protocol_version=pb.PROTOCOL_VERSION_1, consumer=args.consumer,
-                         token=args.token or "", client_name="dblog_tail.py/0.1")
+                         token=args.token or "", client_name="dblog_tail.py/0.1",
+                         split_values=True)
         if args.resume_after:
             hello.resume_after.CopyFrom(parse_position(args.resume_after, pb))
             acked = (hello.resume_after.commit_lsn, hello.resume_after.seq)
@@ -369,6 +416,7 @@ def run(args):
               file=sys.stderr, flush=True)
 
         rels = Relations()
+        split = SplitValues()
         last = (w.resume_from.commit_lsn, w.resume_from.seq)
         if acked and acked > last:
             last = acked
@@ -384,6 +432,9 @@ def run(args):
             kind = msg.WhichOneof("msg")
             if kind == "events":
                 for ev in msg.events.events:
+                    ev = split.feed(ev)
+                    if ev is None:
+                        continue  # a Change waiting for the rest of its values
                     pos = position_of(ev)
                     if pos is not None:
                         # Resuming inside a transaction: its Begin comes first, at its own

@@ -217,6 +217,10 @@ void DescribeSettings(po::options_description& opts, Config& c, Flags& f) {
     ("max-message-bytes", po::value(&c.max_message_bytes)->default_value(1u << 20),
      "a message (pg_logical_emit_message) a consumer asked for is forwarded without its "
      "content when it is longer (Message.omitted_bytes says how long); 0 = no limit")
+    ("value-piece-bytes", po::value(&c.value_piece_bytes)->default_value(1u << 20),
+     "a log change's text, bytea or literal value longer than this goes to a client that puts "
+     "values together (Hello.split_values) in pieces of this size, so that no row is held "
+     "whole; 0 = every value whole")
     ("copy-workers", po::value(&c.copy_workers)->default_value(0),
      "bootstrap copy workers; 0 = one per CPU")
     ("bootstrap", po::value(&c.bootstrap)->default_value(true),
@@ -395,6 +399,9 @@ void SetLimits(const Flags& f, Config& c) {
   c.max_buffer_bytes = f.max_buffer_mb << 20;
   if (c.max_message_bytes > (1u << 30))
     throw ConfigError("max-message-bytes: must be 0 to 1073741824");
+  if (c.value_piece_bytes != 0 &&
+      (c.value_piece_bytes < 1024 || c.value_piece_bytes > (64u << 20)))
+    throw ConfigError("value-piece-bytes: must be 0 (off) or 1024 to 67108864");
   if (c.batch_bytes < 0 || c.batch_bytes > (64 << 20))
     throw ConfigError("batch-bytes: must be 0 to 67108864");
   if (c.copy_workers < 0 || c.copy_workers > 64) throw ConfigError("copy-workers: must be 0 to 64");
@@ -501,6 +508,7 @@ Reload PlanReload(const Config& running, Config read) {
               read.max_pending_handshakes, keep);
   KeepRunning("batch-bytes", running.batch_bytes, read.batch_bytes, keep);
   KeepRunning("max-message-bytes", running.max_message_bytes, read.max_message_bytes, keep);
+  KeepRunning("value-piece-bytes", running.value_piece_bytes, read.value_piece_bytes, keep);
   KeepRunning("copy-workers", running.copy_workers, read.copy_workers, keep);
   KeepRunning("bootstrap", running.bootstrap, read.bootstrap, keep);
   KeepRunning("chunk-size", running.chunk_size, read.chunk_size, keep);

@@ -98,6 +98,9 @@ struct Config {
   std::size_t max_pending_handshakes = 64;
   int batch_bytes = 65536;                   // plugin Batch size
   std::size_t max_message_bytes = 1u << 20;  // longer messages are forwarded without content
+  // A log Change's longer values go in pieces of this size to clients that put them together
+  // (Hello.split_values); 0 = every value whole.
+  std::size_t value_piece_bytes = 1u << 20;
   int copy_workers = 0;                      // 0 = one per CPU
   bool bootstrap = true;                     // copy existing rows for a new consumer
   // What a consumer whose bootstrap finished gets when it resumes and its slot is gone (a

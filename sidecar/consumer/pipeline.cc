@@ -94,13 +94,19 @@ std::vector<std::pair<std::string, std::string>> Pipeline::PluginOptions() const
   // reaches dblogd unless a consumer wants it.
   std::string prefixes = std::string(kWatermarkPrefix) + "," + kScopeChangePrefix;
   for (const auto& p : hello_.message_prefixes()) prefixes += "," + p;
-  return {{"proto_version", "1"},
-          {"format", "binary"},
-          {"include_tables", config::PluginIncludeOption(consumer_.scope)},
-          {"batch_bytes", std::to_string(config_.batch_bytes)},
-          {"control", "on"},
-          {"message_prefixes", prefixes},
-          {"message_max_bytes", std::to_string(config_.max_message_bytes)}};
+  std::vector<std::pair<std::string, std::string>> options{
+      {"proto_version", "1"},
+      {"format", "binary"},
+      {"include_tables", config::PluginIncludeOption(consumer_.scope)},
+      {"batch_bytes", std::to_string(config_.batch_bytes)},
+      {"control", "on"},
+      {"message_prefixes", prefixes},
+      {"message_max_bytes", std::to_string(config_.max_message_bytes)}};
+  // Long values in pieces (change.proto, SplitValue) only for a client that puts them together:
+  // an older one would not know a ValuePiece.
+  if (hello_.split_values() && config_.value_piece_bytes > 0)
+    options.emplace_back("value_piece_bytes", std::to_string(config_.value_piece_bytes));
+  return options;
 }
 
 std::set<std::string> UnconfiguredWithSlots(const config::Config& config) {

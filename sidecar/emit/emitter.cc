@@ -69,6 +69,8 @@ void Emitter::OnBatch(dblog::v1::Batch batch) {
 void Emitter::Consume(Event& event, std::string_view change_bytes) {
   // A chunk is emitted in one go at its high watermark; the log waits until it is closed.
   RequireNoChunk("a plugin event");
+  if (event.has_value_piece()) return OnValuePiece(event.value_piece());
+  RequireNoPiecesDue("a plugin event");
   switch (event.event_case()) {
     case Event::kBegin:
       return OnBegin(event.begin());
@@ -83,6 +85,7 @@ void Emitter::Consume(Event& event, std::string_view change_bytes) {
       return OnMessage(*event.mutable_message());
     case Event::kCommit:
       return OnCommit(*event.mutable_commit());
+    case Event::kValuePiece:
     case Event::EVENT_NOT_SET:
       break;
   }
@@ -146,6 +149,7 @@ void Emitter::OnChange(Change& change, std::string_view raw) {
 
 void Emitter::ConsumeChange(const wire::ChangeView& change) {
   RequireNoChunk("a plugin event");
+  RequireNoPiecesDue("a plugin event");  // a view holds no split value (change_view.h)
   RequireTransaction("a Change", change.commit_lsn);
   const dblog::v1::Relation& rel = KnownRelation(change.relation_oid, "a Change");
   switch (change.kind) {
@@ -183,7 +187,9 @@ Change Emitter::Parsed(const wire::ChangeView& change) {
 
 void Emitter::SendChange(Change& change, std::string_view raw) {
   const Position pos = NextPosition();
-  if (!Admit(pos)) return;
+  const bool admitted = Admit(pos);
+  ExpectPieces(change, admitted);
+  if (!admitted) return;
   SendRelation(change.relation_oid());
   const bool same_commit_lsn = change.commit_lsn() == pos.commit_lsn;
   change.set_commit_lsn(pos.commit_lsn);
@@ -295,6 +301,7 @@ void Emitter::OnCommit(dblog::v1::Commit& commit) {
 
 void Emitter::BeginBootstrap(std::uint64_t consistent_point, bool restarted,
                              std::vector<dblog::v1::TableProgress> estimates) {
+  RequireNoPiecesDue("BeginBootstrap");
   if (unit_.kind != UnitKind::kNone || bootstrapped_)
     Fail("BeginBootstrap while a transaction or bootstrap is open, or after a bootstrap");
   if (consistent_point == 0) Fail("BeginBootstrap without a consistent point");
@@ -358,6 +365,7 @@ void Emitter::EndBootstrap(std::vector<dblog::v1::TableProgress> counts) {
 void Emitter::BeginChunk(const dblog::v1::Relation& rel, dblog::v1::ChunkBegin chunk) {
   RequireTransaction("BeginChunk", unit_.commit_lsn);
   RequireNoChunk("BeginChunk");
+  RequireNoPiecesDue("BeginChunk");
   if (chunk.relation_oid() != 0 && chunk.relation_oid() != rel.oid())
     Fail("BeginChunk for relation " + std::to_string(chunk.relation_oid()) +
          " with the Relation of " + std::to_string(rel.oid()));
@@ -454,6 +462,45 @@ void Emitter::RequireNoChunk(const char* what) const {
   if (chunk_.open)
     Fail(std::string(what) + " while the chunk of request " + std::to_string(chunk_.request_id) +
          " is open");
+}
+
+void Emitter::ExpectPieces(const Change& change, bool sent) {
+  constexpr std::uint64_t kMaxValueBytes = 1u << 30;  // PostgreSQL's largest value
+  std::uint64_t due = 0;
+  const auto& values = change.new_row().values();
+  for (int i = 0; i < values.size(); ++i) {
+    if (!values[i].has_split()) continue;
+    const dblog::v1::SplitValue& split = values[i].split();
+    if (split.kind() != dblog::v1::SplitValue::TEXT &&
+        split.kind() != dblog::v1::SplitValue::BYTES &&
+        split.kind() != dblog::v1::SplitValue::LITERAL)
+      Fail("a split value of kind " + std::to_string(split.kind()));
+    if (split.length() == 0 || split.length() > kMaxValueBytes)
+      Fail("a split value of " + std::to_string(split.length()) + " bytes");
+    for (const std::uint32_t key : KnownRelation(change.relation_oid(), "a Change").key_columns())
+      if (key == static_cast<std::uint32_t>(i)) Fail("a split value in key column " + std::to_string(i));
+    due += split.length();
+  }
+  for (const dblog::v1::Row* row : {&change.old_key(), &change.old_row()})
+    for (const auto& v : row->values())
+      if (v.has_split()) Fail("a split value outside a Change's new row");
+  pieces_ = Pieces{due, sent};
+}
+
+void Emitter::OnValuePiece(const dblog::v1::ValuePiece& piece) {
+  const std::size_t size = piece.data().size();
+  if (pieces_.due == 0) Fail("a ValuePiece that no Change's split value waits for");
+  if (size == 0 || size > pieces_.due)
+    Fail("a ValuePiece of " + std::to_string(size) + " bytes where " +
+         std::to_string(pieces_.due) + " are due");
+  pieces_.due -= size;
+  if (pieces_.send) Append(StreamEvent::kValuePiece, piece);
+}
+
+void Emitter::RequireNoPiecesDue(const char* what) const {
+  if (pieces_.due != 0)
+    Fail(std::string(what) + " while " + std::to_string(pieces_.due) +
+         " bytes of the last Change's split values are due");
 }
 
 void Emitter::RememberRelation(const dblog::v1::Relation& rel) {

@@ -19,6 +19,11 @@
 //    (Begin, BootstrapBegin) are sent lazily, just before the first event of their unit that is
 //    sent, so a fully acknowledged transaction produces nothing and a partly acknowledged one
 //    still starts with its Begin.
+//  - Split values. A log Change's long values may come in pieces (change.proto, SplitValue):
+//    the ValuePiece events right after it, exactly as many bytes as its split values' lengths
+//    add up to, nothing in between. They go out right after the Change, unpositioned, or are
+//    dropped with it (resume); anything else before the last piece, or a piece no Change owes,
+//    breaks the plugin's contract. A split value is never a key column's.
 //  - Non-transactional messages are decoded between transactions, so they sit at (lsn, 0),
 //    written into their commit_lsn and seq like every other positioned event.
 //  - Ordering guard. A position at or before the last one sent (and not dropped by resume) is a
@@ -173,6 +178,10 @@ class Emitter {
 
   void RequireTransaction(const char* what, std::uint64_t commit_lsn) const;
   void RequireNoChunk(const char* what) const;
+  // A Change's split values: what its pieces owe (checked), and whether they go out with it.
+  void ExpectPieces(const dblog::v1::Change& change, bool sent);
+  void OnValuePiece(const dblog::v1::ValuePiece& piece);
+  void RequireNoPiecesDue(const char* what) const;
   void RememberRelation(const dblog::v1::Relation& rel);
   const dblog::v1::Relation& KnownRelation(std::uint32_t oid, const char* what) const;
   bool KeyChanged(const dblog::v1::Relation& rel, const dblog::v1::Change& change) const;
@@ -207,6 +216,10 @@ class Emitter {
   bool sent_any_ = false;
   Unit unit_;
   Chunk chunk_;
+  struct Pieces {
+    std::uint64_t due = 0;  // bytes of the last Change's split values still to come
+    bool send = false;      // that Change went out (else its pieces are dropped with it)
+  } pieces_;
   bool bootstrapped_ = false;
   std::uint64_t consistent_point_ = 0;
   std::unordered_map<std::uint32_t, RelationState> relations_;
