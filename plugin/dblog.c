@@ -199,9 +199,12 @@ bad_value(DefElem *elem, const char *valid)
 			 errhint("Valid values are %s.", valid)));
 }
 
-/* A whole number of bytes from 0 to max, or an error naming the option. */
+/*
+ * A whole number of bytes from 0 to max, or an error naming the option;
+ * with least > 1, a nonzero one is at least that.
+ */
 static long
-byte_count_option(DefElem *elem, long max)
+byte_count_option(DefElem *elem, long least, long max)
 {
 	char	   *v = option_string(elem);
 	char	   *end;
@@ -209,8 +212,13 @@ byte_count_option(DefElem *elem, long max)
 
 	errno = 0;
 	bytes = strtol(v, &end, 10);
-	if (errno != 0 || *end != '\0' || end == v || bytes < 0 || bytes > max)
+	if (errno != 0 || *end != '\0' || end == v || bytes < 0 || bytes > max ||
+		(bytes > 0 && bytes < least))
+	{
+		if (least > 1)
+			bad_value(elem, psprintf("0 (off) and whole numbers from %ld to %ld", least, max));
 		bad_value(elem, psprintf("whole numbers from 0 to %ld", max));
+	}
 	return bytes;
 }
 
@@ -383,7 +391,7 @@ parse_output_parameters(List *options, DblogData *data)
 		else if (strcmp(elem->defname, "batch_bytes") == 0)
 		{
 			reject_duplicate(&batch_seen, elem);
-			data->batch_bytes = (int) byte_count_option(elem, MaxAllocSize / 4);
+			data->batch_bytes = (int) byte_count_option(elem, 0, MaxAllocSize / 4);
 		}
 		else if (strcmp(elem->defname, "include_coordinates") == 0)
 		{
@@ -403,14 +411,12 @@ parse_output_parameters(List *options, DblogData *data)
 		else if (strcmp(elem->defname, "message_max_bytes") == 0)
 		{
 			reject_duplicate(&max_message_seen, elem);
-			data->message_max_bytes = (Size) byte_count_option(elem, MaxAllocSize);
+			data->message_max_bytes = (Size) byte_count_option(elem, 0, MaxAllocSize);
 		}
 		else if (strcmp(elem->defname, "value_piece_bytes") == 0)
 		{
 			reject_duplicate(&value_piece_seen, elem);
-			data->pieces.threshold = (Size) byte_count_option(elem, MaxAllocSize / 4);
-			if (data->pieces.threshold != 0 && data->pieces.threshold < 1024)
-				bad_value(elem, "0 (off) and whole numbers from 1024 to 268435455");
+			data->pieces.threshold = (Size) byte_count_option(elem, 1024, MaxAllocSize / 4);
 		}
 		else
 			ereport(ERROR,

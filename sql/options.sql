@@ -22,10 +22,15 @@ SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
 SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
     'batch_bytes', '-1');
 SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
+    'value_piece_bytes', '-1');
+SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
+    'value_piece_bytes', '1023');
+SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
     'format', 'text', 'include_coordinates', 'maybe');
 -- the binary format cannot be read as text, and the text format works
 SELECT data FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL);
 SELECT count(*) FROM pg_logical_slot_peek_changes('regression_slot', NULL, NULL,
-    'format', 'text', 'proto_version', '1', 'include_coordinates', 'off', 'batch_bytes', '0');
+    'format', 'text', 'proto_version', '1', 'include_coordinates', 'off', 'batch_bytes', '0',
+    'value_piece_bytes', '1024');
 
 SELECT 'stop' FROM pg_drop_replication_slot('regression_slot');

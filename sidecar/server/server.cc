@@ -317,7 +317,8 @@ void Server::StartPipeline(std::shared_ptr<Session> session, asio::io_context& i
   const config::ConsumerConfig& consumer = admission.consumer;
   const bool configured = admission.configured;
   log::Info("consumer_connected", {{"consumer", hello.consumer()}, {"peer", session->peer()},
-                                   {"client", hello.client_name()}});
+                                   {"client", hello.client_name()},
+                                   {"split_values", hello.split_values() ? "true" : "false"}});
   std::shared_ptr<Consumer> pipeline = consumers_.make(
       io, consumer, metrics_.ForConsumer(consumer.name), session, hello,
       [this, configured](const std::string& name) {

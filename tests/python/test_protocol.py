@@ -365,6 +365,33 @@ class ProtocolTest(unittest.TestCase):
         self.assertEqual(lines, [])
         self.assertIn("acked %s" % end, err)
 
+    def test_long_values_in_pieces(self):
+        self.run_showing_log(self.long_values_in_pieces)
+
+    def long_values_in_pieces(self):
+        """docs/protocol.md, "Long values": the example asks for pieces and puts them together."""
+        self.stop_dblogd()
+        self.start_dblogd("--value-piece-bytes=1024")
+        t = SCHEMA + ".items"
+        psql("ALTER TABLE %s ADD COLUMN b bytea" % t)
+        until = psql("SELECT pg_current_wal_lsn()")
+        lines, err = self.run_until_exit("bootstrap", extra=["--until-lsn", until])
+        resume = [l for l in err.splitlines() if l.startswith("acked ")][-1].split()[1]
+        # only a log change's values come in pieces: these come after the bootstrap
+        # 'é' and '€' are 2 and 3 bytes: 1024-byte pieces end inside characters
+        psql("INSERT INTO %s VALUES (2, repeat('aé€', 1000), decode(repeat('00ff', 900), 'hex'))"
+             % t)
+        psql("UPDATE %s SET name = name || '!' WHERE id = 2" % t)
+        until = psql("SELECT pg_current_wal_lsn()")
+        lines, err = self.run_until_exit("long values", resume_after=resume,
+                                         extra=["--until-lsn", until])
+        changes = [e for e in lines if e["op"] in ("insert", "update")]
+        self.assertEqual([e["op"] for e in changes], ["insert", "update"])
+        self.assertEqual(changes[0]["row"]["name"], "aé€" * 1000)
+        self.assertEqual(changes[0]["row"]["b"], "\\x" + "00ff" * 900)
+        self.assertEqual(changes[1]["row"]["name"], "aé€" * 1000 + "!")
+        self.assertIn("split_values=true", self.dblogd_log())
+
     def test_waits_while_the_slot_is_created(self):
         self.run_showing_log(self.waits_while_the_slot_is_created)
 

@@ -405,6 +405,130 @@ TEST(ClientStream, HasBufferedItemsSaysWhetherNextWouldBlock) {
   EXPECT_FALSE(client.HasBufferedItems());
 }
 
+StreamEvent SplitInsert(std::uint64_t lsn, std::uint32_t seq, std::uint64_t text_bytes,
+                        std::uint64_t bytes_bytes) {
+  StreamEvent event = ChangeEvent(Change::INSERT, 16384, lsn, seq, 7, kTime);
+  auto* row = event.mutable_change()->mutable_new_row();
+  row->add_values()->set_int_value(1);
+  auto* text = row->add_values()->mutable_split();
+  text->set_kind(dblog::v1::SplitValue::TEXT);
+  text->set_length(text_bytes);
+  row->add_values()->set_null_value(true);
+  auto* bytes = row->add_values()->mutable_split();
+  bytes->set_kind(dblog::v1::SplitValue::BYTES);
+  bytes->set_length(bytes_bytes);
+  return event;
+}
+
+StreamEvent Piece(const std::string& data) {
+  StreamEvent event;
+  event.mutable_value_piece()->set_data(data);
+  return event;
+}
+
+// A Change with split values is handed out once its pieces have come, its values whole: the
+// pieces in other frames, a heartbeat between them (handed out meanwhile), a piece that ends
+// one value and starts the next, a text cut inside a character; by Next, NextRef and NextView
+// alike. Hello says the client puts values together.
+TEST(ClientStream, SplitValuesArePutTogetherAcrossFrames) {
+  for (const int way : {0, 1, 2}) {
+    SCOPED_TRACE(way);
+    FakeServer server([](FakeConnection& connection) {
+      ClientMessage hello;
+      ASSERT_TRUE(connection.Read(&hello));
+      EXPECT_TRUE(hello.hello().split_values());
+      connection.Send(WelcomeMessage());
+      connection.Send(BatchMessage(
+          {BeginEvent(0x1000, 7, kTime, 0x1030),
+           RelationEvent(16384, "public", "docs",
+                         {{"id", "integer"}, {"t", "text"}, {"n", "text"}, {"b", "bytea"}}, {0}),
+           SplitInsert(0x1000, 1, 7, 3)}));
+      connection.Send(BatchMessage({Piece("na\xc3")}));
+      connection.Send(HeartbeatMessage(0x0800, 0));
+      connection.Send(BatchMessage({Piece("\xafve"), Piece(std::string("!\x00\xff\x01", 4))}));
+      connection.Send(BatchMessage({CommitEvent(0x1000, 2, 7, kTime, 0x1030)}));
+      connection.WaitForEof();
+    });
+    Client client = Client::Connect(Options(server.port()));
+    std::vector<std::string> seen;
+    std::string text, bytes;
+    for (int i = 0; i < 5; ++i) {
+      const StreamEvent* event = nullptr;
+      bool heartbeat = false;
+      Item item;
+      ItemRef ref;
+      ItemView view;
+      if (way == 0) {
+        ASSERT_TRUE(client.Next(item));
+        heartbeat = std::holds_alternative<dblog::v1::Heartbeat>(item);
+        if (!heartbeat) event = &std::get<StreamEvent>(item);
+      } else if (way == 1) {
+        ASSERT_TRUE(client.NextRef(ref));
+        heartbeat = std::holds_alternative<const dblog::v1::Heartbeat*>(ref);
+        if (!heartbeat) event = std::get<const StreamEvent*>(ref);
+      } else {
+        ASSERT_TRUE(client.NextView(view));
+        heartbeat = std::holds_alternative<const dblog::v1::Heartbeat*>(view);
+        if (!heartbeat) {
+          ASSERT_EQ(std::get<EventView>(view).change, nullptr);  // put together: parsed
+          event = std::get<EventView>(view).event;
+        }
+      }
+      if (heartbeat) {
+        seen.push_back("heartbeat");
+        continue;
+      }
+      seen.push_back(std::to_string(event->event_case()));
+      if (event->has_change()) {
+        const auto& row = event->change().new_row();
+        ASSERT_EQ(row.values_size(), 4);
+        EXPECT_EQ(row.values(0).int_value(), 1);
+        text = row.values(1).text_value();
+        EXPECT_TRUE(row.values(2).null_value());
+        bytes = row.values(3).bytes_value();
+      }
+    }
+    EXPECT_EQ(seen, (std::vector<std::string>{std::to_string(StreamEvent::kBegin),
+                                              std::to_string(StreamEvent::kRelation), "heartbeat",
+                                              std::to_string(StreamEvent::kChange),
+                                              std::to_string(StreamEvent::kCommit)}));
+    EXPECT_EQ(text, "na\u00efve!");
+    EXPECT_EQ(bytes, std::string("\x00\xff\x01", 3));
+    EXPECT_EQ(client.split_values_received(), 2u);
+  }
+}
+
+// A stream that breaks the pieces' rules is a ProtocolError, never a Change with a value
+// missing or run into the next one's.
+TEST(ClientStream, BrokenSplitValuesAreProtocolErrors) {
+  const std::vector<std::pair<std::string, std::vector<StreamEvent>>> cases = {
+      {"a piece nothing waits for", {Piece("x")}},
+      {"another event before the last piece",
+       {SplitInsert(0x1000, 1, 4, 1), Piece("abc"), CommitEvent(0x1000, 2, 7, kTime, 0x1030)}},
+      {"more bytes than the values hold", {SplitInsert(0x1000, 1, 2, 1), Piece("abcd")}},
+      {"an empty piece", {SplitInsert(0x1000, 1, 2, 1), Piece("")}},
+      {"a value longer than PostgreSQL's", {SplitInsert(0x1000, 1, (1ull << 30) + 1, 1)}},
+  };
+  for (const auto& [what, events] : cases) {
+    SCOPED_TRACE(what);
+    FakeServer server([&events](FakeConnection& connection) {
+      ASSERT_TRUE(Welcome(connection));
+      dblog::v1::ServerMessage batch = BatchMessage(
+          {BeginEvent(0x1000, 7, kTime, 0x1030),
+           RelationEvent(16384, "public", "docs",
+                         {{"id", "integer"}, {"t", "text"}, {"n", "text"}, {"b", "bytea"}}, {0})});
+      for (const auto& e : events) *batch.mutable_events()->add_events() = e;
+      connection.Send(batch);
+      connection.WaitForEof();
+    });
+    Client client = Client::Connect(Options(server.port()));
+    Item item;
+    ASSERT_TRUE(client.Next(item));  // Begin
+    ASSERT_TRUE(client.Next(item));  // Relation
+    EXPECT_THROW(client.Next(item), ProtocolError);
+  }
+}
+
 // WaitForItems: false when nothing came within its time (the read stays pending: an Ack goes out
 // at once meanwhile, and the next item is not lost), true as soon as something arrives.
 TEST(ClientStream, WaitForItemsWaitsAtMostItsTimeAndLosesNothing) {

@@ -276,6 +276,8 @@ inline std::string Describe(const StreamEvent& e) {
     case StreamEvent::kChunkEnd:
       kind = "CE";
       break;
+    case StreamEvent::kValuePiece:
+      return "P " + e.value_piece().data();
     default:
       return "?";
   }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -147,6 +148,79 @@ TEST(Emitter, KeyChangeBecomesDeleteThenInsert) {
   EXPECT_EQ(ins.new_row().SerializeAsString(), Item(2, "moved").SerializeAsString());
   EXPECT_FALSE(ins.has_old_key());
   EXPECT_EQ(ins.lsn(), del.lsn());
+}
+
+Value Split(std::uint64_t length, dblog::v1::SplitValue::Kind kind = dblog::v1::SplitValue::TEXT) {
+  Value v;
+  v.mutable_split()->set_kind(kind);
+  v.mutable_split()->set_length(length);
+  return v;
+}
+
+Event PieceEv(const std::string& data) {
+  Event e;
+  e.mutable_value_piece()->set_data(data);
+  return e;
+}
+
+// A Change's split values: its pieces go out right after it, unpositioned, or are dropped with
+// it when resume drops it; a key change's pieces follow its INSERT.
+TEST(Emitter, PiecesFollowTheirChangeOrGoWithIt) {
+  Emitter e(Position{1000, 1});
+  e.OnEvent(BeginEv(1000));
+  e.OnEvent(RelationEv(Items()));
+  e.OnEvent(InsertEv(kItems, 1000, 1, MakeRow({Int(1), Split(5)})));  // dropped by resume
+  e.OnEvent(PieceEv("abc"));
+  e.OnEvent(PieceEv("de"));
+  e.OnEvent(InsertEv(kItems, 1000, 2, MakeRow({Int(2), Split(2)})));
+  e.OnEvent(PieceEv("xy"));
+  e.OnEvent(UpdateEv(kItems, 1000, 3, ItemKey(2), MakeRow({Int(3), Split(3)})));  // key change
+  e.OnEvent(PieceEv("pqr"));
+  e.OnEvent(CommitEv(1000, 4));
+  EXPECT_EQ(Describe(Drain(e)), (Strings{"B 1000:0", "R 16384", "I 1000:2", "P xy", "D 1000:3",
+                                         "I 1000:4", "P pqr", "C 1000:5"}));
+}
+
+// Pieces that break the plugin's contract stop the stream (std::logic_error): never a Change
+// whose value is missing or runs into the next.
+TEST(Emitter, BrokenPiecesThrow) {
+  const auto started = [] {
+    auto e = std::make_unique<Emitter>();
+    e->OnEvent(BeginEv(1000));
+    e->OnEvent(RelationEv(Items()));
+    return e;
+  };
+  {
+    auto e = started();
+    EXPECT_THROW(e->OnEvent(PieceEv("x")), std::logic_error);  // no Change waits
+  }
+  {
+    auto e = started();
+    e->OnEvent(InsertEv(kItems, 1000, 1, MakeRow({Int(1), Split(4)})));
+    e->OnEvent(PieceEv("abc"));
+    EXPECT_THROW(e->OnEvent(CommitEv(1000, 2)), std::logic_error);  // a byte still due
+  }
+  {
+    auto e = started();
+    e->OnEvent(InsertEv(kItems, 1000, 1, MakeRow({Int(1), Split(2)})));
+    EXPECT_THROW(e->OnEvent(PieceEv("abc")), std::logic_error);  // longer than due
+  }
+  {
+    auto e = started();
+    EXPECT_THROW(e->OnEvent(InsertEv(kItems, 1000, 1, MakeRow({Split(8), Text("k")}))),
+                 std::logic_error);  // a key column
+  }
+  {
+    auto e = started();
+    EXPECT_THROW(e->OnEvent(InsertEv(kItems, 1000, 1,
+                                     MakeRow({Int(1), Split(8, dblog::v1::SplitValue::KIND_UNSPECIFIED)}))),
+                 std::logic_error);
+  }
+  {
+    auto e = started();
+    EXPECT_THROW(e->OnEvent(InsertEv(kItems, 1000, 1, MakeRow({Int(1), Split(0)}))),
+                 std::logic_error);
+  }
 }
 
 TEST(Emitter, CompositeKeyComparedInKeyOrder) {
