@@ -47,7 +47,7 @@ class StreamReader {
   bool NextView(ItemView& item);
 
   // True when NextItem can answer without more bytes (the rest of an EventBatch, a complete
-  // frame, or a decoding error).
+  // frame, or a decoding error); false while a Change waits for its pieces.
   bool HasBufferedItems() const;
   // Bytes fed but not yet parsed (nonzero at a clean close: the server cut a frame).
   std::size_t buffered() const { return decoder_.buffered(); }
@@ -80,6 +80,8 @@ class StreamReader {
   // Throws ProtocolError for a piece no Change waits for, or another event before the last.
   const dblog::v1::StreamEvent* Assemble(const dblog::v1::StreamEvent& event);
   void RequireNothingDue() const;
+  // A Heartbeat that arrives while a Change waits for its pieces is not handed out.
+  bool HoldBack(const ItemRef& control) const;
   // What the item handed out tells about received_through().
   void NoteReached(const dblog::v1::StreamEvent& event);
   void NoteReached(std::uint64_t commit_lsn);

@@ -219,6 +219,10 @@ class SplitValues:
         if self.due:
             raise IOError("another event before the last ValuePiece of a Change")
         if which == "change" and any(v.WhichOneof("kind") == "split"
+                                     for v in list(ev.change.old_key.values)
+                                     + list(ev.change.old_row.values)):
+            raise IOError("a split value outside a Change's new row")
+        if which == "change" and any(v.WhichOneof("kind") == "split"
                                      for v in ev.change.new_row.values):
             for v in ev.change.new_row.values:
                 if v.WhichOneof("kind") == "split":
@@ -464,8 +468,9 @@ def run(args):
                         through = max(through, pos[0])
             elif kind == "heartbeat":
                 # absent before anything can be acknowledged; else the last position sent (or
-                # the resume point): everything before it was printed
-                if msg.heartbeat.HasField("position"):
+                # the resume point): everything before it was printed (not while a Change
+                # waits for its pieces: dblogd leaves the position out then; do not rely on it)
+                if msg.heartbeat.HasField("position") and not split.due:
                     ack(msg.heartbeat.position)
                 if not in_bootstrap:  # everything committed before source_lsn was sent
                     through = max(through, msg.heartbeat.source_lsn)

@@ -933,9 +933,10 @@ void Pipeline::Heartbeat() {
     if (!self->sent_since_heartbeat_ && self->emitter_) {
       dblog::v1::ServerMessage m;
       auto* hb = m.mutable_heartbeat();
-      // The last position sent, or the resume point while nothing was; absent when neither
-      // exists (nothing to acknowledge yet).
-      const emit::Position position = self->emitter_->last_position();
+      // The last position sent (not a Change whose pieces are still coming: the one before
+      // it), or the resume point while nothing was; absent when neither exists (nothing to
+      // acknowledge yet).
+      const emit::Position position = self->emitter_->complete_position();
       if (position != emit::Position{}) *hb->mutable_position() = position.ToProto();
       hb->set_server_time(NowMicros());
       // 0 during a bootstrap: the stream has not started, the copy is not complete
@@ -1122,8 +1123,9 @@ void Pipeline::Reconnect() {
     stream_.reset();
     bookkeeping_.Reset();
     // Replay starts at the slot's confirmed position; what was already sent is dropped by a
-    // fresh emitter resuming after the last position sent. Acks carry on in the same tracker.
-    emitter_ = std::make_unique<emit::Emitter>(emitter_->last_position(), acks_.get());
+    // fresh emitter resuming after the last position sent, continuing a transaction (and a
+    // Change's pieces) the consumer has part of. Acks carry on in the same tracker.
+    emitter_ = std::make_unique<emit::Emitter>(*emitter_, acks_.get());
     paused_ = false;
     repairs_->OnSourceReconnect();
     // Retrying a lost slot would only fail again, silently for the consumer: end its session.

@@ -26,8 +26,16 @@ void WindowRows::Carried(const std::string& key, const dblog::v1::Row& new_row) 
     row.Clear();
     for (int i = 0; i < new_row.values_size(); ++i) row.add_values()->set_unchanged(true);
   }
-  for (int i = 0; i < new_row.values_size(); ++i)
-    if (!new_row.values(i).unchanged()) *row.mutable_values(i) = new_row.values(i);
+  for (int i = 0; i < new_row.values_size(); ++i) {
+    const dblog::v1::Value& v = new_row.values(i);
+    if (v.has_split()) {
+      // Its bytes went to the consumer in pieces after the Change: the consumer has the value,
+      // a fill must not carry it (a chunk row has no pieces), so it is "keep yours" from now.
+      row.mutable_values(i)->set_unchanged(true);
+    } else if (!v.unchanged()) {
+      *row.mutable_values(i) = v;
+    }
+  }
   bytes_ += row.ByteSizeLong();
   if (bytes_ > max_bytes_) {  // forget everything: the merges fall back to partial rows
     overflowed_ = true;

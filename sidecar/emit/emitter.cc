@@ -52,6 +52,18 @@ std::uint64_t LenTag(int field) {
 Emitter::Emitter(Position resume_after, AckTracker* acks)
     : resume_after_(resume_after), acks_(acks) {}
 
+Emitter::Emitter(const Emitter& previous, AckTracker* acks)
+    : resume_after_(previous.last_position()), acks_(acks) {
+  last_ = previous.last_;
+  sent_any_ = previous.sent_any_;
+  if (previous.unit_.kind == UnitKind::kTransaction && previous.unit_.header_sent)
+    continued_unit_ = previous.unit_.commit_lsn;
+  if (previous.pieces_.send && previous.pieces_.due > 0) {
+    cut_change_ = previous.last_;
+    cut_bytes_ = previous.pieces_.total - previous.pieces_.due;
+  }
+}
+
 std::string Emitter::TakeOutput() {
   std::string out;
   out.swap(output_);
@@ -108,6 +120,9 @@ void Emitter::OnBegin(const dblog::v1::Begin& begin) {
   unit_.end_lsn = begin.end_lsn();
   unit_.header_field = StreamEvent::kBegin;
   unit_.header = begin.SerializeAsString();
+  // decoded again after a source reconnect: the consumer has this Begin already
+  if (continued_unit_ != 0 && continued_unit_ == begin.commit_lsn()) unit_.header_sent = true;
+  continued_unit_ = 0;
 }
 
 void Emitter::OnChange(Change& change, std::string_view raw) {
@@ -187,8 +202,9 @@ Change Emitter::Parsed(const wire::ChangeView& change) {
 
 void Emitter::SendChange(Change& change, std::string_view raw) {
   const Position pos = NextPosition();
+  const Position before = last_position();
   const bool admitted = Admit(pos);
-  ExpectPieces(change, admitted);
+  ExpectPieces(change, pos, admitted, before);
   if (!admitted) return;
   SendRelation(change.relation_oid());
   const bool same_commit_lsn = change.commit_lsn() == pos.commit_lsn;
@@ -414,6 +430,8 @@ void Emitter::EmitChunkFill(const dblog::v1::Row& row) {
   if (row.values_size() != rel.columns_size())
     Fail("EmitChunkFill: a row of " + std::to_string(row.values_size()) + " values for " +
          std::to_string(rel.columns_size()) + " columns");
+  for (const auto& v : row.values())
+    if (v.has_split()) Fail("EmitChunkFill: a split value (a chunk's row has no pieces)");
   Change fill;
   fill.set_kind(Change::UPDATE);
   *fill.mutable_new_row() = row;
@@ -464,7 +482,7 @@ void Emitter::RequireNoChunk(const char* what) const {
          " is open");
 }
 
-void Emitter::ExpectPieces(const Change& change, bool sent) {
+void Emitter::ExpectPieces(const Change& change, Position pos, bool sent, Position before) {
   constexpr std::uint64_t kMaxValueBytes = 1u << 30;  // PostgreSQL's largest value
   std::uint64_t due = 0;
   const auto& values = change.new_row().values();
@@ -484,7 +502,14 @@ void Emitter::ExpectPieces(const Change& change, bool sent) {
   for (const dblog::v1::Row* row : {&change.old_key(), &change.old_row()})
     for (const auto& v : row->values())
       if (v.has_split()) Fail("a split value outside a Change's new row");
-  pieces_ = Pieces{due, sent};
+  pieces_ = Pieces{due, due, sent, 0, before};
+  if (cut_bytes_ > 0 && pos == cut_change_ && !sent && due > cut_bytes_) {
+    // the consumer has this Change and its first cut_bytes_ bytes (Emitter(previous, acks))
+    pieces_.send = true;
+    pieces_.skip = cut_bytes_;
+    pieces_.before = Position{};  // unknown here: Heartbeat.position is left out meanwhile
+  }
+  if (pos == cut_change_) cut_bytes_ = 0;
 }
 
 void Emitter::OnValuePiece(const dblog::v1::ValuePiece& piece) {
@@ -494,7 +519,16 @@ void Emitter::OnValuePiece(const dblog::v1::ValuePiece& piece) {
     Fail("a ValuePiece of " + std::to_string(size) + " bytes where " +
          std::to_string(pieces_.due) + " are due");
   pieces_.due -= size;
-  if (pieces_.send) Append(StreamEvent::kValuePiece, piece);
+  if (!pieces_.send) return;
+  if (pieces_.skip >= size) {
+    pieces_.skip -= size;
+    return;
+  }
+  if (pieces_.skip == 0) return Append(StreamEvent::kValuePiece, piece);
+  dblog::v1::ValuePiece rest;
+  rest.set_data(piece.data().substr(pieces_.skip));
+  pieces_.skip = 0;
+  Append(StreamEvent::kValuePiece, rest);
 }
 
 void Emitter::RequireNoPiecesDue(const char* what) const {

@@ -60,6 +60,12 @@ class Emitter {
   // acks, when given, is told of every emitted acknowledgeable point (Commit, BootstrapEnd,
   // non-transactional Message); it must outlive the emitter.
   explicit Emitter(Position resume_after = {}, AckTracker* acks = nullptr);
+  // The emitter after `previous` on the same consumer connection, for the slot's stream decoded
+  // again (a source reconnect): it resumes after previous.last_position(), and where the
+  // consumer already has part of a transaction, continues it as the consumer expects: that
+  // transaction's Begin is not sent again, and a Change whose pieces were cut short gets the
+  // rest of them (by their bytes) when it is decoded again.
+  Emitter(const Emitter& previous, AckTracker* acks);
 
   // ---- Log path: the plugin's events, in log order. -------------------------------------
   // Throws std::logic_error on input that breaks the plugin's contract (a Change outside a
@@ -127,6 +133,11 @@ class Emitter {
   // after it was sent. Acking it is always allowed (Heartbeat.position); acking beyond it is a
   // protocol violation; a replacement Emitter resumes after it.
   Position last_position() const { return resume_after_ < last_ ? last_ : resume_after_; }
+  // last_position(), or while a Change's pieces are still coming, the position before that
+  // Change: what a consumer has whole (Heartbeat.position).
+  Position complete_position() const {
+    return pieces_.send && pieces_.due > 0 ? pieces_.before : last_position();
+  }
   Position resume_after() const { return resume_after_; }
   // A log transaction or the bootstrap is open: the slot must not be confirmed past it.
   bool in_transaction() const { return unit_.kind != UnitKind::kNone; }
@@ -179,7 +190,7 @@ class Emitter {
   void RequireTransaction(const char* what, std::uint64_t commit_lsn) const;
   void RequireNoChunk(const char* what) const;
   // A Change's split values: what its pieces owe (checked), and whether they go out with it.
-  void ExpectPieces(const dblog::v1::Change& change, bool sent);
+  void ExpectPieces(const dblog::v1::Change& change, Position pos, bool sent, Position before);
   void OnValuePiece(const dblog::v1::ValuePiece& piece);
   void RequireNoPiecesDue(const char* what) const;
   void RememberRelation(const dblog::v1::Relation& rel);
@@ -217,9 +228,17 @@ class Emitter {
   Unit unit_;
   Chunk chunk_;
   struct Pieces {
-    std::uint64_t due = 0;  // bytes of the last Change's split values still to come
-    bool send = false;      // that Change went out (else its pieces are dropped with it)
+    std::uint64_t due = 0;    // bytes of the last Change's split values still to come
+    std::uint64_t total = 0;  // all of them
+    bool send = false;        // that Change went out (else its pieces are dropped with it)
+    std::uint64_t skip = 0;   // of the bytes to send, the first ones the consumer already has
+    Position before;          // complete_position() while they come
   } pieces_;
+  // Emitter(previous, acks): the transaction whose Begin the consumer has (0: none), and the
+  // Change whose first pieces it has, with how many bytes.
+  std::uint64_t continued_unit_ = 0;
+  Position cut_change_;
+  std::uint64_t cut_bytes_ = 0;
   bool bootstrapped_ = false;
   std::uint64_t consistent_point_ = 0;
   std::unordered_map<std::uint32_t, RelationState> relations_;

@@ -427,7 +427,8 @@ StreamEvent Piece(const std::string& data) {
 }
 
 // A Change with split values is handed out once its pieces have come, its values whole: the
-// pieces in other frames, a heartbeat between them (handed out meanwhile), a piece that ends
+// pieces in other frames, a heartbeat between them (not handed out: its position could name the
+// Change held back, and acknowledging that would skip it), a piece that ends
 // one value and starts the next, a text cut inside a character; by Next, NextRef and NextView
 // alike. Hello says the client puts values together.
 TEST(ClientStream, SplitValuesArePutTogetherAcrossFrames) {
@@ -452,7 +453,7 @@ TEST(ClientStream, SplitValuesArePutTogetherAcrossFrames) {
     Client client = Client::Connect(Options(server.port()));
     std::vector<std::string> seen;
     std::string text, bytes;
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 4; ++i) {
       const StreamEvent* event = nullptr;
       bool heartbeat = false;
       Item item;
@@ -489,7 +490,7 @@ TEST(ClientStream, SplitValuesArePutTogetherAcrossFrames) {
       }
     }
     EXPECT_EQ(seen, (std::vector<std::string>{std::to_string(StreamEvent::kBegin),
-                                              std::to_string(StreamEvent::kRelation), "heartbeat",
+                                              std::to_string(StreamEvent::kRelation),
                                               std::to_string(StreamEvent::kChange),
                                               std::to_string(StreamEvent::kCommit)}));
     EXPECT_EQ(text, "na\u00efve!");

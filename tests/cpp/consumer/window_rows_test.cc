@@ -41,6 +41,24 @@ TEST(WindowRows, TheLastCarriedValuesAndTheFilledColumnsMakeTheWholeRow) {
             Row({Int(1), Int(6), Text("chunk body"), Text("first")}).ShortDebugString());
 }
 
+// A value the log sent in pieces (Value.split) reached the consumer after its Change; a chunk row
+// has no pieces, so the merge never carries it: "keep yours", the row partial, whatever the
+// window carried for that column before.
+TEST(WindowRows, AValueSentInPiecesIsNeverCarriedIntoAFill) {
+  WindowRows rows(1 << 20);
+  dblog::v1::Value split;
+  split.mutable_split()->set_kind(dblog::v1::SplitValue::TEXT);
+  split.mutable_split()->set_length(5000000);
+  rows.Carried("k", Row({Int(1), Int(5), Unchanged(), Text("first")}));
+  rows.Carried("k", Row({Int(1), Int(6), Unchanged(), split}));
+  bool complete = true;
+  const auto merged = rows.Merge("k", Row({Int(1), Int(4), Text("chunk body"), Text("old")}),
+                                 {2}, {0}, &complete);
+  EXPECT_FALSE(complete);
+  EXPECT_EQ(merged.ShortDebugString(),
+            Row({Int(1), Int(6), Text("chunk body"), Unchanged()}).ShortDebugString());
+}
+
 // A column the window's events never carried, and that is not filled (a widened transaction
 // carried it before the window): unchanged, and the row is partial.
 TEST(WindowRows, AColumnNothingInTheWindowCarriedStaysUnchanged) {

@@ -181,6 +181,50 @@ TEST(Emitter, PiecesFollowTheirChangeOrGoWithIt) {
                                          "I 1000:4", "P pqr", "C 1000:5"}));
 }
 
+// A source reconnect decodes the slot again into the same consumer connection (Emitter(previous,
+// acks)): a transaction the consumer has part of goes on without its Begin again, and a Change
+// whose pieces were cut short gets the rest of its bytes, however the pieces are cut this time.
+// Meanwhile the heartbeat's position is never that Change's.
+TEST(Emitter, ASourceReconnectContinuesTheTransactionAndThePieces) {
+  Emitter first;
+  first.OnEvent(BeginEv(1000));
+  first.OnEvent(RelationEv(Items()));
+  first.OnEvent(InsertEv(kItems, 1000, 1, Item(1, "a")));
+  first.OnEvent(InsertEv(kItems, 1000, 2, MakeRow({Int(2), Split(5)})));
+  first.OnEvent(PieceEv("abc"));
+  EXPECT_EQ(Describe(Drain(first)),
+            (Strings{"B 1000:0", "R 16384", "I 1000:1", "I 1000:2", "P abc"}));
+  EXPECT_EQ(first.last_position(), (Position{1000, 2}));
+  EXPECT_EQ(first.complete_position(), (Position{1000, 1}));  // the Change is not whole yet
+
+  Emitter again(first, nullptr);
+  again.OnEvent(BeginEv(1000));
+  again.OnEvent(RelationEv(Items()));
+  again.OnEvent(InsertEv(kItems, 1000, 1, Item(1, "a")));
+  again.OnEvent(InsertEv(kItems, 1000, 2, MakeRow({Int(2), Split(5)})));
+  again.OnEvent(PieceEv("ab"));
+  EXPECT_EQ(again.complete_position(), Position{});  // left out of heartbeats meanwhile
+  again.OnEvent(PieceEv("cde"));
+  EXPECT_EQ(again.complete_position(), (Position{1000, 2}));
+  again.OnEvent(InsertEv(kItems, 1000, 3, Item(3, "c")));
+  again.OnEvent(CommitEv(1000, 4));
+  EXPECT_EQ(Describe(Drain(again)), (Strings{"P de", "R 16384", "I 1000:3", "C 1000:4"}));
+
+  // without pieces: the transaction goes on, its Begin not sent twice
+  Emitter third(again, nullptr);
+  third.OnEvent(BeginEv(2000));
+  third.OnEvent(RelationEv(Items()));
+  third.OnEvent(InsertEv(kItems, 2000, 1, Item(4, "d")));
+  EXPECT_EQ(Describe(Drain(third)), (Strings{"B 2000:0", "R 16384", "I 2000:1"}));
+  Emitter fourth(third, nullptr);
+  fourth.OnEvent(BeginEv(2000));
+  fourth.OnEvent(RelationEv(Items()));
+  fourth.OnEvent(InsertEv(kItems, 2000, 1, Item(4, "d")));
+  fourth.OnEvent(InsertEv(kItems, 2000, 2, Item(5, "e")));
+  fourth.OnEvent(CommitEv(2000, 3));
+  EXPECT_EQ(Describe(Drain(fourth)), (Strings{"R 16384", "I 2000:2", "C 2000:3"}));
+}
+
 // Pieces that break the plugin's contract stop the stream (std::logic_error): never a Change
 // whose value is missing or runs into the next.
 TEST(Emitter, BrokenPiecesThrow) {
