@@ -251,6 +251,9 @@ const StreamEvent* StreamReader::Assemble(const StreamEvent& event) {
   // PostgreSQL's largest value: a longer one is a broken stream, not memory to reserve.
   constexpr std::uint64_t kMaxValueBytes = 1u << 30;
   whole_ = std::make_unique<StreamEvent>(event);
+  // reserved up front: at most 64 MiB in all (a length is the server's word); beyond, the
+  // strings grow as the pieces come
+  std::uint64_t reserve = 64u << 20;
   for (auto& v : *whole_->mutable_change()->mutable_new_row()->mutable_values()) {
     if (!v.has_split()) continue;
     const std::uint64_t length = v.split().length();
@@ -270,8 +273,9 @@ const StreamEvent* StreamReader::Assemble(const StreamEvent& event) {
       default:
         throw ProtocolError(peer_ + " sent a split value of a kind this client does not know");
     }
-    // grown as the pieces come beyond what is reserved: a length is the server's word
-    target->reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, 64u << 20)));
+    const std::uint64_t reserved = std::min(length, reserve);
+    target->reserve(static_cast<std::size_t>(reserved));
+    reserve -= reserved;
     due_.emplace_back(target, length);
   }
   for (const dblog::v1::Row* row : {&event.change().old_key(), &event.change().old_row()})

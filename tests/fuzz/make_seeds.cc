@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "dblog/v1/change.pb.h"
 #include "dblog/v1/consumer.pb.h"
@@ -86,6 +87,48 @@ dblog::v1::Row Row(std::int64_t id, const std::string& note) {
   row.add_values()->set_date_value(19000);
   row.add_values()->set_null_value(true);
   return row;
+}
+
+// Row(id, "") with the note and the blob split (their bytes in ValuePiece events after it).
+dblog::v1::Row SplitRow(std::int64_t id, std::uint64_t note_bytes, std::uint64_t blob_bytes) {
+  dblog::v1::Row row = Row(id, "");
+  auto* note = row.mutable_values(1)->mutable_split();
+  note->set_kind(dblog::v1::SplitValue::TEXT);
+  note->set_length(note_bytes);
+  auto* blob = row.mutable_values(4)->mutable_split();
+  blob->set_kind(dblog::v1::SplitValue::BYTES);
+  blob->set_length(blob_bytes);
+  return row;
+}
+
+// One transaction at lsn whose INSERT has split values: Begin, Relation and the Change in
+// `change_in`, then each of `pieces` as a ValuePiece in `piece_in(i)`, then the Commit in the
+// last one.
+template <typename Event, typename PieceIn>
+void SplitTransaction(std::uint64_t lsn, google::protobuf::RepeatedPtrField<Event>* change_in,
+                      const std::vector<std::string>& pieces, PieceIn piece_in) {
+  auto* begin = change_in->Add()->mutable_begin();
+  begin->set_xid(701);
+  begin->set_commit_lsn(lsn);
+  begin->set_end_lsn(lsn + 8);
+  *change_in->Add()->mutable_relation() = Relation();
+  auto* c = change_in->Add()->mutable_change();
+  c->set_kind(dblog::v1::Change::INSERT);
+  c->set_relation_oid(16384);
+  c->set_commit_lsn(lsn);
+  c->set_seq(1);
+  c->set_lsn(lsn - 10);
+  c->set_xid(701);
+  std::uint64_t bytes = 0;
+  for (const auto& p : pieces) bytes += p.size();
+  *c->mutable_new_row() = SplitRow(3, bytes - 2, 2);  // the last 2 bytes are the blob's
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    piece_in(i)->Add()->mutable_value_piece()->set_data(pieces[i]);
+  auto* commit = piece_in(pieces.size() - 1)->Add()->mutable_commit();
+  commit->set_commit_lsn(lsn);
+  commit->set_end_lsn(lsn + 8);
+  commit->set_seq(2);
+  commit->set_xid(701);
 }
 
 dblog::v1::Row Key(std::int64_t id) {
@@ -218,6 +261,15 @@ int main(int argc, char** argv) {
         std::string(1, '\x00') + Frame(welcome) + Frame(progress) + Frame(events) +
             Frame(heartbeat) + Frame(error));
   Write("client_stream_fuzz", "refused", std::string(1, '\x01') + Frame(error));
+  {  // long values in pieces, a heartbeat between them (protocol.md, "Long values")
+    std::vector<dblog::v1::ServerMessage> frames(3);
+    SplitTransaction(0x200, frames[0].mutable_events()->mutable_events(),
+                     {"na\xc3", std::string("\xa9ve\x00\xff", 5)},
+                     [&](std::size_t i) { return frames[i + 1].mutable_events()->mutable_events(); });
+    Write("client_stream_fuzz", "pieces",
+          std::string(1, '\x00') + Frame(welcome) + Frame(frames[0]) + Frame(frames[1]) +
+              Frame(heartbeat) + Frame(frames[2]));
+  }
 
   // ---- ndjson_fuzz: an EventBatch.
   Write("ndjson_fuzz", "events", events.events().SerializeAsString());
@@ -245,6 +297,13 @@ int main(int argc, char** argv) {
   standalone->set_lsn(0x410);
   Write("plugin_batch_fuzz", "two-batches", std::string(1, '\x00') + Frame(first) + Frame(second));
   Write("plugin_batch_fuzz", "resume", std::string(1, '\x05') + Frame(first));
+  {  // a Change whose long values follow it in pieces, each a plugin message of its own
+    std::vector<dblog::v1::Batch> batches(3);
+    SplitTransaction(0x500, batches[0].mutable_events(), {"abc", std::string("de\x00\x01", 4)},
+                     [&](std::size_t i) { return batches[i + 1].mutable_events(); });
+    Write("plugin_batch_fuzz", "pieces",
+          std::string(1, '\x00') + Frame(batches[0]) + Frame(batches[1]) + Frame(batches[2]));
+  }
 
   // ---- copy_rows_fuzz: control byte (cuts), then a binary COPY stream of one bytea column.
   std::string copy = std::string("PGCOPY\n\xff\r\n\0", 11) + BigEndian(0, 4) + BigEndian(4, 4) +
