@@ -431,7 +431,7 @@ is_key_column(const RowPlan *plan, int i)
  * reuses) and the caller writes its bytes once the Change is out.
  */
 static bool
-write_value_pieceed(StringInfo out, const RowPlan *plan, int i, const EncodedValue *ev,
+write_value_split(StringInfo out, const RowPlan *plan, int i, const EncodedValue *ev,
 					ValuePieces *pieces)
 {
 	int			pos;
@@ -555,7 +555,7 @@ write_row_body(StringInfo out, const RowPlan *plan, TupleDesc desc, bool as_text
 		column_value(plan, i, values, nulls, old_values, old_nulls, allow_unchanged, &ev);
 		if (!as_text)
 		{
-			if (!write_value_pieceed(out, plan, i, &ev, pieces))
+			if (!write_value_split(out, plan, i, &ev, pieces))
 				write_value(out, &ev);
 			continue;
 		}

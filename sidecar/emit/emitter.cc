@@ -120,9 +120,12 @@ void Emitter::OnBegin(const dblog::v1::Begin& begin) {
   unit_.end_lsn = begin.end_lsn();
   unit_.header_field = StreamEvent::kBegin;
   unit_.header = begin.SerializeAsString();
-  // decoded again after a source reconnect: the consumer has this Begin already
-  if (continued_unit_ != 0 && continued_unit_ == begin.commit_lsn()) unit_.header_sent = true;
-  continued_unit_ = 0;
+  // decoded again after a source reconnect: the consumer has this Begin already (the
+  // transactions before it, decoded again too, are dropped whole by resume)
+  if (continued_unit_ != 0 && begin.commit_lsn() >= continued_unit_) {
+    unit_.header_sent = begin.commit_lsn() == continued_unit_;
+    continued_unit_ = 0;
+  }
 }
 
 void Emitter::OnChange(Change& change, std::string_view raw) {

@@ -217,6 +217,11 @@ TEST(Emitter, ASourceReconnectContinuesTheTransactionAndThePieces) {
   third.OnEvent(InsertEv(kItems, 2000, 1, Item(4, "d")));
   EXPECT_EQ(Describe(Drain(third)), (Strings{"B 2000:0", "R 16384", "I 2000:1"}));
   Emitter fourth(third, nullptr);
+  // the slot decodes from its confirmed position: the transaction before comes again first
+  fourth.OnEvent(BeginEv(1000));
+  fourth.OnEvent(RelationEv(Items()));
+  fourth.OnEvent(InsertEv(kItems, 1000, 1, Item(1, "a")));
+  fourth.OnEvent(CommitEv(1000, 2));
   fourth.OnEvent(BeginEv(2000));
   fourth.OnEvent(RelationEv(Items()));
   fourth.OnEvent(InsertEv(kItems, 2000, 1, Item(4, "d")));
