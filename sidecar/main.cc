@@ -2,6 +2,8 @@
 // exits, consumer/setup_check.h; with --ddl-trigger-sql: prints pgoutput mode's DDL trigger,
 // consumer/ddl_trigger.h), starts the consumer listener and the metrics endpoint on one
 // io_context, reloads its consumers' settings on SIGHUP and stops gracefully on SIGTERM/SIGINT.
+#include <malloc.h>
+
 #include <boost/asio.hpp>
 #include <csignal>
 #include <functional>
@@ -104,9 +106,22 @@ void StopGracefully(boost::asio::io_context& io, server::Server& server,
   (*wait)();
 }
 
+// glibc's malloc gives buffers above its mmap threshold their own mapping, and returns the top
+// of its heap to the system past its trim threshold; by default both follow the largest block
+// freed so far (128 KiB to 32 MiB). A stream of long values in 1 MiB pieces then maps and faults
+// in fresh pages for every piece, at every copy (libpq's message, the output, the session's
+// queue): 500 MB of pieces cost dblogd 2.3-2.7 CPU s, against 0.37 s with these fixed values
+// (docs/benchmarks.md). Blocks of up to 16 MiB come from the heap, which keeps up to 32 MiB free
+// on top; larger ones (a whole huge row) are still mapped and given back at once.
+void TuneMalloc() {
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  TuneMalloc();
   std::optional<config::Config> cfg;
   std::shared_ptr<boost::asio::ssl::context> tls;
   try {

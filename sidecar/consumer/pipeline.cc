@@ -670,7 +670,9 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
         if (in_place) {
           std::size_t change = 0;
           for (std::size_t i = 0; i < batch_events_.size(); ++i) {
-            if (batch_parsed_[i] != nullptr)
+            if (!batch_pieces_[i].empty())
+              emitter_->ConsumePiece(batch_pieces_[i]);  // only the emitter looks at pieces
+            else if (batch_parsed_[i] != nullptr)
               ProcessEvent(*batch_parsed_[i], std::string_view());
             else
               ProcessChange(batch_changes_[change++]);
@@ -689,6 +691,7 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
 bool Pipeline::ReadBatchInPlace(std::string_view payload) {
   if (!wire::SplitBatch(payload, &batch_events_)) return false;
   batch_parsed_.assign(batch_events_.size(), nullptr);
+  batch_pieces_.assign(batch_events_.size(), std::string_view());
   std::size_t changes = 0;
   for (std::size_t i = 0; i < batch_events_.size(); ++i) {
     const wire::BatchEvent& e = batch_events_[i];
@@ -697,6 +700,12 @@ bool Pipeline::ReadBatchInPlace(std::string_view payload) {
       if (!batch_changes_[changes++].Parse(e.payload)) return false;
       continue;
     }
+    // a long value's piece (a plugin message of its own): its bytes go out as they came
+    if (e.member == dblog::v1::Event::kValuePiece &&
+        wire::OneField(e.payload, dblog::v1::ValuePiece::kDataFieldNumber, &batch_pieces_[i]) &&
+        !batch_pieces_[i].empty())
+      continue;
+    batch_pieces_[i] = {};
     auto* event = google::protobuf::Arena::CreateMessage<dblog::v1::Event>(&parse_arena_);
     if (!event->ParseFromArray(e.event.data(), static_cast<int>(e.event.size()))) return false;
     batch_parsed_[i] = event;

@@ -206,6 +206,8 @@ class Pipeline : public server::Consumer,
   // their row views keep their capacity).
   std::vector<wire::BatchEvent> batch_events_;
   std::vector<dblog::v1::Event*> batch_parsed_;
+  // A ValuePiece's bytes, a view into the message (non-empty: pieces are never empty)
+  std::vector<std::string_view> batch_pieces_;
   std::vector<wire::ChangeView> batch_changes_;
   static constexpr std::size_t kKeptViews = 1024;
   // pgoutput mode: the message whose mapping failed on a database error, and how many times in

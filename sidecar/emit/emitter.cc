@@ -81,7 +81,7 @@ void Emitter::OnBatch(dblog::v1::Batch batch) {
 void Emitter::Consume(Event& event, std::string_view change_bytes) {
   // A chunk is emitted in one go at its high watermark; the log waits until it is closed.
   RequireNoChunk("a plugin event");
-  if (event.has_value_piece()) return OnValuePiece(event.value_piece());
+  if (event.has_value_piece()) return ConsumePiece(event.value_piece().data());
   RequireNoPiecesDue("a plugin event");
   switch (event.event_case()) {
     case Event::kBegin:
@@ -515,8 +515,9 @@ void Emitter::ExpectPieces(const Change& change, Position pos, bool sent, Positi
   if (pos == cut_change_) cut_bytes_ = 0;
 }
 
-void Emitter::OnValuePiece(const dblog::v1::ValuePiece& piece) {
-  const std::size_t size = piece.data().size();
+void Emitter::ConsumePiece(std::string_view data) {
+  RequireNoChunk("a plugin event");
+  const std::size_t size = data.size();
   if (pieces_.due == 0) Fail("a ValuePiece that no Change's split value waits for");
   if (size == 0 || size > pieces_.due)
     Fail("a ValuePiece of " + std::to_string(size) + " bytes where " +
@@ -527,11 +528,17 @@ void Emitter::OnValuePiece(const dblog::v1::ValuePiece& piece) {
     pieces_.skip -= size;
     return;
   }
-  if (pieces_.skip == 0) return Append(StreamEvent::kValuePiece, piece);
-  dblog::v1::ValuePiece rest;
-  rest.set_data(piece.data().substr(pieces_.skip));
+  data.remove_prefix(static_cast<std::size_t>(pieces_.skip));
   pieces_.skip = 0;
-  Append(StreamEvent::kValuePiece, rest);
+  // ValuePiece{data}, written around the bytes: copied once, into the output
+  const std::size_t before = output_.size();
+  const std::uint64_t data_tag = LenTag(dblog::v1::ValuePiece::kDataFieldNumber);
+  AppendEnvelope(StreamEvent::kValuePiece,
+                 VarintSize(data_tag) + VarintSize(data.size()) + data.size());
+  common::AppendVarint(output_, data_tag);
+  common::AppendVarint(output_, data.size());
+  output_.append(data.data(), data.size());
+  bytes_emitted_ += output_.size() - before;
 }
 
 void Emitter::RequireNoPiecesDue(const char* what) const {

@@ -81,6 +81,8 @@ class Emitter {
   // same checks and output, from the plugin's bytes (a key-changing UPDATE, or one that cannot
   // be written from them, is parsed and goes the way of Consume).
   void ConsumeChange(const wire::ChangeView& change);
+  // A ValuePiece's data read in place, as Consume would take the event holding it.
+  void ConsumePiece(std::string_view data);
   void OnEvent(dblog::v1::Event event) { Consume(event); }
   void OnBatch(dblog::v1::Batch batch);
 
@@ -191,7 +193,6 @@ class Emitter {
   void RequireNoChunk(const char* what) const;
   // A Change's split values: what its pieces owe (checked), and whether they go out with it.
   void ExpectPieces(const dblog::v1::Change& change, Position pos, bool sent, Position before);
-  void OnValuePiece(const dblog::v1::ValuePiece& piece);
   void RequireNoPiecesDue(const char* what) const;
   void RememberRelation(const dblog::v1::Relation& rel);
   const dblog::v1::Relation& KnownRelation(std::uint32_t oid, const char* what) const;

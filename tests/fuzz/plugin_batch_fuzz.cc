@@ -8,8 +8,8 @@
 // accepts and refuses the same events and sends the same stream (the splice changes nothing but
 // how it is written); the emitter's output parses as an EventBatch. Read in place (SplitBatch,
 // ChangeView, as the pipeline reads first): only what protobuf parses is read so, to the same
-// fields and the same key bytes, and an Emitter fed the views (ConsumeChange) accepts, refuses
-// and sends the same.
+// fields and the same key bytes (a ValuePiece: its bytes, ConsumePiece), and an Emitter fed the
+// views (ConsumeChange) accepts, refuses and sends the same.
 #include <google/protobuf/arena.h>
 
 #include <cstdint>
@@ -76,8 +76,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // the pipeline's first reading: in place
     bool in_place = dblog::wire::SplitBatch(payload, &split);
     views.clear();
+    std::vector<std::string_view> pieces;  // a ValuePiece's bytes in place, as the pipeline
     for (const auto& e : split) {
       if (!in_place) break;
+      pieces.emplace_back();
+      if (e.member == dblog::v1::Event::kValuePiece &&
+          dblog::wire::OneField(e.payload, dblog::v1::ValuePiece::kDataFieldNumber,
+                                &pieces.back()) &&
+          !pieces.back().empty())
+        continue;
+      pieces.back() = {};
       if (e.member != dblog::v1::Event::kChange) {
         dblog::v1::Event event;  // the other events are parsed, as Pipeline::ReadBatchInPlace does
         in_place = event.ParseFromArray(e.event.data(), static_cast<int>(e.event.size()));
@@ -167,7 +175,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       // the pipeline's way: the message read in place, or (not canonical) parsed whole
       bool viewed_ok = true;
       try {
-        if (in_place && original.has_change())
+        if (in_place && !pieces[static_cast<std::size_t>(i)].empty()) {
+          Check(original.has_value_piece() &&
+                    original.value_piece().data() == pieces[static_cast<std::size_t>(i)],
+                "a ValuePiece in place: the bytes protobuf parses");
+          viewed.ConsumePiece(pieces[static_cast<std::size_t>(i)]);
+        } else if (in_place && original.has_change())
           viewed.ConsumeChange(views[view_index++]);
         else if (in_place)
           viewed.Consume(original);
