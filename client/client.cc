@@ -297,7 +297,7 @@ std::size_t Client::Impl::ReadSome(Deadline deadline, const std::string& what) {
 }
 
 bool Client::Impl::WaitForItems(std::chrono::milliseconds max) {
-  if (state_ != State::kOpen || reader_.HasBufferedItems()) return true;
+  if (state_ != State::kOpen || reader_.HasBuffered()) return true;
   StartRead();
   // The read stays pending when nothing came: the next NextRef goes on with it (never
   // cancelled, so a TLS record half received is not lost).

@@ -367,6 +367,10 @@ bool StreamReader::HasBufferedItems() const {
   // While a Change waits for its pieces, what is buffered may be only pieces: Next would read
   // the socket. Say no (a consumer then flushes early, which is harmless).
   if (due_next_ < due_.size()) return false;
+  return HasBuffered();
+}
+
+bool StreamReader::HasBuffered() const {
   if (batch_ != nullptr && batch_next_ < batch_->events_size()) return true;
   if (split_next_ < split_.size()) return true;
   // A decoding error counts as buffered too (Next reports it without waiting).

@@ -49,6 +49,8 @@ class StreamReader {
   // True when NextItem can answer without more bytes (the rest of an EventBatch, a complete
   // frame, or a decoding error); false while a Change waits for its pieces.
   bool HasBufferedItems() const;
+  // Events or a frame buffered, whatever they are (pieces too): the socket need not be read.
+  bool HasBuffered() const;
   // Bytes fed but not yet parsed (nonzero at a clean close: the server cut a frame).
   std::size_t buffered() const { return decoder_.buffered(); }
 

@@ -107,12 +107,14 @@ void StopGracefully(boost::asio::io_context& io, server::Server& server,
 }
 
 // glibc's malloc gives buffers above its mmap threshold their own mapping, and returns the top
-// of its heap to the system past its trim threshold; by default both follow the largest block
-// freed so far (128 KiB to 32 MiB). A stream of long values in 1 MiB pieces then maps and faults
-// in fresh pages for every piece, at every copy (libpq's message, the output, the session's
-// queue): 500 MB of pieces cost dblogd 2.3-2.7 CPU s, against 0.37 s with these fixed values
-// (docs/benchmarks.md). Blocks of up to 16 MiB come from the heap, which keeps up to 32 MiB free
-// on top; larger ones (a whole huge row) are still mapped and given back at once.
+// of a heap to the system past its trim threshold; by default the first follows the largest
+// mapped block freed so far (128 KiB up to 32 MiB) and the second is twice it. A stream of long
+// values in 1 MiB pieces then maps, or grows the heap again, and faults in fresh pages for every
+// piece at every copy (libpq's message, the output, the session's queue): 500 MB of pieces cost
+// dblogd 2.3-2.7 CPU s, against 0.38-0.42 s with these fixed values (docs/benchmarks.md).
+// Blocks of up to 16 MiB come from the heap, and every arena keeps up to 32 MiB free on top;
+// larger ones (a whole huge row) are still mapped and given back at once. They override
+// GLIBC_TUNABLES' two (docs/architecture.md, "Memory bounds").
 void TuneMalloc() {
   mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 32 << 20);

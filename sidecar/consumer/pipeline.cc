@@ -645,6 +645,7 @@ void Pipeline::OnData(std::uint64_t wal_start, std::uint64_t wal_end, std::strin
       if (p.batch_events_.capacity() > 16 * kKeptViews) {
         p.batch_events_ = {};
         p.batch_parsed_ = {};
+        p.batch_pieces_ = {};
       }
     }
   } release{*this};

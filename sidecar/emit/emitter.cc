@@ -56,12 +56,25 @@ Emitter::Emitter(const Emitter& previous, AckTracker* acks)
     : resume_after_(previous.last_position()), acks_(acks) {
   last_ = previous.last_;
   sent_any_ = previous.sent_any_;
+  // What `previous` was still to continue (the source lost again before the replay reached it),
+  // unless it got further.
+  continued_unit_ = previous.continued_unit_;
+  cut_change_ = previous.cut_change_;
+  cut_bytes_ = previous.cut_bytes_;
+  cut_before_ = previous.cut_before_;
   if (previous.unit_.kind == UnitKind::kTransaction && previous.unit_.header_sent)
     continued_unit_ = previous.unit_.commit_lsn;
   if (previous.pieces_.send && previous.pieces_.due > 0) {
+    // the consumer has the bytes processed so far, and those still to be skipped
     cut_change_ = previous.last_;
-    cut_bytes_ = previous.pieces_.total - previous.pieces_.due;
+    cut_bytes_ = previous.pieces_.total - previous.pieces_.due + previous.pieces_.skip;
+    cut_before_ = previous.complete_position();
   }
+}
+
+Position Emitter::complete_position() const {
+  if (cut_bytes_ > 0) return cut_before_;  // the cut Change is not whole yet, nor decoded again
+  return pieces_.send && pieces_.due > 0 ? pieces_.before : last_position();
 }
 
 std::string Emitter::TakeOutput() {
@@ -123,7 +136,7 @@ void Emitter::OnBegin(const dblog::v1::Begin& begin) {
   // decoded again after a source reconnect: the consumer has this Begin already (the
   // transactions before it, decoded again too, are dropped whole by resume)
   if (continued_unit_ != 0 && begin.commit_lsn() >= continued_unit_) {
-    unit_.header_sent = begin.commit_lsn() == continued_unit_;
+    unit_.header_sent = unit_.continued = begin.commit_lsn() == continued_unit_;
     continued_unit_ = 0;
   }
 }
@@ -305,9 +318,17 @@ void Emitter::OnMessage(dblog::v1::Message& message) {
 void Emitter::OnCommit(dblog::v1::Commit& commit) {
   RequireTransaction("a Commit", commit.commit_lsn());
   RequireNoChunk("a Commit");
-  const Position pos = NextPosition();
+  Position pos = NextPosition();
   const std::uint64_t end_lsn = commit.end_lsn() != 0 ? commit.end_lsn() : unit_.end_lsn;
-  const bool send = Admit(pos);
+  bool send = Admit(pos);
+  if (!send && unit_.continued) {
+    // The consumer has this transaction's Begin and events up to resume_after_, not its
+    // Commit: a repair chunk's events, which the replay does not have (a chunk is never sent
+    // again), took seqs past the Commit's. It goes out after the last position sent.
+    pos = Position{unit_.commit_lsn, last_.seq + 1};
+    Advance(pos, "Commit");
+    send = true;
+  }
   if (send) {
     commit.set_seq(pos.seq);
     Append(StreamEvent::kCommit, commit);
@@ -510,9 +531,9 @@ void Emitter::ExpectPieces(const Change& change, Position pos, bool sent, Positi
     // the consumer has this Change and its first cut_bytes_ bytes (Emitter(previous, acks))
     pieces_.send = true;
     pieces_.skip = cut_bytes_;
-    pieces_.before = Position{};  // unknown here: Heartbeat.position is left out meanwhile
+    pieces_.before = cut_before_;
   }
-  if (pos == cut_change_) cut_bytes_ = 0;
+  if (!(pos < cut_change_)) cut_bytes_ = 0;  // the cut Change is past
 }
 
 void Emitter::ConsumePiece(std::string_view data) {

@@ -137,9 +137,7 @@ class Emitter {
   Position last_position() const { return resume_after_ < last_ ? last_ : resume_after_; }
   // last_position(), or while a Change's pieces are still coming, the position before that
   // Change: what a consumer has whole (Heartbeat.position).
-  Position complete_position() const {
-    return pieces_.send && pieces_.due > 0 ? pieces_.before : last_position();
-  }
+  Position complete_position() const;
   Position resume_after() const { return resume_after_; }
   // A log transaction or the bootstrap is open: the slot must not be confirmed past it.
   bool in_transaction() const { return unit_.kind != UnitKind::kNone; }
@@ -158,6 +156,7 @@ class Emitter {
     int header_field = 0;
     std::string header;
     bool header_sent = false;
+    bool continued = false;  // the consumer got its header from the emitter before (a reconnect)
   };
 
   struct Chunk {
@@ -240,6 +239,7 @@ class Emitter {
   std::uint64_t continued_unit_ = 0;
   Position cut_change_;
   std::uint64_t cut_bytes_ = 0;
+  Position cut_before_;  // complete_position() until the cut Change is whole
   bool bootstrapped_ = false;
   std::uint64_t consistent_point_ = 0;
   std::unordered_map<std::uint32_t, RelationState> relations_;

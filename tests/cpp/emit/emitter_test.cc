@@ -197,13 +197,18 @@ TEST(Emitter, ASourceReconnectContinuesTheTransactionAndThePieces) {
   EXPECT_EQ(first.last_position(), (Position{1000, 2}));
   EXPECT_EQ(first.complete_position(), (Position{1000, 1}));  // the Change is not whole yet
 
-  Emitter again(first, nullptr);
+  // the source still down at the first retry: an emitter that decoded nothing, then another
+  Emitter retry(first, nullptr);
+  EXPECT_EQ(retry.complete_position(), (Position{1000, 1}));  // not the cut Change
+  EXPECT_EQ(retry.last_position(), (Position{1000, 2}));
+  Emitter again(retry, nullptr);
+  EXPECT_EQ(again.complete_position(), (Position{1000, 1}));
   again.OnEvent(BeginEv(1000));
   again.OnEvent(RelationEv(Items()));
   again.OnEvent(InsertEv(kItems, 1000, 1, Item(1, "a")));
   again.OnEvent(InsertEv(kItems, 1000, 2, MakeRow({Int(2), Split(5)})));
   again.OnEvent(PieceEv("ab"));
-  EXPECT_EQ(again.complete_position(), Position{});  // left out of heartbeats meanwhile
+  EXPECT_EQ(again.complete_position(), (Position{1000, 1}));
   again.OnEvent(PieceEv("cde"));
   EXPECT_EQ(again.complete_position(), (Position{1000, 2}));
   again.OnEvent(InsertEv(kItems, 1000, 3, Item(3, "c")));
@@ -1009,6 +1014,32 @@ TEST(Emitter, DroppedCommitsAreNotTracked) {
   FeedThree(e);
   EXPECT_EQ(acks.unacknowledged(), 1u);  // only 3000 went out
   EXPECT_EQ(acks.OnAck({3000, 2}), EndOf(3000));
+}
+
+// The source lost after a repair chunk went out in the high watermark's transaction, before its
+// Commit: the replay has no chunk, so the Commit's own seq is at or before what the consumer
+// has; it goes out after it, once, and is acknowledgeable.
+TEST(Emitter, ASourceReconnectAfterAChunkStillEndsItsTransaction) {
+  AckTracker acks(0);
+  Emitter first(Position{}, &acks);
+  first.OnEvent(BeginEv(1000));
+  first.OnEvent(MessageEv(true, 990, 1000, 1, "dblog.hi"));
+  first.BeginChunk(Items(), RangeChunk(77));
+  first.EmitChunkRow(Item(1, "a").SerializeAsString());
+  first.EndChunk();
+  EXPECT_EQ(Describe(Drain(first)),
+            (Strings{"B 1000:0", "M 1000:1", "R 16384", "CB 1000:2", "READ 1000:3", "CE 1000:4"}));
+  Emitter again(first, &acks);
+  again.OnEvent(BeginEv(1000));
+  again.OnEvent(MessageEv(true, 990, 1000, 1, "dblog.hi"));  // the window is gone: no chunk
+  again.OnEvent(CommitEv(1000, 2));
+  EXPECT_EQ(Describe(Drain(again)), (Strings{"C 1000:5"}));
+  EXPECT_EQ(acks.unacknowledged(), 1u);
+  again.OnEvent(BeginEv(2000));
+  again.OnEvent(RelationEv(Items()));
+  again.OnEvent(InsertEv(kItems, 2000, 1, Item(2, "b")));
+  again.OnEvent(CommitEv(2000, 2));
+  EXPECT_EQ(Describe(Drain(again)), (Strings{"B 2000:0", "R 16384", "I 2000:1", "C 2000:2"}));
 }
 
 }  // namespace

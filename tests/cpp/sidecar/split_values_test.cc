@@ -18,9 +18,10 @@ using namespace std::chrono_literals;
 
 class SplitValuesTest : public DblogdTest {
  protected:
-  // Events until a Commit at or after `lsn`, every event applied to `replay` too.
+  // Events until a Commit at or after `lsn`, every event applied to `replay` too; with `ack`,
+  // every Commit acknowledged.
   std::vector<dblog::v1::StreamEvent> ReadEvents(client::Client& c, Replay* replay,
-                                                 std::uint64_t lsn) {
+                                                 std::uint64_t lsn, bool ack = false) {
     std::vector<dblog::v1::StreamEvent> events;
     const auto deadline = std::chrono::steady_clock::now() + 300s;
     for (;;) {
@@ -36,6 +37,7 @@ class SplitValuesTest : public DblogdTest {
       if (!std::holds_alternative<dblog::v1::StreamEvent>(item)) continue;
       auto& event = std::get<dblog::v1::StreamEvent>(item);
       if (replay != nullptr) replay->Apply(event);
+      if (ack && event.has_commit()) c.Ack(*client::Client::PositionOf(event));
       const bool done = event.has_commit() && event.commit().commit_lsn() >= lsn;
       events.push_back(std::move(event));
       if (done) return events;
@@ -81,6 +83,7 @@ TEST_F(SplitValuesTest, LongValuesArriveWholeWithOrWithoutPieces) {
   // b and j out of line, uncompressed: an UPDATE that leaves them carries them unchanged
   db().exec("ALTER TABLE " + s + ".docs ALTER b SET STORAGE EXTERNAL, ALTER j SET STORAGE EXTERNAL");
   db().exec("CREATE TABLE " + s + ".full_docs (id int PRIMARY KEY, t text)");
+  db().exec("CREATE TABLE " + s + ".keyed (k text PRIMARY KEY, v text)");  // a long key
   db().exec("ALTER TABLE " + s + ".full_docs REPLICA IDENTITY FULL");
   const std::string whole = consumer() + "_w";  // asks for no pieces
   DropConsumer(whole);
@@ -102,6 +105,9 @@ TEST_F(SplitValuesTest, LongValuesArriveWholeWithOrWithoutPieces) {
             ", decode(repeat('00ff10', 5000), 'hex'), (SELECT jsonb_agg(g) FROM "
             "generate_series(1, 3000) g), 1), (2, 'short', '\\x00', '{}', 2)");
   db().exec("INSERT INTO " + s + ".full_docs VALUES (1, " + long_text + ")");
+  // a key column is never split (the emitter would stop the session), its other values are
+  db().exec("INSERT INTO " + s + ".keyed VALUES (repeat('k', 6000), repeat('v', 7000))");
+
   db().exec("BEGIN");
   db().exec("UPDATE " + s + ".docs SET id = 3, t = t || 'x' WHERE id = 1");  // key changed
   db().exec("UPDATE " + s + ".docs SET n = 20 WHERE id = 2");
@@ -111,11 +117,15 @@ TEST_F(SplitValuesTest, LongValuesArriveWholeWithOrWithoutPieces) {
   const std::uint64_t until = Sentinel();
   const auto events = ReadEvents(*pieces, &with_pieces, until);
   ReadEvents(plain, &without, until);
-  ExpectConverged(with_pieces, {"docs", "full_docs"});
-  ExpectConverged(without, {"docs", "full_docs"});
-  // t, b, j of id 1; t of the key change; full_docs' two t; id 4's t
-  EXPECT_EQ(pieces->split_values_received(), 7u);
+  ExpectConverged(with_pieces, {"docs", "full_docs", "keyed"});
+  ExpectConverged(without, {"docs", "full_docs", "keyed"});
+  // t, b, j of id 1; t of the key change; full_docs' two t; keyed's v; id 4's t
+  EXPECT_EQ(pieces->split_values_received(), 8u);
   EXPECT_EQ(plain.split_values_received(), 0u);
+  // a plugin message holding a Change with split values is parsed whole (docs/operations.md)
+  EXPECT_GE(MetricValue(dblogd_->Metrics(), "dblog_plugin_messages_parsed_whole_total{consumer=\"" +
+                                                consumer() + "\"}"),
+            6);
 
   // The multi-statement transaction: resume after its second Change and get the rest again,
   // values whole (the first Change's pieces dropped with it).
@@ -142,6 +152,20 @@ TEST_F(SplitValuesTest, LongValuesArriveWholeWithOrWithoutPieces) {
   ASSERT_EQ(rest.size(), 2u);
   for (std::size_t i = 0; i < rest.size(); ++i)
     EXPECT_EQ(rest[i].SerializeAsString(), txn[i + 2].SerializeAsString()) << i;
+
+  // A row of the extension's own tables is never split either (dblogd reads a repair request
+  // whole): a request longer than a piece is carried out, the stream going on.
+  std::string keys = "[";
+  for (int i = 0; i < 400; ++i)
+    keys += (i ? ", " : "") + std::string("{\"id\": ") + std::to_string(i) + "}";
+  keys += "]";
+  const std::string request = db().scalar("SELECT dblog.repair_keys('" + s + ".docs', '" + keys +
+                                          "', '" + consumer() + "')");
+  for (auto until_done = std::chrono::steady_clock::now() + 60s;
+       db().scalar("SELECT state FROM dblog.requests WHERE id = " + request) != "done";) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until_done) << "the repair request stayed open";
+    ReadEvents(resumed, nullptr, Sentinel(), /*ack=*/true);  // the request's progress follows
+  }
 }
 
 // Target 5 of issue 25: memory bounded whatever the row size. A 500 MB value inserted after
