@@ -624,6 +624,14 @@ TEST_F(DblogdTest, ARequestTheLogCarriesWhileDblogdsConnectionIsGoneStillRuns) {
   Replay replay;
   ReadUntil(c, replay, 0);
   ReadUntil(c, replay, Sentinel());
+  // the bootstrap recorded done first: the connection's next user must be the repair's load
+  // (terminated while the bootstrap's record was being written, the test saw no failed load)
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       db().scalar("SELECT bootstrap_state FROM dblog.consumers WHERE name = '" + consumer() +
+                   "'") != "done";) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until);
+    std::this_thread::sleep_for(20ms);
+  }
   ASSERT_EQ(db().scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
                         "application_name = 'dblogd " + consumer() + "' AND backend_type = "
                         "'client backend'"),
