@@ -218,6 +218,8 @@ TEST(ConfigParse, NumbersOutOfRange) {
       {"--max-pending-handshakes=0", "max-pending-handshakes: must be 1 to 100000"},
       {"--max-buffer-mb=0", "max-buffer-mb: must be 1 to 4096"},
       {"--max-message-bytes=1073741825", "max-message-bytes: must be 0 to 1073741824"},
+      {"--value-piece-bytes=1023", "value-piece-bytes: must be 0 (off) or 1024 to 67108864"},
+      {"--value-piece-bytes=67108865", "value-piece-bytes: must be 0 (off) or 1024 to 67108864"},
       {"--batch-bytes=-1", "batch-bytes: must be 0 to 67108864"},
       {"--copy-workers=65", "copy-workers: must be 0 to 64"},
       {"--chunk-size=0", "chunk-size: must be 1 to 1000000"},
