@@ -222,13 +222,12 @@ class SplitValues:
                                      for v in list(ev.change.old_key.values)
                                      + list(ev.change.old_row.values)):
             raise IOError("a split value outside a Change's new row")
-        if which == "change" and any(v.WhichOneof("kind") == "split"
-                                     for v in ev.change.new_row.values):
-            for v in ev.change.new_row.values:
-                if v.WhichOneof("kind") == "split":
-                    if v.split.kind not in self.MEMBERS or not 0 < v.split.length <= 1 << 30:
-                        raise IOError("a split value this client cannot put together")
-                    self.due.append([v, self.MEMBERS[v.split.kind], bytearray(), v.split.length])
+        for v in ev.change.new_row.values if which == "change" else ():
+            if v.WhichOneof("kind") == "split":
+                if v.split.kind not in self.MEMBERS or not 0 < v.split.length <= 1 << 30:
+                    raise IOError("a split value this client cannot put together")
+                self.due.append([v, self.MEMBERS[v.split.kind], bytearray(), v.split.length])
+        if self.due:
             self.change = ev
             return None
         return ev

@@ -519,8 +519,9 @@ void Emitter::ExpectPieces(const Change& change, Position pos, bool sent, Positi
       Fail("a split value of kind " + std::to_string(split.kind()));
     if (split.length() == 0 || split.length() > kMaxValueBytes)
       Fail("a split value of " + std::to_string(split.length()) + " bytes");
-    for (const std::uint32_t key : KnownRelation(change.relation_oid(), "a Change").key_columns())
-      if (key == static_cast<std::uint32_t>(i)) Fail("a split value in key column " + std::to_string(i));
+    const auto& keys = KnownRelation(change.relation_oid(), "a Change").key_columns();
+    if (std::find(keys.begin(), keys.end(), static_cast<std::uint32_t>(i)) != keys.end())
+      Fail("a split value in key column " + std::to_string(i));
     due += split.length();
   }
   for (const dblog::v1::Row* row : {&change.old_key(), &change.old_row()})
