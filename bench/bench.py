@@ -13,7 +13,8 @@ the sections, the --json and --docs outputs. The rest is the package dblog_bench
   sections/     one module per section (--only takes a comma-separated list of these names):
     bulk       log throughput, 1M row changes in 3 transactions
     oltp       log throughput, 100k transactions of 1-5 rows
-    memory     dblogd through one transaction of 1M rows (peak RSS)
+    memory     dblogd through one transaction of 1M rows (peak RSS), and through 50 rows of a
+               10 MB value each, the values in pieces and whole (wall, CPU, peak RSS)
     latency    commit-to-consumer latency at a fixed rate
     bootstrap  initial copy of a 5M-row table
     repair     whole-table repair of 1M rows under a pgbench-style load
@@ -78,11 +79,13 @@ def main():
         a.bulk_changes, a.oltp_tx, a.oltp_pre, a.memory_rows = 30_000, 3_000, 3_000, 30_000
         a.bootstrap_rows, a.latency_rate, a.latency_seconds = 100_000, 200, 3
         a.repair_rows, a.repair_pre_s, a.repair_post_s = 20_000, 3, 2
+        a.long_rows, a.long_mb = 4, 2
         a.reps_log = a.reps_bootstrap = a.reps_latency = 1
     else:
         a.bulk_changes, a.oltp_tx, a.oltp_pre, a.memory_rows = 1_000_000, 100_000, 100_000, 1_000_000
         a.bootstrap_rows, a.latency_rate, a.latency_seconds = 5_000_000, 500, 20
         a.repair_rows, a.repair_pre_s, a.repair_post_s = 1_000_000, 10, 10
+        a.long_rows, a.long_mb = 50, 10
         a.reps_log, a.reps_bootstrap, a.reps_latency = 5, 3, 3
     if a.reps:
         a.reps_log = a.reps_bootstrap = a.reps_latency = a.reps

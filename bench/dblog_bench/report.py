@@ -225,6 +225,39 @@ def report_memory(out, targets, d):
     out.append("")
     out.append("Peak RSS of dblogd in the other sections is in their tables.")
     out.append("")
+    if d.get("long"):
+        report_long_values(out, d["long"])
+
+
+def report_long_values(out, d):
+    """Section 3's long values: in pieces against whole, same run."""
+    out.append(f"#### Long values: {d['rows']} transactions of one {d['mb']} MB text value each")
+    out.append("")
+    out.append("| values | wall s | dblogd CPU s | peak RSS MB (VmHWM) | server CPU s |")
+    out.append("|---|---|---|---|---|")
+    labels = {"pieces": "in pieces (`--value-piece-bytes` default)",
+              "whole": "whole (`--value-piece-bytes=0`)"}
+    runs = d["runs"]
+    for arm, label in labels.items():
+        rs = runs.get(arm) or []
+        if rs:
+            out.append(f"| {label} | {fmt_range([r['wall_s'] for r in rs])} | "
+                       f"{fmt_range([r['dblogd_cpu_s'] for r in rs])} | "
+                       f"{fmt_range([r['rss_kb'] / 1024 for r in rs], 1)} | "
+                       f"{fmt_range([r['server_cpu_s'] for r in rs])} |")
+        else:
+            out.append(f"| {label} | FAILED: {d['errors'].get(arm, '')[:160]} | | | |")
+    pieces, whole = runs.get("pieces") or [], runs.get("whole") or []
+    if pieces and whole:
+        cells = []
+        for get in (lambda r: r["wall_s"], lambda r: r["dblogd_cpu_s"], lambda r: r["rss_kb"]):
+            cell = ratio(med([get(r) for r in pieces]), med([get(r) for r in whole]))
+            if len(pieces) == len(whole) > 1 and all(get(r) for r in whole):
+                paired = [get(p) / get(w) for p, w in zip(pieces, whole)]
+                cell += f" ({min(paired):.2f}–{max(paired):.2f})"
+            cells.append(cell)
+        out.append(f"| pieces / whole | {' | '.join(cells)} | |")
+    out.append("")
 
 
 def report_latency(out, targets, d):

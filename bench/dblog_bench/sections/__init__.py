@@ -4,7 +4,8 @@ measures one kind of thing and returns the section's raw data (what report.py re
 
   bulk       log throughput, 1M row changes in 3 transactions        (log_throughput.py)
   oltp       log throughput, 100k transactions of 1-5 rows            (log_throughput.py)
-  memory     dblogd through one transaction of 1M rows (peak RSS)     (memory.py)
+  memory     dblogd through one transaction of 1M rows (peak RSS), and (memory.py)
+             through long values, in pieces and whole
   latency    commit-to-consumer latency at a fixed rate               (latency.py)
   bootstrap  initial copy of a 5M-row table                           (bootstrap.py)
   repair     whole-table repair of 1M rows under a pgbench-style load (repair.py)
