@@ -250,13 +250,14 @@ def report_long_values(out, d):
     pieces, whole = runs.get("pieces") or [], runs.get("whole") or []
     if pieces and whole:
         cells = []
-        for get in (lambda r: r["wall_s"], lambda r: r["dblogd_cpu_s"], lambda r: r["rss_kb"]):
+        for get in (lambda r: r["wall_s"], lambda r: r["dblogd_cpu_s"], lambda r: r["rss_kb"],
+                    lambda r: r["server_cpu_s"]):
             cell = ratio(med([get(r) for r in pieces]), med([get(r) for r in whole]))
             if len(pieces) == len(whole) > 1 and all(get(r) for r in whole):
                 paired = [get(p) / get(w) for p, w in zip(pieces, whole)]
                 cell += f" ({min(paired):.2f}–{max(paired):.2f})"
             cells.append(cell)
-        out.append(f"| pieces / whole | {' | '.join(cells)} | |")
+        out.append(f"| pieces / whole | {' | '.join(cells)} |")
     out.append("")
 
 
