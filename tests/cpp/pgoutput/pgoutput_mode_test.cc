@@ -789,7 +789,9 @@ TEST_P(PgoutputModeTest, RepairProgressIsReportedOnTheStream) {
 
 // A deadlock that takes the window's transaction as its victim defers the window, which is read
 // again: a REINDEX holds the index while the window, its table lock granted, waits for it; the
-// same session then asks for the table: the window, waiting longer, finds the cycle first.
+// same session then asks for the table. The victim is the waiter whose deadlock_timeout runs out
+// first: the session (a superuser, to set it) waits with 60 s against the window's 1 s, so the
+// window finds the cycle first (RepairTest.AWindowChosenAsADeadlockVictimIsReadAgain).
 TEST_P(PgoutputModeTest, AWindowChosenAsADeadlockVictimIsReadAgain) {
   const std::string s = kSchema;
   CreateTableAAndSentinel(200);
@@ -798,7 +800,8 @@ TEST_P(PgoutputModeTest, AWindowChosenAsADeadlockVictimIsReadAgain) {
   auto c = Connect();
   ASSERT_NO_FATAL_FAILURE(ReadUntil(c, replay, 0));
   EraseEvery(replay, "a", 7);
-  PgConn ddl(As(*cluster_, kRole));
+  PgConn ddl(cluster_->conninfo());
+  ddl.exec("SET deadlock_timeout = '60s'");
   ddl.exec("BEGIN");
   ddl.exec("REINDEX INDEX " + s + ".a_pkey");  // the index until COMMIT; the table shared
   const std::string id = db_->scalar("SELECT dblog.repair('" + s + ".a')");

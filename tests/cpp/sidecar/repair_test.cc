@@ -372,7 +372,10 @@ TEST_F(RepairTest, ARewriteWhileTheWindowWaitsForTheLockRedoesTheWindow) {
 // and row locks around a window's lock wait made PostgreSQL abort the window ("deadlock
 // detected" in dblog._bind_relation), the request failed, and the sink never got the repair.
 // Here: a REINDEX holds the index while the window, its table lock granted, waits for it; the
-// same session then asks for the table: the window, waiting longer, finds the cycle first.
+// same session then asks for the table. PostgreSQL's victim is the waiter whose deadlock_timeout
+// runs out first: the session waits with 60 s against the window's 1 s (the default), so the
+// window finds the cycle first. (Both at 1 s, the session that waited second was sometimes
+// checked first: 1 CI run in a few, "the DDL session, not the window, was the victim".)
 TEST_F(RepairTest, AWindowChosenAsADeadlockVictimIsReadAgain) {
   const std::string t = schema() + ".dl";
   db().exec("CREATE TABLE " + t + " (id int PRIMARY KEY, v text)");
@@ -383,7 +386,8 @@ TEST_F(RepairTest, AWindowChosenAsADeadlockVictimIsReadAgain) {
   ReadUntil(c, replay, 0);
   const std::uint32_t oid = TableOid(db(), t);
   for (std::int64_t id = 1; id <= 200; id += 7) replay.Erase(oid, IntKey(id));
-  PgConn ddl(conninfo());
+  PgConn ddl(conninfo());  // a superuser: deadlock_timeout is one to set
+  ddl.exec("SET deadlock_timeout = '60s'");
   ddl.exec("BEGIN");
   ddl.exec("REINDEX INDEX " + schema() + ".dl_pkey");  // the index until COMMIT; the table shared
   const std::uint64_t id = Request("dblog.repair('" + t + "')");
