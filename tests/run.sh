@@ -76,7 +76,7 @@ else
     sed 's/^/  /' build/Testing/Temporary/LastTestsFailed.log 2>/dev/null || true
     echo "their failure lines (first 80):"
     grep -E '^\[  FAILED  \]|: Failure$|^Expected|^  Actual|^Which is|^Value of|^  Which is|error:|Timeout|Exception|terminate called' \
-      "$ctest_log" | head -n 80 | sed 's/^/  /' || true
+      "$ctest_log" | grep -vE '^ *Start +[0-9]+: |Test +#[0-9]+: .* Passed ' | head -n 80 | sed 's/^/  /' || true
   fi
 fi
 
