@@ -375,7 +375,7 @@ TEST_F(RepairTest, ARewriteWhileTheWindowWaitsForTheLockRedoesTheWindow) {
 // same session then asks for the table. PostgreSQL's victim is the waiter whose deadlock_timeout
 // runs out first: the session waits with 60 s against the window's 1 s (the default), so the
 // window finds the cycle first. (Both at 1 s, the session that waited second was sometimes
-// checked first: 1 CI run in a few, "the DDL session, not the window, was the victim".)
+// checked first, as in a CI run: "the DDL session, not the window, was the victim".)
 TEST_F(RepairTest, AWindowChosenAsADeadlockVictimIsReadAgain) {
   const std::string t = schema() + ".dl";
   db().exec("CREATE TABLE " + t + " (id int PRIMARY KEY, v text)");
