@@ -107,6 +107,12 @@ def machine_busy_s():
         v = [int(x) for x in f.readline().split()[1:9]]
     return (sum(v) - v[3] - v[4]) / CLK_TCK  # minus idle and iowait
 
+def alternated(keys, rep):
+    """The contenders of repetition `rep` in the order they run: as given in even repetitions,
+    reversed in odd ones, so that neither always runs first (a warm cache, a busier machine)."""
+    keys = list(keys)
+    return keys if rep % 2 == 0 else keys[::-1]
+
 def wait_for_quiet(max_wait, max_load):
     """Other engineers share this machine: before a timed run, wait (at most max_wait seconds)
     until the machine's load over half a second is below max_load cores. Returns the wait."""

@@ -33,7 +33,7 @@ import subprocess
 import threading
 import time
 
-from ..harness import Dblogd, SqlError, log, proc_hwm_kb, sql, tool, wait_for_quiet
+from ..harness import Dblogd, alternated, SqlError, log, proc_hwm_kb, sql, tool, wait_for_quiet
 
 TABLE = "bench.cdc_events"
 PUBLICATION = "bench_fanout_pub"
@@ -651,7 +651,7 @@ def section_fanout(ctx):
            "errors": {}}
     for rep in range(a.reps_fanout):
         for scenario in PHASES:
-            order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
+            order = alternated(ARMS, rep)
             for arm_key in order:
                 key = f"{scenario}/{arm_key}"
                 try:

@@ -7,8 +7,8 @@ import subprocess
 import threading
 import time
 
-from ..harness import (Dblogd, SqlError, consumer_in_background, interrupt, log, pgbench_cmd,
-                       proc_hwm_kb, sql, tool, wait_for_quiet)
+from ..harness import (Dblogd, SqlError, alternated, consumer_in_background, interrupt, log,
+                       pgbench_cmd, proc_hwm_kb, sql, tool, wait_for_quiet)
 from ..workloads import next_marker
 
 def latency_dblogd(ctx, rep, rate, seconds, script):
@@ -112,7 +112,7 @@ def section_latency(ctx):
     res = {"dblogd": [], "test_decoding": []}
     errors = {}
     for rep in range(a.reps_latency):
-        order = ["dblogd", "test_decoding"] if rep % 2 == 0 else ["test_decoding", "dblogd"]
+        order = alternated(["dblogd", "test_decoding"], rep)
         for key in order:
             try:
                 fn = latency_dblogd if key == "dblogd" else latency_recvlogical

@@ -2,7 +2,7 @@
 long values: rows of one 10 MB value each, with the values in pieces (dblogd's default
 --value-piece-bytes, the bench consumer asking for them) and whole (--value-piece-bytes=0), the
 two alternating in each repetition (docs/protocol.md, "Long values")."""
-from ..harness import log, measure_dblogd_stream, sql
+from ..harness import alternated, log, measure_dblogd_stream, sql
 from ..workloads import TABLE_DDL, next_marker, row_expr
 
 LONG_ARMS = {"pieces": [], "whole": ["--value-piece-bytes=0"]}
@@ -53,7 +53,7 @@ def long_values(ctx, reps):
     next_marker()
     runs, errors = {arm: [] for arm in LONG_ARMS}, {}
     for rep in range(reps):
-        order = list(LONG_ARMS) if rep % 2 == 0 else list(reversed(LONG_ARMS))
+        order = alternated(LONG_ARMS, rep)
         for arm in order:
             c = f"lv_{arm}_r{rep}"
             try:

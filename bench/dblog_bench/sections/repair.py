@@ -6,8 +6,8 @@ import subprocess
 import threading
 import time
 
-from ..harness import (Dblogd, consumer_in_background, interrupt, log, proc_hwm_kb, sql, tool,
-                       wait_for_quiet)
+from ..harness import (Dblogd, alternated, consumer_in_background, interrupt, log, proc_hwm_kb,
+                       sql, tool, wait_for_quiet)
 from ..workloads import REPAIR_SCRIPT, TABLE_DDL, row_expr
 
 def repair_run(ctx, rep, n, pre_s, post_s, clients, rate=None, cap=None, binary=None):
@@ -116,7 +116,7 @@ def section_repair(ctx):
     fixed_rate = cap = None
     run_no = 0
     for rep in range(a.reps_bootstrap):
-        order = kinds if rep % 2 == 0 else list(reversed(kinds))
+        order = alternated(kinds, rep)
         if rep == 0:
             order = kinds  # the rate and the cap come from the first idle and full runs
         for kind in order:
